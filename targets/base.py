@@ -1,0 +1,83 @@
+"""What a target hands an adversary (Release) and what it promises (Guarantee).
+
+A target is a whole release pipeline: a vocabulary step followed by a learner.
+The engine only ever calls ``fit`` and ``guarantee``; targets know nothing of
+attacks. Targets are plain picklable objects built from config so Ray can ship
+them and a run directory can rebuild them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """A privacy claim described as data: (ε, δ), its adjacency and its basis.
+
+    ``epsilon = inf`` means no claim (a non-private learner). ``basis`` is one of
+    ``"none"``, ``"theorem"`` (then ``accountant`` names how it was computed),
+    ``"paper-claim"`` or ``"monitor"`` (data-dependent, not a guarantee).
+    """
+
+    epsilon: float = math.inf
+    delta: float = 0.0
+    adjacency: str | None = None
+    basis: str = "none"
+    accountant: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epsilon": None if math.isinf(self.epsilon) else self.epsilon,
+            "delta": self.delta,
+            "adjacency": self.adjacency,
+            "basis": self.basis,
+            "accountant": self.accountant,
+            "parameters": self.parameters,
+        }
+
+
+NO_GUARANTEE = Guarantee()
+
+
+@dataclass
+class Release:
+    """Everything the adversary sees: Φ and the words its columns stand for.
+
+    phi: (k, len(vocabulary)) float32, rows on the simplex.
+    vocabulary: sorted int64 column ids into the corpus vocabulary.
+    """
+
+    phi: np.ndarray
+    vocabulary: np.ndarray
+
+    def dense_phi(self, n_words: int) -> np.ndarray:
+        """Φ over the whole corpus vocabulary; words outside the release get 0.
+
+        The ζ solver drops words whose Φ column is all zero, which is exactly
+        "words outside the model's vocabulary are dropped".
+        """
+        full = np.zeros((self.phi.shape[0], n_words), dtype=np.float32)
+        full[:, self.vocabulary] = self.phi
+        return full
+
+
+class Target(Protocol):
+    """The protocol every target adapter implements."""
+
+    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None) -> Release:
+        """Train on the rows of X (documents × corpus vocabulary, counts).
+
+        vocabulary: when given, skip the vocabulary step and learn over exactly
+        these corpus column ids (shadows reusing the target's released
+        vocabulary, as the paper's code does).
+        """
+        ...
+
+    def guarantee(self) -> Guarantee:
+        ...
