@@ -1,0 +1,116 @@
+"""The run directory: the unit users keep, compare, resume and report on.
+
+    config.toml        resolved configuration + provenance (config hash, versions, seeds)
+    plan.npz           target and shadow membership, fitting seeds
+    models/target.npz  the target's release
+    models/shadow-0001.npz ...   one file per finished shadow model, written atomically
+    statistics.npz     every statistic for the target and every shadow
+    scores.npz         per-document scores of every attack, with the true labels
+    results.json       metrics, guarantee, timings (documented, stable keys)
+
+A directory made by another configuration is never reused: its config hash
+must match, so a resumed run cannot silently mix models.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.config import to_toml
+from audit.errors import UserError
+from targets.base import Release
+
+
+def atomic_write_bytes(path: Path, writer) -> None:
+    """Write through a temporary file in the same directory, then rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            writer(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+class RunDirectory:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.models = self.path / "models"
+
+    # -- identity -----------------------------------------------------------
+    def stored_hash(self) -> str | None:
+        config = self.path / "config.toml"
+        if not config.exists():
+            return None
+        try:
+            return tomllib.loads(config.read_text())["provenance"]["config_hash"]
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unreadable"
+
+    def check_compatible(self, config_hash: str) -> bool:
+        """True when resuming. Raises if the directory belongs to something else."""
+        if not self.path.exists():
+            return False
+        if not self.path.is_dir():
+            raise UserError(f"output {self.path} exists and is not a directory; choose another --output")
+        stored = self.stored_hash()
+        if stored is None:
+            if any(self.path.iterdir()):
+                raise UserError(
+                    f"output directory {self.path} is not empty and is not a topicaudit run; "
+                    "choose another --output"
+                )
+            return False
+        if stored != config_hash:
+            raise UserError(
+                f"output directory {self.path} holds a run with a different configuration "
+                f"(config hash {stored}, this one {config_hash}); choose another --output, "
+                "or delete that directory to start over"
+            )
+        return True
+
+    def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
+        self.models.mkdir(parents=True, exist_ok=True)
+        if not (self.path / "config.toml").exists():
+            atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": provenance}))
+
+    # -- models ---------------------------------------------------------------
+    def model_path(self, index: int | None) -> Path:
+        return self.models / ("target.npz" if index is None else f"shadow-{index + 1:04d}.npz")
+
+    def save_model(self, index: int | None, release: Release, config_hash: str, seconds: float) -> None:
+        atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
+            handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
+            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds),
+        ))
+
+    def load_model(self, index: int | None, config_hash: str) -> tuple[Release, float] | None:
+        path = self.model_path(index)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["config_hash"]) != config_hash:
+                    raise UserError(f"{path} was made by a different configuration; delete it to refit")
+                return Release(phi=z["phi"], vocabulary=z["vocabulary"]), float(z["fit_seconds"])
+        except (OSError, KeyError, ValueError):
+            path.unlink()  # a torn or foreign file: refit that model
+            return None
+
+    # -- results --------------------------------------------------------------
+    def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
+
+    def save_results(self, results: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "results.json", json.dumps(results, indent=2) + "\n")

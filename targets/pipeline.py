@@ -1,0 +1,44 @@
+"""A target is a release pipeline: a vocabulary step, then a learner (paper Alg. 1)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from targets.base import NO_GUARANTEE, Guarantee, Release
+
+
+def compose(*guarantees: Guarantee) -> Guarantee:
+    """Basic sequential composition: ε and δ add; no claim if any part has none."""
+    if any(math.isinf(g.epsilon) for g in guarantees):
+        return NO_GUARANTEE
+    return Guarantee(
+        epsilon=sum(g.epsilon for g in guarantees),
+        delta=sum(g.delta for g in guarantees),
+        adjacency=guarantees[0].adjacency,
+        basis="theorem",
+        accountant="basic composition",
+        parameters={"parts": [g.to_json() for g in guarantees]},
+    )
+
+
+class Pipeline:
+    """Select a vocabulary, restrict the counts to it, learn Φ over it."""
+
+    def __init__(self, vocabulary_step, learner):
+        self.vocabulary_step = vocabulary_step
+        self.learner = learner
+
+    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None) -> Release:
+        vocabulary_seed, learner_seed = (
+            int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2)
+        )
+        if vocabulary is None:
+            vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
+        vocabulary = np.asarray(vocabulary, dtype=np.int64)
+        phi = self.learner.fit(X[:, vocabulary].tocsr(), learner_seed)
+        return Release(phi=phi, vocabulary=vocabulary)
+
+    def guarantee(self) -> Guarantee:
+        return compose(self.vocabulary_step.guarantee(), self.learner.guarantee())
