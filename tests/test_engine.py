@@ -1,0 +1,148 @@
+"""End-to-end audits on small corpora with real Ray: files, determinism, resume, cluster path."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audit.config import config_from_dict
+from audit.run import run_audit
+
+VENV_BIN = Path(sys.executable).parent
+
+SMALL = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}, "attack": {"shadows": 8},
+         "target": {"k": 4}, "ray": {"num_cpus": 2}}
+
+
+def small_config(tmp_path, name="small", **extra):
+    data = json.loads(json.dumps(SMALL))
+    for key, value in extra.items():
+        data.setdefault(key, {}).update(value) if isinstance(value, dict) else data.__setitem__(key, value)
+    data["output"] = str(tmp_path / name)
+    return config_from_dict(data)
+
+
+def load_scores(run_dir):
+    with np.load(Path(run_dir) / "scores.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("engine")
+    config = small_config(tmp)
+    return config, run_audit(config, quiet=True)
+
+
+def test_run_directory_holds_every_artefact(finished_run):
+    config, results = finished_run
+    run_dir = config.run_dir
+    for name in ("config.toml", "plan.npz", "statistics.npz", "scores.npz", "results.json",
+                 "models/target.npz"):
+        assert (run_dir / name).exists(), name
+    assert len(list((run_dir / "models").glob("shadow-*.npz"))) == 8
+    assert json.loads((run_dir / "results.json").read_text()) == results
+    assert results["schema"] == "topicaudit.results/1"
+    assert set(results) >= {"corpus", "target", "shadows", "attacks", "seeds", "versions", "timings_s", "config_hash"}
+    assert results["shadows"]["in_per_document"] == 4
+    assert results["statistics"]["max_zeta_gap"] <= 1e-8
+    with np.load(run_dir / "models" / "target.npz") as z:
+        assert z["phi"].dtype == np.float32
+        np.testing.assert_allclose(z["phi"].sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_scores_agree_with_metrics_and_the_attack_beats_chance(finished_run):
+    from audit.metrics import summarize
+
+    config, results = finished_run
+    scores = load_scores(config.run_dir)
+    for name, metrics in results["attacks"].items():
+        assert summarize(scores[name], scores["is_member"]) == metrics
+    # synthetic LDA documents with rare words do leak
+    assert results["attacks"]["lira_online"]["auc"] > 0.6
+
+
+def test_same_configuration_gives_identical_numbers(tmp_path, finished_run):
+    config, results = finished_run
+    again = small_config(tmp_path, "again")
+    second = run_audit(again, quiet=True)
+    assert second["attacks"] == results["attacks"]
+    first_scores, second_scores = load_scores(config.run_dir), load_scores(again.run_dir)
+    for name in first_scores:
+        np.testing.assert_array_equal(first_scores[name], second_scores[name])
+
+
+def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run):
+    reference, reference_results = finished_run
+    run_dir = tmp_path / "interrupted"
+    config_file = tmp_path / "small.toml"
+    config_file.write_text(
+        "[synthetic]\nn_docs = 300\nn_words = 400\nmean_length = 30\n"
+        "[attack]\nshadows = 8\n[target]\nk = 4\n[ray]\nnum_cpus = 1\n"
+    )
+    proc = subprocess.Popen([str(VENV_BIN / "topicaudit"), "run", str(config_file), "--output", str(run_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((run_dir / "models").glob("shadow-*.npz"))) < 3:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    survivors = {p.name: p.stat().st_mtime_ns for p in (run_dir / "models").glob("shadow-*.npz")}
+    assert 3 <= len(survivors) < 8 and not (run_dir / "results.json").exists()
+
+    resumed = run_audit(small_config(tmp_path, "interrupted", ray={"num_cpus": 1}), quiet=True)
+    assert resumed["resumed"] is True
+    for name, mtime in survivors.items():
+        assert (run_dir / "models" / name).stat().st_mtime_ns == mtime, f"{name} was refitted"
+    assert resumed["attacks"] == reference_results["attacks"]
+    for name, values in load_scores(reference.run_dir).items():
+        np.testing.assert_array_equal(values, load_scores(run_dir)[name])
+
+
+def test_a_different_configuration_cannot_reuse_the_directory(finished_run):
+    from audit.errors import UserError
+
+    config, _ = finished_run
+    changed = small_config(config.run_dir.parent, "small", seed=1)
+    with pytest.raises(UserError, match="different configuration"):
+        run_audit(changed, quiet=True)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_joins_an_existing_cluster_started_with_ray_start(tmp_path, finished_run):
+    reference, reference_results = finished_run
+    port = _free_port()
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    start = subprocess.run([str(VENV_BIN / "ray"), "start", "--head", f"--port={port}", "--num-cpus=2",
+                            "--include-dashboard=false", "--disable-usage-stats"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert start.returncode == 0, start.stderr
+    try:
+        config = small_config(tmp_path, "cluster", ray={"address": f"127.0.0.1:{port}"})
+        results = run_audit(config, quiet=True)
+        assert results["ray"]["address"] == f"127.0.0.1:{port}"
+        assert results["ray"]["cpus"] == 2
+        assert results["attacks"] == reference_results["attacks"]
+    finally:
+        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], capture_output=True, env=env, timeout=120)
+
+
+def test_an_unreachable_cluster_is_a_user_error(tmp_path):
+    from audit.errors import UserError
+
+    config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})
+    with pytest.raises(UserError, match="could not connect"):
+        run_audit(config, quiet=True)
+    assert not config.run_dir.exists()
