@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from audit.errors import UserError
@@ -80,8 +81,13 @@ def _run(args) -> int:
     return 0
 
 
+def _show_note(message, category, filename, lineno, file=None, line=None):
+    print(f"topicaudit: note: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
     try:
         return {"run": _run}[args.command](args)
     except UserError as error:

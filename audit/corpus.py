@@ -278,7 +278,7 @@ def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
     sorted_vocab = vocab_arr[order]
     dup = np.flatnonzero(sorted_vocab[1:] == sorted_vocab[:-1])
     if dup.size:
-        word = sorted_vocab[dup[0]]
+        word = str(sorted_vocab[dup[0]])
         where = [int(i) for i in np.flatnonzero(vocab_arr == word)[:2]]
         raise UserError(
             f"{source}: vocabulary word {word!r} appears twice (entries {where[0]} and {where[1]}); "

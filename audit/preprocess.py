@@ -22,10 +22,10 @@ in ``audit/_data`` (see its README.md): nltk's ``WordNetCorpusReader`` reads
 it and nltk's ``WordNetLemmatizer.lemmatize`` picks the lemma, so no nltk data
 download is needed. For every token of letters ``a-z`` the result equals nltk
 on the full WordNet 3.0 (``tests/test_preprocess.py`` proves it when the full
-data is installed). The lemmatiser is applied after the length filter, so a
-lemma may be shorter than 3 letters (``"oxen"`` becomes ``"ox"``) and is not
-re-checked against the stop words (``"does"`` is a stop word, but a token that
-lemmatises to a stop word is kept), as in the paper's description.
+data is installed). Lemmatising is the last step and its output is not
+filtered again, as in the paper's description: a lemma may be shorter than 3
+letters (``"oxen"`` becomes ``"ox"``) or be a stop word (``"dos ins and outs"``
+becomes ``["do", "in", "out"]``).
 
 ``tokenize_like_countvectorizer`` is the alternative for text that is already
 pre-processed: scikit-learn ``CountVectorizer()``'s default analyzer
@@ -59,8 +59,6 @@ STOP_WORDS_FILE = DATA_DIR / "stopwords-english.txt"
 
 MIN_TOKEN_LENGTH = 3
 MAX_TOKEN_LENGTH = 15
-
-_NON_LETTERS = re.compile(r"[^a-z]+")
 
 
 class _LettersOnly(dict):

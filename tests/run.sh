@@ -17,7 +17,7 @@ fi
 # Full WordNet 3.0 (Debian's wordnet-base) lets the tests prove that the shipped
 # lemmatiser data gives exactly nltk's answers; install it when we can.
 if [ ! -f /usr/share/wordnet/index.noun ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get update -qq && apt-get install -y -qq wordnet-base) >/dev/null 2>&1 \
+    (apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base) >/dev/null 2>&1 \
         || echo "note: could not install wordnet-base; the nltk equality test will be skipped" >&2
 fi
 exec .venv/bin/python -m pytest "$@"

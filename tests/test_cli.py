@@ -101,3 +101,15 @@ def test_console_script_reports_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "nope.json" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_directory_where_a_corpus_file_is_expected(capsys, tmp_path):
+    (tmp_path / "corpus.json").mkdir()
+    assert_refused(capsys, tmp_path / "run", "--corpus", tmp_path / "corpus.json", "--format", "json",
+                   message="corpus.json")
+
+
+def test_undecodable_corpus_file(capsys, tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe\x00\x81garbage")
+    assert_refused(capsys, tmp_path / "run", "--corpus", path, message="binary.json")

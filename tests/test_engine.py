@@ -17,7 +17,7 @@ from audit.run import run_audit
 
 VENV_BIN = Path(sys.executable).parent
 
-SMALL = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}, "attack": {"shadows": 8},
+SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
          "target": {"k": 4}, "ray": {"num_cpus": 2}}
 
 
@@ -84,7 +84,7 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run):
     run_dir = tmp_path / "interrupted"
     config_file = tmp_path / "small.toml"
     config_file.write_text(
-        "[synthetic]\nn_docs = 300\nn_words = 400\nmean_length = 30\n"
+        "[synthetic]\nn_docs = 300\nn_words = 1000\nmean_length = 40\n"
         "[attack]\nshadows = 8\n[target]\nk = 4\n[ray]\nnum_cpus = 1\n"
     )
     proc = subprocess.Popen([str(VENV_BIN / "topicaudit"), "run", str(config_file), "--output", str(run_dir)],
