@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from contextlib import contextmanager
 
 from audit.errors import UserError
@@ -15,6 +16,21 @@ from audit.errors import UserError
 ONE_THREAD = {name: "1" for name in (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
 )}
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on an address nobody listens on (ray.init would retry for minutes)."""
+    host_port = address.removeprefix("ray://")
+    host, _, port = host_port.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" and other forms: ray.init reports its own errors quickly
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise UserError(
+            f"could not connect to the Ray cluster at {address!r}: {error}; start one with "
+            "`ray start --head` and pass the address it prints, or drop --ray-address to use a local instance"
+        ) from None
 
 
 @contextmanager
@@ -37,6 +53,8 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         log_to_driver=False,
         runtime_env={"env_vars": ONE_THREAD},
     )
+    if address:
+        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, **common)

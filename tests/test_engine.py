@@ -1,7 +1,6 @@
 """End-to-end audits on small corpora with real Ray: files, determinism, resume, cluster path."""
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -125,18 +124,31 @@ def test_joins_an_existing_cluster_started_with_ray_start(tmp_path, finished_run
     reference, reference_results = finished_run
     port = _free_port()
     env = {**os.environ, "RAY_ADDRESS": ""}
-    start = subprocess.run([str(VENV_BIN / "ray"), "start", "--head", f"--port={port}", "--num-cpus=2",
-                            "--include-dashboard=false", "--disable-usage-stats"],
-                           capture_output=True, text=True, env=env, timeout=120)
-    assert start.returncode == 0, start.stderr
+    # --block keeps `ray start` in the foreground: stopping it stops exactly this
+    # cluster (`ray stop` would kill every Ray process on the machine).
+    head = subprocess.Popen([str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}",
+                             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None, "ray start --head exited"
+                time.sleep(0.5)
         config = small_config(tmp_path, "cluster", ray={"address": f"127.0.0.1:{port}"})
         results = run_audit(config, quiet=True)
         assert results["ray"]["address"] == f"127.0.0.1:{port}"
         assert results["ray"]["cpus"] == 2
         assert results["attacks"] == reference_results["attacks"]
     finally:
-        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], capture_output=True, env=env, timeout=120)
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
 
 
 def test_an_unreachable_cluster_is_a_user_error(tmp_path):
