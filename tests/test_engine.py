@@ -158,3 +158,34 @@ def test_an_unreachable_cluster_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="could not connect"):
         run_audit(config, quiet=True)
     assert not config.run_dir.exists()
+
+
+PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"
+needs_pheme = pytest.mark.skipif(not PHEME.exists(), reason=f"real corpus {PHEME} is absent")
+
+
+@needs_pheme
+def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path):
+    """The paper's corpus and learner, 16 shadows: the leak is already visible."""
+    config = config_from_dict({"corpus": {"path": str(PHEME), "preprocess": False}, "target": {"k": 5},
+                               "attack": {"shadows": 16}, "seed": 0, "output": str(tmp_path / "pheme")})
+    results = run_audit(config, quiet=True)
+    assert results["corpus"]["n_docs"] == 5698
+    assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
+    attacks = results["attacks"]
+    assert attacks["lira_online"]["auc"] > 0.68
+    assert attacks["lira_offline"]["auc"] > 0.68
+    assert attacks["lira_online"]["tpr_at_fpr_0.01"] > 0.08     # 8x the FPR
+    assert results["statistics"]["max_zeta_gap"] <= 1e-8
+
+
+@pytest.mark.slow
+@needs_pheme
+def test_real_pheme_audit_reproduces_the_paper(tmp_path):
+    """The paper's setting (k=5, N=128): online TPR at 0.1% FPR near 12.8%, AUC near 0.76."""
+    config = config_from_dict({"corpus": {"path": str(PHEME), "preprocess": False}, "target": {"k": 5},
+                               "attack": {"shadows": 128}, "seed": 2, "output": str(tmp_path / "pheme")})
+    attacks = run_audit(config, quiet=True)["attacks"]
+    assert attacks["lira_online"]["auc"] > 0.74
+    assert attacks["lira_online"]["tpr_at_fpr_0.001"] > 0.08
+    assert attacks["lira_offline"]["auc"] > 0.76
