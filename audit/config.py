@@ -50,6 +50,8 @@ class AttackConfig:
     shadows: int = 64
     shadow_vocabulary: str = "target"  # target: reuse the target's released vocabulary; own: run the full pipeline
     tol: float = 1e-8                  # ζ duality-gap tolerance
+    alpha: float = 0.05                # ε lower bounds hold with confidence 1 − alpha
+    delta: float = 1e-5                # δ for ε lower bounds when the target claims none
 
 
 @dataclass
@@ -173,6 +175,10 @@ def validate(config: Config) -> None:
         )
     if not 0 < config.attack.tol < 1:
         raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
+    if not 0 < config.attack.alpha < 1:
+        raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
+    if not 0 <= config.attack.delta < 1:
+        raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
     if config.seed < 0:
         raise UserError(f"seed must be a non-negative integer (got {config.seed})")
     if config.ray.num_cpus < 0:

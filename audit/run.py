@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from audit import __version__
-from audit.attacks import attack_scores
+from audit.attacks import attack_scores, epsilon_lower_bounds
 from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, load_corpus
 from audit.errors import UserError
@@ -186,9 +186,11 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     })
     run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
     attacks = {name: summarize(s, plan.target_in) for name, s in scores.items()}
+    guarantee = target.guarantee()
+    bound_delta = guarantee.delta if math.isfinite(guarantee.epsilon) else config.attack.delta
+    bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha)
     scoring_seconds = time.perf_counter() - t
 
-    guarantee = target.guarantee()
     results = {
         "schema": RESULTS_SCHEMA,
         "name": config.name,
@@ -217,6 +219,13 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
                        "zeta_tol": config.attack.tol},
         "metrics_convention": "tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
         "attacks": attacks,
+        "epsilon_lower_bounds": {
+            "method": "one-run",
+            "confidence": 1 - config.attack.alpha,
+            "delta": bound_delta,
+            "epsilon": max(b.epsilon for b in bounds.values()),
+            "by_attack": {name: b.to_json() for name, b in bounds.items()},
+        },
         "seeds": {"seed": config.seed, "target_fit": plan.target_seed},
         "versions": versions,
         "ray": {"address": config.ray.address or "local", **cluster},
@@ -246,6 +255,10 @@ def summary_table(results: dict[str, Any]) -> str:
     ]
     for name, m in results["attacks"].items():
         lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
+    eps = results["epsilon_lower_bounds"]
+    claim = results["target"]["guarantee"]["epsilon"]
+    lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, {eps['confidence']:.0%} confidence, "
+                  f"δ = {eps['delta']:g}); claimed ε: {'none' if claim is None else f'{claim:g}'}"]
     t = results["timings_s"]
     lines += ["", f"  wall time {t['total']:.1f} s (fits {t['fit_wall']:.1f} s, statistics {t['statistics']:.1f} s)"]
     return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""`topicaudit check` and assert_privacy: exit 0 consistent, 1 violated, 2 error; JSON and JUnit written."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from audit.check import assert_privacy, check_run
+from audit.cli import main
+from audit.config import config_from_dict
+from audit.run import run_audit
+
+SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
+         "target": {"k": 4}, "ray": {"num_cpus": 2}}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("check") / "run"
+    run_audit(config_from_dict({**SMALL, "output": str(out)}), quiet=True)
+    return out
+
+
+def test_results_record_a_one_run_epsilon_lower_bound(run_dir):
+    bounds = json.loads((run_dir / "results.json").read_text())["epsilon_lower_bounds"]
+    assert bounds["method"] == "one-run" and bounds["confidence"] == 0.95 and bounds["delta"] == 1e-5
+    assert bounds["epsilon"] == max(b["epsilon"] for b in bounds["by_attack"].values())
+    # the non-private synthetic model leaks: something is proven
+    assert bounds["epsilon"] > 0.5
+
+
+def test_a_claim_below_the_bound_is_violated(run_dir, capsys, tmp_path):
+    bound = check_run(run_dir, epsilon=100).epsilon_lower_bound
+    claim = bound / 2
+    code = main(["check", str(run_dir), "--epsilon", str(claim), "--json", str(tmp_path / "v.json"),
+                 "--junit", str(tmp_path / "v.xml")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("VIOLATED") and f"{bound:.3f}" in out
+    verdict = json.loads((tmp_path / "v.json").read_text())
+    assert verdict["violated"] is True and verdict["claimed_epsilon"] == claim
+    suite = ET.parse(tmp_path / "v.xml").getroot()
+    assert suite.get("failures") == "1" and suite.find("testcase/failure") is not None
+
+
+def test_a_generous_claim_is_consistent(run_dir, capsys):
+    assert main(["check", str(run_dir), "--epsilon", "50"]) == 0
+    assert capsys.readouterr().out.startswith("CONSISTENT")
+    suite = ET.parse(run_dir / "check.junit.xml").getroot()
+    assert suite.get("failures") == "0" and suite.find("testcase/failure") is None
+    assert json.loads((run_dir / "check.json").read_text())["violated"] is False
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "claims no ε"),
+    (["--epsilon", "-1"], "--epsilon"),
+    (["--epsilon", "1", "--alpha", "2"], "--alpha"),
+])
+def test_bad_check_input_exits_2(run_dir, capsys, args, message):
+    assert main(["check", str(run_dir), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_checking_something_that_is_not_a_run_exits_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["check", str(tmp_path / "empty"), "--epsilon", "1"]) == 2
+    assert "not a finished topicaudit run" in capsys.readouterr().err
+
+
+def test_assert_privacy_raises_with_the_refuting_bound(run_dir, tmp_path):
+    config = {**SMALL, "output": str(run_dir)}  # same configuration: resumes, refits nothing
+    assert assert_privacy(config, epsilon=50).violated is False
+    with pytest.raises(AssertionError, match="VIOLATED"):
+        assert_privacy(config, epsilon=0.1)
+
+
+def test_the_pytest_fixture_is_installed(assert_privacy, run_dir):
+    assert assert_privacy({**SMALL}, epsilon=50, output=run_dir).claimed_epsilon == 50
