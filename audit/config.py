@@ -43,6 +43,7 @@ class TargetConfig:
     k: int = 5
     vocabulary: str = "observed"
     params: dict[str, Any] = field(default_factory=dict)
+    vocabulary_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Config:
 
 SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,
             "attack": AttackConfig, "ray": RayConfig}
-FREE_TABLES = {("corpus", "options"), ("target", "params")}  # passed through to loaders and learners
+FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params")}  # passed through to loaders and learners
 
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 

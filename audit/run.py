@@ -142,7 +142,8 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     validate(config)
     corpus = load_audit_corpus(config)
-    target = build_target(config.target.learner, config.target.k, config.target.vocabulary, config.target.params)
+    t = config.target
+    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params)
     plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed)
     chash = config_hash(config, corpus_fingerprint(corpus))
     run = RunDirectory(config.run_dir)

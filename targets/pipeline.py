@@ -9,15 +9,26 @@ import scipy.sparse as sp
 from targets.base import NO_GUARANTEE, Guarantee, Release
 
 
+# From strongest to weakest: a composition is only as well founded as its weakest part.
+BASIS_ORDER = ("theorem", "paper-claim", "monitor")
+
+
 def compose(*guarantees: Guarantee) -> Guarantee:
-    """Basic sequential composition: ε and δ add; no claim if any part has none."""
+    """Basic sequential composition: ε and δ add; no claim if any part has none.
+
+    The parts must share an adjacency (document-level DPSU with a word-level
+    learner protects nothing at the document level); the basis is the weakest.
+    """
     if any(math.isinf(g.epsilon) for g in guarantees):
         return NO_GUARANTEE
+    adjacencies = {g.adjacency for g in guarantees}
+    if len(adjacencies) > 1:
+        raise ValueError(f"cannot compose guarantees with different adjacencies: {sorted(map(str, adjacencies))}")
     return Guarantee(
         epsilon=sum(g.epsilon for g in guarantees),
         delta=sum(g.delta for g in guarantees),
         adjacency=guarantees[0].adjacency,
-        basis="theorem",
+        basis=max((g.basis for g in guarantees), key=lambda b: BASIS_ORDER.index(b) if b in BASIS_ORDER else 0),
         accountant="basic composition",
         parameters={"parts": [g.to_json() for g in guarantees]},
     )
