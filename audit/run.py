@@ -23,7 +23,6 @@ from audit import __version__
 from audit.attacks import attack_scores, epsilon_lower_bounds
 from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, load_corpus
-from audit.errors import UserError
 from audit.metrics import summarize
 from audit.parallel import cluster_description, ray_session
 from audit.plan import Plan, make_plan

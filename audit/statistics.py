@@ -12,9 +12,8 @@ import scipy.sparse as sp
 
 from audit.zeta import solve_zeta
 
-# Statistics computed for every (model, document); LiRA runs on the first four.
+# Statistics computed for every (model, document).
 STATISTICS = ("zeta", "neg_entropy", "logit_max", "std", "max")
-LIRA_STATISTICS = ("zeta", "neg_entropy", "logit_max", "std")
 
 # θ̂ can put all its mass on one topic; clip so logit(max θ̂) stays finite.
 LOGIT_CLIP = 1e-12

@@ -165,7 +165,7 @@ def main() -> None:
 
     t = time.perf_counter()
     zeta.warmup()
-    in_proc = time.perf_counter() - t
+    print(f"in-process warmup {time.perf_counter() - t:.2f} s", file=sys.stderr)
     rng = np.random.default_rng(args.seed + 1000)
     rows, fits = [], {}
     if "pheme" in only:
@@ -187,7 +187,7 @@ def main() -> None:
           f"{load0[0]:.2f} before, {load1[0]:.2f} after.  ")
     print(f"Numba compile (fresh process, empty cache): {cold:.2f} s; fresh process "
           f"loading the cache: {cached:.2f} s; tol = 1e-8.  ")
-    print(f"sklearn LDA fit for the model(s): "
+    print("sklearn LDA fit for the model(s): "
           + ", ".join(f"{k} {v:.1f} s" for k, v in fits.items()) + "\n")
     print("| corpus | k | docs | model vocab | ours (median of %d) | ours (min) | SLSQP "
           "| speed-up | max(SLSQP − ours) | min(SLSQP − ours) | ours better by > 1e-6 "

@@ -5,6 +5,7 @@ import inspect
 
 from audit.errors import UserError
 from targets.base import NO_GUARANTEE, Guarantee, Release, Target
+from targets.cgs import CollapsedGibbsLDA
 from targets.lda import VariationalLDA
 from targets.pipeline import Pipeline
 from targets.dpsu import DPSU_STEPS
@@ -16,6 +17,7 @@ VOCABULARY_STEPS = {**NON_PRIVATE_STEPS, **DPSU_STEPS}
 LEARNERS = {
     "lda": (VariationalLDA, {"backend": "compiled"}),
     "sklearn-lda": (VariationalLDA, {"backend": "sklearn"}),
+    "cgs": (CollapsedGibbsLDA, {}),
 }
 
 
