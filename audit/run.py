@@ -17,7 +17,6 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from audit import __version__
 from audit.attacks import attack_scores, epsilon_lower_bounds
@@ -28,7 +27,8 @@ from audit.parallel import cluster_description, ray_session
 from audit.plan import Plan, make_plan
 from audit.progress import Progress
 from audit.rundir import RunDirectory
-from audit.statistics import STATISTICS, model_statistics
+from audit.statistics import STATISTICS
+from audit.tasks import fit_release, statistics_batch
 from audit.synthetic import synthetic_corpus
 from targets import build_target
 from targets.base import Release
@@ -63,19 +63,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "absent"
     return versions
-
-
-# -- work done by Ray tasks ----------------------------------------------------------
-def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
-                vocabulary: np.ndarray | None) -> tuple[Release, float]:
-    start = time.perf_counter()
-    release = target.fit(X[rows], seed, vocabulary)
-    return release, time.perf_counter() - start
-
-
-def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float) -> dict[str, np.ndarray]:
-    rows = [model_statistics(r.dense_phi(X.shape[1]), X, tol) for r in releases]
-    return {name: np.stack([row[name] for row in rows]) for name in rows[0]}
 
 
 # -- orchestration -------------------------------------------------------------------

@@ -1,24 +1,34 @@
 """Targets under audit: release pipelines built by name from configuration."""
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from audit.errors import UserError
 from targets.base import NO_GUARANTEE, Guarantee, Release, Target
-from targets.cgs import CollapsedGibbsLDA
-from targets.lda import VariationalLDA
 from targets.pipeline import Pipeline
-from targets.dpsu import DPSU_STEPS
-from targets.vocabulary import VOCABULARY_STEPS as NON_PRIVATE_STEPS
 
-VOCABULARY_STEPS = {**NON_PRIVATE_STEPS, **DPSU_STEPS}
-
+# Registries name "module:Class" and are imported on use, so a Ray worker that
+# unpickles one target loads that target's code only, not every learner's.
 # learner name → (class, fixed keyword arguments)
 LEARNERS = {
-    "lda": (VariationalLDA, {"backend": "compiled"}),
-    "sklearn-lda": (VariationalLDA, {"backend": "sklearn"}),
-    "cgs": (CollapsedGibbsLDA, {}),
+    "lda": ("targets.lda:VariationalLDA", {"backend": "compiled"}),
+    "sklearn-lda": ("targets.lda:VariationalLDA", {"backend": "sklearn"}),
+    "cgs": ("targets.cgs:CollapsedGibbsLDA", {}),
 }
+VOCABULARY_STEPS = {
+    "observed": "targets.vocabulary:ObservedVocabulary",
+    "all": "targets.vocabulary:CorpusVocabulary",
+    "dpsu-laplace": "targets.dpsu:PolicyLaplaceDPSU",
+    "dpsu-gaussian": "targets.dpsu:PolicyGaussianDPSU",
+    "dpsu-gw": "targets.dpsu:GreedyWeightedDPSU",
+    "dpsu-gw-public-code": "targets.dpsu:GreedyWeightedPublicCode",
+}
+
+
+def _load(path: str):
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _construct(cls, params: dict, fixed: dict, where: str, what: str):
@@ -47,7 +57,8 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     if not isinstance(k, int) or isinstance(k, bool) or k < 2:
         raise UserError(f"the number of topics k must be an integer ≥ 2 (got {k!r}); set [target] k or --k")
     cls, fixed = LEARNERS[learner]
-    step = _construct(VOCABULARY_STEPS[vocabulary], dict(vocabulary_params or {}), {},
+    cls = _load(cls)
+    step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
                       "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
     model = _construct(cls, dict(params or {}), {"k": k, **fixed}, "[target.params]", f"learner {learner!r}")
     return Pipeline(step, model)

@@ -34,6 +34,3 @@ class CorpusVocabulary:
 
     def guarantee(self) -> Guarantee:
         return NO_GUARANTEE
-
-
-VOCABULARY_STEPS = {step.name: step for step in (ObservedVocabulary, CorpusVocabulary)}

@@ -1,0 +1,29 @@
+import pytest
+
+from audit.errors import UserError
+from targets import LEARNERS, VOCABULARY_STEPS, _load, build_target
+from targets.dpsu import DPSU_STEPS
+
+
+def test_every_registered_name_loads_the_class_of_that_name():
+    for name, path in VOCABULARY_STEPS.items():
+        assert _load(path).name == name
+    assert set(DPSU_STEPS) <= set(VOCABULARY_STEPS)
+    for name, (path, _) in LEARNERS.items():
+        assert callable(_load(path)), name
+
+
+def test_parameters_reach_the_step_and_the_learner():
+    target = build_target("cgs", 4, "dpsu-gw", {"n_iter": 7}, {"epsilon": 2.0, "delta0": 8})
+    assert target.learner.k == 4 and target.learner.n_iter == 7
+    assert target.vocabulary_step.guarantee().epsilon == 2.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("bert", 5), "unknown learner 'bert'"),
+    (("lda", 5, "dpsu-magic"), "unknown vocabulary step"),
+    (("lda", 5, "dpsu-gw", {}, {"gamma": 1}), "unknown parameter"),
+])
+def test_unknown_names_and_parameters_are_user_errors(args, message):
+    with pytest.raises(UserError, match=message):
+        build_target(*args)
