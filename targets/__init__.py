@@ -15,6 +15,14 @@ LEARNERS = {
     "lda": ("targets.lda:VariationalLDA", {"backend": "compiled"}),
     "sklearn-lda": ("targets.lda:VariationalLDA", {"backend": "sklearn"}),
     "cgs": ("targets.cgs:CollapsedGibbsLDA", {}),
+    "cgs-monitor": ("targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
+    "dp-cgs": ("targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
+    "hdp-lda": ("targets.hdp_lda:ZhaoHDPLDA", {}),
+    "dp-svi": ("targets.dp_svi:DPStochasticVariationalLDA", {}),
+    "lp-lda": ("targets.lp_lda:LocallyPrivateLDA", {}),
+    "pf": ("targets.poisson_factorization:PoissonFactorization", {}),
+    "lppf": ("targets.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
+    "lppf-naive": ("targets.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
 }
 VOCABULARY_STEPS = {
     "observed": "targets.vocabulary:ObservedVocabulary",

@@ -1,0 +1,45 @@
+"""``topicaudit check``: test a privacy claim against an audit (exit 0 consistent, 1 violated)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(commands) -> None:
+    check = commands.add_parser(
+        "check", help="test a privacy claim against an audit (exit 0 consistent, 1 violated, 2 error)",
+        description="Compare the empirical ε lower bound of an audit with a claimed ε. TARGET is a finished run "
+                    "directory, or a configuration file whose audit is run (or resumed) first.",
+    )
+    check.add_argument("target", help="run directory or TOML configuration")
+    check.add_argument("--epsilon", type=float, help="claimed ε (default: the target's own guarantee)")
+    check.add_argument("--delta", type=float, help="claimed δ (default: the target's own, else [attack] delta)")
+    check.add_argument("--alpha", type=float, default=0.05, help="1 − confidence of the bound (default 0.05)")
+    check.add_argument("--output", help="run directory when TARGET is a configuration")
+    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
+    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
+    check.add_argument("--quiet", action="store_true", help="no progress while auditing")
+
+
+def execute(args) -> int:
+    from audit.check import check_run, write_reports
+
+    target = Path(args.target)
+    if target.is_dir():
+        run_dir = target
+    else:
+        from audit.config import load_config
+        from audit.run import run_audit
+
+        config = load_config(target)
+        if args.output:
+            config.output = args.output
+        run_audit(config, quiet=args.quiet)
+        run_dir = config.run_dir
+    result = check_run(run_dir, args.epsilon, args.delta, args.alpha)
+    json_path = Path(args.json) if args.json else run_dir / "check.json"
+    junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
+    write_reports(result, json_path, junit_path)
+    print(result.message())
+    return 1 if result.violated else 0
+
+
