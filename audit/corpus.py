@@ -36,6 +36,16 @@ them and ``doc_index`` gives each kept row's position in the input. UCI
 vocabulary words that no document uses are kept as (all-zero) columns: the
 vocabulary file defines the columns.
 
+Counting over a fixed vocabulary (``vocabulary=``, every format): the
+columns are exactly the given words (sorted, as always); tokens outside them
+are dropped, and documents left without any of them are dropped and counted
+like empty ones. This is how documents are scored against a released model
+whose vocabulary is fixed (``topicaudit audit``).
+
+``doc_ids`` names each kept row in the input's own terms: the file path
+relative to the folder (``folder``), the archive member (``20news``), the
+1-based docID (``uci``), the 0-based list position otherwise.
+
 Every mistake in an input file raises :class:`audit.errors.UserError` with the
 file, the line or field, and the fix.
 """
@@ -100,7 +110,11 @@ class Corpus:
     doc_index : numpy.ndarray
         int64, the position in the input of each kept row.
     n_dropped_empty : int
-        Documents dropped because they had no word (after pre-processing).
+        Documents dropped because they had no word (after pre-processing, and
+        within the given vocabulary when there is one).
+    doc_ids : list[str] or None
+        The input's own name of each kept row (see the module docstring);
+        None when not known (then ``doc_index`` is the only identity).
     """
 
     X: sp.csr_matrix
@@ -109,6 +123,7 @@ class Corpus:
     source: str
     doc_index: np.ndarray
     n_dropped_empty: int
+    doc_ids: list[str] | None = None
 
     @property
     def n_docs(self) -> int:
@@ -135,7 +150,7 @@ class Corpus:
 # --------------------------------------------------------------------------- #
 
 
-def load_corpus(path, format=None, preprocess=None, text_field="text", **options) -> Corpus:
+def load_corpus(path, format=None, preprocess=None, text_field="text", vocabulary=None, **options) -> Corpus:
     """Load a corpus from a file or directory (or a list of strings).
 
     Parameters
@@ -154,6 +169,11 @@ def load_corpus(path, format=None, preprocess=None, text_field="text", **options
         Not applicable to ``uci`` (must be None or False).
     text_field : str
         ``json`` only: the field holding the list of documents.
+    vocabulary : sequence of str or None
+        Count only these words (distinct, non-empty strings; any order): the
+        corpus's columns are exactly these words, sorted; other tokens are
+        dropped, and documents left without a word are dropped and counted in
+        ``n_dropped_empty``. None (the default): the words the documents use.
     **options
         ``uci``: ``vocab`` (path of the vocabulary file). ``20news``:
         ``subset``, ``remove``. ``folder``: ``encoding``.
@@ -170,7 +190,8 @@ def load_corpus(path, format=None, preprocess=None, text_field="text", **options
                 "a list of documents takes no format or options; "
                 "give only the documents (and preprocess)"
             )
-        return corpus_from_texts(path, preprocess=True if preprocess is None else preprocess)
+        return corpus_from_texts(path, preprocess=True if preprocess is None else preprocess,
+                                 vocabulary=vocabulary)
     if not isinstance(path, (str, os.PathLike)):
         raise UserError(
             f"corpus path must be a file or directory path (or a list of strings), "
@@ -193,29 +214,33 @@ def load_corpus(path, format=None, preprocess=None, text_field="text", **options
             f"its options: {', '.join(allowed) if allowed else 'none'}"
         )
 
+    fixed = None if vocabulary is None else _check_vocabulary(vocabulary)
     if format == "uci":
         if preprocess:
             raise UserError(
                 f"{path}: preprocess does not apply to UCI bag-of-words input "
                 "(it holds counts, not text); leave it unset"
             )
-        return _load_uci(path, **options)
+        return _load_uci(path, fixed_vocabulary=fixed, **options)
 
     preprocess = True if preprocess is None else preprocess
+    ids = None
     if format == "json":
         texts, source = _read_json(path, **options)
     elif format == "20news":
-        texts, source = _read_20news(path, **options)
+        texts, source, ids = _read_20news_with_ids(path, **options)
     else:
-        texts, source = _read_folder(path, **options)
-    return _corpus_from_checked_texts(texts, preprocess, source)
+        texts, source, ids = _read_folder_with_ids(path, **options)
+    return _corpus_from_checked_texts(texts, preprocess, source, fixed, ids)
 
 
-def corpus_from_texts(texts: Sequence[str], preprocess: bool = True, source: str = "texts") -> Corpus:
+def corpus_from_texts(texts: Sequence[str], preprocess: bool = True, source: str = "texts",
+                      vocabulary: Sequence[str] | None = None) -> Corpus:
     """Build a corpus from documents given as strings.
 
     ``preprocess=True`` applies :mod:`audit.preprocess`; False tokenises like
     ``CountVectorizer()`` (for text that is already pre-processed).
+    ``vocabulary``: count only these words (see :func:`load_corpus`).
     """
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
         raise UserError(
@@ -229,7 +254,8 @@ def corpus_from_texts(texts: Sequence[str], preprocess: bool = True, source: str
                 f"{source}: document {i} is {type(t).__name__}, not a string; "
                 "every document must be a string"
             )
-    return _corpus_from_checked_texts(list(texts), preprocess, source)
+    fixed = None if vocabulary is None else _check_vocabulary(vocabulary, source)
+    return _corpus_from_checked_texts(list(texts), preprocess, source, fixed)
 
 
 def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
@@ -338,7 +364,46 @@ def _decode(data: bytes, path: Path, encoding: str, fix: str) -> str:
         ) from None
 
 
-def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str) -> Corpus:
+def _check_vocabulary(vocabulary, source: str = "vocabulary") -> np.ndarray:
+    """A fixed vocabulary as a sorted str array; distinct non-empty strings or a UserError."""
+    if isinstance(vocabulary, (str, bytes)):
+        raise UserError(f"{source}: the vocabulary must be a sequence of words, not one string")
+    try:
+        words = list(vocabulary)
+    except TypeError:
+        raise UserError(f"{source}: the vocabulary must be a sequence of strings") from None
+    if not words:
+        raise UserError(f"{source}: the vocabulary is empty; give at least one word")
+    for i, w in enumerate(words):
+        if not isinstance(w, str):
+            raise UserError(f"{source}: vocabulary entry {i} is {type(w).__name__}, not a string")
+        if not w:
+            raise UserError(f"{source}: vocabulary entry {i} is an empty string")
+    arr = np.array(words, dtype=str)
+    ordered = np.sort(arr, kind="stable")
+    dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if dup.size:
+        word = str(ordered[dup[0]])
+        first, second = (int(i) for i in np.flatnonzero(arr == word)[:2])
+        raise UserError(
+            f"{source}: vocabulary word {word!r} appears twice (entries {first} and {second}); "
+            "words must be distinct"
+        )
+    return ordered
+
+
+def _restrict_columns(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray) -> sp.csr_matrix:
+    """Re-express counts over ``words`` as counts over the sorted ``fixed`` words (others dropped)."""
+    if len(words) == 0:
+        return sp.csr_matrix((X.shape[0], len(fixed)), dtype=np.float64)
+    pos = np.minimum(np.searchsorted(fixed, words), len(fixed) - 1)
+    kept = np.flatnonzero(fixed[pos] == words)
+    select = sp.csr_matrix((np.ones(len(kept)), (kept, pos[kept])), shape=(len(words), len(fixed)))
+    return sp.csr_matrix(X @ select)
+
+
+def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
+                               fixed: np.ndarray | None = None, ids: list[str] | None = None) -> Corpus:
     if not texts:
         raise UserError(f"{source}: the corpus has no documents; give at least one document")
     if preprocess:
@@ -348,6 +413,17 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str) 
         tokens = [tokenize_like_countvectorizer(t) for t in texts]
         how = "already pre-processed, tokenised like CountVectorizer()"
     X, vocab = _vectorize(tokens, len(texts))
+    if fixed is not None and X.nnz:
+        X, vocab = _restrict_columns(X, vocab, fixed), fixed
+        how += f"; counted over a given vocabulary of {len(fixed)} words"
+        if X.nnz == 0:
+            raise UserError(
+                f"{source}: none of the {len(texts)} documents contains a word of the given vocabulary "
+                f"({len(fixed)} words, e.g. {', '.join(map(repr, fixed[:3]))}) after "
+                f"{'pre-processing' if preprocess else 'tokenising'}; check that the vocabulary belongs to "
+                "these documents and that pre-processing matches how the model's text was prepared "
+                "(--preprocess / --no-preprocess)"
+            )
     if X.nnz == 0:
         hint = (
             "check that the documents hold English text" if preprocess else
@@ -357,7 +433,8 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str) 
             f"{source}: every one of the {len(texts)} documents is empty after "
             f"{'pre-processing' if preprocess else 'tokenising'}; {hint}"
         )
-    return _finish(X, vocab, texts, f"{source}; {how}", np.arange(len(texts)))
+    return _finish(X, vocab, texts, f"{source}; {how}", np.arange(len(texts)),
+                   ids if ids is not None else [str(i) for i in range(len(texts))])
 
 
 def _vectorize(token_lists: Iterable[list[str]], n_docs: int) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -387,7 +464,8 @@ def _vectorize(token_lists: Iterable[list[str]], n_docs: int) -> tuple[sp.csr_ma
     return X, words[order]
 
 
-def _finish(X: sp.csr_matrix, vocab: np.ndarray, texts, source: str, positions: np.ndarray) -> Corpus:
+def _finish(X: sp.csr_matrix, vocab: np.ndarray, texts, source: str, positions: np.ndarray,
+            ids: list[str] | None = None) -> Corpus:
     """Drop empty rows, canonicalise, wrap."""
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sum_duplicates()  # also sorts the indices
@@ -399,6 +477,8 @@ def _finish(X: sp.csr_matrix, vocab: np.ndarray, texts, source: str, positions: 
         positions = positions[nonempty]
         if texts is not None:
             texts = [texts[i] for i in np.flatnonzero(nonempty)]
+        if ids is not None:
+            ids = [ids[i] for i in np.flatnonzero(nonempty)]
     if X.shape[0] == 0:
         raise UserError(
             f"{source}: every document is empty (no counts); nothing to audit"
@@ -412,6 +492,7 @@ def _finish(X: sp.csr_matrix, vocab: np.ndarray, texts, source: str, positions: 
         source=source,
         doc_index=np.asarray(positions, dtype=np.int64),
         n_dropped_empty=n_dropped,
+        doc_ids=ids,
     )
 
 
@@ -473,6 +554,12 @@ def _json_type(obj) -> str:
 
 
 def _read_folder(path: Path, encoding: str = "utf-8") -> tuple[list[str], str]:
+    texts, source, _ = _read_folder_with_ids(path, encoding)
+    return texts, source
+
+
+def _read_folder_with_ids(path: Path, encoding: str = "utf-8") -> tuple[list[str], str, list[str]]:
+    """The texts, a description, and each file's path relative to the folder (POSIX form)."""
     try:
         codecs.lookup(encoding)
     except (LookupError, TypeError):
@@ -491,7 +578,8 @@ def _read_folder(path: Path, encoding: str = "utf-8") -> tuple[list[str], str]:
         "(e.g. 'latin-1')"
     )
     texts = [_decode(_read_bytes(f, "text file"), f, encoding, fix) for f in files]
-    return texts, f"folder {path} ({len(files)} files, {encoding})"
+    ids = [f.relative_to(path).as_posix() for f in files]
+    return texts, f"folder {path} ({len(files)} files, {encoding})", ids
 
 
 def _raise_walk_error(err: OSError):
@@ -526,6 +614,13 @@ def strip_newsgroup_footer(text: str) -> str:
 
 
 def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE) -> tuple[list[str], str]:
+    texts, source, _ = _read_20news_with_ids(path, subset, remove)
+    return texts, source
+
+
+def _read_20news_with_ids(path: Path, subset: str = "train",
+                          remove=DEFAULT_20NEWS_REMOVE) -> tuple[list[str], str, list[str]]:
+    """The posts, a description, and each post's name ``20news-bydate-SPLIT/GROUP/ID``."""
     if subset not in ("train", "test", "all"):
         raise UserError(f"20news subset must be 'train', 'test' or 'all', got {subset!r}")
     if isinstance(remove, str):
@@ -553,7 +648,7 @@ def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE
                     continue
                 f = tf.extractfile(member)
                 text = f.read().decode("latin-1")
-                posts.append(((splits.index(m.group(1)), m.group(2), m.group(3)), text))
+                posts.append(((splits.index(m.group(1)), m.group(2), m.group(3)), text))  # key: split, group, id
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise UserError(
             f"{path}: not a readable tar archive ({e}); give the 20news-bydate .tar.gz file"
@@ -565,6 +660,7 @@ def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE
         )
     posts.sort(key=lambda p: p[0])
     texts = []
+    ids = [f"20news-bydate-{splits[s]}/{group}/{name}" for (s, group, name), _ in posts]
     for _, text in posts:
         if "headers" in remove:
             text = strip_newsgroup_header(text)
@@ -574,7 +670,7 @@ def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE
             text = strip_newsgroup_quoting(text)
         texts.append(text)
     removed = f"removed {'+'.join(remove)}" if remove else "posts whole"
-    return texts, f"20news {path} (subset {subset}, {len(texts)} posts, {removed})"
+    return texts, f"20news {path} (subset {subset}, {len(texts)} posts, {removed})", ids
 
 
 # --------------------------------------------------------------------------- #
@@ -584,7 +680,7 @@ def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE
 _UCI_FIX = "each line after the header must be 'docID wordID count' (3 positive integers)"
 
 
-def _load_uci(path: Path, vocab=None) -> Corpus:
+def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None) -> Corpus:
     raw = _read_bytes(path, "UCI docword file")
     if path.name.endswith(".gz"):
         try:
@@ -658,7 +754,16 @@ def _load_uci(path: Path, vocab=None) -> Corpus:
         X = X[:, order]
         words = words[order]
     source = f"uci {path} (vocabulary {vocab_path}{note})"
-    return _finish(X, words, None, source, np.arange(D))
+    if fixed_vocabulary is not None:
+        X, words = _restrict_columns(X, words, fixed_vocabulary), fixed_vocabulary
+        source += f"; counted over a given vocabulary of {len(words)} words"
+        if X.nnz == 0:
+            raise UserError(
+                f"{path}: none of its {D} documents contains a word of the given vocabulary "
+                f"({len(words)} words, e.g. {', '.join(map(repr, words[:3]))}); its words come from "
+                f"{vocab_path}: check that the vocabulary belongs to this corpus"
+            )
+    return _finish(X, words, None, source, np.arange(D), [str(i + 1) for i in range(D)])
 
 
 def _uci_vocab_path(path: Path) -> Path:
