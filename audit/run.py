@@ -30,6 +30,7 @@ from audit.rundir import RunDirectory
 from audit.statistics import STATISTICS
 from audit.tasks import fit_release, statistics_batch
 from audit.synthetic import synthetic_corpus
+from audit.utility import release_utility
 from targets import build_target
 from targets.base import Release
 
@@ -178,6 +179,10 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha)
     scoring_seconds = time.perf_counter() - t
 
+    t = time.perf_counter()
+    utility = release_utility(corpus.X, target_release, plan.target_in)
+    utility_seconds = time.perf_counter() - t
+
     results = {
         "schema": RESULTS_SCHEMA,
         "name": config.name,
@@ -196,6 +201,8 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "vocabulary_size": int(target_release.vocabulary.size),
             "n_members": int(plan.target_in.sum()),
             "guarantee": guarantee.to_json(),
+            # A learner's data-dependent privacy monitor (cgs-monitor), when it has one.
+            **({"monitor": target_release.info["monitor"]} if "monitor" in target_release.info else {}),
         },
         "shadows": {
             "n_shadows": plan.n_shadows,
@@ -206,6 +213,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
                        "zeta_tol": config.attack.tol},
         "metrics_convention": "tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
         "attacks": attacks,
+        "utility": utility,
         "epsilon_lower_bounds": {
             "method": "one-run",
             "confidence": 1 - config.attack.alpha,
@@ -222,6 +230,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "fit_cpu": round(fit_cpu_seconds, 3),
             "statistics": round(statistics_seconds, 3),
             "scoring": round(scoring_seconds, 3),
+            "utility": round(utility_seconds, 3),
             "total": round(time.perf_counter() - started, 3),
         },
         "resumed": resuming,

@@ -90,9 +90,11 @@ class RunDirectory:
         return self.models / ("target.npz" if index is None else f"shadow-{index + 1:04d}.npz")
 
     def save_model(self, index: int | None, release: Release, config_hash: str, seconds: float) -> None:
+        """One model file; the learner's ``info`` (if any) as a JSON string array ``info``."""
+        extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
         atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
-            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds),
+            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), **extra,
         ))
 
     def load_model(self, index: int | None, config_hash: str) -> tuple[Release, float] | None:
@@ -103,7 +105,10 @@ class RunDirectory:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["config_hash"]) != config_hash:
                     raise UserError(f"{path} was made by a different configuration; delete it to refit")
-                return Release(phi=z["phi"], vocabulary=z["vocabulary"]), float(z["fit_seconds"])
+                # Files written before learners could report info have no "info" entry.
+                info = json.loads(str(z["info"])) if "info" in z.files else {}
+                return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info),
+                        float(z["fit_seconds"]))
         except (OSError, KeyError, ValueError):
             path.unlink()  # a torn or foreign file: refit that model
             return None

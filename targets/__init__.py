@@ -69,7 +69,13 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
                       "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
     model = _construct(cls, dict(params or {}), {"k": k, **fixed}, "[target.params]", f"learner {learner!r}")
-    return Pipeline(step, model)
+    pipeline = Pipeline(step, model)
+    try:
+        pipeline.guarantee()  # refuse an incoherent composition now, not after every fit
+    except ValueError as error:
+        raise UserError(f"vocabulary step {vocabulary!r} and learner {learner!r} cannot be composed: {error}; "
+                        "choose a vocabulary step with the learner's adjacency, or 'all' (public vocabulary)") from None
+    return pipeline
 
 
 __all__ = ["Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "LEARNERS"]

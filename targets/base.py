@@ -51,10 +51,14 @@ class Release:
 
     phi: (k, len(vocabulary)) float32, rows on the simplex.
     vocabulary: sorted int64 column ids into the corpus vocabulary.
+    info: what the learner reports about this fit beyond Φ, JSON-serialisable
+        (e.g. a privacy monitor's trajectory, key ``"monitor"``). Not part of
+        what the adversary sees; empty for most learners.
     """
 
     phi: np.ndarray
     vocabulary: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
 
     def dense_phi(self, n_words: int) -> np.ndarray:
         """Φ over the whole corpus vocabulary; words outside the release get 0.

@@ -37,7 +37,25 @@ histograms satisfy H ≤ H' and Σ(H' − H) ≤ 1 (resp. ‖H' − H‖₂ ≤ 
   there, and the threshold ρ is chosen so that P[any of them released] ≤ δ
   (resp. δ/2).
 
-Together: (ε, δ)-DP for add/remove-one-document adjacency.
+Together: (ε, δ)-DP for add/remove-one-document adjacency, with the same δ in
+both directions. Write p = P[some new candidate is released] ≤ δ (resp. δ/2);
+the new candidates' noise is independent of the shared candidates' noise. For
+a set S of outputs let S₀ be its members that release no new candidate (the
+only outputs D can give) and x = P[the shared-candidate part of the run on D'
+lies in S₀], so P_{D'}[S₀] = (1 − p)x and P_D[S] = P_D[S₀].
+
+* Adding u (D' against D): P_{D'}[S] ≤ P_{D'}[S₀] + p ≤ x + p
+  ≤ e^ε P_D[S] + δ, as x ≤ e^ε P_D[S₀] by the first bullet above.
+  Gaussian: x ≤ e^ε P_D[S] + δ/2, plus p ≤ δ/2.
+* Removing u (D against D'): P_D[S] ≤ e^ε x and P_D[S] ≤ 1. The first bound
+  alone gives P_D[S] ≤ e^ε P_{D'}[S₀]/(1 − p), i.e. only P_D[S] ≤
+  e^ε P_{D'}[S] + e^ε·p: δ inflated to e^ε·δ. Keeping both bounds,
+  P_D[S] − e^ε P_{D'}[S] ≤ min(1, e^ε x) − e^ε(1 − p)x ≤ p ≤ δ (the
+  difference is largest at e^ε x = 1). Gaussian: min(1, e^ε x + δ/2) −
+  e^ε(1 − p)x ≤ δ/2 + p ≤ δ.
+
+So the (ε, δ) recorded in ``guarantee()`` holds for add and for remove
+neighbours; no e^ε·δ term is needed in either direction.
 """
 from __future__ import annotations
 

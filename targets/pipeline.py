@@ -18,16 +18,18 @@ def compose(*guarantees: Guarantee) -> Guarantee:
 
     The parts must share an adjacency (document-level DPSU with a word-level
     learner protects nothing at the document level); the basis is the weakest.
+    A part with no adjacency (ε = 0, data-independent, like a public
+    vocabulary) composes with any adjacency.
     """
     if any(math.isinf(g.epsilon) for g in guarantees):
         return NO_GUARANTEE
-    adjacencies = {g.adjacency for g in guarantees}
+    adjacencies = {g.adjacency for g in guarantees if g.adjacency is not None}
     if len(adjacencies) > 1:
         raise ValueError(f"cannot compose guarantees with different adjacencies: {sorted(map(str, adjacencies))}")
     return Guarantee(
         epsilon=sum(g.epsilon for g in guarantees),
         delta=sum(g.delta for g in guarantees),
-        adjacency=guarantees[0].adjacency,
+        adjacency=next(iter(adjacencies), None),
         basis=max((g.basis for g in guarantees), key=lambda b: BASIS_ORDER.index(b) if b in BASIS_ORDER else 0),
         accountant="basic composition",
         parameters={"parts": [g.to_json() for g in guarantees]},
@@ -48,8 +50,15 @@ class Pipeline:
         if vocabulary is None:
             vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
         vocabulary = np.asarray(vocabulary, dtype=np.int64)
-        phi = self.learner.fit(X[:, vocabulary].tocsr(), learner_seed)
-        return Release(phi=phi, vocabulary=vocabulary)
+        X = X[:, vocabulary].tocsr()
+        # A learner with something to report beyond Φ (a privacy monitor's
+        # trajectory) offers ``fit_with_info(X, seed) -> (phi, info)``; its
+        # ``fit`` stays the plain protocol method. Other learners are unchanged.
+        if hasattr(self.learner, "fit_with_info"):
+            phi, info = self.learner.fit_with_info(X, learner_seed)
+        else:
+            phi, info = self.learner.fit(X, learner_seed), {}
+        return Release(phi=phi, vocabulary=vocabulary, info=dict(info))
 
     def guarantee(self) -> Guarantee:
         return compose(self.vocabulary_step.guarantee(), self.learner.guarantee())

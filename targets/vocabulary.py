@@ -24,8 +24,20 @@ class ObservedVocabulary:
         return NO_GUARANTEE
 
 
+# The whole corpus vocabulary does not depend on which documents train the
+# model, so it spends no privacy: ε = 0 under any adjacency.
+PUBLIC_VOCABULARY = Guarantee(epsilon=0.0, delta=0.0, adjacency=None, basis="theorem",
+                              accountant="data-independent (public vocabulary)")
+
+
 class CorpusVocabulary:
-    """The whole corpus vocabulary, treated as public (no data-dependent choice)."""
+    """The whole corpus vocabulary, treated as public (no data-dependent choice).
+
+    The audit's corpus is the universe the training set is drawn from, so its
+    vocabulary is the same whichever documents are members: ε = 0. This is the
+    step for learners with a public vocabulary (LP-LDA's presence vectors, a DP
+    learner audited on its own).
+    """
 
     name = "all"
 
@@ -33,4 +45,4 @@ class CorpusVocabulary:
         return np.arange(X.shape[1])
 
     def guarantee(self) -> Guarantee:
-        return NO_GUARANTEE
+        return PUBLIC_VOCABULARY

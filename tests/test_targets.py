@@ -27,3 +27,23 @@ def test_parameters_reach_the_step_and_the_learner():
 def test_unknown_names_and_parameters_are_user_errors(args, message):
     with pytest.raises(UserError, match=message):
         build_target(*args)
+
+
+def test_a_public_vocabulary_spends_nothing_and_keeps_the_learners_claim():
+    import math
+
+    word_level = build_target("hdp-lda", 4, "all")
+    g = word_level.guarantee()
+    learner = word_level.learner.guarantee()
+    assert (g.epsilon, g.delta, g.adjacency) == (learner.epsilon, learner.delta, "word")
+    assert math.isfinite(g.epsilon)
+    assert build_target("dp-cgs", 4, "all", {"epsilon": 2.0}).guarantee().epsilon == 2.0
+
+
+def test_incoherent_compositions_are_refused_when_the_target_is_built():
+    import pytest
+
+    from audit.errors import UserError
+
+    with pytest.raises(UserError, match="cannot be composed"):
+        build_target("hdp-lda", 4, "dpsu-gw")

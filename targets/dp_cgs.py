@@ -1,0 +1,293 @@
+"""Zhu et al. 2016 document-level DP collapsed Gibbs sampling (the paper's FDPTM learner).
+
+Zhu, Li, Zhou, Xiong & Yuan, "Privacy-preserving topic model for tagging
+recommender systems", KAIS 46(1), 2016 (doi 10.1007/s10115-015-0832-9), make
+LDA training differentially private by letting Laplace noise enter the
+collapsed Gibbs sampling distribution. Manzonelli, Zhang & Vadhan (2024, §4.4)
+use it as M₂ of fully DP topic modelling (FDPTM, their Alg. 1) with privacy
+parameter ε₂, after a document-level DP vocabulary step with ε₁ (``dpsu-gw``),
+and claim (ε₁ + ε₂, δ₁)-DP for the release (Φ, vocabulary) by basic
+composition (their Thm 4.1). ALGORITHMS.md §4.2 lists the defects of the
+public implementation; none is copied here (see "Defects not copied").
+
+The mechanism, exactly as implemented
+-------------------------------------
+1. **Length cap.** Every document keeps at most L = ``max_doc_length`` of its
+   tokens: a longer document is replaced by a uniformly random subset of L of
+   its token occurrences (sampling without replacement from the multiset of
+   its tokens; seeded). Shorter documents are untouched. L must be a public
+   bound chosen without looking at the data (e.g. what a tweet can hold).
+2. **Burn-in.** ``n_iter − 1`` ordinary collapsed Gibbs sweeps on the capped
+   corpus, exactly ``targets.cgs`` (same initialisation, same compiled sweep,
+   same uniforms).
+3. **Noise.** Once, after the burn-in, draw independent Laplace noise of scale
+
+       b = 2L / ε
+
+   for every topic-word count, E_wt (V × k values), and for every topic
+   total, e_t (k values). One draw per statistic, not per token, and
+   independent across topics.
+4. **Private sweep.** The final sweep draws every token's topic from the
+   noisy conditional
+
+       p(z_i = t | rest) ∝ (n_dt + α) · ([n_tw + E_wt]₊ + β) / ([n_t + e_t]₊ + Vβ)
+
+   (counts without token i, updated as the sweep moves; the noise stays
+   fixed; [x]₊ = max(x, 0) keeps every weight positive).
+5. **Release.** Φ_t· ∝ [n_t· + E_·t]₊ + β, normalised per row, from the
+   final counts *and the same noise* that entered the sampling distribution.
+   (The noisy topic totals only matter inside the sampler: row normalisation
+   makes Φ independent of them.)
+
+Where the noise goes and why its scale follows L
+------------------------------------------------
+Zhu et al. perturb the two count statistics of the conditional that are
+shared across documents, the topic-word counts n_tw and the topic totals n_t,
+with Lap(2/ε): one token moves one unit of n_tw and one unit of n_t, so the
+pair has L1 sensitivity 2 per token. Adding or removing a whole document of
+at most L tokens (document-level adjacency) moves at most L units of each,
+L1 sensitivity 2L, hence b = 2L/ε. Without the cap the sensitivity is the
+length of the longest document, which is unbounded; with it, b grows linearly
+in L (doubling L doubles the noise) and shrinks as 1/ε. The document-topic
+counts n_dt are not perturbed: they are the document's own statistics, never
+released (θ is not part of the release) and not a statistic of other
+documents. (Perturbing n_tw alone and deriving the totals from the noisy
+matrix would need only L/ε; the factor 2 is kept to follow Zhu et al.)
+
+Why the guarantee is a paper claim, not a theorem
+-------------------------------------------------
+The sensitivity argument holds only *conditional on every other token's
+assignment being the same* with and without the document. It is not: the
+burn-in is noiseless, and removing one document changes the distribution of
+the whole chain, so the final counts can differ by far more than 2L, and the
+assignments themselves were drawn from noiseless, data-dependent
+conditionals. So ``guarantee()`` reports ε with basis ``"paper-claim"``,
+adjacency ``"document"``: exactly what an audit should test.
+
+Defects of the public code (ALGORITHMS.md §4.2) not copied
+-----------------------------------------------------------
+* one noise draw per token shared by all topics → independent noise per
+  statistic and topic, drawn once;
+* min-max normalisation of the conditional (zeroes the weakest topic) →
+  ordinary normalisation of positive weights;
+* Φ from the noiseless final counts → Φ from the noisy counts;
+* no document-length cap → cap L, noise scale 2L/ε;
+* ε never reported → ``guarantee()``.
+
+Randomness: ``np.random.SeedSequence(seed).spawn(3)`` gives (cap, sampler,
+noise) streams; the sampler stream is used exactly as ``targets.cgs.run_cgs``
+uses its seed, so with the noise set to zero the result equals
+``run_cgs(capped X, k, sampler seed, n_iter=n_iter)`` (tests check this).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from targets.base import Guarantee
+from targets.cgs import _initial_counts, _sweep, tokens_from_counts
+
+__all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
+           "laplace_scale"]
+
+
+def laplace_scale(epsilon: float, max_doc_length: int) -> float:
+    """b = 2L/ε: Laplace scale for (n_tw, n_t) at document-level L1 sensitivity 2L."""
+    return 2.0 * max_doc_length / epsilon
+
+
+def cap_document_lengths(X, max_doc_length: int, rng: np.random.Generator) -> sp.csr_matrix:
+    """Keep at most L token occurrences per document, a uniform random subset of a longer one.
+
+    Vectorised: one uniform key per token, tokens ranked by key within their
+    document, the L lowest kept (a uniformly random L-subset of the
+    document's token multiset). Documents of length ≤ L come back unchanged.
+    Returns a canonical CSR matrix of integer counts (float64), same shape.
+    """
+    X = sp.csr_matrix(X)
+    doc, word = tokens_from_counts(X)  # validates: non-negative integer counts
+    n_docs, n_words = X.shape
+    keys = rng.random(doc.size)
+    order = np.lexsort((keys, doc))
+    lengths = np.bincount(doc, minlength=n_docs)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    rank = np.arange(doc.size) - starts[doc[order]]
+    kept = order[rank < max_doc_length]
+    capped = sp.csr_matrix((np.ones(kept.size), (doc[kept], word[kept])), shape=(n_docs, n_words))
+    capped.sum_duplicates()
+    capped.sort_indices()
+    return capped
+
+
+@njit(cache=True)
+def _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, noise_wk, noise_k):
+    """The private sweep: like ``targets.cgs._sweep`` with fixed noise on n_tw and n_t."""
+    k = nk.shape[0]
+    for i in range(z.shape[0]):
+        d = doc[i]
+        w = word[i]
+        t = z[i]
+        ndk[d, t] -= 1
+        nwk[w, t] -= 1
+        nk[t] -= 1
+        acc = 0.0
+        for j in range(k):
+            num = nwk[w, j] + noise_wk[w, j]
+            if num < 0.0:
+                num = 0.0
+            den = nk[j] + noise_k[j]
+            if den < 0.0:
+                den = 0.0
+            acc += (ndk[d, j] + alpha) * (num + beta) / (den + vbeta)
+            cum[j] = acc
+        r = u[i] * acc
+        t = 0
+        while t < k - 1 and cum[t] <= r:
+            t += 1
+        z[i] = t
+        ndk[d, t] += 1
+        nwk[w, t] += 1
+        nk[t] += 1
+
+
+@dataclass
+class DPGibbsState:
+    """Final state of :func:`run_dp_cgs`.
+
+    X: the capped counts the sampler ran on (docs × words, CSR).
+    doc, word, z, ndk, nwk, nk: as ``targets.cgs.GibbsState`` (true counts of the
+        final z; the noise is never added to them).
+    noise_wk (words × k), noise_k (k,): the Laplace noise of the private sweep.
+    scale: its scale b = 2L/ε.
+    phi: (k, words) float64, rows on the simplex.
+    """
+
+    X: sp.csr_matrix
+    doc: np.ndarray
+    word: np.ndarray
+    z: np.ndarray
+    ndk: np.ndarray
+    nwk: np.ndarray
+    nk: np.ndarray
+    noise_wk: np.ndarray
+    noise_k: np.ndarray
+    scale: float
+    phi: np.ndarray
+
+
+def _check(k, epsilon, max_doc_length, alpha, beta, n_iter):
+    if not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if isinstance(max_doc_length, bool) or not isinstance(max_doc_length, numbers.Integral) or max_doc_length < 1:
+        raise ValueError(f"max_doc_length must be an integer ≥ 1, got {max_doc_length!r}")
+    if alpha is not None and not alpha > 0:
+        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    if not beta > 0:
+        raise ValueError(f"beta must be positive, got {beta!r}")
+    if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
+        raise ValueError(f"n_iter must be an integer ≥ 1 (the last sweep is the private one), got {n_iter!r}")
+
+
+def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha: float | None = None,
+               beta: float = 0.01, n_iter: int = 200, noise: bool = True) -> DPGibbsState:
+    """Run Zhu et al.'s DP-CGS on the counts X; see the module docstring.
+
+    noise=False sets the Laplace noise to exactly zero (for tests: the result
+    is then ordinary CGS on the capped corpus).
+    """
+    _check(k, epsilon, max_doc_length, alpha, beta, n_iter)
+    alpha = 1.0 / k if alpha is None else float(alpha)
+    beta = float(beta)
+    cap_seq, gibbs_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
+    X = cap_document_lengths(X, int(max_doc_length), np.random.default_rng(cap_seq))
+    n_docs, n_words = X.shape
+    doc, word = tokens_from_counts(X)
+    n_tokens = doc.shape[0]
+
+    # Exactly run_cgs's use of its generator: initial topics, then one block
+    # of uniforms per sweep.
+    rng = np.random.default_rng(gibbs_seq)
+    z = rng.integers(0, k, n_tokens).astype(np.int32)
+    ndk = np.zeros((n_docs, k), dtype=np.int32)
+    nwk = np.zeros((n_words, k), dtype=np.int32)
+    nk = np.zeros(k, dtype=np.int32)
+    _initial_counts(doc, word, z, ndk, nwk, nk)
+    cum = np.empty(k, dtype=np.float64)
+    vbeta = n_words * beta
+    for _ in range(n_iter - 1):
+        _sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, rng.random(n_tokens), cum)
+
+    scale = laplace_scale(float(epsilon), int(max_doc_length))
+    noise_rng = np.random.default_rng(noise_seq)
+    noise_wk = noise_rng.laplace(0.0, scale, (n_words, k))
+    noise_k = noise_rng.laplace(0.0, scale, k)
+    if not noise:
+        noise_wk[:] = 0.0
+        noise_k[:] = 0.0
+    _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, rng.random(n_tokens), cum,
+                 noise_wk, noise_k)
+
+    weights = np.maximum(nwk.T + noise_wk.T, 0.0) + beta
+    phi = weights / weights.sum(axis=1, keepdims=True)
+    return DPGibbsState(X=X, doc=doc, word=word, z=z, ndk=ndk, nwk=nwk, nk=nk, noise_wk=noise_wk,
+                        noise_k=noise_k, scale=scale, phi=phi)
+
+
+class ZhuDPCollapsedGibbsLDA:
+    """Zhu et al. 2016 DP collapsed Gibbs sampling with a document-length cap.
+
+    Parameters
+    ----------
+    k : number of topics.
+    epsilon : the claimed document-level ε (ε₂ of FDPTM). Noise scale 2L/ε.
+    max_doc_length : L, the most tokens a document contributes (longer ones are
+        subsampled, seeded). A public bound, not read off the data.
+    alpha : document-topic prior; None means 1/k (as ``cgs`` and ``lda``).
+    beta : topic-word prior (default 0.01, as ``cgs``).
+    n_iter : sweeps in total; the last one is the private sweep (default 200).
+    """
+
+    def __init__(self, k: int, epsilon: float = 3.0, max_doc_length: int = 32, alpha: float | None = None,
+                 beta: float = 0.01, n_iter: int = 200):
+        _check(k, epsilon, max_doc_length, alpha, beta, n_iter)
+        self.k = k
+        self.epsilon = float(epsilon)
+        self.max_doc_length = int(max_doc_length)
+        self.alpha = alpha
+        self.beta = beta
+        self.n_iter = n_iter
+
+    @property
+    def noise_scale(self) -> float:
+        return laplace_scale(self.epsilon, self.max_doc_length)
+
+    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
+        state = run_dp_cgs(X, self.k, seed, self.epsilon, self.max_doc_length, alpha=self.alpha,
+                           beta=self.beta, n_iter=self.n_iter)
+        phi = state.phi.astype(np.float32)
+        return phi / phi.sum(axis=1, keepdims=True)
+
+    def guarantee(self) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon, delta=0.0, adjacency="document", basis="paper-claim",
+            accountant="Zhu et al. 2016 (KAIS) claim: Laplace noise in the CGS conditional; not proven here",
+            parameters={
+                "learner": "dp-cgs", "max_doc_length": self.max_doc_length,
+                "noise_scale": self.noise_scale, "noise": "Lap(2L/ε) on every n_tw and n_t, once, final sweep",
+                "n_iter": self.n_iter, "private_sweeps": 1,
+                "why_not_a_theorem": ("the sensitivity 2L holds only if every other token keeps its topic; "
+                                      "the noiseless burn-in depends on the whole corpus"),
+            },
+        )
+
+    def __repr__(self) -> str:
+        return (f"ZhuDPCollapsedGibbsLDA(k={self.k}, epsilon={self.epsilon}, "
+                f"max_doc_length={self.max_doc_length}, n_iter={self.n_iter})")
