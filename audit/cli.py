@@ -14,7 +14,7 @@ import warnings
 from audit.errors import UserError
 
 # subcommand → module under audit.commands, in the order ``--help`` lists them
-COMMANDS = ("run", "check", "sweep")
+COMMANDS = ("run", "check", "sweep", "audit", "report")
 
 
 def _build_parser() -> argparse.ArgumentParser:

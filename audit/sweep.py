@@ -193,11 +193,22 @@ def load_sweep(path: Path) -> dict[str, Any]:
         raise UserError(f"{path} is not a sweep directory (no sweep.json)") from None
     except (OSError, json.JSONDecodeError) as error:
         raise UserError(f"{index_path} is unreadable: {error}") from None
-    if index.get("schema") != SWEEP_SCHEMA:
-        raise UserError(f"{index_path} has schema {index.get('schema')!r}; expected {SWEEP_SCHEMA}")
-    for entry in index["runs"]:
+    if not isinstance(index, dict) or index.get("schema") != SWEEP_SCHEMA:
+        got = index.get("schema") if isinstance(index, dict) else type(index).__name__
+        raise UserError(f"{index_path} has schema {got!r}; expected {SWEEP_SCHEMA}")
+    missing = [key for key in ("parameter", "values", "replicates", "runs") if key not in index]
+    if missing or not isinstance(index["runs"], list):
+        raise UserError(f"{index_path} lacks {', '.join(missing) or 'a list of runs'}; it is damaged — "
+                        "rerun the same `topicaudit sweep` command to rewrite it")
+    for i, entry in enumerate(index["runs"]):
+        if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry):
+            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path; the index is damaged — "
+                            "rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
-        entry["results"] = json.loads(results.read_text()) if results.exists() else None
+        try:
+            entry["results"] = json.loads(results.read_text()) if results.exists() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{results} is unreadable ({error}); rerun the sweep to rewrite it") from None
     return index
 
 
@@ -210,7 +221,7 @@ def sweep_table(index: dict[str, Any]) -> str:
     for value in index["values"]:
         done = [e["results"] for e in index["runs"] if e["value"] == value and e.get("results")]
 
-        def stat(attack, metric):
+        def stat(attack, metric, done=done):
             xs = np.array([r["attacks"][attack][metric] for r in done])
             if not xs.size:
                 return "—"

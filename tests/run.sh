@@ -20,4 +20,11 @@ if [ ! -f /usr/share/wordnet/index.noun ] && [ "$(id -u)" = 0 ] && command -v ap
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base) >/dev/null 2>&1 \
         || echo "note: could not install wordnet-base; the nltk equality test will be skipped" >&2
 fi
+# Headless Chromium (Debian's chromium) lets tests/test_report_browser.py open the report page
+# from disk; install it when we can (the test is skipped, with the reason, when it is absent).
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
+        && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 \
+        || echo "note: could not install chromium; the report browser test will be skipped" >&2
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -11,7 +11,7 @@ from reports.roc import MAIN_ATTACKS, roc_points, write_roc_figure
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports") / "run"
     run_audit(config_from_dict({"synthetic": {"n_docs": 200, "n_words": 600}, "attack": {"shadows": 4},
-                                "target": {"k": 3}, "ray": {"num_cpus": 2}, "output": str(out)}), quiet=True)
+                                "target": {"k": 3}, "ray": {"num_cpus": 1}, "output": str(out)}), quiet=True)
     return out
 
 
@@ -29,3 +29,14 @@ def test_roc_figure_is_written_as_png(run_dir):
     path = write_roc_figure(run_dir)
     assert path == run_dir / "roc.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".roc.png")]  # written atomically
+
+
+def test_roc_png_draws_the_reports_roc_data_for_the_main_attacks(run_dir):
+    from reports.collect import read_run
+    from reports.figures import roc_data
+
+    data = roc_data(read_run(run_dir), list(MAIN_ATTACKS))
+    for name, (fpr, tpr) in roc_points(run_dir).items():
+        np.testing.assert_array_equal(data["curves"][name][0], fpr)
+        np.testing.assert_array_equal(data["curves"][name][1], tpr)

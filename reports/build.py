@@ -1,0 +1,214 @@
+"""``topicaudit report``: finished run and sweep directories → report.html, report.md, figures/.
+
+The output directory is built complete in a temporary directory beside it and
+renamed into place, so a failed report leaves nothing half-written and an
+older report is replaced only by a whole new one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from audit import __version__
+from audit.errors import UserError
+from audit.progress import Progress
+from reports import figures, ledger, risk
+from reports.collect import Collection, CorpusCache, Group, collect
+from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
+from reports.html import render_html
+from reports.markdown import render_markdown
+
+REPORT_FILES = {"report.html", "report.md", "figures"}
+
+
+def _stem(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("_.-") or "figure"
+
+
+class _Figures:
+    """Draws, saves (PNG + SVG) and references figures with unique, safe file names."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.count = 0
+
+    def add(self, fig, name: str, title: str, caption: str) -> FigureRef:
+        self.count += 1
+        stem = _stem(f"{self.count:02d}", name)
+        encoded = figures.save_figure(fig, self.directory, stem)
+        return FigureRef(stem, title, caption, encoded["png"])
+
+
+def _check_attack(collection: Collection, attack: str) -> None:
+    for run in collection.runs:
+        if attack not in run.score_attacks():
+            raise UserError(f"run {run.path} has no scores for attack {attack!r}; "
+                            f"it has: {', '.join(run.score_attacks())}")
+
+
+def _target_dir(output: Path) -> None:
+    if output.exists():
+        if not output.is_dir():
+            raise UserError(f"output {output} exists and is not a directory; choose another -o")
+        extra = {p.name for p in output.iterdir()} - REPORT_FILES
+        if extra:
+            raise UserError(f"output directory {output} is not a topicaudit report (it holds "
+                            f"{', '.join(sorted(extra)[:3])}); choose another -o")
+
+
+def _comparison(collection: Collection, figs: _Figures, attack: str, notes: list[str]) -> Section:
+    parameter = collection.parameter or "run"
+    section = Section("Comparison", anchor="comparison")
+    headers, rows = ledger.group_summary(collection)
+    section.add(Table(headers, rows, "Mean ± standard deviation over replicates, from each run's results.json"))
+    sequential = collection.parameter is not None and figures.x_axis(collection.groups)[1]
+    overlay = figures.overlay_data(collection.groups, attack)
+    section.add(figs.add(
+        figures.draw_overlay(overlay, collection.legend_title(), sequential), f"overlay-{attack}",
+        f"ROC of {attack} for every {parameter} value" if collection.parameter else f"ROC of {attack}, one curve per run",
+        "Log-log ROC from each run's scores.npz. A group of replicates is drawn as the mean over replicates of "
+        "the TPR at FPR ≤ f on a log grid, with ± one standard deviation shaded; a single run as its exact "
+        "curve. Dashed: chance. Dash-dotted, when a run claims a document-level (ε, δ): the highest TPR that "
+        "claim allows at each FPR."))
+    data = figures.by_parameter_data(collection.groups)
+    if data["series"]:
+        section.add(figs.add(
+            figures.draw_by_parameter(data, parameter), "tpr-by-parameter",
+            f"TPR at 0.1% FPR against {parameter}",
+            "tpr_at_fpr_0.001 of the online and offline LiRA from each run's results.json; points are means "
+            "over replicates, error bars one standard deviation (none for a single run)."))
+    utility = figures.utility_data(collection.groups)
+    if utility is not None:
+        section.add(figs.add(
+            figures.draw_utility(utility, parameter), "utility-by-parameter", f"Utility against {parameter}",
+            "results.json utility (UMass coherence, held-out perplexity): mean ± sd over replicates."))
+    else:
+        notes.append("No run carries utility measurements (results.json \"utility\"), so no utility figure.")
+    return section
+
+
+def _roc_caption(roc) -> str:
+    claim = roc["claim"]
+    caption = ("Every attack's ROC from scores.npz on log-log axes (lower left: the low-FPR regime that matters); "
+               "legend metrics from results.json. Dashed grey: chance.")
+    if roc["boundary"] is not None:
+        return caption + (f" Shaded red: ROC points no ({claim.epsilon:g}, {claim.delta:g})-DP release allows, "
+                          "TPR > min(e^ε·FPR + δ, 1 − e^−ε·(1 − δ − FPR)); a curve entering it contradicts the "
+                          "claim.")
+    if claim is not None:
+        return caption + (f" The claim (ε = {claim.epsilon:g}) is {claim.adjacency}-level: it does not bound a "
+                          "whole document's membership, so no document-level region is drawn.")
+    return caption + " The target claims no ε, so no DP region is drawn."
+
+
+def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: CorpusCache, attack: str,
+                   top: int, show_text: bool, notes: list[str]) -> Section:
+    run = group.representative
+    corpus, why = corpora.get(run)
+    if show_text and corpus is None:
+        raise UserError(f"--show-text needs the corpus of {run.path}: {why}")
+    section = Section(f"{group.label}: {run.path}" if multiple else f"Run {run.path}",
+                      anchor=_stem("run", group.label))
+    if len(group.runs) > 1:
+        section.add(Paragraph(f"Replicate {run.replicate + 1} (seed {run.seed}) of the {len(group.runs)} finished "
+                              "ones is shown; the ledger lists them all."))
+    roc = figures.roc_data(run)
+    section.add(figs.add(figures.draw_roc(roc), _stem("roc", group.label), f"ROC of every attack, {group.label}",
+                         _roc_caption(roc)))
+    examples = figures.zeta_examples(run, corpus.X, attack) if corpus is not None else {}
+    if examples:
+        kinds = "; ".join(f"{k}: {figures.KIND_DESCRIPTIONS[k]}" for k in examples)
+        section.add(figs.add(
+            figures.draw_zeta_examples(examples, f"ζ under IN and OUT shadow models, {group.label}"),
+            _stem("zeta", group.label), f"ζ(Φ, d) of example documents, {group.label}",
+            "As the paper's Figure 1: for one document of each kind, the histogram of ζ over the shadow models "
+            "trained with it (IN, blue) and without it (OUT, orange), from statistics.npz and plan.npz; dotted: "
+            f"the target's ζ. Kinds — {kinds}."))
+    elif corpus is None:
+        notes.append(f"{group.label}: ζ histograms by document kind left out — {why}")
+    exposed = risk.most_exposed(run, attack, top, corpus, show_text)
+    headers, rows = risk.formatted(exposed, attack)
+    section.add(Table(headers, rows, f"The {len(rows)} documents {attack} is most sure were members "
+                                     "(document = position in the input corpus; member = the truth)",
+                      wide_columns=(len(headers) - 1,) if show_text else ()))
+    return section
+
+
+def build_report(paths, output: str | Path | None = None, *, attack: str = "lira_online", top: int = 20,
+                 show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
+    """Write the report of finished run and/or sweep directories; returns the output directory."""
+    if top < 0:
+        raise UserError(f"--top must be ≥ 0 (got {top})")
+    collection = collect(paths, compare_vocabularies=compare_vocabularies)
+    _check_attack(collection, attack)
+    output = Path(output) if output is not None else collection.inputs[0] / "report"
+    _target_dir(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    try:
+        report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
+        (staging / "report.html").write_text(render_html(report), encoding="utf-8")
+        (staging / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        _swap_in(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output
+
+
+def _swap_in(staging: Path, output: Path) -> None:
+    old = None
+    if output.exists():
+        _target_dir(output)  # still a report (checked again just before replacing it)
+        old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
+        os.replace(output, old / "report")
+    os.replace(staging, output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, show_text: bool,
+             quiet: bool) -> Report:
+    figs = _Figures(figure_dir)
+    corpora = CorpusCache()
+    notes: list[str] = []
+    n_runs = len(collection.runs)
+    inputs = ", ".join(map(str, collection.inputs))
+    summary = [(f"{n_runs} finished run{'s' * (n_runs != 1)} from {inputs}; made by topicaudit {__version__} "
+                "from what the audits wrote (nothing is recomputed).")]
+    if collection.varies:
+        summary.append(f"What varies between the runs: {', '.join(collection.varies)}.")
+    first = collection.runs[0].results.get("corpus", {})
+    summary.append(f"Corpus: {first.get('source', '?')} — {first.get('n_docs', '?')} documents.")
+    warnings = []
+    if show_text:
+        warnings.append("This report shows the text of the documents the attack is most sure were training "
+                        "members: it discloses membership itself. Share it only as you would the corpus.")
+    if collection.pending:
+        notes.append(f"{len(collection.pending)} run(s) of the sweep are not finished and are left out: "
+                     f"{'; '.join(collection.pending)}")
+
+    rows = ledger.ledger_rows(collection, attack)
+    headers, body = ledger.formatted(rows)
+    ledger_section = Section("Privacy ledger", anchor="ledger")
+    ledger_section.add(Paragraph(f"One row per run; metrics of {attack}, all from the run's results.json."))
+    ledger_section.add(Table(headers, body))
+    ledger_section.add(Definitions([(heading, meaning) for _, heading, meaning in ledger.COLUMNS]))
+    sections = [ledger_section]
+    multiple = len(collection.groups) > 1
+    if not multiple and len(collection.runs) > 1:  # one value, several replicates: their mean ± sd here
+        headers, rows = ledger.group_summary(collection)
+        ledger_section.add(Table(headers, rows, "Mean ± standard deviation over the replicates"))
+    progress = Progress("report sections", len(collection.groups) + multiple, quiet=quiet)
+    if multiple:
+        sections.append(_comparison(collection, figs, attack, notes))
+        progress.advance()
+    for group in collection.groups:
+        sections.append(_group_section(group, multiple, figs, corpora, attack, top, show_text, notes))
+        progress.advance()
+    progress.close()
+    title = "topicaudit report" + (f": {collection.legend_title()}" if collection.varies else f": {collection.runs[0].name}")
+    return Report(title, summary, warnings, sections, notes)

@@ -1,0 +1,378 @@
+"""Read finished run and sweep directories into what a report draws (nothing is recomputed).
+
+A report's inputs are run directories and sweep directories. Each run
+directory becomes a group of one; a sweep directory becomes one group per
+swept value, holding that value's finished replicates (unfinished ones are
+listed as pending and left out). Groups are labelled by the configuration
+keys that differ between them (for a sweep: the swept parameter).
+
+Runs drawn on one figure must be comparable: the same corpus, and the same
+vocabulary step. Replicates are matched by index (replicate r of every group
+shares its seed, and for the synthetic corpus its corpus), so the check
+compares the r-th runs of the groups with each other. A different corpus is
+always refused; a different vocabulary step is refused unless the user asks
+for it (``compare_vocabularies``) or the input is a single sweep over the
+vocabulary step itself.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.errors import UserError
+
+RESULTS_SCHEMA = "topicaudit.results/1"
+# configuration keys that say where and how a run was computed, never what it computed
+_NOT_IDENTITY = ("name", "output", "ray", "provenance")
+
+
+# -- one run ---------------------------------------------------------------------------
+@dataclass
+class Run:
+    """A finished run directory: results.json and config.toml read eagerly, arrays on demand."""
+
+    path: Path
+    results: dict[str, Any]
+    config: dict[str, Any]
+    replicate: int = 0
+    replicates: int = 1
+
+    @property
+    def name(self) -> str:
+        return str(self.results.get("name") or self.path.name)
+
+    @property
+    def seed(self) -> int | None:
+        return self.config.get("seed")
+
+    @property
+    def attacks(self) -> list[str]:
+        return list(self.results.get("attacks", {}))
+
+    def _arrays(self, filename: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+        path = self.path / filename
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {key: z[key] for key in z.files}
+        except FileNotFoundError:
+            raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "
+                            "same `topicaudit run` command to finish it") from None
+        except (OSError, ValueError) as error:
+            raise UserError(f"{path} is unreadable ({error}); rerun the audit to rewrite it") from None
+        missing = [key for key in required if key not in arrays]
+        if missing:
+            raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of "
+                            "topicaudit — rerun the audit")
+        return arrays
+
+    @cached_property
+    def scores(self) -> dict[str, np.ndarray]:
+        """scores.npz: one score array per attack, plus is_member and doc_index."""
+        arrays = self._arrays("scores.npz", ("is_member", "doc_index"))
+        arrays["is_member"] = arrays["is_member"].astype(bool)
+        return arrays
+
+    @cached_property
+    def statistics(self) -> dict[str, np.ndarray]:
+        """statistics.npz: target_<stat> (docs) and shadow_<stat> (shadows × docs)."""
+        return self._arrays("statistics.npz", ("target_zeta", "shadow_zeta"))
+
+    @cached_property
+    def shadow_in(self) -> np.ndarray:
+        """plan.npz's shadow membership (shadows × docs)."""
+        return self._arrays("plan.npz", ("shadow_in",))["shadow_in"].astype(bool)
+
+    def score_attacks(self) -> list[str]:
+        """Attacks with both a results.json entry and stored scores, in results.json order."""
+        return [name for name in self.attacks if name in self.scores]
+
+    # identities used by the comparability check
+    def corpus_identity(self) -> dict[str, Any]:
+        corpus = self.results.get("corpus", {})
+        if corpus.get("fingerprint") is not None:
+            return {"fingerprint": corpus["fingerprint"]}
+        section = self.config.get("corpus", {})
+        path = section.get("path")
+        identity = {key: corpus.get(key) for key in ("n_docs", "n_words", "n_tokens", "n_dropped_empty")}
+        identity.update({"file": os.path.basename(os.path.normpath(path)) if path else None,
+                         "format": section.get("format"), "preprocess": section.get("preprocess"),
+                         "text_field": section.get("text_field"), "options": section.get("options") or {}})
+        if not path:  # the embedded synthetic corpus is drawn from its parameters and the run's seed
+            identity.update({"synthetic": self.config.get("synthetic"), "seed": self.seed})
+        return identity
+
+    def vocabulary_identity(self) -> dict[str, Any]:
+        target = self.config.get("target", {})
+        return {"vocabulary step": self.results.get("target", {}).get("vocabulary_step", target.get("vocabulary")),
+                "vocabulary parameters": target.get("vocabulary_params") or {}}
+
+
+def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
+    """A finished run directory, or a UserError saying why it is not one."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path} is not a directory; give a run directory (made by `topicaudit run`) "
+                        "or a sweep directory (made by `topicaudit sweep`)")
+    results_path, config_path = path / "results.json", path / "config.toml"
+    if not results_path.exists():
+        if config_path.exists():
+            raise UserError(f"{path} is an unfinished run (no results.json yet); rerun the same "
+                            "`topicaudit run` command to finish it, then report")
+        raise UserError(f"{path} is not a topicaudit run or sweep directory (no results.json, config.toml "
+                        "or sweep.json)")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{results_path} is unreadable ({error}); rerun the audit to rewrite it") from None
+    if isinstance(results, dict) and str(results.get("schema", "")).startswith("topicaudit.user-audit/"):
+        raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground truth, "
+                        "see its scores.csv); `topicaudit report` reads membership audits made by "
+                        "`topicaudit run` or `topicaudit sweep`")
+    if not isinstance(results, dict) or results.get("schema") != RESULTS_SCHEMA:
+        got = results.get("schema") if isinstance(results, dict) else type(results).__name__
+        raise UserError(f"{results_path} has schema {got!r}; this report reads {RESULTS_SCHEMA}")
+    try:
+        config = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"run {path} has results.json but no config.toml; the directory is incomplete") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise UserError(f"{config_path} is unreadable ({error})") from None
+    return Run(path, results, config, replicate, replicates)
+
+
+# -- groups and the collection ---------------------------------------------------------------
+@dataclass
+class Group:
+    """Runs that differ only by replicate (seed): one swept value, or one run directory."""
+
+    runs: list[Run]
+    source: Path               # the run or sweep directory it came from
+    sweep_parameter: str | None = None
+    sweep_value: Any = None
+    label: str = ""
+    value: Any = None          # the varied configuration value (x axis), when one key varies
+
+    @property
+    def representative(self) -> Run:
+        return self.runs[0]
+
+
+@dataclass
+class Collection:
+    inputs: list[Path]
+    groups: list[Group]
+    varies: list[str]                  # dotted configuration keys that differ between groups
+    pending: list[str] = field(default_factory=list)  # unfinished runs of sweeps, left out
+    sweeps: list[Path] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[Run]:
+        return [run for group in self.groups for run in group.runs]
+
+    @property
+    def parameter(self) -> str | None:
+        """The one key that varies (the x axis of by-parameter figures), else None."""
+        return self.varies[0] if len(self.varies) == 1 else None
+
+    def legend_title(self) -> str:
+        return "varies: " + ", ".join(self.varies) if self.varies else "runs"
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):  # an empty table contributes no key (a default, like a missing one)
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _identity_config(run: Run) -> dict[str, Any]:
+    data = {k: v for k, v in run.config.items() if k not in _NOT_IDENTITY}
+    if (data.get("corpus") or {}).get("path"):
+        data.pop("synthetic", None)  # not used when a corpus file is given
+    return _flatten(data)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if value is None:
+        return "unset"
+    return str(value)
+
+
+def _short_names(keys: list[str]) -> dict[str, str]:
+    last = [key.split(".")[-1] for key in keys]
+    return {key: (short if last.count(short) == 1 else key) for key, short in zip(keys, last)}
+
+
+def _label_groups(groups: list[Group]) -> list[str]:
+    configs = [_identity_config(g.representative) for g in groups]
+    keys = sorted({k for c in configs for k in c})
+    varies = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
+    if len(groups) > 1 and not varies and len({g.representative.seed for g in groups}) > 1:
+        varies = ["seed"]
+        configs = [{"seed": g.representative.seed} for g in groups]
+    short = _short_names(varies)
+    for group, config in zip(groups, configs):
+        if varies:
+            group.label = ", ".join(f"{short[k]}={_format_value(config.get(k))}" for k in varies)
+        else:
+            group.label = group.source.name if len(groups) > 1 else group.representative.name
+        group.value = config.get(varies[0]) if len(varies) == 1 else group.label
+    if len({g.label for g in groups}) < len(groups):  # identical configurations: tell them apart by place
+        for group in groups:
+            group.label = f"{group.label} ({group.source})"
+    return varies
+
+
+def _describe_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    return "; ".join(f"{k}: {json.dumps(a.get(k), default=str)} vs {json.dumps(b.get(k), default=str)}"
+                     for k in keys)
+
+
+def check_comparable(groups: list[Group], compare_vocabularies: bool = False,
+                     vocabulary_sweep: bool = False) -> None:
+    """Refuse (UserError) to draw runs of different corpora, or of different vocabulary steps, together."""
+    if len(groups) < 2:
+        return
+    by_replicate: dict[int, list[Run]] = {}
+    for group in groups:
+        for run in group.runs:
+            by_replicate.setdefault(run.replicate, []).append(run)
+    for peers in by_replicate.values():
+        first = peers[0]
+        for other in peers[1:]:
+            a, b = first.corpus_identity(), other.corpus_identity()
+            if a != b:
+                raise UserError(
+                    f"cannot compare {first.path} and {other.path}: they audit different corpora "
+                    f"({_describe_difference(a, b)}); an overlay of ROC curves over different documents "
+                    "means nothing — report them separately"
+                )
+            a, b = first.vocabulary_identity(), other.vocabulary_identity()
+            if a != b and not (compare_vocabularies or vocabulary_sweep):
+                raise UserError(
+                    f"cannot compare {first.path} and {other.path}: their release pipelines have different "
+                    f"vocabulary steps ({_describe_difference(a, b)}), so the attack sees different words; "
+                    "pass --compare-vocabularies to overlay them anyway, or report them separately"
+                )
+
+
+def _sweep_groups(path: Path) -> tuple[list[Group], list[str], str]:
+    from audit.sweep import load_sweep
+
+    index = load_sweep(path)
+    parameter = index["parameter"]
+    by_value: dict[str, list[tuple[int, Path]]] = {}
+    pending = []
+    root = path.resolve()
+    for entry in index["runs"]:
+        run_path = path / entry["path"]
+        if root not in (path / entry["path"]).resolve().parents:
+            raise UserError(f"{path / 'sweep.json'}: run path {entry['path']!r} leaves the sweep directory")
+        key = json.dumps(entry["value"])
+        if entry.get("results") is None:
+            pending.append(f"{run_path} ({parameter} = {_format_value(entry['value'])}, "
+                           f"replicate {entry['replicate']})")
+            continue
+        by_value.setdefault(key, []).append((int(entry["replicate"]), run_path))
+    groups = []
+    for value in index["values"]:
+        members = sorted(by_value.get(json.dumps(value), []))
+        if not members:
+            continue
+        runs = [read_run(p, replicate=r, replicates=index["replicates"]) for r, p in members]
+        groups.append(Group(runs, path, parameter, value))
+    return groups, pending, parameter
+
+
+def collect(paths: list[str | Path], compare_vocabularies: bool = False) -> Collection:
+    """Read every input (run or sweep directory) and check that they may be drawn together."""
+    if not paths:
+        raise UserError("give at least one run or sweep directory")
+    groups: list[Group] = []
+    pending: list[str] = []
+    sweeps: list[Path] = []
+    sweep_parameters = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.resolve() in seen:
+            raise UserError(f"{path} is given twice")
+        seen.add(path.resolve())
+        if path.is_dir() and (path / "sweep.json").exists():
+            found, waiting, parameter = _sweep_groups(path)
+            if not found:
+                raise UserError(f"sweep {path} has no finished run yet; report it once one has finished")
+            groups += found
+            pending += waiting
+            sweeps.append(path)
+            sweep_parameters.append(parameter)
+        else:
+            groups.append(Group([read_run(path)], path))
+    vocabulary_sweep = (len(sweeps) == 1 and len(groups) == len([g for g in groups if g.source == sweeps[0]])
+                        and sweep_parameters[0].startswith("target.vocabulary"))
+    check_comparable(groups, compare_vocabularies, vocabulary_sweep)
+    varies = _label_groups(groups)
+    return Collection([Path(p) for p in paths], groups, varies, pending, sweeps)
+
+
+# -- the corpus behind a run (for document kinds and, on request, texts) ---------------------------
+class CorpusCache:
+    """Reloads each distinct corpus once and proves it is the audited one (config hash matches)."""
+
+    def __init__(self):
+        self._corpora: dict[str, tuple[Any, str | None, str | None]] = {}
+
+    def get(self, run: Run):
+        """(Corpus or None, note saying why not)."""
+        from audit.config import config_from_dict, config_hash
+
+        data = {k: v for k, v in run.config.items() if k != "provenance"}
+        try:
+            config = config_from_dict(data, str(run.path / "config.toml"))
+        except UserError as error:
+            return None, f"cannot read the configuration of {run.path}: {error}"
+        key = json.dumps({"corpus": data.get("corpus"),
+                          "synthetic": None if config.corpus.path else [data.get("synthetic"), config.seed]},
+                         sort_keys=True, default=str)
+        if key not in self._corpora:
+            self._corpora[key] = self._load(config)
+        corpus, fingerprint, note = self._corpora[key]
+        if corpus is None:
+            return None, note
+        if config_hash(config, fingerprint) != run.results.get("config_hash"):
+            return None, (f"the corpus at {config.corpus.path or 'the synthetic generator'} is not the one "
+                          f"{run.path} audited (its fingerprint differs); document kinds and texts are left out")
+        return corpus, None
+
+    @staticmethod
+    def _load(config):
+        from audit.run import corpus_fingerprint, load_audit_corpus
+
+        if config.corpus.path is not None and not Path(config.corpus.path).exists():
+            return None, None, (f"corpus file {config.corpus.path} not found from {Path.cwd()} (config.toml "
+                                "paths are relative to where the audit ran); run `topicaudit report` from there "
+                                "to include document kinds and texts")
+        try:
+            corpus = load_audit_corpus(config)
+        except UserError as error:
+            return None, None, f"cannot reload the corpus: {error}"
+        return corpus, corpus_fingerprint(corpus), None

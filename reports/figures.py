@@ -1,0 +1,372 @@
+"""The report's figures: pure functions that return the plotted data, and drawings of that data.
+
+Each figure comes in two halves. ``*_data`` reads a run's stored arrays and
+results (nothing is recomputed: metrics in legends come from results.json,
+curves from scores.npz, ζ from statistics.npz, memberships from plan.npz) and
+returns plain arrays, so tests check what is plotted rather than pixels.
+``draw_*`` turns that data into a matplotlib Figure (Agg, no pyplot state);
+:func:`save_figure` writes it as PNG and deterministic SVG.
+"""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.metrics import roc_curve
+from reports.dp_region import Claim, claim_of, dp_tpr_bound
+
+IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
+REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
+KINDS = ("long", "short", "inlier", "outlier")
+KIND_DESCRIPTIONS = {
+    "long": "more words than one standard deviation above the mean length",
+    "short": "fewer words than one standard deviation below the mean length",
+    "inlier": "typical length, words that are frequent in the corpus",
+    "outlier": "typical length, words that are rare in the corpus",
+}
+BY_PARAMETER_ATTACKS = ("lira_online", "lira_offline")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def tpr_at(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The largest TPR over thresholds with FPR ≤ each grid value (the metrics convention)."""
+    index = np.searchsorted(fpr, grid, side="right") - 1
+    return np.asarray(tpr)[np.maximum(index, 0)]
+
+
+def _floor(is_member: np.ndarray) -> float:
+    return 1.0 / max(int((~is_member).sum()), 1)
+
+
+def _format_percent(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+# -- ROC of every attack in one run, with the claimed DP region ----------------------------------
+def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
+    """The ROC curve of each attack from scores.npz, its stored metrics, and the claim's boundary.
+
+    Returns a dict with ``curves`` {attack: (fpr, tpr)} (exactly
+    ``audit.metrics.roc_curve`` of the stored scores), ``metrics`` {attack:
+    results.json entry}, ``floor`` (1 / #non-members: the smallest non-zero
+    FPR, where the log axes start), ``claim`` (a :class:`Claim` or None) and
+    ``boundary`` (fpr grid, largest TPR the claim allows) when the claim bounds
+    document membership, else None.
+    """
+    scores = run.scores
+    names = attacks if attacks is not None else run.score_attacks()
+    labels = scores["is_member"]
+    curves = {name: roc_curve(scores[name], labels)[:2] for name in names}
+    floor = _floor(labels)
+    claim = claim_of(run.results)
+    boundary = None
+    if claim is not None and claim.document_level:
+        grid = np.logspace(np.log10(floor), 0, 400)
+        boundary = (grid, dp_tpr_bound(grid, claim.epsilon, claim.delta))
+    return {"title": run.name, "curves": curves, "metrics": {n: run.results["attacks"].get(n, {}) for n in names},
+            "floor": floor, "claim": claim, "boundary": boundary}
+
+
+def _new_figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=110, layout="constrained")
+
+
+def _loglog(ax, floor: float, title: str):
+    ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1.05),
+           xlabel="false positive rate", ylabel="true positive rate", title=title)
+    ax.grid(True, which="major", color="0.9", lw=0.6)
+
+
+def _chance(ax, floor: float):
+    grid = np.logspace(np.log10(floor), 0, 50)
+    ax.plot(grid, grid, color="0.55", lw=1, ls="--", label="chance")
+
+
+def _draw_claim(ax, claim: Claim | None, boundary, floor: float):
+    if boundary is not None:
+        grid, bound = boundary
+        ax.fill_between(grid, np.maximum(bound, floor), 1.05, color=REGION_COLOR, alpha=0.12, lw=0,
+                        label=claim.label())
+        ax.plot(grid, np.maximum(bound, floor), color=REGION_EDGE, lw=1.1, ls="-.")
+
+
+def draw_roc(data: dict[str, Any]):
+    """Log-log ROC of every attack (LiRA solid, global thresholds dashed), chance, DP region."""
+    fig = _new_figure(6.4, 5.4)
+    ax = fig.add_subplot()
+    floor = data["floor"]
+    _chance(ax, floor)
+    _draw_claim(ax, data["claim"], data["boundary"], floor)
+    colors = _palette(len(data["curves"]))
+    for color, (name, (fpr, tpr)) in zip(colors, data["curves"].items()):
+        m = data["metrics"].get(name, {})
+        label = name
+        if "auc" in m:
+            label += f": AUC {m['auc']:.3f}, TPR@0.1% {_format_percent(m['tpr_at_fpr_0.001'])}"
+        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), lw=1.3, color=color,
+                ls="-" if name.startswith("lira") else "--", label=label)
+    title = data["title"]
+    if data["claim"] is not None and data["boundary"] is None:
+        title += f"\n(claimed ε = {data['claim'].epsilon:g} is {data['claim'].adjacency}-level: no document bound)"
+    _loglog(ax, floor, title)
+    ax.legend(fontsize=6.3, loc="lower right")
+    return fig
+
+
+def _palette(n: int, sequential: bool = False):
+    from matplotlib import colormaps
+
+    if sequential and n > 1:
+        return [colormaps["viridis"](x) for x in np.linspace(0.0, 0.9, n)]
+    cmap = colormaps["tab10"] if n <= 10 else colormaps["tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+# -- overlay of several runs / sweep values -----------------------------------------------------
+def overlay_data(groups, attack: str = "lira_online", points: int = 300) -> dict[str, Any]:
+    """One ROC per group for ``attack``.
+
+    A group of one run gives its exact curve (``sd`` None); a group of
+    replicates gives, on a log grid of FPR, the mean over replicates of the
+    TPR at FPR ≤ f and its standard deviation (ddof 1). ``boundary`` is the
+    group's claimed DP boundary on the grid (a sweep over ε shows each value's
+    curve against its own claim), None when it claims no document-level ε.
+    """
+    floor = min(_floor(g.representative.scores["is_member"]) for g in groups)
+    grid = np.logspace(np.log10(floor), 0, points)
+    series = []
+    for group in groups:
+        curves = [roc_curve(run.scores[attack], run.scores["is_member"])[:2] for run in group.runs]
+        claim = claim_of(group.representative.results)
+        boundary = dp_tpr_bound(grid, claim.epsilon, claim.delta) if claim and claim.document_level else None
+        if len(curves) == 1:
+            fpr, tpr = curves[0]
+            entry = {"label": group.label, "n": 1, "fpr": fpr, "tpr": tpr, "sd": None}
+        else:
+            stacked = np.stack([tpr_at(f, t, grid) for f, t in curves])
+            entry = {"label": group.label, "n": len(curves), "fpr": grid, "tpr": stacked.mean(axis=0),
+                     "sd": stacked.std(axis=0, ddof=1)}
+        series.append({**entry, "claim": claim, "boundary": boundary})
+    return {"attack": attack, "series": series, "floor": floor, "grid": grid}
+
+
+def draw_overlay(data: dict[str, Any], legend_title: str, sequential: bool = False):
+    fig = _new_figure(6.4, 5.4)
+    ax = fig.add_subplot()
+    floor = data["floor"]
+    _chance(ax, floor)
+    for color, s in zip(_palette(len(data["series"]), sequential), data["series"]):
+        label = s["label"] + (f" (mean of {s['n']})" if s["n"] > 1 else "")
+        ax.plot(np.maximum(s["fpr"], floor), np.maximum(s["tpr"], floor), color=color, lw=1.4, label=label)
+        if s["sd"] is not None:
+            ax.fill_between(s["fpr"], np.maximum(s["tpr"] - s["sd"], floor), np.minimum(s["tpr"] + s["sd"], 1),
+                            color=color, alpha=0.15, lw=0)
+        if s["boundary"] is not None:
+            ax.plot(data["grid"], np.maximum(s["boundary"], floor), color=color, lw=0.9, ls="-.",
+                    label=f"{s['label']}: claimed ({s['claim'].epsilon:g}, {s['claim'].delta:g})-DP ceiling")
+    _loglog(ax, floor, f"{data['attack']}: ROC by run")
+    ax.legend(fontsize=7, loc="lower right", title=legend_title, title_fontsize=7)
+    return fig
+
+
+# -- metrics against the varied parameter ------------------------------------------------------------
+def x_axis(groups) -> tuple[list[Any], bool]:
+    values = [g.value for g in groups]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+    return values, numeric
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float, int]:
+    xs = np.array([v for v in values if v is not None], dtype=float)
+    if not xs.size:
+        return math.nan, math.nan, 0
+    return float(xs.mean()), float(xs.std(ddof=1)) if xs.size > 1 else 0.0, int(xs.size)
+
+
+def by_parameter_data(groups, metric: str = "tpr_at_fpr_0.001",
+                      attacks: tuple[str, ...] = BY_PARAMETER_ATTACKS) -> dict[str, Any]:
+    """Mean ± sd over replicates of a results.json attack metric, one point per group."""
+    x, numeric = x_axis(groups)
+    series = {}
+    for attack in attacks:
+        stats = [_mean_sd([run.results["attacks"].get(attack, {}).get(metric) for run in g.runs]) for g in groups]
+        if any(n for _, _, n in stats):
+            series[attack] = {"mean": np.array([s[0] for s in stats]), "sd": np.array([s[1] for s in stats]),
+                              "n": np.array([s[2] for s in stats])}
+    return {"x": x, "numeric": numeric, "labels": [g.label for g in groups], "metric": metric, "series": series}
+
+
+UTILITY_METRICS = {"umass_coherence": "UMass coherence (higher is better)",
+                   "heldout_perplexity": "held-out perplexity (lower is better)"}
+
+
+def utility_data(groups) -> dict[str, Any] | None:
+    """Mean ± sd of results.json ``utility`` metrics per group; None when no run carries utility."""
+    if not any(run.results.get("utility") for g in groups for run in g.runs):
+        return None
+    x, numeric = x_axis(groups)
+    series = {}
+    for metric in UTILITY_METRICS:
+        stats = [_mean_sd([(run.results.get("utility") or {}).get(metric) for run in g.runs]) for g in groups]
+        if any(n for _, _, n in stats):
+            series[metric] = {"mean": np.array([s[0] for s in stats]), "sd": np.array([s[1] for s in stats]),
+                              "n": np.array([s[2] for s in stats])}
+    return {"x": x, "numeric": numeric, "labels": [g.label for g in groups], "series": series} if series else None
+
+
+def _positions(data):
+    if data["numeric"]:
+        return np.array(data["x"], dtype=float), None
+    return np.arange(len(data["labels"]), dtype=float), data["labels"]
+
+
+def draw_by_parameter(data: dict[str, Any], parameter: str):
+    fig = _new_figure(6.0, 4.2)
+    ax = fig.add_subplot()
+    xs, ticks = _positions(data)
+    for i, (attack, s) in enumerate(data["series"].items()):
+        offset = (i - (len(data["series"]) - 1) / 2) * (0.06 if ticks is not None else 0)
+        ax.errorbar(xs + offset, 100 * s["mean"], yerr=100 * s["sd"], marker="o", ms=4, capsize=3, lw=1.2,
+                    label=attack)
+    if ticks is not None:
+        ax.set_xticks(xs, ticks, rotation=20 if max(map(len, ticks)) > 8 else 0, fontsize=7)
+    fpr = data["metric"].removeprefix("tpr_at_fpr_")
+    ax.set(xlabel=parameter, ylabel=f"TPR at FPR ≤ {100 * float(fpr):g}% (%)",
+           title=f"TPR at {100 * float(fpr):g}% FPR (mean ± sd over replicates)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, color="0.9", lw=0.6)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def draw_utility(data: dict[str, Any], parameter: str):
+    panels = list(data["series"].items())
+    fig = _new_figure(4.0 * len(panels), 3.8)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    xs, ticks = _positions(data)
+    for ax, (metric, s) in zip(axes, panels):
+        ax.errorbar(xs, s["mean"], yerr=s["sd"], marker="o", ms=4, capsize=3, lw=1.2, color="#2ca02c")
+        if ticks is not None:
+            ax.set_xticks(xs, ticks, fontsize=7)
+        ax.set(xlabel=parameter, title=UTILITY_METRICS[metric])
+        ax.grid(True, color="0.9", lw=0.6)
+    return fig
+
+
+# -- ζ under IN and OUT shadows for example documents of each kind (the paper's Figure 1) -----------
+def document_kinds(X) -> dict[str, int]:
+    """Rows of one example document of each kind the paper's Figure 1 shows.
+
+    Length L = tokens; a word's frequency = its count in the whole corpus;
+    a document's commonness = mean over its tokens of log(word frequency).
+    long / short: more / fewer words than one standard deviation from the mean
+    length (the one of median length among them); inlier / outlier: among
+    documents within one standard deviation of the mean length, the most / least
+    common words. Kinds with no document are left out.
+    """
+    X = X.tocsr()
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    log_freq = np.log(np.maximum(np.asarray(X.sum(axis=0)).ravel(), 1.0))
+    commonness = np.asarray(X @ log_freq).ravel() / np.maximum(lengths, 1.0)
+    mean, sd = lengths.mean(), lengths.std()
+    rows = np.arange(X.shape[0])
+    kinds = {}
+    for kind, mask in (("long", lengths > mean + sd), ("short", lengths < mean - sd)):
+        members = rows[mask]
+        if members.size:
+            ordered = members[np.lexsort((members, lengths[members]))]
+            kinds[kind] = int(ordered[(ordered.size - 1) // 2])
+    typical = rows[np.abs(lengths - mean) <= sd]
+    if typical.size:
+        kinds["inlier"] = int(typical[np.argmax(commonness[typical])])
+        kinds["outlier"] = int(typical[np.argmin(commonness[typical])])
+    return {kind: kinds[kind] for kind in KINDS if kind in kinds}
+
+
+def zeta_examples(run, X, attack: str = "lira_online") -> dict[str, dict[str, Any]]:
+    """For each document kind: ζ of the shadows it was IN and OUT of, and the target's ζ.
+
+    From statistics.npz (``shadow_zeta``, ``target_zeta``), plan.npz
+    (``shadow_in``) and scores.npz (``is_member``, ``doc_index``, the attack's score).
+    """
+    stats, shadow_in, scores = run.statistics, run.shadow_in, run.scores
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    out = {}
+    for kind, row in document_kinds(X).items():
+        column, inside = stats["shadow_zeta"][:, row], shadow_in[:, row]
+        out[kind] = {"row": row, "doc_index": int(scores["doc_index"][row]), "length": int(lengths[row]),
+                     "in": column[inside], "out": column[~inside], "target": float(stats["target_zeta"][row]),
+                     "member": bool(scores["is_member"][row]),
+                     "score": float(scores[attack][row]) if attack in scores else math.nan}
+    return out
+
+
+def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
+    kinds = list(data)
+    cols = 2 if len(kinds) > 1 else 1
+    rows = math.ceil(len(kinds) / cols)
+    fig = _new_figure(3.4 * cols, 2.7 * rows + 0.4)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, kind in zip(axes, kinds):
+        d = data[kind]
+        values = np.concatenate([d["in"], d["out"], [d["target"]]])
+        bins = np.histogram_bin_edges(values, bins=min(30, max(8, int(np.sqrt(values.size)) + 2)))
+        ax.hist(d["out"], bins=bins, color=OUT_COLOR, alpha=0.6, label=f"OUT ({d['out'].size} shadows)")
+        ax.hist(d["in"], bins=bins, color=IN_COLOR, alpha=0.6, label=f"IN ({d['in'].size} shadows)")
+        ax.axvline(d["target"], color="k", lw=1.2, ls=":",
+                   label=f"target ({'member' if d['member'] else 'non-member'})")
+        ax.set_title(f"{kind}: document {d['doc_index']}, {d['length']} words", fontsize=8)
+        ax.set_xlabel("ζ(Φ, d)", fontsize=7)
+        ax.tick_params(labelsize=6.5)
+        ax.legend(fontsize=6)
+    for ax in axes[len(kinds):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+# -- output ---------------------------------------------------------------------------------------------
+SVG_SALT = "topicaudit"
+
+
+def render(fig, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes; SVG is deterministic (fixed hash salt, no date)."""
+    import matplotlib
+
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
+        _fix_layout(fig)
+        if fmt == "svg":
+            fig.savefig(buffer, format="svg", metadata={"Date": None})
+        else:
+            fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _fix_layout(fig) -> None:
+    """Run the constrained layout once and keep its result (every later save skips the costly solve)."""
+    if fig.get_layout_engine() is not None and not isinstance(fig.get_layout_engine(),
+                                                              _placeholder_engine()):
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
+
+
+def _placeholder_engine():
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    return PlaceHolderLayoutEngine
+
+
+def save_figure(fig, directory: Path, stem: str) -> dict[str, bytes]:
+    """Write ``stem.png`` and ``stem.svg`` into ``directory``; returns the bytes of each."""
+    directory.mkdir(parents=True, exist_ok=True)
+    encoded = {fmt: render(fig, fmt) for fmt in ("png", "svg")}
+    for fmt, data in encoded.items():
+        (directory / f"{stem}.{fmt}").write_bytes(data)
+    return encoded
