@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,6 +194,9 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "n_words": int(corpus.X.shape[1]),
             "n_tokens": int(corpus.X.sum()),
             "n_dropped_empty": int(corpus.n_dropped_empty),
+            # where the corpus was read (absolute, so reports find it from any directory)
+            "path": str(Path(config.corpus.path).resolve()) if config.corpus.path else None,
+            "fingerprint": corpus_fingerprint(corpus),
         },
         "target": {
             "learner": config.target.learner,

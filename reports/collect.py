@@ -97,8 +97,8 @@ class Run:
     # identities used by the comparability check
     def corpus_identity(self) -> dict[str, Any]:
         corpus = self.results.get("corpus", {})
-        if corpus.get("fingerprint") is not None:
-            return {"fingerprint": corpus["fingerprint"]}
+        if corpus.get("fingerprint") is not None:  # the counts themselves; the sizes make messages readable
+            return {key: corpus.get(key) for key in ("n_docs", "n_words", "n_tokens", "fingerprint")}
         section = self.config.get("corpus", {})
         path = section.get("path")
         identity = {key: corpus.get(key) for key in ("n_docs", "n_words", "n_tokens", "n_dropped_empty")}
@@ -354,7 +354,7 @@ class CorpusCache:
                           "synthetic": None if config.corpus.path else [data.get("synthetic"), config.seed]},
                          sort_keys=True, default=str)
         if key not in self._corpora:
-            self._corpora[key] = self._load(config)
+            self._corpora[key] = self._load(config, (run.results.get("corpus") or {}).get("path"))
         corpus, fingerprint, note = self._corpora[key]
         if corpus is None:
             return None, note
@@ -364,9 +364,16 @@ class CorpusCache:
         return corpus, None
 
     @staticmethod
-    def _load(config):
+    def _load(config, resolved_path=None):
+        import copy
+
         from audit.run import corpus_fingerprint, load_audit_corpus
 
+        if config.corpus.path is not None and not Path(config.corpus.path).exists() \
+                and resolved_path and Path(resolved_path).exists():
+            # results.json records the absolute path; the hash keeps the path as typed
+            config = copy.deepcopy(config)
+            config.corpus.path = resolved_path
         if config.corpus.path is not None and not Path(config.corpus.path).exists():
             return None, None, (f"corpus file {config.corpus.path} not found from {Path.cwd()} (config.toml "
                                 "paths are relative to where the audit ran); run `topicaudit report` from there "

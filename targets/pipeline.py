@@ -50,6 +50,11 @@ class Pipeline:
         if vocabulary is None:
             vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
         vocabulary = np.asarray(vocabulary, dtype=np.int64)
+        if vocabulary.size == 0:
+            # A DP vocabulary step may release no word at all: then the release
+            # is empty (k × 0) and every document's likelihood is the same.
+            return Release(phi=np.zeros((self.learner.k, 0), dtype=np.float32), vocabulary=vocabulary,
+                           info={"empty_vocabulary": True})
         X = X[:, vocabulary].tocsr()
         # A learner with something to report beyond Φ (a privacy monitor's
         # trajectory) offers ``fit_with_info(X, seed) -> (phi, info)``; its

@@ -47,3 +47,14 @@ def test_incoherent_compositions_are_refused_when_the_target_is_built():
 
     with pytest.raises(UserError, match="cannot be composed"):
         build_target("hdp-lda", 4, "dpsu-gw")
+
+
+def test_a_vocabulary_step_that_releases_no_word_gives_an_empty_release():
+    import numpy as np
+    import scipy.sparse as sp
+
+    target = build_target("lda", 3, "dpsu-gaussian", vocabulary_params={"epsilon": 0.01})
+    X = sp.csr_matrix(np.ones((5, 4)))
+    release = target.fit(X, seed=0)
+    assert release.phi.shape == (3, 0) and release.vocabulary.size == 0
+    assert release.dense_phi(4).shape == (3, 4) and not release.dense_phi(4).any()
