@@ -68,34 +68,28 @@ def package_versions() -> dict[str, str]:
 
 
 # -- orchestration -------------------------------------------------------------------
-def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
-                shadow_vocabulary: str, quiet: bool) -> tuple[Release, list[Release], float]:
+def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
+                      vocabulary: np.ndarray | None, quiet: bool) -> tuple[list[Release], float, int]:
+    """Fit (or reload) every shadow model of the plan, one Ray task each, saving each as it arrives.
+
+    vocabulary: corpus column ids every shadow learns over, or None for each
+    shadow's own vocabulary step. Returns the releases, their summed fit
+    seconds and how many were reloaded from the run directory.
+    """
     fit = ray.remote(num_cpus=1)(fit_release)
-
-    def rows(mask):
-        return np.flatnonzero(mask)
-
-    loaded = run.load_model(None, chash)
-    if loaded is None:
-        target_release, seconds = ray.get(fit.remote(target, X_ref, rows(plan.target_in), plan.target_seed, None))
-        run.save_model(None, target_release, chash, seconds)
-    else:
-        target_release, seconds = loaded
-    fit_seconds = seconds
-
-    reuse = target_release.vocabulary if shadow_vocabulary == "target" else None
     shadows: list[Release | None] = [None] * plan.n_shadows
-    pending = {}
+    pending, fit_seconds = {}, 0.0
     for i in range(plan.n_shadows):
         loaded = run.load_model(i, chash)
         if loaded is not None:
             shadows[i], seconds = loaded
             fit_seconds += seconds
         else:
-            ref = fit.remote(target, X_ref, rows(plan.shadow_in[i]), int(plan.shadow_seeds[i]), reuse)
-            pending[ref] = i
+            rows = np.flatnonzero(plan.shadow_in[i])
+            pending[fit.remote(target, X_ref, rows, int(plan.shadow_seeds[i]), vocabulary)] = i
+    n_reused = plan.n_shadows - len(pending)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
-    progress.done = plan.n_shadows - len(pending)
+    progress.done = n_reused
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(done[0])
@@ -104,10 +98,25 @@ def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
         fit_seconds += seconds
         progress.advance()
     progress.close()
-    return target_release, shadows, fit_seconds
+    return shadows, fit_seconds, n_reused
 
 
-def _compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: int,
+def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
+                shadow_vocabulary: str, quiet: bool) -> tuple[Release, list[Release], float]:
+    loaded = run.load_model(None, chash)
+    if loaded is None:
+        fit = ray.remote(num_cpus=1)(fit_release)
+        target_release, seconds = ray.get(
+            fit.remote(target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None))
+        run.save_model(None, target_release, chash, seconds)
+    else:
+        target_release, seconds = loaded
+    reuse = target_release.vocabulary if shadow_vocabulary == "target" else None
+    shadows, shadow_seconds, _ = fit_shadow_models(ray, run, target, X_ref, plan, chash, reuse, quiet)
+    return target_release, shadows, seconds + shadow_seconds
+
+
+def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: int,
                         quiet: bool) -> dict[str, np.ndarray]:
     task = ray.remote(num_cpus=1)(statistics_batch)
     batch = max(1, math.ceil(len(releases) / (4 * max(cpus, 1))))
@@ -161,7 +170,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         fit_seconds = time.perf_counter() - t
 
         t = time.perf_counter()
-        stats = _compute_statistics(ray, X_ref, [target_release, *shadows], config.attack.tol,
+        stats = compute_statistics(ray, X_ref, [target_release, *shadows], config.attack.tol,
                                     cluster["cpus"], quiet)
         statistics_seconds = time.perf_counter() - t
 

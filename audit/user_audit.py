@@ -364,41 +364,10 @@ def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
 
 
 # -- orchestration ----------------------------------------------------------------------------
-def _fit_shadows(ray, run: RunDirectory, prep: Prepared, X_ref, quiet: bool):
-    from audit.progress import Progress
-    from audit.tasks import fit_release
-
-    fit = ray.remote(num_cpus=1)(fit_release)
-    plan, chash = prep.plan, prep.config_hash
-    vocabulary = np.arange(prep.model.vocabulary.size, dtype=np.int64)
-    shadows: list[Any] = [None] * plan.n_shadows
-    pending, fit_cpu = {}, 0.0
-    for i in range(plan.n_shadows):
-        loaded = run.load_model(i, chash)
-        if loaded is not None:
-            shadows[i], seconds = loaded
-            fit_cpu += seconds
-        else:
-            rows = np.flatnonzero(plan.shadow_in[i])
-            pending[fit.remote(prep.target, X_ref, rows, int(plan.shadow_seeds[i]), vocabulary)] = i
-    n_reused = plan.n_shadows - len(pending)
-    progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
-    progress.done = n_reused
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        i = pending.pop(done[0])
-        shadows[i], seconds = ray.get(done[0])
-        run.save_model(i, shadows[i], chash, seconds)
-        fit_cpu += seconds
-        progress.advance()
-    progress.close()
-    return shadows, fit_cpu, n_reused
-
-
 def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared | None = None) -> dict[str, Any]:
     """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
     from audit.parallel import cluster_description, ray_session
-    from audit.run import _compute_statistics, package_versions
+    from audit.run import compute_statistics, fit_shadow_models, package_versions
     from targets.base import Release
 
     started = time.perf_counter()
@@ -432,12 +401,14 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
             })
         pool_ref = ray.put(pool)
         t = time.perf_counter()
-        shadows, fit_cpu, n_reused = _fit_shadows(ray, run, prep, pool_ref, quiet)
+        all_words = np.arange(prep.model.vocabulary.size, dtype=np.int64)
+        shadows, fit_cpu, n_reused = fit_shadow_models(ray, run, prep.target, pool_ref, prep.plan,
+                                                       prep.config_hash, all_words, quiet)
         fit_seconds = time.perf_counter() - t
 
         t = time.perf_counter()
         user = Release(phi=model.phi, vocabulary=np.arange(model.vocabulary.size, dtype=np.int64))
-        stats = _compute_statistics(ray, ray.put(cands.X), [user, *shadows], spec.tol, cluster["cpus"], quiet)
+        stats = compute_statistics(ray, ray.put(cands.X), [user, *shadows], spec.tol, cluster["cpus"], quiet)
         statistics_seconds = time.perf_counter() - t
 
     t = time.perf_counter()
