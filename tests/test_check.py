@@ -76,3 +76,16 @@ def test_assert_privacy_raises_with_the_refuting_bound(run_dir, tmp_path):
 
 def test_the_pytest_fixture_is_installed(assert_privacy, run_dir):
     assert assert_privacy({**SMALL}, epsilon=50, output=run_dir).claimed_epsilon == 50
+
+
+def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsys):
+    """DP-CGS at ε = 2 on a public vocabulary: its own claim, read from results.json, stands."""
+    out = tmp_path / "dp"
+    config = {**SMALL, "output": str(out),
+              "target": {"k": 4, "learner": "dp-cgs", "vocabulary": "all", "params": {"epsilon": 2.0}}}
+    results = run_audit(config_from_dict(config), quiet=True)
+    assert results["target"]["guarantee"]["epsilon"] == 2.0
+    assert main(["check", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("CONSISTENT")
+    verdict = json.loads((out / "check.json").read_text())
+    assert verdict["claimed_epsilon"] == 2.0 and verdict["epsilon_lower_bound"] < 2.0
