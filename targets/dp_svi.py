@@ -1,0 +1,391 @@
+"""Park et al. 2016 differentially private stochastic variational inference for LDA.
+
+ALGORITHMS.md §4.4; papers ``park2016-private-topic-modeling-moments-accountant``
+(seed 000) and ``park2016-private-topic-modeling-zcdp`` (seed 004).
+
+One step t = 1, ..., J, given the variational topic parameters λ (k × V):
+
+1. **Poisson sampling.** Each training document enters the minibatch B_t
+   independently with probability q (``sampling_rate``), as the accountants
+   assume (the expected batch size is S = qD).
+2. **Token cap.** A document with more than N (``max_doc_tokens``) tokens is
+   replaced by N of its tokens drawn uniformly without replacement, afresh at
+   every visit.
+3. **E-step** (scikit-learn's variational E-step, ``targets.vb_lda._e_step``,
+   reused unchanged, one document at a time): from E[log β] under λ, the
+   document's γ_d and the responsibilities φ_dvk; its expected sufficient
+   statistics are x_d[k, v] = c_dv φ_dvk (c_dv its capped count of word v).
+4. **Optional per-document clipping** (``clip_norm`` C): x_d ← x_d ·
+   min(1, C / ‖x_d‖_F).
+5. **Gaussian mechanism.** s̃ = max(Σ_{d ∈ B_t} x_d + Y, 0) with Y_kv ~
+   N(0, (zΔ)²) i.i.d. — noise on every coordinate of the k × V *sum*, then
+   negatives clamped to 0 (post-processing).
+6. **Stochastic M-step.** λ ← (1 − ρ_t) λ + ρ_t (η + s̃ / q), ρ_t = (τ0 + t)^(−κ);
+   s̃/q is (D/S)·s̃ with S = qD the expected batch size, so D itself is never
+   used (the corpus size is not released).
+
+Φ is λ normalised by row. λ starts from Gamma(100, 1/100) draws (Hoffman et
+al.'s and scikit-learn's initialisation), which do not depend on the data.
+
+Sensitivity (what is perturbed is the minibatch *sum* s = Σ_{d∈B} x_d)
+-------------------------------------------------------------------
+Adjacency: add or remove one document, over a fixed vocabulary (the columns
+of X; a data-dependent vocabulary step needs its own guarantee). Given λ
+(public: a function of earlier noisy outputs), each document's x_d depends on
+that document alone: its γ_d fixed point uses only its own counts, and its
+inclusion coin, random initialisation and token cap are i.i.d. across
+documents, so the runs on neighbouring corpora can be coupled to agree on
+every other document. Then removing document u changes s by exactly x_u if u
+was sampled and by nothing otherwise, and
+
+    ‖x_u‖_2 ≤ ‖x_u‖_1 = Σ_v c_uv Σ_k φ_uvk ≤ Σ_v c_uv = N_u ≤ N,
+
+because x_u ≥ 0 and Σ_k φ_uvk ≤ 1 (= 1 up to scikit-learn's 1e-16 guard in
+the normaliser). The bound is attained in the limit by a document that repeats
+one word N times with all its mass on one topic, so Δ = N is the exact
+worst-case L2 sensitivity of the capped sum. With clipping, ‖x_u‖_2 ≤ C, so
+Δ = min(C, N). The noise std is σ = zΔ; each step is the Poisson-subsampled
+Gaussian mechanism with noise multiplier z, which ``targets.accounting``
+composes over J steps.
+
+Equivalently, on the minibatch *mean* s/S of Park et al.'s Algorithm 1 the
+sensitivity is Δ/S (not N/D as the second paper's eq. 4 states; the first
+paper's N/S agrees, dividing by the expected S, which is public).
+
+Deviation from the first paper: its Algorithm 1 clips the *aggregate* s̄ to
+Frobenius norm aN/S and then adds noise for sensitivity aN/S. Projecting the
+aggregate onto a ball of radius r = aN/S does not make its sensitivity r: two
+neighbouring aggregates project to two points of the ball (in the non-negative
+orthant) up to min(N/S, √2·r) apart, so that noise is too small by up to √2
+for a < 1/√2 (with their a = 0.1: the other S − 1 documents' mean at r on one
+coordinate, the added document's N/S on another, gives 1.34·r). Per-document
+clipping (Abadi et al.'s DP-SGD device, step 4) is the sound form of the same
+idea and is what ``clip_norm`` offers.
+
+Non-private counterpart: ``epsilon=inf`` or ``noise_multiplier=0`` runs the
+same procedure (sampling, cap, clipping, M-step) with no noise, and claims
+nothing.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
+from targets.base import NO_GUARANTEE, Guarantee
+from targets.vb_lda import (
+    _EPS,
+    _INIT_GAMMA,
+    _INIT_VAR,
+    _dirichlet_expectation_2d,
+    _e_step,
+)
+
+__all__ = ["DPStochasticVariationalLDA", "cap_tokens", "minibatch_statistics"]
+
+
+# --------------------------------------------------------------------------
+# kernels
+# --------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _cap_counts(indptr, data, cap, uniforms):
+    """Counts after keeping ``cap`` uniformly chosen tokens of every longer document.
+
+    Selection sampling (Knuth's Algorithm S) over each document's tokens in
+    order, one uniform per token of the documents that are capped (in row
+    order); ``uniforms`` must hold exactly that many.
+    """
+    out = data.copy()
+    pos = 0
+    for d in range(indptr.shape[0] - 1):
+        start, stop = indptr[d], indptr[d + 1]
+        length = 0
+        for j in range(start, stop):
+            length += int(data[j])
+        if length <= cap:
+            continue
+        need = cap
+        left = length
+        for j in range(start, stop):
+            kept = 0
+            for _ in range(int(data[j])):
+                if uniforms[pos] * left < need:
+                    kept += 1
+                    need -= 1
+                left -= 1
+                pos += 1
+            out[j] = kept
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _minibatch_sstats(indptr, indices, data, exp_wt, doc_topic, exp_doc_topic, doc_topic_prior,
+                      max_doc_update_iter, mean_change_tol, clip_norm, sstats_t, norms):
+    """Σ_d clip(x_d), transposed (V × k), with x_d from vb_lda's E-step one document at a time.
+
+    exp_wt: (V, k) exp(E[log β])ᵀ. doc_topic, exp_doc_topic: (n, k) initial γ
+    and exp(E[log θ]). sstats_t: (V, k) zeros, receives the clipped sum.
+    norms: (n,) receives each document's ‖x_d‖_F before clipping.
+    """
+    k = exp_wt.shape[1]
+    local_indptr = np.zeros(2, dtype=np.int64)
+    passes = np.zeros(1, dtype=np.int32)
+    for d in range(indptr.shape[0] - 1):
+        start, stop = indptr[d], indptr[d + 1]
+        n = stop - start
+        if n == 0:
+            norms[d] = 0.0
+            continue
+        local_indptr[1] = n
+        local_indices = np.arange(n)
+        local_wt = np.empty((n, k), dtype=np.float64)
+        for j in range(n):
+            for t in range(k):
+                local_wt[j, t] = exp_wt[indices[start + j], t]
+        local_sstats = np.zeros((n, k), dtype=np.float64)
+        _e_step(local_indptr, local_indices, data[start:stop], local_wt, doc_topic[d:d + 1],
+                exp_doc_topic[d:d + 1], doc_topic_prior, max_doc_update_iter, mean_change_tol,
+                _EPS, local_sstats, passes)
+        # x_d[t, w] = sstats[w, t] * exp(E[log β_tw]) = c_dw φ_dwt (the M-step's scaling)
+        sq = 0.0
+        for j in range(n):
+            for t in range(k):
+                v = local_sstats[j, t] * local_wt[j, t]
+                local_sstats[j, t] = v
+                sq += v * v
+        norm = math.sqrt(sq)
+        norms[d] = norm
+        scale = 1.0
+        if norm > clip_norm:
+            scale = clip_norm / norm
+        for j in range(n):
+            w = indices[start + j]
+            for t in range(k):
+                sstats_t[w, t] += scale * local_sstats[j, t]
+
+
+# --------------------------------------------------------------------------
+# one step's pieces (public so tests can check them)
+# --------------------------------------------------------------------------
+
+def cap_tokens(X: sp.csr_matrix, cap: int, rng: np.random.Generator) -> sp.csr_matrix:
+    """X with every document of more than ``cap`` tokens cut to ``cap`` uniformly drawn tokens."""
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    n_uniforms = int(lengths[lengths > cap].sum())
+    if n_uniforms == 0:
+        return X
+    data = _cap_counts(X.indptr.astype(np.int64), X.data, int(cap), rng.random(n_uniforms))
+    return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+
+
+def minibatch_statistics(X: sp.csr_matrix, lam: np.ndarray, rng: np.random.Generator, *,
+                         doc_topic_prior: float, clip_norm: float = math.inf,
+                         max_doc_update_iter: int = 100,
+                         mean_change_tol: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """The (clipped) sum of the expected sufficient statistics of X's rows under λ.
+
+    Returns (s, norms): s (k × V) = Σ_d clip(x_d), norms (n_docs,) = ‖x_d‖_F
+    before clipping. Draws the documents' initial γ from rng (Gamma(100, 1/100),
+    as scikit-learn).
+    """
+    k, n_words = lam.shape
+    exp_wt = np.ascontiguousarray(np.exp(_dirichlet_expectation_2d(lam)).T)
+    doc_topic = rng.gamma(_INIT_GAMMA, _INIT_VAR, (X.shape[0], k))
+    exp_doc_topic = np.exp(_dirichlet_expectation_2d(doc_topic)) if X.shape[0] else doc_topic
+    sstats_t = np.zeros((n_words, k))
+    norms = np.zeros(X.shape[0])
+    _minibatch_sstats(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, exp_wt,
+                      doc_topic, exp_doc_topic, float(doc_topic_prior), int(max_doc_update_iter),
+                      float(mean_change_tol), float(clip_norm), sstats_t, norms)
+    return np.ascontiguousarray(sstats_t.T), norms
+
+
+def _check_counts(X) -> sp.csr_matrix:
+    if not sp.issparse(X):
+        raise TypeError("X must be a scipy.sparse CSR matrix of counts")
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    X.sum_duplicates()
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X has shape {X.shape}; need at least one document and word")
+    if X.nnz and (X.data.min() < 0 or not np.all(np.isfinite(X.data)) or np.any(X.data != np.round(X.data))):
+        raise ValueError("X must hold non-negative integer counts (the token cap draws tokens)")
+    return X
+
+
+# --------------------------------------------------------------------------
+# the learner
+# --------------------------------------------------------------------------
+
+class DPStochasticVariationalLDA:
+    """Park et al.'s DP stochastic variational LDA (module docstring has the mechanism).
+
+    Parameters
+    ----------
+    k : number of topics.
+    epsilon : target ε; the noise multiplier is calibrated by bisection on
+        the accountant. None means 1.0 unless ``noise_multiplier`` is given;
+        ``inf`` means no noise (the non-private counterpart).
+    delta : δ of the guarantee.
+    sampling_rate : q, each document's inclusion probability per step.
+    n_iter : J, the number of steps (J·q passes over the corpus on average).
+    max_doc_tokens : N, the per-document token cap.
+    clip_norm : C, per-document Frobenius clipping of the expected sufficient
+        statistics; None means no clipping (sensitivity N).
+    noise_multiplier : z = noise std / sensitivity, instead of ``epsilon``;
+        0 means no noise. The claimed ε is then the accountant's.
+    accountant : "rdp" (default), "pld", "zcdp", "advanced", "linear" or
+        "zcdp-park" (see ``targets.accounting``; the last is not a theorem).
+    tau0, kappa : step sizes ρ_t = (τ0 + t)^(−κ), κ ∈ (0.5, 1]; defaults are
+        scikit-learn's online LDA (learning_offset 10, learning_decay 0.7).
+    eta, alpha : topic-word and document-topic Dirichlet priors; None = 1/k.
+    max_doc_update_iter, mean_change_tol : the E-step's stopping rule
+        (scikit-learn's defaults).
+
+    After ``fit``: ``components_`` (λ, k × V) and ``batch_sizes_`` (J,).
+    """
+
+    def __init__(self, k: int, epsilon: float | None = None, delta: float = 1e-5,
+                 sampling_rate: float = 0.05, n_iter: int = 200, max_doc_tokens: int = 200,
+                 clip_norm: float | None = None, noise_multiplier: float | None = None,
+                 accountant: str = "rdp", tau0: float = 10.0, kappa: float = 0.7,
+                 eta: float | None = None, alpha: float | None = None,
+                 max_doc_update_iter: int = 100, mean_change_tol: float = 1e-3):
+        self.k = k
+        self.epsilon = epsilon
+        self.delta = delta
+        self.sampling_rate = sampling_rate
+        self.n_iter = n_iter
+        self.max_doc_tokens = max_doc_tokens
+        self.clip_norm = clip_norm
+        self.noise_multiplier = noise_multiplier
+        self.accountant = accountant
+        self.tau0 = tau0
+        self.kappa = kappa
+        self.eta = eta
+        self.alpha = alpha
+        self.max_doc_update_iter = max_doc_update_iter
+        self.mean_change_tol = mean_change_tol
+        self._validate()
+        # Data-independent, so done once here and shipped with the object.
+        if noise_multiplier is None:
+            self.noise_multiplier_ = calibrate_noise_multiplier(
+                self._requested_epsilon(), delta, sampling_rate, n_iter, accountant)
+        else:
+            self.noise_multiplier_ = float(noise_multiplier)
+        self.spent_ = (None if self.noise_multiplier_ == 0 else
+                       compute_epsilon(self.noise_multiplier_, sampling_rate, n_iter, delta, accountant))
+
+    def _validate(self) -> None:
+        def positive_int(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+
+        for name in ("k", "n_iter", "max_doc_tokens", "max_doc_update_iter"):
+            positive_int(name)
+        if self.epsilon is not None and self.noise_multiplier is not None:
+            raise ValueError("give epsilon or noise_multiplier, not both")
+        if self.epsilon is not None and not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0 or inf (got {self.epsilon!r})")
+        if self.noise_multiplier is not None and not (0 <= self.noise_multiplier < math.inf):
+            raise ValueError(f"noise_multiplier must be finite and ≥ 0 (got {self.noise_multiplier!r})")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1) (got {self.delta!r})")
+        if not 0 < self.sampling_rate <= 1:
+            raise ValueError(f"sampling_rate must be in (0, 1] (got {self.sampling_rate!r})")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"clip_norm must be > 0 or None (got {self.clip_norm!r})")
+        if self.accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)} (got {self.accountant!r})")
+        if not self.tau0 >= 0:
+            raise ValueError(f"tau0 must be ≥ 0 (got {self.tau0!r})")
+        if not 0.5 < self.kappa <= 1:
+            raise ValueError(f"kappa must be in (0.5, 1] (got {self.kappa!r})")
+        for name in ("eta", "alpha"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 or None (got {value!r})")
+        if not self.mean_change_tol > 0:
+            raise ValueError(f"mean_change_tol must be > 0 (got {self.mean_change_tol!r})")
+
+    def _requested_epsilon(self) -> float | None:
+        if self.noise_multiplier is not None:
+            return None
+        return 1.0 if self.epsilon is None else float(self.epsilon)
+
+    # -- the mechanism's constants ------------------------------------------------
+    @property
+    def sensitivity(self) -> float:
+        """Δ: the L2 sensitivity of the minibatch sum, min(C, N) (module docstring)."""
+        n = float(self.max_doc_tokens)
+        return n if self.clip_norm is None else min(float(self.clip_norm), n)
+
+    @property
+    def noise_std(self) -> float:
+        """σ = zΔ, the std of the Gaussian noise on every coordinate of the sum."""
+        return self.noise_multiplier_ * self.sensitivity
+
+    def _noise(self, rng: np.random.Generator, shape) -> np.ndarray:
+        return rng.normal(0.0, self.noise_std, shape) if self.noise_std > 0 else np.zeros(shape)
+
+    # -- fitting --------------------------------------------------------------------
+    def fit_lambda(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
+        """λ (k × V, float64) after J steps; also stored as ``components_``."""
+        X = _check_counts(X)
+        n_docs, n_words = X.shape
+        k = self.k
+        eta = 1.0 / k if self.eta is None else float(self.eta)
+        alpha = 1.0 / k if self.alpha is None else float(self.alpha)
+        clip = math.inf if self.clip_norm is None else float(self.clip_norm)
+        q = float(self.sampling_rate)
+        rng = np.random.default_rng(seed)
+        lam = rng.gamma(_INIT_GAMMA, _INIT_VAR, (k, n_words))
+        batch_sizes = np.zeros(self.n_iter, dtype=np.int64)
+        for t in range(1, self.n_iter + 1):
+            batch = np.flatnonzero(rng.random(n_docs) < q)
+            batch_sizes[t - 1] = batch.size
+            Xb = cap_tokens(X[batch], self.max_doc_tokens, rng)
+            s, _ = minibatch_statistics(Xb, lam, rng, doc_topic_prior=alpha, clip_norm=clip,
+                                        max_doc_update_iter=self.max_doc_update_iter,
+                                        mean_change_tol=self.mean_change_tol)
+            s += self._noise(rng, s.shape)
+            np.maximum(s, 0.0, out=s)
+            rho = (self.tau0 + t) ** (-self.kappa)
+            lam *= 1.0 - rho
+            lam += rho * (eta + s / q)
+        self.components_ = lam
+        self.batch_sizes_ = batch_sizes
+        return lam
+
+    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
+        lam = self.fit_lambda(X, seed)
+        return (lam / lam.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def guarantee(self) -> Guarantee:
+        if self.spent_ is None:
+            return NO_GUARANTEE
+        spent = self.spent_
+        return Guarantee(
+            epsilon=spent.epsilon, delta=spent.delta, adjacency="document", basis=spent.basis,
+            accountant=spent.accountant,
+            parameters={
+                "mechanism": "Poisson-subsampled Gaussian on the minibatch sum of expected "
+                             "sufficient statistics (k × V), negatives clamped to 0",
+                "neighboring_relation": "add or remove one document",
+                "requested_epsilon": self._requested_epsilon(),
+                "noise_multiplier": self.noise_multiplier_,
+                "sensitivity": self.sensitivity,
+                "noise_std": self.noise_std,
+                "sampling_rate": self.sampling_rate,
+                "steps": self.n_iter,
+                "max_doc_tokens": self.max_doc_tokens,
+                "clip_norm": self.clip_norm,
+                "accountant_key": self.accountant,
+                **{k: v for k, v in spent.details.items() if isinstance(v, (int, float, bool))},
+            },
+        )
