@@ -72,6 +72,24 @@ def tokens_from_counts(X) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
+def draw_topic(cum, k, u):
+    """Inverse-CDF draw from unnormalised cumulative weights cum[:k] with one uniform u."""
+    r = u * cum[k - 1]
+    t = 0
+    while t < k - 1 and cum[t] <= r:
+        t += 1
+    return t
+
+
+@njit(cache=True)
+def add_token(ndk, nwk, nk, d, w, t):
+    """Count a token of word w in document d under topic t."""
+    ndk[d, t] += 1
+    nwk[w, t] += 1
+    nk[t] += 1
+
+
+@njit(cache=True)
 def _initial_counts(doc, word, z, ndk, nwk, nk):
     for i in range(z.shape[0]):
         t = z[i]
@@ -95,14 +113,9 @@ def _sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum):
         for j in range(k):
             acc += (ndk[d, j] + alpha) * (nwk[w, j] + beta) / (nk[j] + vbeta)
             cum[j] = acc
-        r = u[i] * acc
-        t = 0
-        while t < k - 1 and cum[t] <= r:
-            t += 1
+        t = draw_topic(cum, k, u[i])
         z[i] = t
-        ndk[d, t] += 1
-        nwk[w, t] += 1
-        nk[t] += 1
+        add_token(ndk, nwk, nk, d, w, t)
 
 
 @dataclass

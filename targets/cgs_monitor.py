@@ -63,7 +63,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import GibbsState, _initial_counts, _phi, tokens_from_counts
+from targets.cgs import GibbsState, _initial_counts, _phi, add_token, draw_topic, tokens_from_counts
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
@@ -182,14 +182,9 @@ def _monitored_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, ms,
         for j in range(k):
             acc += (ndk[d, j] + alpha) * (nwk[w, j] + beta) / (nk[j] + vbeta)
             cum[j] = acc
-        r = u[i] * acc
-        t = 0
-        while t < k - 1 and cum[t] <= r:
-            t += 1
+        t = draw_topic(cum, k, u[i])
         z[i] = t
-        ndk[d, t] += 1
-        nwk[w, t] += 1
-        nk[t] += 1
+        add_token(ndk, nwk, nk, d, w, t)
         _topic_terms(nk, vbeta, ms, t, up_rm, dn_add)  # the old topic's terms were updated on removal
     return eps[0], eps[1]
 

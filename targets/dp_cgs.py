@@ -90,7 +90,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import _initial_counts, _sweep, tokens_from_counts
+from targets.cgs import _initial_counts, _sweep, add_token, draw_topic, tokens_from_counts
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -145,14 +145,9 @@ def _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, noise_w
                 den = 0.0
             acc += (ndk[d, j] + alpha) * (num + beta) / (den + vbeta)
             cum[j] = acc
-        r = u[i] * acc
-        t = 0
-        while t < k - 1 and cum[t] <= r:
-            t += 1
+        t = draw_topic(cum, k, u[i])
         z[i] = t
-        ndk[d, t] += 1
-        nwk[w, t] += 1
-        nk[t] += 1
+        add_token(ndk, nwk, nk, d, w, t)
 
 
 @dataclass

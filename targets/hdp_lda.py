@@ -89,7 +89,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import _initial_counts, tokens_from_counts
+from targets.cgs import _initial_counts, add_token, draw_topic, tokens_from_counts
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 
@@ -124,14 +124,9 @@ def _hdp_sweep(doc, word, z, ndk, nwk, nk, released, informed, alpha, beta, vbet
                 g = c + beta
             acc += (ndk[d, j] + alpha) * g / (nk[j] + vbeta)
             cum[j] = acc
-        r = u[i] * acc
-        t = 0
-        while t < k - 1 and cum[t] <= r:
-            t += 1
+        t = draw_topic(cum, k, u[i])
         z[i] = t
-        ndk[d, t] += 1
-        nwk[w, t] += 1
-        nk[t] += 1
+        add_token(ndk, nwk, nk, d, w, t)
 
 
 @dataclass
