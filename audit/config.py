@@ -25,6 +25,7 @@ class CorpusConfig:
     preprocess: bool | None = None   # None: pre-process raw text, not bag-of-words
     text_field: str = "text"
     options: dict[str, Any] = field(default_factory=dict)  # format-specific loader options
+    max_words: int = 0               # keep the N words of highest document frequency (0: all words)
 
 
 @dataclass
@@ -180,6 +181,8 @@ def validate(config: Config) -> None:
         raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
     if not 0 <= config.attack.delta < 1:
         raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
+    if config.corpus.max_words < 0:
+        raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
     if config.seed < 0:
         raise UserError(f"seed must be a non-negative integer (got {config.seed})")
     if config.ray.num_cpus < 0:

@@ -258,6 +258,25 @@ def corpus_from_texts(texts: Sequence[str], preprocess: bool = True, source: str
     return _corpus_from_checked_texts(list(texts), preprocess, source, fixed)
 
 
+def keep_most_frequent_words(corpus: Corpus, n_words: int) -> Corpus:
+    """The corpus over its ``n_words`` words of highest document frequency.
+
+    For learners whose cost grows with the whole vocabulary (the locally
+    private ones privatise every cell of the document × word matrix). The
+    choice is made on the whole corpus, so in an audit it does not depend on
+    which documents are members. Ties go to the alphabetically first word;
+    documents left with no word are dropped and counted.
+    """
+    if n_words >= corpus.n_words:
+        return corpus
+    df = np.diff(corpus.X.tocsc().indptr)
+    keep = np.sort(np.lexsort((corpus.vocabulary, -df))[:n_words])
+    restricted = _finish(corpus.X[:, keep], corpus.vocabulary[keep], corpus.texts,
+                         f"{corpus.source}, its {n_words} most frequent words", corpus.doc_index, corpus.doc_ids)
+    restricted.n_dropped_empty += corpus.n_dropped_empty
+    return restricted
+
+
 def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
     """Build a corpus from a count matrix and its vocabulary, validating both.
 

@@ -22,7 +22,7 @@ import numpy as np
 from audit import __version__
 from audit.attacks import attack_scores, epsilon_lower_bounds
 from audit.config import Config, config_hash, validate
-from audit.corpus import Corpus, load_corpus
+from audit.corpus import Corpus, keep_most_frequent_words, load_corpus
 from audit.metrics import summarize
 from audit.parallel import cluster_description, ray_session
 from audit.plan import Plan, make_plan
@@ -46,7 +46,8 @@ def load_audit_corpus(config: Config) -> Corpus:
                                      s.doc_concentration, seed=config.seed)
         return corpus
     c = config.corpus
-    return load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
+    corpus = load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
+    return keep_most_frequent_words(corpus, c.max_words) if c.max_words else corpus
 
 
 def corpus_fingerprint(corpus: Corpus) -> str:

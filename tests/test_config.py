@@ -1,9 +1,11 @@
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from audit.config import Config, config_from_dict, config_hash, load_config, to_toml, validate
 from audit.errors import UserError
+from audit.run import load_audit_corpus
 
 
 def test_a_full_config_file_loads_and_relative_corpus_paths_follow_the_file(tmp_path):
@@ -52,6 +54,7 @@ def test_bad_keys_and_types_name_the_table_and_key(data, message):
     (lambda c: setattr(c.attack, "shadows", 0), "even number"),
     (lambda c: setattr(c.target, "k", 1), "k, the number of topics"),
     (lambda c: setattr(c.attack, "shadow_vocabulary", "mine"), "shadow_vocabulary"),
+    (lambda c: setattr(c.corpus, "max_words", -1), "max_words must be ≥ 0"),
 ])
 def test_out_of_range_values_are_refused(change, message):
     config = Config()
@@ -78,3 +81,14 @@ def test_resolved_config_round_trips_and_hash_ignores_where_it_runs():
     assert config_hash(config, "abc") != config_hash(config, "abd")
     other = config_from_dict({"seed": 5, "target": {"k": 6, "params": {"max_iter": 3}}})
     assert config_hash(config, "abc") != config_hash(other, "abc")
+
+
+def test_max_words_restricts_the_audited_corpus():
+    kos = Path(__file__).resolve().parents[2] / "shared" / "data" / "kos" / "docword.kos.txt"
+    if not kos.exists():
+        pytest.skip(f"real corpus {kos} not present")
+    config = config_from_dict({"corpus": {"path": str(kos), "max_words": 50}})
+    with pytest.warns(UserWarning, match="ignoring 1 line"):
+        corpus = load_audit_corpus(config)
+    assert corpus.n_words == 50 and "50 most frequent words" in corpus.source
+    assert config.identity()["corpus"]["max_words"] == 50  # part of the config hash

@@ -14,7 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 import audit.corpus as corpus_mod
-from audit.corpus import KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, load_corpus
+from audit.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, keep_most_frequent_words,
+                          load_corpus)
 from audit.errors import UserError
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -89,6 +90,28 @@ def test_kos_uci():
     # the first entry of the file: "1 61 2"
     assert c.X[0, 60] == 2 and c.vocabulary[60] == "action"
     assert "uci" in c.source and "vocab.kos.txt" in c.source
+
+
+def test_keeping_the_most_frequent_words_of_kos():
+    with pytest.warns(UserWarning, match="ignoring 1 line"):
+        full = load_corpus(_shared("kos", "docword.kos.txt"))
+    top = keep_most_frequent_words(full, 400)
+    assert_canonical(top)
+    assert top.n_words == 400 and top.n_docs == 3430 and top.n_dropped_empty == 0
+    df = np.diff(full.X.tocsc().indptr)
+    kept = np.searchsorted(full.vocabulary, top.vocabulary)
+    assert df[kept].min() >= np.sort(df)[-400]  # no dropped word is more frequent than a kept one
+    assert (top.X != full.X[:, kept]).nnz == 0  # the counts are KOS's own on those columns
+    assert "400 most frequent words" in top.source
+    assert keep_most_frequent_words(full, 10_000) is full
+
+
+def test_documents_left_without_words_are_dropped_and_counted():
+    c = corpus_from_texts(["apple apple banana", "cherry", "apple date"], preprocess=False)
+    top = keep_most_frequent_words(c, 1)
+    assert list(top.vocabulary) == ["apple"]
+    assert top.n_docs == 2 and top.n_dropped_empty == 1 and list(top.doc_index) == [0, 2]
+    assert top.texts == ["apple apple banana", "apple date"]
 
 
 @pytest.fixture(scope="module")
