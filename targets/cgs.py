@@ -48,7 +48,8 @@ from numba import njit
 
 from targets.base import NO_GUARANTEE, Guarantee
 
-__all__ = ["CollapsedGibbsLDA", "GibbsState", "run_cgs", "tokens_from_counts"]
+__all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
+           "tokens_from_counts"]
 
 
 def tokens_from_counts(X) -> tuple[np.ndarray, np.ndarray]:
@@ -141,9 +142,8 @@ def _phi(nwk: np.ndarray, nk: np.ndarray, beta: float) -> np.ndarray:
     return ((nwk.T + beta) / (nk[:, None] + n_words * beta)).astype(np.float64)
 
 
-def run_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01,
-            n_iter: int = 200, n_avg: int = 1) -> GibbsState:
-    """Run collapsed Gibbs sampling on the counts X; see the module docstring."""
+def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -> tuple[float, float]:
+    """(α, β) as floats, α = 1/k when None; ValueError for a setting no sampler can run."""
     if not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     alpha = 1.0 / k if alpha is None else float(alpha)
@@ -152,17 +152,50 @@ def run_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01
         raise ValueError("alpha and beta must be positive")
     if n_iter < 0 or not 1 <= n_avg <= max(n_iter, 1):
         raise ValueError("need n_iter >= 0 and 1 <= n_avg <= max(n_iter, 1)")
+    return alpha, beta
+
+
+@dataclass
+class GibbsStart:
+    """Every Gibbs sampler's starting point: X's tokens with uniformly random topics.
+
+    Built by ``random_start``, which draws exactly ``rng.integers(0, k,
+    n_tokens)`` from the sampler's generator, so samplers that start here and
+    then draw one block of uniforms per sweep make the same draws as ``run_cgs``.
+    """
+
+    doc: np.ndarray
+    word: np.ndarray
+    z: np.ndarray
+    ndk: np.ndarray
+    nwk: np.ndarray
+    nk: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return self.z.shape[0]
+
+
+def random_start(X, k: int, rng: np.random.Generator) -> GibbsStart:
     X = sp.csr_matrix(X)
     n_docs, n_words = X.shape
     doc, word = tokens_from_counts(X)
-    n_tokens = doc.shape[0]
-
-    rng = np.random.default_rng(seed)
-    z = rng.integers(0, k, n_tokens).astype(np.int32)
+    z = rng.integers(0, k, doc.shape[0]).astype(np.int32)
     ndk = np.zeros((n_docs, k), dtype=np.int32)
     nwk = np.zeros((n_words, k), dtype=np.int32)
     nk = np.zeros(k, dtype=np.int32)
     _initial_counts(doc, word, z, ndk, nwk, nk)
+    return GibbsStart(doc, word, z, ndk, nwk, nk)
+
+
+def run_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01,
+            n_iter: int = 200, n_avg: int = 1) -> GibbsState:
+    """Run collapsed Gibbs sampling on the counts X; see the module docstring."""
+    alpha, beta = check_priors(k, alpha, beta, n_iter, n_avg)
+    rng = np.random.default_rng(seed)
+    start = random_start(X, k, rng)
+    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
+    n_tokens, n_words = start.n_tokens, nwk.shape[0]
 
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta

@@ -56,14 +56,13 @@ a diagnostic of how much each Gibbs draw could reveal, as in the paper.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import GibbsState, _initial_counts, _phi, add_token, draw_topic, tokens_from_counts
+from targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
@@ -206,31 +205,16 @@ def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: fl
     Returns (state, monitor) with monitor["epsilon_word"][t] and
     monitor["epsilon_document"][t] the cumulative ε after sweep t + 1.
     """
-    if not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    alpha = 1.0 / k if alpha is None else float(alpha)
-    beta = float(beta)
-    if not alpha > 0 or not beta > 0:
-        raise ValueError("alpha and beta must be positive")
-    if n_iter < 0 or not 1 <= n_avg <= max(n_iter, 1):
-        raise ValueError("need n_iter >= 0 and 1 <= n_avg <= max(n_iter, 1)")
-    X = sp.csr_matrix(X)
-    n_docs, n_words = X.shape
-    doc, word = tokens_from_counts(X)
-    n_tokens = doc.shape[0]
-    lengths = np.bincount(doc, minlength=n_docs)
+    alpha, beta = check_priors(k, alpha, beta, n_iter, n_avg)
+    rng = np.random.default_rng(seed)  # used exactly as run_cgs uses it
+    start = random_start(X, k, rng)
+    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
+    n_tokens, n_words = start.n_tokens, nwk.shape[0]
     if max_doc_length is None:
-        max_doc_length = int(lengths.max()) if n_tokens else 1
+        max_doc_length = int(np.bincount(doc).max()) if n_tokens else 1
     if isinstance(max_doc_length, bool) or int(max_doc_length) != max_doc_length or max_doc_length < 1:
         raise ValueError(f"max_doc_length must be an integer ≥ 1, got {max_doc_length!r}")
     max_doc_length = int(max_doc_length)
-
-    rng = np.random.default_rng(seed)  # used exactly as run_cgs uses it
-    z = rng.integers(0, k, n_tokens).astype(np.int32)
-    ndk = np.zeros((n_docs, k), dtype=np.int32)
-    nwk = np.zeros((n_words, k), dtype=np.int32)
-    nk = np.zeros(k, dtype=np.int32)
-    _initial_counts(doc, word, z, ndk, nwk, nk)
 
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta

@@ -90,7 +90,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import _initial_counts, _sweep, add_token, draw_topic, tokens_from_counts
+from targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -202,18 +202,11 @@ def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha:
     beta = float(beta)
     cap_seq, gibbs_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
     X = cap_document_lengths(X, int(max_doc_length), np.random.default_rng(cap_seq))
-    n_docs, n_words = X.shape
-    doc, word = tokens_from_counts(X)
-    n_tokens = doc.shape[0]
-
-    # Exactly run_cgs's use of its generator: initial topics, then one block
-    # of uniforms per sweep.
-    rng = np.random.default_rng(gibbs_seq)
-    z = rng.integers(0, k, n_tokens).astype(np.int32)
-    ndk = np.zeros((n_docs, k), dtype=np.int32)
-    nwk = np.zeros((n_words, k), dtype=np.int32)
-    nk = np.zeros(k, dtype=np.int32)
-    _initial_counts(doc, word, z, ndk, nwk, nk)
+    n_words = X.shape[1]
+    rng = np.random.default_rng(gibbs_seq)  # used exactly as run_cgs uses it
+    start = random_start(X, k, rng)
+    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
+    n_tokens = start.n_tokens
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta
     for _ in range(n_iter - 1):

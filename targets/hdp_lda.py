@@ -89,7 +89,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import Guarantee
-from targets.cgs import _initial_counts, add_token, draw_topic, tokens_from_counts
+from targets.cgs import add_token, draw_topic, random_start
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 
@@ -170,19 +170,12 @@ def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0
     _check(k, epsilon_l, clip, alpha, beta, n_iter)
     alpha = 1.0 / k if alpha is None else float(alpha)
     beta = float(beta)
-    X = sp.csr_matrix(X)
-    n_docs, n_words = X.shape
-    doc, word = tokens_from_counts(X)
-    n_tokens = doc.shape[0]
     gibbs_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(gibbs_seq)
     noise_rng = np.random.default_rng(noise_seq)
-
-    z = rng.integers(0, k, n_tokens).astype(np.int32)
-    ndk = np.zeros((n_docs, k), dtype=np.int32)
-    nwk = np.zeros((n_words, k), dtype=np.int32)
-    nk = np.zeros(k, dtype=np.int32)
-    _initial_counts(doc, word, z, ndk, nwk, nk)
+    start = random_start(X, k, rng)
+    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
+    n_tokens, n_words = start.n_tokens, nwk.shape[0]
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta
     scale = 2.0 / float(epsilon_l)
