@@ -11,8 +11,10 @@ import datetime
 import hashlib
 import math
 import platform
+import shutil
 import sys
 import time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from audit import __version__
 from audit.attacks import attack_scores, epsilon_lower_bounds
 from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, keep_most_frequent_words, load_corpus
+from audit.errors import UserError
 from audit.metrics import summarize
 from audit.parallel import cluster_description, ray_session
 from audit.plan import Plan, make_plan
@@ -69,6 +72,36 @@ def package_versions() -> dict[str, str]:
 
 
 # -- orchestration -------------------------------------------------------------------
+@contextmanager
+def removed_on_user_error(path: Path):
+    """Remove a run directory this block creates if a UserError stops it before any model is saved.
+
+    Such a directory holds nothing worth resuming, and its config hash would
+    block the corrected configuration from using the same path.
+    """
+    existed = path.exists()
+    try:
+        yield
+    except UserError:
+        if not existed and not any(path.glob("models/*.npz")):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def fitted(ray, ref, target) -> tuple[Release, float]:
+    """A fit task's result; a learner refusing the data (ValueError) becomes a UserError.
+
+    Learners check what only the data can tell (e.g. a corpus too large for a
+    dense sampler) and raise ValueError with the reason and the fix.
+    """
+    try:
+        return ray.get(ref)
+    except ValueError as error:
+        cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
+        learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
+        raise UserError(f"the learner ({learner}) could not fit this corpus: {cause}") from None
+
+
 def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
                       vocabulary: np.ndarray | None, quiet: bool) -> tuple[list[Release], float, int]:
     """Fit (or reload) every shadow model of the plan, one Ray task each, saving each as it arrives.
@@ -94,7 +127,7 @@ def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: 
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(done[0])
-        shadows[i], seconds = ray.get(done[0])
+        shadows[i], seconds = fitted(ray, done[0], target)
         run.save_model(i, shadows[i], chash, seconds)
         fit_seconds += seconds
         progress.advance()
@@ -107,8 +140,8 @@ def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
     loaded = run.load_model(None, chash)
     if loaded is None:
         fit = ray.remote(num_cpus=1)(fit_release)
-        target_release, seconds = ray.get(
-            fit.remote(target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None))
+        target_release, seconds = fitted(
+            ray, fit.remote(target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None), target)
         run.save_model(None, target_release, chash, seconds)
     else:
         target_release, seconds = loaded
@@ -154,7 +187,8 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
               f"k={config.target.k}, {config.attack.shadows} shadow models → {run.path}", file=sys.stderr)
 
     x_bytes = corpus.X.data.nbytes + corpus.X.indices.nbytes + corpus.X.indptr.nbytes
-    with ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) as ray:
+    with removed_on_user_error(run.path), \
+            ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) as ray:
         cluster = cluster_description(ray)
         versions = package_versions()
         run.create(config.to_dict(), {

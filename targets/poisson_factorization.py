@@ -375,11 +375,14 @@ class LocallyPrivatePoissonFactorization:
         token). Only used to turn ``epsilon`` into α and to report.
     a0, b0 : gamma prior shape and rate (0.1, 1).
     n_iter : Gibbs sweeps (default 500). n_avg : as ``PoissonFactorization``.
+    max_cells : the largest documents × words matrix to privatise (default
+        50,000,000; the sampler holds three such arrays, ~1.2 GB at the limit).
+        A larger training set is refused with the fix (``[corpus] max_words``).
     """
 
     def __init__(self, k: int, epsilon: float | None = None, alpha: float | None = None,
                  precision: int = 1, a0: float = 0.1, b0: float = 1.0, n_iter: int = 500,
-                 n_avg: int = 1):
+                 n_avg: int = 1, max_cells: int = MAX_DENSE_CELLS):
         _check_common(k, a0, b0, n_iter, n_avg)
         if (epsilon is None) == (alpha is None):
             raise ValueError("give exactly one of epsilon (with precision) and alpha")
@@ -389,10 +392,13 @@ class LocallyPrivatePoissonFactorization:
             raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
         if alpha is not None and not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        if not isinstance(max_cells, numbers.Integral) or isinstance(max_cells, bool) or max_cells < 1:
+            raise ValueError(f"max_cells must be a positive integer, got {max_cells!r}")
         self.k = k
         self.epsilon = epsilon
         self.alpha = alpha
         self.precision = precision
+        self.max_cells = max_cells
         self.a0 = a0
         self.b0 = b0
         self.n_iter = n_iter
@@ -405,10 +411,11 @@ class LocallyPrivatePoissonFactorization:
 
     def _privatize(self, X, rng: np.random.Generator) -> np.ndarray:
         X = _as_counts(X)
-        if X.shape[0] * X.shape[1] > MAX_DENSE_CELLS:
+        if X.shape[0] * X.shape[1] > self.max_cells:
             raise ValueError(
                 f"{X.shape[0]} documents × {X.shape[1]} words is too large for the dense locally "
-                f"private sampler (limit {MAX_DENSE_CELLS:,} cells); use a smaller vocabulary"
+                f"private sampler (max_cells = {self.max_cells:,}); restrict the vocabulary with "
+                "[corpus] max_words, or raise [target.params] max_cells if the memory is there"
             )
         return privatize_counts(X, self.mechanism_alpha, rng)
 

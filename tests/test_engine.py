@@ -120,6 +120,16 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp_path):
+    from audit.errors import UserError
+
+    config = small_config(tmp_path, "too-large", target={"learner": "lppf", "vocabulary": "all",
+                                                          "params": {"epsilon": 1.0, "max_cells": 1000}})
+    with pytest.raises(UserError, match=r"LocallyPrivatePoissonFactorization.*too large.*max_words"):
+        run_audit(config, quiet=True)
+    assert not config.run_dir.exists()
+
+
 def test_joins_an_existing_cluster_started_with_ray_start(tmp_path, finished_run):
     reference, reference_results = finished_run
     port = _free_port()
