@@ -148,6 +148,9 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
     _target_dir(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
     try:
         report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
         (staging / "report.html").write_text(render_html(report), encoding="utf-8")

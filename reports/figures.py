@@ -96,6 +96,24 @@ def _draw_claim(ax, claim: Claim | None, boundary, floor: float):
         ax.plot(grid, np.maximum(bound, floor), color=REGION_EDGE, lw=1.1, ls="-.")
 
 
+def corners(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The polyline without the interior points of its horizontal and vertical runs.
+
+    A ROC over thousands of documents is mostly such runs; dropping their
+    interior points draws the very same lines (axis-parallel segments stay
+    straight on log axes) with a fraction of the points, so the SVGs and the
+    report page stay small. Diagonal runs (tied scores) are kept whole: on
+    log axes they are curves.
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    if x.size <= 2:
+        return x, y
+    same_x = (x[1:-1] == x[:-2]) & (x[1:-1] == x[2:])
+    same_y = (y[1:-1] == y[:-2]) & (y[1:-1] == y[2:])
+    keep = np.r_[True, ~(same_x | same_y), True]
+    return x[keep], y[keep]
+
+
 def draw_roc(data: dict[str, Any]):
     """Log-log ROC of every attack (LiRA solid, global thresholds dashed), chance, DP region."""
     fig = _new_figure(6.4, 5.4)
@@ -109,7 +127,7 @@ def draw_roc(data: dict[str, Any]):
         label = name
         if "auc" in m:
             label += f": AUC {m['auc']:.3f}, TPR@0.1% {_format_percent(m['tpr_at_fpr_0.001'])}"
-        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), lw=1.3, color=color,
+        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=1.3, color=color,
                 ls="-" if name.startswith("lira") else "--", label=label)
     title = data["title"]
     if data["claim"] is not None and data["boundary"] is None:
@@ -163,7 +181,8 @@ def draw_overlay(data: dict[str, Any], legend_title: str, sequential: bool = Fal
     _chance(ax, floor)
     for color, s in zip(_palette(len(data["series"]), sequential), data["series"]):
         label = s["label"] + (f" (mean of {s['n']})" if s["n"] > 1 else "")
-        ax.plot(np.maximum(s["fpr"], floor), np.maximum(s["tpr"], floor), color=color, lw=1.4, label=label)
+        ax.plot(*corners(np.maximum(s["fpr"], floor), np.maximum(s["tpr"], floor)), color=color, lw=1.4,
+                label=label)
         if s["sd"] is not None:
             ax.fill_between(s["fpr"], np.maximum(s["tpr"] - s["sd"], floor), np.minimum(s["tpr"] + s["sd"], 1),
                             color=color, alpha=0.15, lw=0)

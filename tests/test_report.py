@@ -2,6 +2,7 @@
 import copy
 import json
 import math
+import os
 import shutil
 
 import numpy as np
@@ -323,6 +324,9 @@ def test_report_files(sweep_report):
     assert page.count('<img src="data:image/png;base64,') == len(pngs)
     assert "<script" not in page and "http://" not in page and "https://" not in page  # self-contained, inert
     assert "Content-Security-Policy" in page
+    umask = os.umask(0)
+    os.umask(umask)
+    assert sweep_report.stat().st_mode & 0o777 == 0o777 & ~umask  # readable like any new directory
 
 
 def test_markdown_summary(sweep_report, runs):
@@ -373,3 +377,19 @@ def test_group_value_is_the_varied_key(runs):
     collection = collect([runs / "sweep" / "k=2" / "rep-0", runs / "sweep" / "k=3" / "rep-0"])
     assert [g.value for g in collection.groups] == [2, 3]
     assert isinstance(collection.groups[0], Group) and collection.legend_title() == "varies: target.k"
+
+
+def test_drawn_roc_keeps_every_point_on_its_lines_with_far_fewer_points():
+    rng = np.random.default_rng(0)
+    labels = rng.random(4000) < 0.5
+    scores = np.round(rng.normal(labels * 0.3, 1.0), 3)  # rounding makes some ties: diagonal runs
+    fpr, tpr, _ = roc_curve(scores, labels)
+    x, y = figures.corners(fpr, tpr)
+    assert x.size < 0.8 * fpr.size and (x[0], y[0]) == (fpr[0], tpr[0]) and (x[-1], y[-1]) == (fpr[-1], tpr[-1])
+    for px, py in zip(fpr, tpr):  # each original point lies on a kept axis-parallel segment or is kept
+        j = np.searchsorted(x, px, side="right") - 1
+        on_kept = np.any((x == px) & (y == py))
+        vertical = np.any((x[:-1] == px) & (x[1:] == px) & (np.minimum(y[:-1], y[1:]) <= py)
+                          & (py <= np.maximum(y[:-1], y[1:])))
+        horizontal = j < x.size - 1 and y[j] == py == y[j + 1] and x[j] <= px <= x[j + 1]
+        assert on_kept or vertical or horizontal, (px, py)
