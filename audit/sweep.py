@@ -7,7 +7,9 @@ Replicate r of every value uses seed ``config.seed + r``, so the values of a
 replicate share their target membership and shadow plans (a paired comparison:
 differences between values are not plan noise). All runs share one Ray
 session. A sweep directory is bound to its specification: rerunning the same
-command resumes it, a different parameter or value list is refused.
+command resumes it, rerunning it with more ``--replicates`` adds replicates
+(the finished ones are kept: replicate r always has seed ``config.seed + r``),
+and a different parameter, value list or base configuration is refused.
 """
 from __future__ import annotations
 
@@ -145,10 +147,16 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
             stored = json.loads(index_path.read_text())
         except (OSError, json.JSONDecodeError) as error:
             raise UserError(f"{index_path} is unreadable ({error}); delete the sweep directory to start over") from None
-        if stored.get("specification") != spec:
+        stored_spec = stored.get("specification") or {}
+        if {**stored_spec, "replicates": replicates} != spec:
             raise UserError(
-                f"{output} holds a different sweep (other parameter, values, replicates or base configuration); "
+                f"{output} holds a different sweep (other parameter, values or base configuration); "
                 "choose another --output, or delete that directory to start over"
+            )
+        if replicates < stored_spec.get("replicates", 0):
+            raise UserError(
+                f"{output} holds {stored_spec['replicates']} replicates; replicates can be added to a sweep, "
+                f"not removed: ask for --replicates {stored_spec['replicates']} or more"
             )
     elif output.exists() and any(output.iterdir()):
         raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another --output")

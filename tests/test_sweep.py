@@ -73,6 +73,23 @@ def test_a_different_sweep_in_the_same_directory_is_refused(finished_sweep, caps
     assert "holds a different sweep" in capsys.readouterr().err
 
 
+def test_replicates_can_be_added_to_a_finished_sweep_but_not_removed(tmp_path, capsys):
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    out = tmp_path / "out"
+    argv = ["sweep", str(config), "--param", "target.k", "--values", "2", "--output", str(out), "--quiet"]
+    assert main([*argv, "--replicates", "1"]) == 0
+    first = sorted(out.glob("k=2/rep-0/models/*.npz"))
+    before = [p.stat().st_mtime_ns for p in first]
+    assert main([*argv, "--replicates", "2"]) == 0
+    index = load_sweep(out)
+    assert index["replicates"] == 2
+    assert [(e["replicate"], e["seed"], e["status"]) for e in index["runs"]] == [(0, 7, "done"), (1, 8, "done")]
+    assert [p.stat().st_mtime_ns for p in first] == before  # replicate 0 kept, not refitted
+    assert main([*argv, "--replicates", "1"]) == 2
+    assert "replicates can be added to a sweep, not removed" in capsys.readouterr().err
+
+
 def test_summary_table_rows_are_means_over_replicates(finished_sweep):
     _, out, _ = finished_sweep
     index = load_sweep(out)
