@@ -22,6 +22,9 @@ from audit.errors import UserError
 from audit.rundir import atomic_write_text
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
+# Claims about one word (or token) of a document. A membership audit removes whole
+# documents, so holding its bound against a per-word ε would flag correct mechanisms.
+WORD_LEVEL = ("word", "local-word")
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,13 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         if epsilon is None:
             raise UserError(f"the target of {run_dir} ({results['target']['learner']}) claims no ε; "
                             "pass the claim to test with --epsilon (and --delta)")
+        if guarantee.get("adjacency") in WORD_LEVEL:
+            raise UserError(
+                f"the target of {run_dir} ({results['target']['learner']}) claims ε = {epsilon:g} per word "
+                f"({guarantee['adjacency']} adjacency), but a membership audit tests whole documents; a "
+                "word-level claim gives a document of L words L·ε (group privacy), so pass that document-level "
+                "claim with --epsilon (e.g. L = the longest document), or the claim you want to hold it to"
+            )
     if delta is None:
         stored = results.get("epsilon_lower_bounds", {}).get("delta", DEFAULT_DELTA)
         delta = guarantee["delta"] if guarantee["epsilon"] is not None else stored

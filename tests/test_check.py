@@ -89,3 +89,17 @@ def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsy
     assert capsys.readouterr().out.startswith("CONSISTENT")
     verdict = json.loads((out / "check.json").read_text())
     assert verdict["claimed_epsilon"] == 2.0 and verdict["epsilon_lower_bound"] < 2.0
+
+
+def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsys):
+    out = tmp_path / "lp-lda"
+    config = config_from_dict({**SMALL, "target": {"k": 4, "learner": "lp-lda", "vocabulary": "all",
+                                                   "params": {"epsilon": 1.0, "n_iter": 20}},
+                               "output": str(out)})
+    run_audit(config, quiet=True)
+    assert main(["check", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "per word (local-word adjacency)" in err and "--epsilon" in err and "Traceback" not in err
+    # a document-level claim stated by the user is checked (here a generous one: consistent)
+    assert main(["check", str(out), "--epsilon", "1000"]) == 0
+    assert capsys.readouterr().out.startswith("CONSISTENT")
