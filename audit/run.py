@@ -300,9 +300,12 @@ def summary_table(results: dict[str, Any]) -> str:
     for name, m in results["attacks"].items():
         lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
     eps = results["epsilon_lower_bounds"]
-    claim = results["target"]["guarantee"]["epsilon"]
-    lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, {eps['confidence']:.0%} confidence, "
-                  f"δ = {eps['delta']:g}); claimed ε: {'none' if claim is None else f'{claim:g}'}"]
+    guarantee = results["target"]["guarantee"]
+    claim = "none" if guarantee["epsilon"] is None else f"{guarantee['epsilon']:g}"
+    if guarantee["epsilon"] is not None and guarantee["adjacency"]:
+        claim += f" ({guarantee['adjacency']}-level, {guarantee['basis']})"
+    lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, document-level, {eps['confidence']:.0%} "
+                  f"confidence, δ = {eps['delta']:g}); claimed ε: {claim}"]
     t = results["timings_s"]
     lines += ["", f"  wall time {t['total']:.1f} s (fits {t['fit_wall']:.1f} s, statistics {t['statistics']:.1f} s)"]
     return "\n".join(lines)
