@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -155,8 +156,7 @@ def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -
     return alpha, beta
 
 
-@dataclass
-class GibbsStart:
+class GibbsStart(NamedTuple):
     """Every Gibbs sampler's starting point: X's tokens with uniformly random topics.
 
     Built by ``random_start``, which draws exactly ``rng.integers(0, k,
@@ -164,16 +164,12 @@ class GibbsStart:
     then draw one block of uniforms per sweep make the same draws as ``run_cgs``.
     """
 
-    doc: np.ndarray
-    word: np.ndarray
-    z: np.ndarray
-    ndk: np.ndarray
-    nwk: np.ndarray
-    nk: np.ndarray
-
-    @property
-    def n_tokens(self) -> int:
-        return self.z.shape[0]
+    doc: np.ndarray  # per-token document id (int32)
+    word: np.ndarray  # per-token word id (int32)
+    z: np.ndarray  # per-token topic (int32)
+    ndk: np.ndarray  # docs × k counts of z
+    nwk: np.ndarray  # words × k counts of z
+    nk: np.ndarray  # k counts of z
 
 
 def random_start(X, k: int, rng: np.random.Generator) -> GibbsStart:
@@ -193,9 +189,8 @@ def run_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01
     """Run collapsed Gibbs sampling on the counts X; see the module docstring."""
     alpha, beta = check_priors(k, alpha, beta, n_iter, n_avg)
     rng = np.random.default_rng(seed)
-    start = random_start(X, k, rng)
-    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
-    n_tokens, n_words = start.n_tokens, nwk.shape[0]
+    doc, word, z, ndk, nwk, nk = random_start(X, k, rng)
+    n_tokens, n_words = z.shape[0], nwk.shape[0]
 
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta

@@ -207,9 +207,8 @@ def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: fl
     """
     alpha, beta = check_priors(k, alpha, beta, n_iter, n_avg)
     rng = np.random.default_rng(seed)  # used exactly as run_cgs uses it
-    start = random_start(X, k, rng)
-    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
-    n_tokens, n_words = start.n_tokens, nwk.shape[0]
+    doc, word, z, ndk, nwk, nk = random_start(X, k, rng)
+    n_tokens, n_words = z.shape[0], nwk.shape[0]
     if max_doc_length is None:
         max_doc_length = int(np.bincount(doc).max()) if n_tokens else 1
     if isinstance(max_doc_length, bool) or int(max_doc_length) != max_doc_length or max_doc_length < 1:

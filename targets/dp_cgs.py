@@ -204,9 +204,8 @@ def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha:
     X = cap_document_lengths(X, int(max_doc_length), np.random.default_rng(cap_seq))
     n_words = X.shape[1]
     rng = np.random.default_rng(gibbs_seq)  # used exactly as run_cgs uses it
-    start = random_start(X, k, rng)
-    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
-    n_tokens = start.n_tokens
+    doc, word, z, ndk, nwk, nk = random_start(X, k, rng)
+    n_tokens = z.shape[0]
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta
     for _ in range(n_iter - 1):

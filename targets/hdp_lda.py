@@ -173,9 +173,8 @@ def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0
     gibbs_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(gibbs_seq)
     noise_rng = np.random.default_rng(noise_seq)
-    start = random_start(X, k, rng)
-    doc, word, z, ndk, nwk, nk = start.doc, start.word, start.z, start.ndk, start.nwk, start.nk
-    n_tokens, n_words = start.n_tokens, nwk.shape[0]
+    doc, word, z, ndk, nwk, nk = random_start(X, k, rng)
+    n_tokens, n_words = z.shape[0], nwk.shape[0]
     cum = np.empty(k, dtype=np.float64)
     vbeta = n_words * beta
     scale = 2.0 / float(epsilon_l)
