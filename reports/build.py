@@ -25,7 +25,9 @@ REPORT_FILES = {"report.html", "report.md", "figures"}
 
 
 def _stem(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("_.-") or "figure"
+    """A file name from figure and group names: ASCII only, with ∞ spelled out (a sweep over ε ends there)."""
+    text = "-".join(parts).replace("-∞", "minus-inf").replace("∞", "inf")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.-") or "figure"
 
 
 class _Figures:

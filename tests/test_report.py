@@ -393,3 +393,11 @@ def test_drawn_roc_keeps_every_point_on_its_lines_with_far_fewer_points():
                           & (py <= np.maximum(y[:-1], y[1:])))
         horizontal = j < x.size - 1 and y[j] == py == y[j + 1] and x[j] <= px <= x[j + 1]
         assert on_kept or vertical or horizontal, (px, py)
+
+
+def test_figure_names_spell_out_infinity():
+    from reports.build import _stem
+
+    assert _stem("roc", "epsilon=∞") == "roc-epsilon_inf"  # the non-private end of a sweep over ε
+    assert _stem("roc", "epsilon=-∞") == "roc-epsilon_minus-inf"
+    assert _stem("zeta", "k=5") == "zeta-k_5"
