@@ -16,32 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 
 from targets import build_target
 from targets.cgs import run_cgs
 from targets.dp_cgs import ZhuDPCollapsedGibbsLDA, cap_document_lengths, laplace_scale, run_dp_cgs
 
-
-def _planted_corpus(seed=0, k=3, block=10, n_docs=300, doc_len=50, doc_alpha=0.5):
-    rng = np.random.default_rng(seed)
-    V = k * block
-    phi = np.zeros((k, V))
-    for t in range(k):
-        phi[t, t * block:(t + 1) * block] = 1.0 / block
-    theta = rng.dirichlet(np.full(k, doc_alpha), n_docs)
-    X = np.zeros((n_docs, V))
-    for d in range(n_docs):
-        topics = rng.choice(k, doc_len, p=theta[d])
-        for t in topics:
-            X[d, rng.choice(V, p=phi[t])] += 1
-    return sp.csr_matrix(X), phi
-
-
-def _matched_tv(phi, truth):
-    tv = 0.5 * np.abs(phi[:, None, :] - truth[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(tv)
-    return tv[rows, cols]
+from planted import matched_topic_errors, planted_corpus
 
 
 def _random_corpus(seed=0, n_docs=60, n_words=400, lam=0.08):
@@ -144,23 +124,23 @@ def test_without_noise_it_is_ordinary_cgs_on_the_capped_corpus():
 
 
 def test_output_approaches_non_private_cgs_as_epsilon_grows():
-    X, truth = _planted_corpus(seed=3, n_docs=150)
+    X, truth = planted_corpus(seed=3, n_docs=150)
     L = 50  # no document is longer: the cap removes nothing here
     tv = {}
     for eps in (0.05, 2.0, 200.0):
-        tv[eps] = np.mean([_matched_tv(ZhuDPCollapsedGibbsLDA(3, eps, L, n_iter=60).fit(X, s), truth).mean()
+        tv[eps] = np.mean([matched_topic_errors(ZhuDPCollapsedGibbsLDA(3, eps, L, n_iter=60).fit(X, s), truth).mean()
                            for s in range(3)])
-    cgs = np.mean([_matched_tv(run_cgs(X, 3, s, n_iter=60).phi, truth).mean() for s in range(3)])
+    cgs = np.mean([matched_topic_errors(run_cgs(X, 3, s, n_iter=60).phi, truth).mean() for s in range(3)])
     assert tv[0.05] > tv[2.0] > tv[200.0]
     assert abs(tv[200.0] - cgs) < 0.02
 
 
 def test_recovers_planted_topics_at_generous_epsilon_but_not_at_tiny():
-    X, truth = _planted_corpus()
+    X, truth = planted_corpus()
     phi = ZhuDPCollapsedGibbsLDA(3, epsilon=50.0, max_doc_length=64, n_iter=100).fit(X, 1).astype(np.float64)
-    assert np.all(_matched_tv(phi, truth) < 0.1)
+    assert np.all(matched_topic_errors(phi, truth) < 0.1)
     noisy = ZhuDPCollapsedGibbsLDA(3, epsilon=0.01, max_doc_length=64, n_iter=100).fit(X, 1).astype(np.float64)
-    assert _matched_tv(noisy, truth).mean() > 0.3
+    assert matched_topic_errors(noisy, truth).mean() > 0.3
 
 
 @pytest.mark.parametrize("params, message", [

@@ -14,13 +14,13 @@ import math
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from scipy import stats
-from scipy.optimize import linear_sum_assignment
 
 from audit.errors import UserError
 from targets import build_target
 from targets.lp_lda import LocallyPrivateLDA, estimate_counts, randomize_presence, reconstruct
+
+from planted import matched_topic_errors, planted_corpus
 
 
 @pytest.mark.parametrize("p", [0.55, 0.75, 0.95])
@@ -73,24 +73,9 @@ def test_reconstruction_hits_the_rounded_estimates_by_adjusting_received_bits():
             assert not np.any(received[:, v] & ~recon[:, v])
 
 
-def _planted(seed=0, k=3, block=20, n=1000, words=10):
-    rng = np.random.default_rng(seed)
-    V = k * block
-    phi = np.zeros((k, V))
-    for t in range(k):
-        phi[t, t * block:(t + 1) * block] = 1 / block
-    theta = rng.dirichlet(np.full(k, 0.1), n)
-    X = np.zeros((n, V))
-    for d in range(n):
-        for t in rng.choice(k, words, p=theta[d]):
-            X[d, rng.choice(V, p=phi[t])] += 1
-    return sp.csr_matrix(X), phi
-
-
-def _topic_errors(est, truth):
-    tv = 0.5 * np.abs(est[:, None, :] - truth[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(tv)
-    return tv[rows, cols]
+def _planted(n=1000):
+    """Short documents (10 words, sparse mixtures) over 3 topics of 20 words each."""
+    return planted_corpus(block=20, n_docs=n, doc_len=10, doc_alpha=0.1)
 
 
 def test_recovers_planted_topics_at_generous_epsilon():
@@ -98,12 +83,12 @@ def test_recovers_planted_topics_at_generous_epsilon():
     phi = LocallyPrivateLDA(3, epsilon=5.0).fit(X, seed=0)
     assert phi.dtype == np.float32 and phi.shape == truth.shape
     assert np.allclose(phi.sum(axis=1), 1, atol=1e-5)
-    assert np.all(_topic_errors(phi, truth) < 0.1), _topic_errors(phi, truth)
+    assert np.all(matched_topic_errors(phi, truth) < 0.1), matched_topic_errors(phi, truth)
 
 
 def test_utility_degrades_with_privacy():
     X, truth = _planted()
-    errors = [_topic_errors(LocallyPrivateLDA(3, epsilon=eps).fit(X, seed=0), truth).mean() for eps in (5.0, 1.0)]
+    errors = [matched_topic_errors(LocallyPrivateLDA(3, epsilon=eps).fit(X, seed=0), truth).mean() for eps in (5.0, 1.0)]
     assert errors[0] < errors[1] - 0.2, errors
 
 
