@@ -401,3 +401,21 @@ def test_figure_names_spell_out_infinity():
     assert _stem("roc", "epsilon=∞") == "roc-epsilon_inf"  # the non-private end of a sweep over ε
     assert _stem("roc", "epsilon=-∞") == "roc-epsilon_minus-inf"
     assert _stem("zeta", "k=5") == "zeta-k_5"
+
+
+def test_png_figures_are_palette_images_that_look_the_same():
+    import io
+
+    from PIL import Image
+
+    fig = figures.draw_roc({"floor": 1e-3, "claim": None, "boundary": None, "title": "t", "metrics": {},
+                            "curves": {"lira_online": (np.linspace(0, 1, 50), np.linspace(0, 1, 50) ** 0.5)}})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    full = np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"), dtype=int)
+    png = figures.render(fig, "png")
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.mode == "P"  # ≤ 256 colours
+        shown = np.asarray(image.convert("RGB"), dtype=int)
+    assert shown.shape == full.shape and np.abs(shown - full).mean() < 1.0
+    assert len(png) < len(buffer.getvalue())  # smaller than matplotlib's own PNG
