@@ -7,25 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit.epsilon import EpsilonBound, eps_lb_one_run
+from audit.epsilon import EpsilonBound, default_guess_counts, eps_lb_one_run
 from audit.lira import offline_scores, online_scores
 
 # Attacks whose ε lower bound a run reports (each at α/len, so all hold jointly).
 BOUNDED_ATTACKS = ("lira_online", "lira_offline")
-
-ATTACK_DESCRIPTIONS = {
-    "lira_online": "online LiRA on ζ, per-document variances (the paper's attack)",
-    "lira_online_global": "online LiRA on ζ, one variance per side pooled over documents",
-    "lira_offline": "offline LiRA on ζ (OUT shadows only, one-sided), per-document variance",
-    "lira_offline_global": "offline LiRA on ζ, pooled variance",
-    "lira_online_neg_entropy": "online LiRA on the negative entropy of θ̂",
-    "lira_online_logit_max": "online LiRA on logit(max θ̂)",
-    "lira_online_std": "online LiRA on std(θ̂)",
-    "threshold_max_theta": "Huang et al. threshold on max θ̂ under the target alone",
-    "threshold_std_theta": "Huang et al. threshold on std θ̂ under the target alone",
-    "threshold_entropy_theta": "Huang et al. threshold on entropy of θ̂ (lower = member)",
-}
-
 
 def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
                   shadow_in: np.ndarray) -> dict[str, np.ndarray]:
@@ -45,9 +31,14 @@ def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
     return scores
 
 
+# ε-bound methods valid for any (ε, δ)-DP release, so a verdict may rest on them: name → function
+# (scores, labels, delta, alpha) -> EpsilonBound.
+VALID_BOUNDS = {"one-run": eps_lb_one_run}
+
+
 def epsilon_lower_bounds(scores: dict[str, np.ndarray], is_member: np.ndarray, delta: float,
                          alpha: float) -> dict[str, EpsilonBound]:
-    """One-run ε lower bounds (Steinke, Nasr & Jagielski 2023) for the main attacks.
+    """One-run ε lower bounds (Steinke, Nasr & Jagielski 2023) for the main attacks on natural documents.
 
     One-run auditing is the valid route for a single target training in which
     every document was included independently with probability ½ — exactly
@@ -57,3 +48,58 @@ def epsilon_lower_bounds(scores: dict[str, np.ndarray], is_member: np.ndarray, d
     share = alpha / len(BOUNDED_ATTACKS)
     return {name: eps_lb_one_run(scores[name], is_member, delta=delta, alpha=share)
             for name in BOUNDED_ATTACKS}
+
+
+def two_means_split(scores: np.ndarray) -> int:
+    """How many scores sit in the upper of the two groups that best split them (1-D 2-means).
+
+    A function of the scores alone, so a guess built from it is a guess from
+    the release: valid for one-run bounds.
+    """
+    s = np.sort(np.nan_to_num(np.asarray(scores, np.float64), nan=-np.inf))[::-1]
+    s = np.clip(s, np.finfo(np.float64).min / 4, None)  # -inf (never released) joins the lowest group
+    n = s.size
+    if n < 2 or s[0] == s[-1]:
+        return n // 2
+    c1, c2 = np.cumsum(s), np.cumsum(s * s)
+    j = np.arange(1, n)                          # j scores in the upper group
+    upper = c2[j - 1] - c1[j - 1] ** 2 / j
+    lower = (c2[-1] - c2[j - 1]) - (c1[-1] - c1[j - 1]) ** 2 / (n - j)
+    return int(j[np.argmin(upper + lower)])
+
+
+def guess_family(scores: np.ndarray) -> tuple[list[int], list[int]]:
+    """(k+, k−) pairs to try: the usual halving family plus one guess of every candidate split by 2-means.
+
+    The halving family suits noisy releases (guess only the surest); the
+    2-means guess suits releases that separate the candidates cleanly, where
+    a fixed k+ = m/2 would misplace the few canaries the coins put on the
+    heavier side.
+    """
+    pairs = default_guess_counts(len(scores))
+    top = two_means_split(scores)
+    pairs.append((top, len(scores) - top))
+    return [p for p, _ in pairs], [q for _, q in pairs]
+
+
+def bound_tests(scores: dict[str, np.ndarray], labels: np.ndarray, delta: float, alpha_each: float,
+                methods=tuple(VALID_BOUNDS), family=guess_family) -> dict[str, EpsilonBound]:
+    """Every (score, method) bound at α_each, keyed ``"score:method"``; the caller splits α over them.
+
+    family(scores) -> (k_plus, k_minus) picks each score's guesses (None: the
+    method's own default).
+    """
+    bounds = {}
+    for name, values in scores.items():
+        k_plus, k_minus = family(values) if family else (None, None)
+        for method in methods:
+            bounds[f"{name}:{method}"] = VALID_BOUNDS[method](values, labels, delta, alpha_each,
+                                                              k_plus=k_plus, k_minus=k_minus)
+    return bounds
+
+
+def bound_ceiling(labels: np.ndarray, delta: float, alpha_each: float, methods=tuple(VALID_BOUNDS),
+                  family=guess_family) -> float:
+    """The largest ε these coins could ever prove: the bounds at scores that separate every coin."""
+    perfect = {"perfect": np.asarray(labels, dtype=np.float64)}
+    return max(b.epsilon for b in bound_tests(perfect, labels, delta, alpha_each, methods, family).values())

@@ -1,10 +1,18 @@
-"""Privacy claims as tests: compare an audit's empirical ε lower bound with a claimed ε.
+"""Privacy claims as tests: compare an audit's empirical ε lower bounds with a claimed ε.
 
 A claim (ε, δ) is *violated* when the data prove ε_LB > ε at confidence
-1 − α. The bound is the one-run bound (``audit.attacks.epsilon_lower_bounds``),
-valid for a single target training with independent ½ inclusion, so a correct
-mechanism is flagged in at most α of audits (benchmarks/RESULTS.md records the
-calibration).
+1 − α. The bounds are one-run bounds, valid for a single training in which
+each candidate was included independently with probability ½: the natural
+documents of the LiRA target (``audit.attacks.epsilon_lower_bounds``) and the
+canaries of the canary release (``audit.canaries``). α is split over every
+test (Bonferroni), so the largest bound is itself valid and a correct
+mechanism is flagged in at most α of audits.
+
+A claim is tested by the experiments of its adjacency: a document-level claim
+by natural documents and document canaries, a word-level one (``word``,
+``local-word``) by word canaries. CONSISTENT means "not refuted", never
+"proven private": the result also states the audit's ceiling, the largest ε
+any outcome of its coins could have proven.
 """
 from __future__ import annotations
 
@@ -17,14 +25,17 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from audit.attacks import epsilon_lower_bounds
+from audit.attacks import BOUNDED_ATTACKS, VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
+from audit.canaries import WORD_LEVEL_ADJACENCIES
+from audit.epsilon import EpsilonBound
 from audit.errors import UserError
 from audit.rundir import atomic_write_text
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
-# Claims about one word (or token) of a document. A membership audit removes whole
-# documents, so holding its bound against a per-word ε would flag correct mechanisms.
-WORD_LEVEL = ("word", "local-word")
+DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
+# The natural-document tests keep the one-run bound and guesses the run itself reports.
+NATURAL_METHODS = ("one-run",)
+
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,9 @@ class CheckResult:
     claimed_epsilon: float
     delta: float
     alpha: float
-    bounds: dict[str, Any]  # attack → EpsilonBound
+    bounds: dict[str, EpsilonBound]  # test ("natural/lira_online:one-run", "canaries/zeta:one-run") → bound
+    ceiling: float = math.inf        # the largest ε any outcome of these tests could prove
+    adjacency: str = "document"      # the claim's adjacency, which chose the tests
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -48,11 +61,15 @@ class CheckResult:
         return self.epsilon_lower_bound > self.claimed_epsilon
 
     def message(self) -> str:
-        verdict = "VIOLATED" if self.violated else "CONSISTENT"
-        relation = ">" if self.violated else "≤"
-        return (f"{verdict}: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"(one-run bound, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}) "
-                f"{relation} claimed ε = {self.claimed_epsilon:g} [{self.run_dir}]")
+        level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
+        if self.violated:
+            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
+                    f"> claimed ε = {self.claimed_epsilon:g} [{self.run_dir}]")
+        reach = (f"this audit could refute claims up to ε = {self.ceiling:.2f}" if self.ceiling > self.claimed_epsilon
+                 else f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
+                      "add canaries, --canaries M)")
+        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
+                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {reach} [{self.run_dir}]")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,8 +78,10 @@ class CheckResult:
             "claimed_epsilon": self.claimed_epsilon,
             "delta": self.delta,
             "alpha": self.alpha,
+            "adjacency": self.adjacency,
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "strongest_attack": self.strongest_attack,
+            "ceiling": self.ceiling,
             "violated": self.violated,
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
@@ -78,41 +97,91 @@ class CheckResult:
                 "</testsuite>\n")
 
 
+def _load_arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {name: z[name] for name in z.files}
+
+
+def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
+    """Canary scores joined to their coins by canary id, and the canaries' kind; None without canaries."""
+    coins_path, scores_path = run_dir / "canaries.npz", run_dir / "canary_scores.npz"
+    if not coins_path.exists():
+        return None
+    if not scores_path.exists():
+        raise UserError(f"{run_dir} has canaries but no canary_scores.npz: the run did not finish; "
+                        "rerun the same command to complete it")
+    canaries, scores = _load_arrays(coins_path), _load_arrays(scores_path)
+    ids, score_ids = canaries["ids"], scores.pop("ids")
+    if ids.shape != score_ids.shape or not np.array_equal(np.sort(ids), np.sort(score_ids)) \
+            or np.unique(ids).size != ids.size:
+        raise UserError(f"{run_dir}: the canary scores do not match the canaries' coins (their ids differ); "
+                        "the run directory was altered: delete canary_scores.npz and rerun the audit")
+    order = np.argsort(score_ids)[np.argsort(np.argsort(ids))]  # the score row of each canary id, in coin order
+    return {name: values[order] for name, values in scores.items()}, canaries["coins"], str(canaries["kind"])
+
+
 def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
-              alpha: float = 0.05) -> CheckResult:
-    """Check a finished run directory against a claim (default: the target's own guarantee)."""
+              alpha: float | None = None) -> CheckResult:
+    """Check a finished run directory against a claim (default: the target's own guarantee, the run's α)."""
     run_dir = Path(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
-    if not results_path.exists() or not scores_path.exists():
-        raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json and scores.npz); "
-                        "run `topicaudit run` first or pass a configuration file")
+    canaries = canary_evidence(run_dir) if results_path.exists() else None
+    if not results_path.exists() or not (scores_path.exists() or canaries):
+        raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
+                        "canary scores); run `topicaudit run` first or pass a configuration file")
     results = json.loads(results_path.read_text())
     guarantee = results["target"]["guarantee"]
+    learner = results["target"]["learner"]
+    word_canaries = canaries is not None and canaries[2] == "word"
+    word_claim = guarantee.get("adjacency") in WORD_LEVEL_ADJACENCIES and (epsilon is None or word_canaries)
     if epsilon is None:
         epsilon = guarantee["epsilon"]
         if epsilon is None:
-            raise UserError(f"the target of {run_dir} ({results['target']['learner']}) claims no ε; "
+            raise UserError(f"the target of {run_dir} ({learner}) claims no ε; "
                             "pass the claim to test with --epsilon (and --delta)")
-        if guarantee.get("adjacency") in WORD_LEVEL:
-            raise UserError(
-                f"the target of {run_dir} ({results['target']['learner']}) claims ε = {epsilon:g} per word "
-                f"({guarantee['adjacency']} adjacency), but a membership audit tests whole documents; a "
-                "word-level claim gives a document of L words L·ε (group privacy), so pass that document-level "
-                "claim with --epsilon (e.g. L = the longest document), or the claim you want to hold it to"
-            )
+    if word_claim and not word_canaries:
+        raise UserError(
+            f"the target of {run_dir} ({learner}) claims ε = {epsilon:g} per word ({guarantee['adjacency']} "
+            "adjacency), which whole-document tests cannot hold it to; audit it with word canaries "
+            "(--canaries M, kind auto or word), or pass a document-level claim (group privacy: L·ε for "
+            "documents of L words) with --epsilon"
+        )
+    recorded = results.get("epsilon_lower_bounds") or results.get("canaries", {}).get("epsilon_lower_bounds", {})
     if delta is None:
-        stored = results.get("epsilon_lower_bounds", {}).get("delta", DEFAULT_DELTA)
-        delta = guarantee["delta"] if guarantee["epsilon"] is not None else stored
+        delta = guarantee["delta"] if guarantee["epsilon"] is not None else recorded.get("delta", DEFAULT_DELTA)
+    if alpha is None:
+        alpha = round(1 - recorded["confidence"], 12) if "confidence" in recorded else DEFAULT_ALPHA
     if not (epsilon >= 0 and math.isfinite(epsilon)):
         raise UserError(f"--epsilon must be a finite number ≥ 0 (got {epsilon})")
     if not 0 <= delta < 1:
         raise UserError(f"--delta must be in [0, 1) (got {delta})")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha must be in (0, 1) (got {alpha})")
-    with np.load(scores_path, allow_pickle=False) as z:
-        scores = {name: z[name] for name in z.files}
-    bounds = epsilon_lower_bounds(scores, scores["is_member"], delta, alpha)
-    return CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds)
+
+    # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
+    sources = []
+    if canaries is not None and word_canaries == word_claim:
+        sources.append(("canaries/", canaries[0], canaries[1], tuple(VALID_BOUNDS), guess_family))
+    if scores_path.exists() and not word_claim:
+        natural = _load_arrays(scores_path)
+        sources.append(("natural/", {a: natural[a] for a in BOUNDED_ATTACKS}, natural["is_member"],
+                        NATURAL_METHODS, None))
+    if not sources:
+        raise UserError(f"{run_dir} has only word canaries, which test word-level claims; the target claims "
+                        f"{guarantee.get('adjacency') or 'nothing'}-level privacy: rerun with document canaries "
+                        "([attack.canaries] kind = \"unique-word\") or shadow models")
+    alpha_each = alpha / sum(len(scores) * len(methods) for _, scores, _, methods, _ in sources)
+    bounds, ceiling = {}, 0.0
+    for prefix, scores, labels, methods, family in sources:
+        if labels.all() or not labels.any():
+            continue  # one class only: these coins prove nothing
+        tests = bound_tests(scores, labels, delta, alpha_each, methods, family)
+        bounds.update({prefix + name: b for name, b in tests.items()})
+        ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, methods, family))
+    if not bounds:
+        raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
+    return CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,
+                       "word" if word_claim else "document")
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
@@ -128,12 +197,13 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
     return written
 
 
-def assert_privacy(config, epsilon: float | None = None, delta: float | None = None, alpha: float = 0.05,
-                   output: str | Path | None = None) -> CheckResult:
+def assert_privacy(config, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
+                   output: str | Path | None = None, canaries: int | None = None) -> CheckResult:
     """Audit a configuration (run or resume it) and fail unless it is consistent with its claim.
 
     For a project's own tests: ``assert_privacy("audit.toml", epsilon=3)``.
     config: a ``Config``, a TOML path or a dict of the TOML's content.
+    canaries: the number of canaries ([attack.canaries] count) when given.
     Raises AssertionError with the refuting bound when the claim is violated.
     """
     from audit.config import Config, config_from_dict, load_config
@@ -145,6 +215,8 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
         config = load_config(config)
     if output is not None:
         config.output = str(output)
+    if canaries is not None:
+        config.attack.canaries.count = canaries
     run_audit(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     assert not result.violated, result.message()

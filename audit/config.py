@@ -45,6 +45,18 @@ class TargetConfig:
     vocabulary: str = "observed"
     params: dict[str, Any] = field(default_factory=dict)
     vocabulary_params: dict[str, Any] = field(default_factory=dict)
+    # For testing the audit only: the learner's noise divided by this factor, its claim unchanged.
+    test_under_noise: float = 1.0
+
+
+@dataclass
+class CanaryConfig:
+    count: int = 0       # canaries in the canary release (0: none); each is in its training with probability ½
+    kind: str = "auto"   # auto | unique-word | rare-words | natural | word (auto: word for word-level claims)
+    length: int = 0      # tokens per canary document; 0: the learner's document cap, else the median document
+
+
+CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word")
 
 
 @dataclass
@@ -54,6 +66,7 @@ class AttackConfig:
     tol: float = 1e-8                  # ζ duality-gap tolerance
     alpha: float = 0.05                # ε lower bounds hold with confidence 1 − alpha
     delta: float = 1e-5                # δ for ε lower bounds when the target claims none
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
 
 
 @dataclass
@@ -87,12 +100,18 @@ class Config:
             d.pop(key)
         if self.corpus.path is not None:
             d.pop("synthetic")
+        # Keys added after runs were recorded: left out at their defaults so those runs still resume.
+        if not self.attack.canaries.count:
+            d["attack"].pop("canaries")
+        if self.target.test_under_noise == 1.0:
+            d["target"].pop("test_under_noise")
         return d
 
 
 SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,
             "attack": AttackConfig, "ray": RayConfig}
 FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params")}  # passed through to loaders and learners
+NESTED_TABLES = {("attack", "canaries"): CanaryConfig}
 
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
@@ -129,6 +148,11 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> N
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
             setattr(obj, key, dict(value))
             continue
+        if (section, key) in NESTED_TABLES:
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
+            _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}")
+            continue
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
 
 
@@ -164,11 +188,22 @@ def load_config(path: str | Path) -> Config:
 
 def validate(config: Config) -> None:
     """Checks that need no data: numbers in range, names known."""
-    if config.attack.shadows < 2 or config.attack.shadows % 2:
+    canaries = config.attack.canaries
+    if config.attack.shadows % 2 or config.attack.shadows < (0 if canaries.count else 2):
         raise UserError(
             f"[attack] shadows must be an even number ≥ 2 (got {config.attack.shadows}): shadow models come "
-            "in complementary pairs so every document is IN exactly half of them"
+            "in complementary pairs so every document is IN exactly half of them; 0 is allowed with canaries "
+            "([attack.canaries] count or --canaries), whose scores need no shadow model"
         )
+    if canaries.count < 0:
+        raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
+    if canaries.kind not in CANARY_KINDS:
+        raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
+    if canaries.length < 0:
+        raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
+                        "learner's document cap or the corpus")
+    if not config.target.test_under_noise >= 1.0:
+        raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
     if config.target.k < 2:
         raise UserError(f"[target] k, the number of topics, must be ≥ 2 (got {config.target.k})")
     if config.attack.shadow_vocabulary not in ("target", "own"):

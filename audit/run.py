@@ -14,7 +14,7 @@ import platform
 import shutil
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from audit import __version__
-from audit.attacks import attack_scores, epsilon_lower_bounds
+from audit.attacks import VALID_BOUNDS, attack_scores, bound_ceiling, bound_tests, epsilon_lower_bounds
+from audit.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, keep_most_frequent_words, load_corpus
 from audit.errors import UserError
@@ -168,66 +169,128 @@ def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: in
     return {name: np.concatenate([p[name] for p in ordered]) for name in ordered[0]}
 
 
+def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySet | None:
+    """The run's canaries (None without any); a corpus too small for them is a UserError."""
+    c = config.attack.canaries
+    if not c.count:
+        return None
+    kind = resolve_kind(c.kind, adjacency)
+    length = c.length or default_length(target.learner, X)
+    try:
+        return make_canaries(X, c.count, kind, length, config.seed)
+    except ValueError as error:
+        raise UserError(f"[attack.canaries]: {error}") from None
+
+
+def fit_canary_release(ray, run: RunDirectory, target, canaries: CanarySet, X, chash: str) -> tuple[Release, float]:
+    """The canary release: the target trained on the fixed set plus the canaries whose coin is heads.
+
+    A Ray task when a session is open (shadows are being fitted); in this process otherwise, so a
+    canary-only audit starts no cluster.
+    """
+    loaded = run.load_model("canary-target", chash)
+    if loaded is not None:
+        return loaded
+    X_train = canaries.training_matrix(X)
+    rows = np.arange(X_train.shape[0])
+    if ray is not None:
+        fit = ray.remote(num_cpus=1)(fit_release)
+        release, seconds = fitted(ray, fit.remote(target, X_train, rows, canaries.fit_seed, None), target)
+    else:
+        try:
+            release, seconds = fit_release(target, X_train, rows, canaries.fit_seed, None)
+        except ValueError as error:
+            raise UserError(f"the learner could not fit the canary training set: {error}") from None
+    run.save_model("canary-target", release, chash, seconds)
+    return release, seconds
+
+
+def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
+                   alpha: float, adjacency: str | None) -> dict[str, Any]:
+    """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling."""
+    coins = canaries.coins
+    share = alpha / (len(scores) * len(VALID_BOUNDS))
+    bounds = bound_tests(scores, coins, delta, share) if 0 < coins.sum() < coins.size else {}
+    return {
+        "kind": canaries.kind,
+        "count": canaries.count,
+        "length": canaries.length,
+        "members": int(coins.sum()),
+        "fixed_training_documents": int(canaries.fixed_rows.size),
+        "release_vocabulary_size": int(release.vocabulary.size),
+        "adjacency": "word" if canaries.kind == "word" else "document",
+        "scores": {name: summarize(values, coins) for name, values in scores.items()} if bounds else {},
+        "epsilon_lower_bounds": {
+            "confidence": 1 - alpha,
+            "delta": delta,
+            "epsilon": max((b.epsilon for b in bounds.values()), default=0.0),
+            "ceiling": bound_ceiling(coins, delta, share) if bounds else 0.0,
+            "by_test": {name: b.to_json() for name, b in bounds.items()},
+        },
+    }
+
+
 def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
-    """Run (or resume) the audit a configuration describes; returns ``results.json``'s content."""
+    """Run (or resume) the audit a configuration describes; returns ``results.json``'s content.
+
+    Two experiments, either or both: the LiRA audit of natural documents (a
+    target and ``shadows`` shadow models) and the canary audit (one canary
+    release, scored without shadows).
+    """
     started = time.perf_counter()
     validate(config)
     corpus = load_audit_corpus(config)
     t = config.target
-    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params)
-    plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed)
+    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise)
+    guarantee = target.guarantee()
+    canaries = build_canaries(config, corpus.X, target, guarantee.adjacency)
+    plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None
     chash = config_hash(config, corpus_fingerprint(corpus))
     run = RunDirectory(config.run_dir)
     resuming = run.check_compatible(chash)
     load_seconds = time.perf_counter() - started
     if not quiet:
         n_tokens = int(corpus.X.sum())
+        parts = [f"{config.attack.shadows} shadow models"] if plan else []
+        if canaries:
+            parts.append(f"{canaries.count} {canaries.kind} canaries")
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
-              f"k={config.target.k}, {config.attack.shadows} shadow models → {run.path}", file=sys.stderr)
+              f"k={config.target.k}, {' and '.join(parts)} → {run.path}", file=sys.stderr)
 
     x_bytes = corpus.X.data.nbytes + corpus.X.indices.nbytes + corpus.X.indptr.nbytes
-    with removed_on_user_error(run.path), \
-            ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) as ray:
-        cluster = cluster_description(ray)
+    session = (ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) if plan
+               else nullcontext(None))
+    timings: dict[str, float] = {"load": load_seconds}
+    with removed_on_user_error(run.path), session as ray:
+        cluster = cluster_description(ray) if ray is not None else {"nodes": 0, "cpus": 0}
         versions = package_versions()
+        seeds = {"seed": config.seed, **({"target_fit": plan.target_seed} if plan else {}),
+                 **({"canary_fit": canaries.fit_seed} if canaries else {})}
         run.create(config.to_dict(), {
             "config_hash": chash, "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "versions": versions, "seeds": {"seed": config.seed, "target_fit": plan.target_seed},
+            "versions": versions, "seeds": seeds,
         })
-        if not (run.path / "plan.npz").exists():
-            plan.save(run.path / "plan.npz")
-        X_ref = ray.put(corpus.X)
+        if canaries is not None:
+            run.save_arrays("canaries.npz", canaries.arrays())
+            t = time.perf_counter()
+            canary_release, timings["canary_fit_cpu"] = fit_canary_release(ray, run, target, canaries, corpus.X,
+                                                                           chash)
+            timings["canary_fit_wall"] = time.perf_counter() - t
+        if plan is not None:
+            if not (run.path / "plan.npz").exists():
+                plan.save(run.path / "plan.npz")
+            X_ref = ray.put(corpus.X)
+            t = time.perf_counter()
+            target_release, shadows, timings["fit_cpu"] = _fit_models(
+                ray, run, target, X_ref, plan, chash, config.attack.shadow_vocabulary, quiet)
+            timings["fit_wall"] = time.perf_counter() - t
+            t = time.perf_counter()
+            stats = compute_statistics(ray, X_ref, [target_release, *shadows], config.attack.tol,
+                                        cluster["cpus"], quiet)
+            timings["statistics"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        target_release, shadows, fit_cpu_seconds = _fit_models(
-            ray, run, target, X_ref, plan, chash, config.attack.shadow_vocabulary, quiet)
-        fit_seconds = time.perf_counter() - t
-
-        t = time.perf_counter()
-        stats = compute_statistics(ray, X_ref, [target_release, *shadows], config.attack.tol,
-                                    cluster["cpus"], quiet)
-        statistics_seconds = time.perf_counter() - t
-
-    t = time.perf_counter()
-    target_stats = {name: values[0] for name, values in stats.items()}
-    shadow_stats = {name: values[1:] for name, values in stats.items()}
-    scores = attack_scores(target_stats, shadow_stats, plan.shadow_in)
-    run.save_arrays("statistics.npz", {
-        **{f"target_{name}": v for name, v in target_stats.items()},
-        **{f"shadow_{name}": v for name, v in shadow_stats.items()},
-    })
-    run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
-    attacks = {name: summarize(s, plan.target_in) for name, s in scores.items()}
-    guarantee = target.guarantee()
     bound_delta = guarantee.delta if math.isfinite(guarantee.epsilon) else config.attack.delta
-    bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha)
-    scoring_seconds = time.perf_counter() - t
-
-    t = time.perf_counter()
-    utility = release_utility(corpus.X, target_release, plan.target_in)
-    utility_seconds = time.perf_counter() - t
-
     results = {
         "schema": RESULTS_SCHEMA,
         "name": config.name,
@@ -246,66 +309,101 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "learner": config.target.learner,
             "k": config.target.k,
             "vocabulary_step": config.target.vocabulary,
-            "vocabulary_size": int(target_release.vocabulary.size),
-            "n_members": int(plan.target_in.sum()),
             "guarantee": guarantee.to_json(),
-            # A learner's data-dependent privacy monitor (cgs-monitor), when it has one.
-            **({"monitor": target_release.info["monitor"]} if "monitor" in target_release.info else {}),
+            **({"test_under_noise": config.target.test_under_noise} if config.target.test_under_noise != 1 else {}),
         },
         "shadows": {
-            "n_shadows": plan.n_shadows,
+            "n_shadows": config.attack.shadows,
             "vocabulary": config.attack.shadow_vocabulary,
-            "in_per_document": plan.n_shadows // 2,
+            "in_per_document": config.attack.shadows // 2,
         },
-        "statistics": {"names": list(STATISTICS), "max_zeta_gap": float(stats["gap"].max()),
-                       "zeta_tol": config.attack.tol},
         "metrics_convention": "tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
-        "attacks": attacks,
-        "utility": utility,
-        "epsilon_lower_bounds": {
+        "attacks": {},
+        "seeds": seeds,
+        "versions": versions,
+        "ray": {"address": (config.ray.address or "local") if plan else "none (no shadow models)", **cluster},
+        "resumed": resuming,
+    }
+    if plan is not None:
+        t = time.perf_counter()
+        target_stats = {name: values[0] for name, values in stats.items()}
+        shadow_stats = {name: values[1:] for name, values in stats.items()}
+        scores = attack_scores(target_stats, shadow_stats, plan.shadow_in)
+        run.save_arrays("statistics.npz", {
+            **{f"target_{name}": v for name, v in target_stats.items()},
+            **{f"shadow_{name}": v for name, v in shadow_stats.items()},
+        })
+        run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
+        bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha)
+        results["attacks"] = {name: summarize(s, plan.target_in) for name, s in scores.items()}
+        results["epsilon_lower_bounds"] = {
             "method": "one-run",
             "confidence": 1 - config.attack.alpha,
             "delta": bound_delta,
             "epsilon": max(b.epsilon for b in bounds.values()),
             "by_attack": {name: b.to_json() for name, b in bounds.items()},
-        },
-        "seeds": {"seed": config.seed, "target_fit": plan.target_seed},
-        "versions": versions,
-        "ray": {"address": config.ray.address or "local", **cluster},
-        "timings_s": {
-            "load": round(load_seconds, 3),
-            "fit_wall": round(fit_seconds, 3),
-            "fit_cpu": round(fit_cpu_seconds, 3),
-            "statistics": round(statistics_seconds, 3),
-            "scoring": round(scoring_seconds, 3),
-            "utility": round(utility_seconds, 3),
-            "total": round(time.perf_counter() - started, 3),
-        },
-        "resumed": resuming,
-    }
+        }
+        results["statistics"] = {"names": list(STATISTICS), "max_zeta_gap": float(stats["gap"].max()),
+                                 "zeta_tol": config.attack.tol}
+        results["target"].update({
+            "vocabulary_size": int(target_release.vocabulary.size),
+            "n_members": int(plan.target_in.sum()),
+            # A learner's data-dependent privacy monitor (cgs-monitor), when it has one.
+            **({"monitor": target_release.info["monitor"]} if "monitor" in target_release.info else {}),
+        })
+        timings["scoring"] = time.perf_counter() - t
+        t = time.perf_counter()
+        results["utility"] = release_utility(corpus.X, target_release, plan.target_in)
+        timings["utility"] = time.perf_counter() - t
+    if canaries is not None:
+        t = time.perf_counter()
+        scores = canary_scores(canary_release, canaries, config.attack.tol)
+        run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
+        results["canaries"] = canary_results(canaries, scores, canary_release, bound_delta, config.attack.alpha,
+                                             guarantee.adjacency)
+        timings["canary_scoring"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - started
+    results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
     run.save_results(results)
     return results
 
 
 def summary_table(results: dict[str, Any]) -> str:
     """The one-screen summary printed at the end of a run."""
-    lines = [
-        f"{results['corpus']['source']}",
-        f"  {results['corpus']['n_docs']} documents, target vocabulary {results['target']['vocabulary_size']} words, "
-        f"{results['target']['n_members']} members; {results['target']['learner']} k={results['target']['k']}; "
-        f"{results['shadows']['n_shadows']} shadow models",
-        "",
-        f"  {'attack':<26}{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}",
-    ]
-    for name, m in results["attacks"].items():
-        lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
-    eps = results["epsilon_lower_bounds"]
-    guarantee = results["target"]["guarantee"]
+    target, guarantee = results["target"], results["target"]["guarantee"]
     claim = "none" if guarantee["epsilon"] is None else f"{guarantee['epsilon']:g}"
     if guarantee["epsilon"] is not None and guarantee["adjacency"]:
         claim += f" ({guarantee['adjacency']}-level, {guarantee['basis']})"
-    lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, document-level, {eps['confidence']:.0%} "
-                  f"confidence, δ = {eps['delta']:g}); claimed ε: {claim}"]
+    lines = [f"{results['corpus']['source']}"]
+    if results["attacks"]:
+        lines += [
+            f"  {results['corpus']['n_docs']} documents, target vocabulary {target['vocabulary_size']} words, "
+            f"{target['n_members']} members; {target['learner']} k={target['k']}; "
+            f"{results['shadows']['n_shadows']} shadow models",
+            "",
+            f"  {'attack':<26}{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}",
+        ]
+        for name, m in results["attacks"].items():
+            lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
+        eps = results["epsilon_lower_bounds"]
+        lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, document-level, {eps['confidence']:.0%} "
+                      f"confidence, δ = {eps['delta']:g}); claimed ε: {claim}"]
+    if "canaries" in results:
+        c = results["canaries"]
+        eps = c["epsilon_lower_bounds"]
+        lines += ["", f"  canaries: {c['count']} {c['kind']} ({c['length']} tokens each), {c['members']} in the "
+                      f"canary release beside {c['fixed_training_documents']} fixed documents; "
+                      f"{target['learner']} k={target['k']}"]
+        for name, m in c["scores"].items():
+            lines.append(f"  {'canary ' + name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}"
+                         f"{m['tpr_at_fpr_0.01']:>12.2%}")
+        lines.append(f"  empirical ε ≥ {eps['epsilon']:.2f} ({c['adjacency']}-level, {eps['confidence']:.0%} "
+                     f"confidence, δ = {eps['delta']:g}; this audit can prove at most {eps['ceiling']:.2f}); "
+                     f"claimed ε: {claim}")
+    if "test_under_noise" in target:
+        lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
     t = results["timings_s"]
-    lines += ["", f"  wall time {t['total']:.1f} s (fits {t['fit_wall']:.1f} s, statistics {t['statistics']:.1f} s)"]
+    parts = [f"{label} {t[key]:.1f} s" for key, label in
+             (("fit_wall", "fits"), ("statistics", "statistics"), ("canary_fit_wall", "canary fit")) if key in t]
+    lines += ["", f"  wall time {t['total']:.1f} s ({', '.join(parts)})"]
     return "\n".join(lines)

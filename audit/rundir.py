@@ -4,6 +4,9 @@
     plan.npz           target and shadow membership, fitting seeds
     models/target.npz  the target's release
     models/shadow-0001.npz ...   one file per finished shadow model, written atomically
+    models/canary-target.npz     the canary release (runs with canaries)
+    canaries.npz       the canaries, their coins and how they entered the canary release's training
+    canary_scores.npz  every canary score, by canary id
     statistics.npz     every statistic for the target and every shadow
     scores.npz         per-document scores of every attack, with the true labels
     results.json       metrics, guarantee, timings (documented, stable keys)
@@ -86,10 +89,13 @@ class RunDirectory:
             atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": provenance}))
 
     # -- models ---------------------------------------------------------------
-    def model_path(self, index: int | None) -> Path:
+    def model_path(self, index: int | str | None) -> Path:
+        """None: the target; i: shadow i; a name: that model (``"canary-target"``)."""
+        if isinstance(index, str):
+            return self.models / f"{index}.npz"
         return self.models / ("target.npz" if index is None else f"shadow-{index + 1:04d}.npz")
 
-    def save_model(self, index: int | None, release: Release, config_hash: str, seconds: float) -> None:
+    def save_model(self, index: int | str | None, release: Release, config_hash: str, seconds: float) -> None:
         """One model file; the learner's ``info`` (if any) as a JSON string array ``info``."""
         extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
         atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
@@ -97,7 +103,7 @@ class RunDirectory:
             config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), **extra,
         ))
 
-    def load_model(self, index: int | None, config_hash: str) -> tuple[Release, float] | None:
+    def load_model(self, index: int | str | None, config_hash: str) -> tuple[Release, float] | None:
         path = self.model_path(index)
         if not path.exists():
             return None

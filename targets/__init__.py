@@ -7,6 +7,7 @@ import inspect
 from audit.errors import UserError
 from targets.base import NO_GUARANTEE, Guarantee, Release, Target
 from targets.pipeline import Pipeline
+from targets.under_noised import UnderNoised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
 # unpickles one target loads that target's code only, not every learner's.
@@ -54,8 +55,12 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
 
 
 def build_target(learner: str, k: int, vocabulary: str = "observed", params: dict | None = None,
-                 vocabulary_params: dict | None = None) -> Pipeline:
-    """The target pipeline named by a configuration, with a clear error for typos."""
+                 vocabulary_params: dict | None = None, under_noise: float = 1.0) -> Pipeline:
+    """The target pipeline named by a configuration, with a clear error for typos.
+
+    under_noise > 1 builds a deliberately broken learner for testing an audit
+    (``targets.under_noised``): its noise divided by that factor, its claim unchanged.
+    """
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r} in [target] learner; known learners: {', '.join(LEARNERS)}")
     if vocabulary not in VOCABULARY_STEPS:
@@ -69,6 +74,11 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
                       "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
     model = _construct(cls, dict(params or {}), {"k": k, **fixed}, "[target.params]", f"learner {learner!r}")
+    if under_noise != 1.0:
+        try:
+            model = UnderNoised(model, under_noise)
+        except ValueError as error:
+            raise UserError(f"[target] test_under_noise: {error}") from None
     pipeline = Pipeline(step, model)
     try:
         pipeline.guarantee()  # refuse an incoherent composition now, not after every fit

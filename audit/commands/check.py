@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from audit.errors import UserError
+
 
 def register(commands) -> None:
     check = commands.add_parser(
@@ -13,7 +15,9 @@ def register(commands) -> None:
     check.add_argument("target", help="run directory or TOML configuration")
     check.add_argument("--epsilon", type=float, help="claimed ε (default: the target's own guarantee)")
     check.add_argument("--delta", type=float, help="claimed δ (default: the target's own, else [attack] delta)")
-    check.add_argument("--alpha", type=float, default=0.05, help="1 − confidence of the bound (default 0.05)")
+    check.add_argument("--alpha", type=float, help="1 − confidence of the bounds (default: the run's [attack] alpha)")
+    check.add_argument("--canaries", type=int, metavar="M",
+                       help="audit M canaries ([attack.canaries] count) when TARGET is a configuration")
     check.add_argument("--output", help="run directory when TARGET is a configuration")
     check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
     check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
@@ -25,6 +29,9 @@ def execute(args) -> int:
 
     target = Path(args.target)
     if target.is_dir():
+        if args.canaries is not None:
+            raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
+                            "the canaries it was audited with")
         run_dir = target
     else:
         from audit.config import load_config
@@ -33,6 +40,8 @@ def execute(args) -> int:
         config = load_config(target)
         if args.output:
             config.output = args.output
+        if args.canaries is not None:
+            config.attack.canaries.count = args.canaries
         run_audit(config, quiet=args.quiet)
         run_dir = config.run_dir
     result = check_run(run_dir, args.epsilon, args.delta, args.alpha)

@@ -23,12 +23,19 @@ def register(commands) -> None:
     run.add_argument("--k", type=int, help="number of topics")
     run.add_argument("--shadows", type=int, help="number of shadow models (even)")
     run.add_argument("--seed", type=int, help="seed of every random choice")
+    add_canary_flag(run)
     run.add_argument("--name", help="run name (default: from the config or corpus)")
     run.add_argument("--output", help="run directory (default: runs/NAME)")
     run.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     run.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     run.add_argument("--quiet", action="store_true", help="no progress or summary; just the run directory")
 
+
+
+def add_canary_flag(parser) -> None:
+    parser.add_argument("--canaries", type=int, metavar="M",
+                        help="also audit M canaries, each in one extra training with probability ½ "
+                             "([attack.canaries] count; --shadows 0 for a canary-only audit)")
 
 
 def config_from_args(args):
@@ -45,7 +52,7 @@ def config_from_args(args):
         ("learner", config.target, "learner"), ("k", config.target, "k"),
         ("shadows", config.attack, "shadows"), ("seed", config, "seed"), ("name", config, "name"),
         ("output", config, "output"), ("ray_address", config.ray, "address"),
-        ("num_cpus", config.ray, "num_cpus"),
+        ("num_cpus", config.ray, "num_cpus"), ("canaries", config.attack.canaries, "count"),
     ):
         value = getattr(args, flag)
         if value is not None:
@@ -60,12 +67,12 @@ def execute(args) -> int:
 
     config = config_from_args(args)
     results = run_audit(config, quiet=args.quiet)
-    figure = write_roc_figure(config.run_dir)
+    figure = write_roc_figure(config.run_dir) if results["attacks"] else None
     if args.quiet:
         print(config.run_dir)
     else:
         print(summary_table(results))
-        print(f"\n  results  {config.run_dir / 'results.json'}\n  ROC      {figure}")
+        print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
     return 0
 
 
