@@ -56,11 +56,15 @@ def two_means_split(scores: np.ndarray) -> int:
     A function of the scores alone, so a guess built from it is a guess from
     the release: valid for one-run bounds.
     """
-    s = np.sort(np.nan_to_num(np.asarray(scores, np.float64), nan=-np.inf))[::-1]
-    s = np.clip(s, np.finfo(np.float64).min / 4, None)  # -inf (never released) joins the lowest group
+    s = np.asarray(scores, np.float64)
+    s = np.sort(np.where(np.isnan(s), -np.inf, s))[::-1]
+    finite = s[np.isfinite(s)]
     n = s.size
-    if n < 2 or s[0] == s[-1]:
+    if n < 2 or s[0] == s[-1] or finite.size == 0:
         return n // 2
+    # ±inf just beyond the finite range: they join the extreme group without swamping the sums
+    spread = finite.max() - finite.min() + 1.0
+    s = np.clip(s, finite.min() - spread, finite.max() + spread) - finite.mean()
     c1, c2 = np.cumsum(s), np.cumsum(s * s)
     j = np.arange(1, n)                          # j scores in the upper group
     upper = c2[j - 1] - c1[j - 1] ** 2 / j

@@ -1,0 +1,198 @@
+"""Canary audits: generation and coins, shadow-free scores, the gate on correct and under-noised learners."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from audit.attacks import bound_ceiling, guess_family, two_means_split
+from audit.canaries import UNRELEASED_PENALTY, canary_scores, make_canaries
+from audit.check import check_run
+from audit.cli import main
+from audit.config import config_from_dict
+from audit.epsilon import eps_lb_one_run
+from audit.run import run_audit
+from targets import build_target
+from targets.base import Release
+
+PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"
+SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
+
+
+def _counts(seed=0, n_docs=40, n_words=30):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_docs, n_words, density=0.2, random_state=rng, format="csr")
+    X.data = np.ceil(X.data * 3)
+    X = X.tolil()
+    X[np.arange(n_docs), rng.integers(0, n_words, n_docs)] = 1.0  # no empty document
+    return X.tocsr()
+
+
+# -- generation and coins ----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["unique-word", "rare-words", "natural", "word"])
+def test_canaries_are_reproducible_and_enter_training_exactly_when_their_coin_says(kind):
+    X = _counts()
+    a, b = make_canaries(X, 20, kind, 5, seed=3), make_canaries(X, 20, kind, 5, seed=3)
+    assert np.array_equal(a.coins, b.coins) and (a.documents != b.documents).nnz == 0
+    assert not np.array_equal(a.coins, make_canaries(X, 20, kind, 5, seed=4).coins)
+    train = a.training_matrix(X)
+    assert train.shape[1] == a.n_columns
+    if kind == "word":
+        # one token of each heads canary's fresh word, in its host document; nothing else changes
+        fresh = train[:, X.shape[1]:]
+        assert np.array_equal(np.asarray(fresh.sum(axis=0)).ravel(), a.coins.astype(float))
+        assert np.array_equal(fresh.tocoo().row, a.hosts[a.coins][np.argsort(a.words[a.coins])]) or \
+            set(zip(fresh.tocoo().row, fresh.tocoo().col)) == {(h, w - X.shape[1]) for h, w in
+                                                             zip(a.hosts[a.coins], a.words[a.coins])}
+        assert (train[:, :X.shape[1]] != X).nnz == 0
+    else:
+        n_fixed = a.fixed_rows.size
+        assert train.shape[0] == n_fixed + a.coins.sum()
+        assert (train[n_fixed:] != a.documents[a.coins]).nnz == 0
+        assert (train[:n_fixed, :X.shape[1]] != X[a.fixed_rows]).nnz == 0
+    if kind == "natural":
+        held = np.setdiff1d(np.arange(X.shape[0]), a.fixed_rows)
+        assert held.size == 20 and (a.documents != X[held]).nnz == 0
+    if kind == "unique-word":
+        assert a.n_columns == X.shape[1] + 20
+        assert np.array_equal(a.documents.toarray()[np.arange(20), a.words], np.full(20, 5.0))
+        assert a.documents.nnz == 20  # one fresh word per canary, five tokens of it
+
+
+def test_rare_word_canaries_use_the_rarest_words_first():
+    X = _counts()
+    c = make_canaries(X, 2, "rare-words", 3, seed=0)
+    df = np.bincount(X.indices, minlength=X.shape[1])
+    used = np.unique(c.documents.indices)
+    assert c.n_columns == X.shape[1] and used.size == 6  # disjoint while the vocabulary lasts
+    assert df[used].max() <= np.sort(df[df > 0])[5]
+
+
+def test_natural_canaries_cannot_take_more_than_half_the_corpus():
+    with pytest.raises(ValueError, match="fewer than half"):
+        make_canaries(_counts(n_docs=10), 6, "natural", 0, seed=0)
+
+
+# -- scores ------------------------------------------------------------------------------------
+def test_scores_are_zeta_and_the_word_column_with_unreleased_words_at_the_bottom():
+    X = _counts(n_words=4)
+    c = make_canaries(X, 3, "unique-word", 2, seed=0)
+    phi = np.array([[0.4, 0.2, 0.2, 0.1, 0.05, 0.05, 0.0],
+                    [0.1, 0.1, 0.1, 0.1, 0.3, 0.2, 0.1]], dtype=np.float32)
+    release = Release(phi=phi[:, :6], vocabulary=np.arange(6))  # the third canary's word is not released
+    s = canary_scores(release, c)
+    assert s["zeta"][:2] == pytest.approx([2 * np.log(0.3), 2 * np.log(0.2)], abs=1e-6)
+    assert s["column"][:2] == pytest.approx([np.log(0.35), np.log(0.25)], abs=1e-6)
+    assert s["zeta"][2] == -2 * UNRELEASED_PENALTY and s["column"][2] == -UNRELEASED_PENALTY
+
+
+def test_two_means_split_finds_the_gap_and_guesses_every_candidate():
+    scores = np.array([5.0, 4.8, 5.1, -3.0, -2.9, -np.inf, 4.9])
+    assert two_means_split(scores) == 4
+    k_plus, k_minus = guess_family(scores)
+    assert (k_plus[-1], k_minus[-1]) == (4, 3)
+
+
+def test_perfectly_separated_coins_reach_the_ceiling_in_closed_form():
+    coins = np.random.default_rng(0).random(1000) < 0.5
+    family = guess_family(coins.astype(float))
+    alpha_each = 0.05 / len(family[0])
+    # all m guesses correct: P[Bin(m, q) ≥ m] = q^m < α_each ⇔ ε > logit(α_each^(1/m))
+    q = alpha_each ** (1 / 1000)
+    assert bound_ceiling(coins, 0.0, 0.05) == pytest.approx(
+        eps_lb_one_run(coins.astype(float), coins, 0.0, 0.05, k_plus=family[0], k_minus=family[1]).epsilon)
+    assert bound_ceiling(coins, 0.0, 0.05) == pytest.approx(np.log(q / (1 - q)), rel=1e-6)
+
+
+# -- the gate -------------------------------------------------------------------------------------
+def _config(tmp_path, name, learner, params, count=300, under_noise=1.0, kind="auto"):
+    return config_from_dict({
+        **SMALL_CORPUS, "name": name, "output": str(tmp_path / name),
+        "target": {"learner": learner, "k": 4, "vocabulary": "all", "params": params,
+                   "test_under_noise": under_noise},
+        "attack": {"shadows": 0, "delta": 0.0, "canaries": {"count": count, "kind": kind}},
+    })
+
+
+def test_the_gate_passes_a_correct_mechanism_and_catches_it_under_noised(tmp_path, capsys):
+    for name, factor, code in (("correct", 1.0, 0), ("broken", 10.0, 1)):
+        results = run_audit(_config(tmp_path, name, "dp-cgs", {"epsilon": 1.0, "n_iter": 30}, under_noise=factor),
+                            quiet=True)
+        assert results["ray"]["address"].startswith("none")  # a canary-only audit starts no cluster
+        assert results["canaries"]["kind"] == "unique-word" and results["canaries"]["length"] == 32
+        assert main(["check", str(tmp_path / name)]) == code
+        out = capsys.readouterr().out
+        assert out.startswith("VIOLATED" if code else "CONSISTENT")
+        if not code:
+            assert "could refute claims up to ε = " in out
+    target = json.loads((tmp_path / "broken" / "results.json").read_text())["target"]
+    assert target["guarantee"]["epsilon"] == 1.0 and target["test_under_noise"] == 10.0
+    assert '"test_under_noise": 10.0' in json.dumps(target["guarantee"])  # the learner's part says so too
+
+
+def test_word_level_claims_are_tested_by_word_canaries(tmp_path, capsys):
+    config = _config(tmp_path, "lp", "lp-lda", {"epsilon": 1.0, "n_iter": 20}, under_noise=10.0)
+    run_audit(config, quiet=True)
+    assert json.loads((tmp_path / "lp" / "results.json").read_text())["canaries"]["kind"] == "word"
+    result = check_run(tmp_path / "lp")
+    assert result.adjacency == "word" and result.violated
+    # without word canaries a word-level claim cannot be held to a document membership audit
+    config = _config(tmp_path, "lp-doc", "lp-lda", {"epsilon": 1.0, "n_iter": 20}, kind="unique-word")
+    run_audit(config, quiet=True)
+    assert main(["check", str(tmp_path / "lp-doc")]) == 2
+    assert "word canaries" in capsys.readouterr().err
+
+
+def test_scores_that_do_not_match_the_coins_are_refused(tmp_path, capsys):
+    run_audit(_config(tmp_path, "c", "dp-cgs", {"epsilon": 1.0, "n_iter": 10}, count=50), quiet=True)
+    path = tmp_path / "c" / "canary_scores.npz"
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["ids"] = arrays["ids"] + 1
+    np.savez(path, **arrays)
+    assert main(["check", str(tmp_path / "c")]) == 2
+    assert "do not match" in capsys.readouterr().err
+
+
+def test_a_canary_run_resumes_without_refitting(tmp_path):
+    config = _config(tmp_path, "r", "lda", {"max_iter": 5}, count=40)
+    first = run_audit(config, quiet=True)
+    model = tmp_path / "r" / "models" / "canary-target.npz"
+    stamp = model.stat().st_mtime_ns
+    again = run_audit(config, quiet=True)
+    assert model.stat().st_mtime_ns == stamp and again["resumed"]
+    assert again["canaries"]["epsilon_lower_bounds"] == first["canaries"]["epsilon_lower_bounds"]
+
+
+@pytest.mark.skipif(not PHEME.exists(), reason="needs ../shared/data/pheme")
+def test_a_learner_without_noise_fails_check_at_epsilon_4_on_pheme(tmp_path, capsys):
+    """The motivating case: natural documents could not refute ε = 3 for plain LDA; canaries can."""
+    assert main(["run", "--corpus", str(PHEME), "--no-preprocess", "--k", "5", "--shadows", "0",
+                 "--canaries", "1000", "--output", str(tmp_path / "p"), "--quiet"]) == 0
+    assert main(["check", str(tmp_path / "p"), "--epsilon", "4", "--delta", "0"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].startswith("VIOLATED")
+    assert check_run(tmp_path / "p", epsilon=4, delta=0).epsilon_lower_bound >= 4.5
+
+
+# -- under-noised learners -------------------------------------------------------------------
+@pytest.mark.parametrize("learner, params, knob", [
+    ("dp-cgs", {"epsilon": 2.0}, lambda m: m.noise_scale),
+    ("hdp-lda", {"epsilon_l": 2.0}, lambda m: 2.0 / m.epsilon_l),
+    ("dp-svi", {"epsilon": 2.0}, lambda m: m.noise_std),
+    ("lp-lda", {"epsilon": 2.0}, lambda m: 1.0 / m.epsilon_per_word),
+    ("lppf", {"epsilon": 2.0}, lambda m: 1.0 / -np.log(m.mechanism_alpha)),
+])
+def test_under_noised_learners_divide_their_noise_and_keep_their_claim(learner, params, knob):
+    honest = build_target(learner, 3, "all", params)
+    broken = build_target(learner, 3, "all", params, under_noise=10.0)
+    assert knob(broken.learner.mechanism) == pytest.approx(knob(honest.learner) / 10)
+    h, b = honest.guarantee(), broken.guarantee()
+    assert (b.epsilon, b.delta, b.adjacency, b.basis) == (h.epsilon, h.delta, h.adjacency, h.basis)
+
+
+def test_a_learner_without_noise_cannot_be_under_noised():
+    from audit.errors import UserError
+
+    with pytest.raises(UserError, match="no privacy noise"):
+        build_target("lda", 3, under_noise=10.0)
