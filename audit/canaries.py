@@ -26,7 +26,11 @@ Kinds (``[attack.canaries] kind``):
 Scores need no shadow model: ``zeta`` is ζ of the canary under the canary
 release (a token whose word the release leaves out has likelihood 0, so it
 ranks below any released word); ``column`` (unique-word and word canaries) is
-the log of the canary word's total mass over the topics of Φ.
+the log of the canary word's total mass over the topics of Φ. With
+``[attack.canaries] shadows = N`` the run also trains N shadow canary releases
+(every canary in exactly half of them) and adds online and offline LiRA on
+the canaries' ζ: worth it for canaries whose ζ depends on the rest of the
+model (natural and rare-words ones), not for fresh words.
 """
 from __future__ import annotations
 
@@ -61,6 +65,8 @@ class CanarySet:
     n_corpus_words: int        # columns beyond this are fresh canary words
     length: int
     fit_seed: int
+    shadow_in: np.ndarray | None = None   # (N, m) bool: which shadow canary release trains on which canary
+    shadow_seeds: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -81,15 +87,16 @@ class CanarySet:
             return None
         return self.n_corpus_words + self.ids
 
-    def training_matrix(self, X: sp.csr_matrix) -> sp.csr_matrix:
-        """The canary release's training data: the fixed rows, then the canaries whose coin is heads."""
+    def training_matrix(self, X: sp.csr_matrix, coins: np.ndarray | None = None) -> sp.csr_matrix:
+        """The fixed rows with the canaries whose coin is heads (default: the canary release's coins)."""
+        coins = self.coins if coins is None else coins
         fixed = sp.hstack([X[self.fixed_rows], sp.csr_matrix((self.fixed_rows.size, self.n_columns - X.shape[1]))],
                           format="csr")
         if self.kind == "word":
-            inserted = sp.csr_matrix((np.ones(int(self.coins.sum())), (self.hosts[self.coins], self.words[self.coins])),
+            inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self.words[coins])),
                                      shape=fixed.shape)
             return (fixed + inserted).tocsr()
-        return sp.vstack([fixed, self.documents[self.coins]], format="csr")
+        return sp.vstack([fixed, self.documents[coins]], format="csr")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything needed to rebuild the canaries and check the coins, for ``canaries.npz``."""
@@ -97,7 +104,9 @@ class CanarySet:
         return {"kind": np.str_(self.kind), "ids": self.ids, "coins": self.coins, "hosts": self.hosts,
                 "fixed_rows": self.fixed_rows, "n_corpus_words": np.int64(self.n_corpus_words),
                 "length": np.int64(self.length), "fit_seed": np.int64(self.fit_seed),
-                "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape)}
+                "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape),
+                **({"shadow_in": self.shadow_in, "shadow_seeds": self.shadow_seeds} if self.shadow_in is not None
+                   else {})}
 
 
 def load_coins(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
@@ -122,8 +131,10 @@ def default_length(learner, X: sp.csr_matrix) -> int:
     return max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
 
 
-def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int) -> CanarySet:
+def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int, shadows: int = 0) -> CanarySet:
     """Draw ``count`` canaries of one kind and their coins, all from the run's seed.
+
+    shadows: N shadow canary releases in complementary pairs (each canary in exactly N/2).
 
     Raises ValueError when the corpus cannot hold them (natural canaries need
     at least as many documents left in the fixed set).
@@ -131,7 +142,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     if kind not in KINDS:
         raise ValueError(f"unknown canary kind {kind!r}; known: {', '.join(KINDS)}")
     n_docs, n_words = X.shape
-    coin_seq, draw_seq, fit_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(3)
+    coin_seq, draw_seq, fit_seq, shadow_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
     coins = np.random.default_rng(coin_seq).random(count) < 0.5
     rng = np.random.default_rng(draw_seq)
     fixed_rows = np.arange(n_docs, dtype=np.int64)
@@ -158,8 +169,15 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
         cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
         documents = _rows(cols, n_words + count)
+    shadow_in = shadow_seeds = None
+    if shadows:
+        pairs_seq, seeds_seq = shadow_seq.spawn(2)
+        halves = [np.random.default_rng(s).permutation(count) < count // 2 for s in pairs_seq.spawn(shadows // 2)]
+        shadow_in = np.stack([h for half in halves for h in (half, ~half)])
+        shadow_seeds = seeds_seq.generate_state(shadows).astype(np.int64)
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
-                     n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]))
+                     n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
+                     shadow_in=shadow_in, shadow_seeds=shadow_seeds)
 
 
 def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:

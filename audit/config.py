@@ -54,6 +54,7 @@ class CanaryConfig:
     count: int = 0       # canaries in the canary release (0: none); each is in its training with probability ½
     kind: str = "auto"   # auto | unique-word | rare-words | natural | word (auto: word for word-level claims)
     length: int = 0      # tokens per canary document; 0: the learner's document cap, else the median document
+    shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
 
 
 CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word")
@@ -199,6 +200,9 @@ def validate(config: Config) -> None:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
     if canaries.kind not in CANARY_KINDS:
         raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
+    if canaries.shadows < 0 or canaries.shadows % 2:
+        raise UserError(f"[attack.canaries] shadows must be an even number ≥ 0 (got {canaries.shadows}): "
+                        "each canary is in exactly half of the shadow canary releases")
     if canaries.length < 0:
         raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
                         "learner's document cap or the corpus")

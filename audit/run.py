@@ -24,6 +24,7 @@ import numpy as np
 from audit import __version__
 from audit.attacks import VALID_BOUNDS, attack_scores, bound_ceiling, bound_tests, epsilon_lower_bounds
 from audit.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
+from audit.lira import offline_scores, online_scores
 from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, keep_most_frequent_words, load_corpus
 from audit.errors import UserError
@@ -177,32 +178,61 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
     kind = resolve_kind(c.kind, adjacency)
     length = c.length or default_length(target.learner, X)
     try:
-        return make_canaries(X, c.count, kind, length, config.seed)
+        return make_canaries(X, c.count, kind, length, config.seed, c.shadows)
     except ValueError as error:
         raise UserError(f"[attack.canaries]: {error}") from None
 
 
-def fit_canary_release(ray, run: RunDirectory, target, canaries: CanarySet, X, chash: str) -> tuple[Release, float]:
-    """The canary release: the target trained on the fixed set plus the canaries whose coin is heads.
+def fit_canary_releases(ray, run: RunDirectory, target, canaries: CanarySet, X, chash: str,
+                        quiet: bool) -> tuple[Release, list[Release], float]:
+    """The canary release and its shadows (if any), reusing saved ones; also returns their fit seconds.
 
-    A Ray task when a session is open (shadows are being fitted); in this process otherwise, so a
-    canary-only audit starts no cluster.
+    Ray tasks when a session is open; in this process otherwise, so a
+    shadow-free canary audit starts no cluster.
     """
-    loaded = run.load_model("canary-target", chash)
-    if loaded is not None:
-        return loaded
-    X_train = canaries.training_matrix(X)
-    rows = np.arange(X_train.shape[0])
-    if ray is not None:
-        fit = ray.remote(num_cpus=1)(fit_release)
-        release, seconds = fitted(ray, fit.remote(target, X_train, rows, canaries.fit_seed, None), target)
-    else:
+    jobs = [("canary-target", canaries.coins, canaries.fit_seed)]
+    if canaries.shadow_in is not None:
+        jobs += [(f"canary-shadow-{i + 1:04d}", coins, int(seed))
+                 for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
+    releases, seconds, pending = {}, 0.0, {}
+    for name, coins, seed in jobs:
+        loaded = run.load_model(name, chash)
+        if loaded is not None:
+            releases[name], fit_seconds = loaded
+            seconds += fit_seconds
+            continue
+        X_train = canaries.training_matrix(X, coins)
+        rows = np.arange(X_train.shape[0])
+        if ray is not None:
+            pending[ray.remote(num_cpus=1)(fit_release).remote(target, X_train, rows, seed, None)] = name
+            continue
         try:
-            release, seconds = fit_release(target, X_train, rows, canaries.fit_seed, None)
+            releases[name], fit_seconds = fit_release(target, X_train, rows, seed, None)
         except ValueError as error:
             raise UserError(f"the learner could not fit the canary training set: {error}") from None
-    run.save_model("canary-target", release, chash, seconds)
-    return release, seconds
+        run.save_model(name, releases[name], chash, fit_seconds)
+        seconds += fit_seconds
+    progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
+    progress.done = len(jobs) - len(pending)
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        name = pending.pop(done[0])
+        releases[name], fit_seconds = fitted(ray, done[0], target)
+        run.save_model(name, releases[name], chash, fit_seconds)
+        seconds += fit_seconds
+        progress.advance()
+    progress.close()
+    return releases["canary-target"], [releases[name] for name, _, _ in jobs[1:]], seconds
+
+
+def all_canary_scores(release: Release, shadows: list[Release], canaries: CanarySet, tol: float) -> dict[str, np.ndarray]:
+    """Shadow-free scores, plus online and offline LiRA on ζ when there are shadow canary releases."""
+    scores = canary_scores(release, canaries, tol)
+    if shadows:
+        zeta = np.stack([canary_scores(r, canaries, tol)["zeta"] for r in shadows])
+        scores["lira_online"] = online_scores(scores["zeta"], zeta, canaries.shadow_in)
+        scores["lira_offline"] = offline_scores(scores["zeta"], zeta, canaries.shadow_in)
+    return scores
 
 
 def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
@@ -217,6 +247,7 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         "length": canaries.length,
         "members": int(coins.sum()),
         "fixed_training_documents": int(canaries.fixed_rows.size),
+        "shadows": 0 if canaries.shadow_in is None else len(canaries.shadow_in),
         "release_vocabulary_size": int(release.vocabulary.size),
         "adjacency": "word" if canaries.kind == "word" else "document",
         "scores": {name: summarize(values, coins) for name, values in scores.items()} if bounds else {},
@@ -253,13 +284,15 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         n_tokens = int(corpus.X.sum())
         parts = [f"{config.attack.shadows} shadow models"] if plan else []
         if canaries:
-            parts.append(f"{canaries.count} {canaries.kind} canaries")
+            parts.append(f"{canaries.count} {canaries.kind} canaries" + (
+                f" ({len(canaries.shadow_in)} shadow canary releases)" if canaries.shadow_in is not None else ""))
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
               f"k={config.target.k}, {' and '.join(parts)} → {run.path}", file=sys.stderr)
 
     x_bytes = corpus.X.data.nbytes + corpus.X.indices.nbytes + corpus.X.indptr.nbytes
-    session = (ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) if plan
+    needs_ray = plan is not None or (canaries is not None and canaries.shadow_in is not None)
+    session = (ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) if needs_ray
                else nullcontext(None))
     timings: dict[str, float] = {"load": load_seconds}
     with removed_on_user_error(run.path), session as ray:
@@ -274,8 +307,8 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         if canaries is not None:
             run.save_arrays("canaries.npz", canaries.arrays())
             t = time.perf_counter()
-            canary_release, timings["canary_fit_cpu"] = fit_canary_release(ray, run, target, canaries, corpus.X,
-                                                                           chash)
+            canary_release, canary_shadows, timings["canary_fit_cpu"] = fit_canary_releases(
+                ray, run, target, canaries, corpus.X, chash, quiet)
             timings["canary_fit_wall"] = time.perf_counter() - t
         if plan is not None:
             if not (run.path / "plan.npz").exists():
@@ -321,7 +354,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         "attacks": {},
         "seeds": seeds,
         "versions": versions,
-        "ray": {"address": (config.ray.address or "local") if plan else "none (no shadow models)", **cluster},
+        "ray": {"address": (config.ray.address or "local") if needs_ray else "none (no shadow models)", **cluster},
         "resumed": resuming,
     }
     if plan is not None:
@@ -357,7 +390,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         timings["utility"] = time.perf_counter() - t
     if canaries is not None:
         t = time.perf_counter()
-        scores = canary_scores(canary_release, canaries, config.attack.tol)
+        scores = all_canary_scores(canary_release, canary_shadows, canaries, config.attack.tol)
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
         results["canaries"] = canary_results(canaries, scores, canary_release, bound_delta, config.attack.alpha,
                                              guarantee.adjacency)

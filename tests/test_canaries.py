@@ -196,3 +196,16 @@ def test_a_learner_without_noise_cannot_be_under_noised():
 
     with pytest.raises(UserError, match="no privacy noise"):
         build_target("lda", 3, under_noise=10.0)
+
+
+def test_shadow_canary_releases_add_lira_scores_on_the_canaries(tmp_path):
+    config = _config(tmp_path, "s", "lda", {"max_iter": 5}, count=60, kind="natural")
+    config.attack.canaries.shadows = 4
+    config.ray.num_cpus = 2
+    results = run_audit(config, quiet=True)
+    assert results["canaries"]["shadows"] == 4 and set(results["canaries"]["scores"]) == {
+        "zeta", "lira_online", "lira_offline"}
+    with np.load(tmp_path / "s" / "canaries.npz") as z:
+        shadow_in = z["shadow_in"]
+    assert shadow_in.shape == (4, 60) and (shadow_in.sum(axis=0) == 2).all()  # every canary in half of them
+    assert len(list((tmp_path / "s" / "models").glob("canary-shadow-*.npz"))) == 4
