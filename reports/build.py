@@ -46,6 +46,10 @@ class _Figures:
 
 def _check_attack(collection: Collection, attack: str) -> None:
     for run in collection.runs:
+        if not run.results.get("attacks") and "canaries" in run.results:
+            raise UserError(f"run {run.path} is a canary-only audit (--shadows 0): reports draw the attacks on "
+                            "natural documents; its canary results are in results.json (\"canaries\") and "
+                            f"`topicaudit check {run.path}` gives the verdict")
         if attack not in run.score_attacks():
             raise UserError(f"run {run.path} has no scores for attack {attack!r}; "
                             f"it has: {', '.join(run.score_attacks())}")
