@@ -209,3 +209,11 @@ def test_shadow_canary_releases_add_lira_scores_on_the_canaries(tmp_path):
         shadow_in = z["shadow_in"]
     assert shadow_in.shape == (4, 60) and (shadow_in.sum(axis=0) == 2).all()  # every canary in half of them
     assert len(list((tmp_path / "s" / "models").glob("canary-shadow-*.npz"))) == 4
+
+
+def test_the_pytest_fixture_audits_with_canaries(assert_privacy, tmp_path):
+    config = {**SMALL_CORPUS, "target": {"learner": "dp-cgs", "k": 4, "vocabulary": "all",
+                                         "params": {"epsilon": 1.0, "n_iter": 10}, "test_under_noise": 10.0},
+              "attack": {"shadows": 0, "delta": 0.0}}
+    with pytest.raises(AssertionError, match="VIOLATED: canaries/"):
+        assert_privacy(config, canaries=300, output=tmp_path / "f")
