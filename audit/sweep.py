@@ -13,6 +13,8 @@ and a different parameter, value list or base configuration is refused.
 """
 from __future__ import annotations
 
+import contextlib
+
 import copy
 import json
 import math
@@ -180,7 +182,9 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
         if (output / run.relative_path / "results.json").exists():
             entry["status"] = "done"
     save()
-    with ray_session(config.ray.address, config.ray.num_cpus):
+    # Canary-only audits fit in this process: no cluster unless some run has shadow models.
+    needs_ray = any(run.config.attack.shadows or run.config.attack.canaries.shadows for run in runs)
+    with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
         for i, (entry, run) in enumerate(zip(index["runs"], runs)):
             if not quiet:
                 print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
@@ -224,19 +228,26 @@ def sweep_table(index: dict[str, Any]) -> str:
     """Mean ± sd over replicates of the main metrics, one row per value."""
     import numpy as np
 
-    lines = [f"{index['parameter']:>24}  {'online AUC':>16}  {'online TPR@0.1%':>18}  {'offline TPR@0.1%':>18}  runs",
-             ]
+    finished = [e["results"] for e in index["runs"] if e.get("results")]
+    canaries = any("canaries" in r for r in finished)
+    lines = [f"{index['parameter']:>24}  {'online AUC':>16}  {'online TPR@0.1%':>18}  {'offline TPR@0.1%':>18}"
+             + (f"  {'canary ε ≥':>14}" if canaries else "") + "  runs"]
     for value in index["values"]:
         done = [e["results"] for e in index["runs"] if e["value"] == value and e.get("results")]
 
-        def stat(attack, metric, done=done):
-            xs = np.array([r["attacks"][attack][metric] for r in done])
+        def summary(xs, percent):
+            xs = np.array(xs)
             if not xs.size:
                 return "—"
             sd = xs.std(ddof=1) if xs.size > 1 else 0.0
-            return f"{100 * xs.mean():.2f}% ± {100 * sd:.2f}" if metric != "auc" else f"{xs.mean():.3f} ± {sd:.3f}"
+            return f"{100 * xs.mean():.2f}% ± {100 * sd:.2f}" if percent else f"{xs.mean():.3f} ± {sd:.3f}"
 
+        def stat(attack, metric, done=done):
+            return summary([r["attacks"][attack][metric] for r in done if attack in r["attacks"]], metric != "auc")
+
+        canary = summary([r["canaries"]["epsilon_lower_bounds"]["epsilon"] for r in done if "canaries" in r], False)
         lines.append(f"{value!s:>24}  {stat('lira_online', 'auc'):>16}  "
                      f"{stat('lira_online', 'tpr_at_fpr_0.001'):>18}  "
-                     f"{stat('lira_offline', 'tpr_at_fpr_0.001'):>18}  {len(done)}")
+                     f"{stat('lira_offline', 'tpr_at_fpr_0.001'):>18}"
+                     + (f"  {canary:>14}" if canaries else "") + f"  {len(done)}")
     return "\n".join(lines)

@@ -217,3 +217,16 @@ def test_the_pytest_fixture_audits_with_canaries(assert_privacy, tmp_path):
               "attack": {"shadows": 0, "delta": 0.0}}
     with pytest.raises(AssertionError, match="VIOLATED: canaries/"):
         assert_privacy(config, canaries=300, output=tmp_path / "f")
+
+
+def test_a_sweep_of_canary_audits_tabulates_their_bounds(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    config.write_text('[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nlearner = "dp-cgs"\nk = 4\n'
+                      'vocabulary = "all"\n[target.params]\nn_iter = 10\n[attack]\nshadows = 0\n'
+                      '[attack.canaries]\ncount = 200\n')
+    assert main(["sweep", str(config), "--param", "target.params.epsilon", "--values", "1,100",
+                 "--output", str(tmp_path / "s"), "--num-cpus", "1", "--quiet"]) == 0
+    index = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    bounds = [json.loads((tmp_path / "s" / r["path"] / "results.json").read_text())["canaries"]
+              ["epsilon_lower_bounds"]["epsilon"] for r in index["runs"]]
+    assert bounds[0] < 1 < bounds[1]  # ε = 100 leaks far more than ε = 1 ever could
