@@ -236,7 +236,7 @@ def all_canary_scores(release: Release, shadows: list[Release], canaries: Canary
 
 
 def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
-                   alpha: float, adjacency: str | None) -> dict[str, Any]:
+                   alpha: float) -> dict[str, Any]:
     """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling."""
     coins = canaries.coins
     share = alpha / (len(scores) * len(VALID_BOUNDS))
@@ -392,8 +392,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         t = time.perf_counter()
         scores = all_canary_scores(canary_release, canary_shadows, canaries, config.attack.tol)
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
-        results["canaries"] = canary_results(canaries, scores, canary_release, bound_delta, config.attack.alpha,
-                                             guarantee.adjacency)
+        results["canaries"] = canary_results(canaries, scores, canary_release, bound_delta, config.attack.alpha)
         timings["canary_scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
