@@ -230,3 +230,11 @@ def test_a_sweep_of_canary_audits_tabulates_their_bounds(tmp_path, capsys):
     bounds = [json.loads((tmp_path / "s" / r["path"] / "results.json").read_text())["canaries"]
               ["epsilon_lower_bounds"]["epsilon"] for r in index["runs"]]
     assert bounds[0] < 1 < bounds[1]  # ε = 100 leaks far more than ε = 1 ever could
+
+
+def test_check_uses_the_runs_alpha_unless_told_otherwise(tmp_path):
+    config = _config(tmp_path, "a", "dp-cgs", {"epsilon": 1.0, "n_iter": 10}, count=100)
+    config.attack.alpha = 0.2
+    run_audit(config, quiet=True)
+    assert check_run(tmp_path / "a").alpha == 0.2
+    assert check_run(tmp_path / "a", alpha=0.01).alpha == 0.01
