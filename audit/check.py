@@ -29,7 +29,7 @@ from audit.attacks import BOUNDED_ATTACKS, VALID_BOUNDS, bound_ceiling, bound_te
 from audit.canaries import WORD_LEVEL_ADJACENCIES
 from audit.epsilon import EpsilonBound
 from audit.errors import UserError
-from audit.rundir import atomic_write_text
+from audit.rundir import atomic_write_text, read_arrays, read_json
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
@@ -98,8 +98,7 @@ class CheckResult:
 
 
 def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {name: z[name] for name in z.files}
+    return read_arrays(path)  # a UserError naming the file when it is torn
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -129,9 +128,13 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if not results_path.exists() or not (scores_path.exists() or canaries):
         raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
                         "canary scores); run `topicaudit run` first or pass a configuration file")
-    results = json.loads(results_path.read_text())
-    guarantee = results["target"]["guarantee"]
-    learner = results["target"]["learner"]
+    results = read_json(results_path)
+    target = results.get("target")
+    guarantee = target.get("guarantee") if isinstance(target, dict) else None
+    if not isinstance(guarantee, dict) or not {"epsilon", "delta"} <= set(guarantee):
+        raise UserError(f"{results_path} lacks the target's guarantee; it was not written by this version of "
+                        "topicaudit — rerun the audit")
+    learner = target.get("learner")
     word_canaries = canaries is not None and canaries[2] == "word"
     word_claim = guarantee.get("adjacency") in WORD_LEVEL_ADJACENCIES and (epsilon is None or word_canaries)
     if epsilon is None:
@@ -164,6 +167,10 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         sources.append(("canaries/", canaries[0], canaries[1], tuple(VALID_BOUNDS), guess_family))
     if scores_path.exists() and not word_claim:
         natural = _load_arrays(scores_path)
+        missing = [name for name in ("is_member", *BOUNDED_ATTACKS) if name not in natural]
+        if missing:
+            raise UserError(f"{scores_path} lacks {', '.join(missing)}; it was not written by this version of "
+                            "topicaudit — rerun the audit")
         sources.append(("natural/", {a: natural[a] for a in BOUNDED_ATTACKS}, natural["is_member"],
                         NATURAL_METHODS, None))
     if not sources:
@@ -192,7 +199,11 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
             path = Path(path)
             if not path.parent.is_dir():
                 raise UserError(f"cannot write {path}: directory {path.parent} does not exist")
-            atomic_write_text(path, text)
+            try:
+                atomic_write_text(path, text)
+            except OSError as error:
+                raise UserError(f"cannot write {path}: {error.strerror or error}; choose another place "
+                                "(--json, --junit)") from None
             written.append(path)
     return written
 

@@ -143,7 +143,8 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> N
             continue
         if key not in fields or (section is None and key in SECTIONS):
             known = ", ".join(k for k in fields if k not in SECTIONS)
-            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}")
+            tables = "; tables: " + ", ".join(f"[{name}]" for name in SECTIONS) if section is None else ""
+            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
         if (section, key) in FREE_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
@@ -226,6 +227,9 @@ def validate(config: Config) -> None:
         raise UserError(f"seed must be a non-negative integer (got {config.seed})")
     if config.ray.num_cpus < 0:
         raise UserError(f"[ray] num_cpus must be ≥ 0 (got {config.ray.num_cpus})")
+    from audit.validation import check_run_config
+
+    check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
 
 
 def config_hash(config: Config, corpus_fingerprint: str) -> str:

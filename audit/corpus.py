@@ -58,6 +58,7 @@ import io
 import json
 import os
 import re
+import stat
 import tarfile
 import warnings
 import zlib
@@ -71,6 +72,7 @@ import scipy.sparse as sp
 
 from audit.errors import UserError
 from audit.preprocess import preprocess_corpus, tokenize_like_countvectorizer
+from audit.validation import check_fits_in_memory
 
 __all__ = [
     "Corpus",
@@ -326,7 +328,7 @@ def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
         word = str(sorted_vocab[dup[0]])
         where = [int(i) for i in np.flatnonzero(vocab_arr == word)[:2]]
         raise UserError(
-            f"{source}: vocabulary word {word!r} appears twice (entries {where[0]} and {where[1]}); "
+            f"{source}: vocabulary word {str(word)!r} appears twice (entries {where[0]} and {where[1]}); "
             "words must be distinct"
         )
     if np.any(order != np.arange(len(order))):
@@ -352,7 +354,7 @@ def _detect_format(path: Path) -> str:
     if not path.exists():
         raise UserError(f"{path}: no such file or directory; check the corpus path")
     raise UserError(
-        f"{path}: cannot tell the corpus format from the name; pass format= one of "
+        f"{path}: cannot tell the corpus format from the name; pass --format (or [corpus] format) one of "
         f"{', '.join(KNOWN_FORMATS)} (json: *.json, uci: docword*.txt, 20news: *.tar.gz, "
         "folder: a directory)"
     )
@@ -361,6 +363,11 @@ def _detect_format(path: Path) -> str:
 def _read_bytes(path: Path, what: str = "corpus file") -> bytes:
     try:
         with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):  # /dev/zero, a FIFO: reading would never end
+                raise UserError(f"{path}: not a regular file, but a {what} was expected; give the file's path")
+            check_fits_in_memory(2 * info.st_size, f"reading the {what} {path}",
+                                 "use a smaller corpus, or free memory")
             return f.read()
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found; check the path") from None
@@ -405,7 +412,7 @@ def _check_vocabulary(vocabulary, source: str = "vocabulary") -> np.ndarray:
         word = str(ordered[dup[0]])
         first, second = (int(i) for i in np.flatnonzero(arr == word)[:2])
         raise UserError(
-            f"{source}: vocabulary word {word!r} appears twice (entries {first} and {second}); "
+            f"{source}: vocabulary word {str(word)!r} appears twice (entries {first} and {second}); "
             "words must be distinct"
         )
     return ordered
@@ -438,7 +445,7 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
         if X.nnz == 0:
             raise UserError(
                 f"{source}: none of the {len(texts)} documents contains a word of the given vocabulary "
-                f"({len(fixed)} words, e.g. {', '.join(map(repr, fixed[:3]))}) after "
+                f"({len(fixed)} words, e.g. {', '.join(repr(str(w)) for w in fixed[:3])}) after "
                 f"{'pre-processing' if preprocess else 'tokenising'}; check that the vocabulary belongs to "
                 "these documents and that pre-processing matches how the model's text was prepared "
                 "(--preprocess / --no-preprocess)"
@@ -669,8 +676,10 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
                 text = f.read().decode("latin-1")
                 posts.append(((splits.index(m.group(1)), m.group(2), m.group(3)), text))  # key: split, group, id
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        reason = " ".join(str(e).split("\n")[0].split()).rstrip(":")  # tarfile lists every method tried
         raise UserError(
-            f"{path}: not a readable tar archive ({e}); give the 20news-bydate .tar.gz file"
+            f"{path}: not a readable tar archive ({type(e).__name__}: {reason}); give the 20news-bydate "
+            ".tar.gz file"
         ) from None
     if not posts:
         raise UserError(
@@ -868,7 +877,7 @@ def _read_uci_vocab(vocab_path: Path, W: int, docword: Path) -> tuple[np.ndarray
             raise UserError(f"{vocab_path}, line {i + 1}: empty line; every line must hold one word")
         if word in seen:
             raise UserError(
-                f"{vocab_path}, lines {seen[word]} and {i + 1}: the word {word!r} appears twice; "
+                f"{vocab_path}, lines {seen[word]} and {i + 1}: the word {str(word)!r} appears twice; "
                 "vocabulary words must be distinct"
             )
         seen[word] = i + 1

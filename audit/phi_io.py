@@ -348,7 +348,7 @@ def read_vocabulary(path: Path) -> list[str]:
     for i, word in enumerate(words):
         if word in seen:
             raise UserError(
-                f"{path}: the word {word!r} appears twice ({where}s {seen[word] + offset} and {i + offset}); "
+                f"{path}: the word {str(word)!r} appears twice ({where}s {seen[word] + offset} and {i + offset}); "
                 "vocabulary words must be distinct"
             )
         seen[word] = i
@@ -372,7 +372,7 @@ def _json_words(path: Path, obj) -> list[str]:
                 raise UserError(f"{path}: an empty word maps to column {index}; every word must be non-empty")
             if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n or words[index] is not None:
                 raise UserError(
-                    f"{path}: word {word!r} maps to {json.dumps(index)}; a word → column object (like "
+                    f"{path}: word {str(word)!r} maps to {json.dumps(index)}; a word → column object (like "
                     f"CountVectorizer.vocabulary_) must map its {n} words to the distinct columns 0..{n - 1}"
                 )
             words[index] = word.strip()
@@ -402,14 +402,14 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
         seen: dict[str, int] = {}
         for i, word in enumerate(words):
             if word in seen:
-                raise UserError(f"{phi_path}, line 1: the header names {word!r} twice (columns {seen[word] + 1} "
+                raise UserError(f"{phi_path}, line 1: the header names {str(word)!r} twice (columns {seen[word] + 1} "
                                 f"and {i + 1}); vocabulary words must be distinct")
             seen[word] = i
     elif header is not None and len(header) == len(words) and header != words:
         j = next(i for i, (a, b) in enumerate(zip(header, words)) if a != b)
         raise UserError(
-            f"{phi_path}, line 1: the CSV header names column {j + 1} {header[j]!r} but {vocabulary_path} "
-            f"gives {words[j]!r}; the vocabulary must list Φ's columns in order (or drop the header)"
+            f"{phi_path}, line 1: the CSV header names column {j + 1} {str(header[j])!r} but {vocabulary_path} "
+            f"gives {str(words[j])!r}; the vocabulary must list Φ's columns in order (or drop the header)"
         )
     phi, error = validate_phi(phi, phi_path, len(words), normalize or by_nature, tolerance,
                               Path(vocabulary_path) if vocabulary_path is not None else None)

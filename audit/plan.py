@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.errors import UserError
+from audit.validation import check_fits_in_memory, check_seed
 
 
 @dataclass(frozen=True)
@@ -37,26 +38,32 @@ class Plan:
     def n_shadows(self) -> int:
         return self.shadow_in.shape[0]
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What ``plan.npz`` holds."""
+        return {"seed": np.int64(self.seed), "target_in": self.target_in, "shadow_in": self.shadow_in,
+                "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
+
     def save(self, path: Path) -> None:
-        np.savez(
-            path,
-            seed=np.int64(self.seed),
-            target_in=self.target_in,
-            shadow_in=self.shadow_in,
-            target_seed=np.int64(self.target_seed),
-            shadow_seeds=self.shadow_seeds,
-        )
+        from audit.rundir import atomic_write_bytes
+
+        atomic_write_bytes(Path(path), lambda handle: np.savez(handle, **self.arrays()))
 
     @classmethod
     def load(cls, path: Path) -> "Plan":
-        with np.load(path, allow_pickle=False) as z:
-            return cls(
-                seed=int(z["seed"]),
-                target_in=z["target_in"],
-                shadow_in=z["shadow_in"],
-                target_seed=int(z["target_seed"]),
-                shadow_seeds=z["shadow_seeds"],
-            )
+        from audit.rundir import UNREADABLE_NPZ
+
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return cls(
+                    seed=int(z["seed"]),
+                    target_in=z["target_in"],
+                    shadow_in=z["shadow_in"],
+                    target_seed=int(z["target_seed"]),
+                    shadow_seeds=z["shadow_seeds"],
+                )
+        except UNREADABLE_NPZ as error:
+            raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the audit that "
+                            "wrote it (the plan is recomputed from its seed)") from None
 
 
 def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
@@ -68,6 +75,11 @@ def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
         )
     if n_docs < 4:
         raise UserError(f"the corpus has {n_docs} usable documents; an audit needs at least 4")
+    check_seed(seed, "the seed (--seed)")
+    # shadow_in is n_shadows × n_docs booleans; every shadow also gets one row of
+    # float64 per statistic (6), held twice while the batches are joined.
+    check_fits_in_memory(float(n_shadows) * n_docs * (1 + 2 * 8 * 6),
+                         f"{n_shadows} shadow models on {n_docs} documents", "use fewer shadow models (--shadows)")
     membership_seq, target_fit_seq, shadow_fit_seq, pairs_seq = np.random.SeedSequence(seed).spawn(4)
 
     rng = np.random.default_rng(membership_seq)

@@ -36,6 +36,7 @@ from audit.rundir import RunDirectory
 from audit.statistics import STATISTICS
 from audit.tasks import fit_release, statistics_batch
 from audit.synthetic import synthetic_corpus
+from audit.validation import warn_more_topics_than_words
 from audit.utility import release_utility
 from targets import build_target
 from targets.base import Release
@@ -76,7 +77,7 @@ def package_versions() -> dict[str, str]:
 # -- orchestration -------------------------------------------------------------------
 @contextmanager
 def removed_on_user_error(path: Path):
-    """Remove a run directory this block creates if a UserError stops it before any model is saved.
+    """Remove a run directory this block creates if an error stops it before any model is saved.
 
     Such a directory holds nothing worth resuming, and its config hash would
     block the corrected configuration from using the same path.
@@ -84,7 +85,7 @@ def removed_on_user_error(path: Path):
     existed = path.exists()
     try:
         yield
-    except UserError:
+    except Exception:  # a UserError, or a crash before anything worth resuming
         if not existed and not any(path.glob("models/*.npz")):
             shutil.rmtree(path, ignore_errors=True)
         raise
@@ -271,6 +272,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     validate(config)
     corpus = load_audit_corpus(config)
+    warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     t = config.target
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise)
     guarantee = target.guarantee()
@@ -311,8 +313,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
                 ray, run, target, canaries, corpus.X, chash, quiet)
             timings["canary_fit_wall"] = time.perf_counter() - t
         if plan is not None:
-            if not (run.path / "plan.npz").exists():
-                plan.save(run.path / "plan.npz")
+            run.keep_plan(plan.arrays())
             X_ref = ray.put(corpus.X)
             t = time.perf_counter()
             target_release, shadows, timings["fit_cpu"] = _fit_models(

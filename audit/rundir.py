@@ -20,6 +20,9 @@ import json
 import os
 import tempfile
 import tomllib
+import warnings
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +33,80 @@ from audit.errors import UserError
 from targets.base import Release
 
 
+def fsync_directory(path: Path) -> None:
+    """Make a rename or a new entry in ``path`` durable (POSIX: the directory's own fsync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # platforms without directory handles (Windows): rename is as durable as it gets
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write_bytes(path: Path, writer) -> None:
-    """Write through a temporary file in the same directory, then rename."""
+    """Write through a temporary file in the same directory, fsync it, rename, fsync the directory.
+
+    After a crash or power loss the file is either the old one or the whole new
+    one, never empty or torn.
+    """
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             writer(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_directory(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+# What a torn, empty or foreign .npz raises when read (np.load and zipfile disagree by version).
+UNREADABLE_NPZ = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile,
+                  zlib.error, TypeError, IndexError)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist; rerun the command that writes it") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same command "
+                        "to rewrite it") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} does not hold a JSON object; rerun the same command to rewrite it")
+    return data
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist; rerun the command that writes it") from None
+    except UNREADABLE_NPZ as error:
+        raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same command "
+                        "to rewrite it") from None
 
 
 class RunDirectory:
@@ -57,9 +120,12 @@ class RunDirectory:
         if not config.exists():
             return None
         try:
-            return tomllib.loads(config.read_text())["provenance"]["config_hash"]
-        except (OSError, KeyError, tomllib.TOMLDecodeError):
-            return "unreadable"
+            return str(tomllib.loads(config.read_text(encoding="utf-8"))["provenance"]["config_hash"])
+        except (OSError, KeyError, TypeError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            raise UserError(
+                f"{config} cannot be read ({type(error).__name__}: {error}), so this run directory cannot be "
+                "resumed safely; delete the directory to start over, or choose another --output"
+            ) from None
 
     def check_compatible(self, config_hash: str) -> bool:
         """True when resuming. Raises if the directory belongs to something else."""
@@ -84,7 +150,10 @@ class RunDirectory:
         return True
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
+        created = not self.path.exists()
         self.models.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_directory(self.path.parent)
         if not (self.path / "config.toml").exists():
             atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": provenance}))
 
@@ -115,9 +184,34 @@ class RunDirectory:
                 info = json.loads(str(z["info"])) if "info" in z.files else {}
                 return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info),
                         float(z["fit_seconds"]))
-        except (OSError, KeyError, ValueError):
-            path.unlink()  # a torn or foreign file: refit that model
+        except UNREADABLE_NPZ as error:
+            # A torn file (power loss before files were fsynced, a full disk): refit that model.
+            warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
+            path.unlink(missing_ok=True)
             return None
+
+    # -- plan -----------------------------------------------------------------
+    def keep_plan(self, arrays: dict[str, np.ndarray], name: str = "plan.npz") -> None:
+        """Write the plan once; on resume the stored one must be readable and equal to this one.
+
+        The plan is recomputed from the seed on every run, so a stored plan that
+        differs or cannot be read means the directory was damaged or edited.
+        """
+        path = self.path / name
+        if not path.exists():
+            self.save_arrays(name, arrays)
+            return
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                stored = {key: z[key] for key in z.files}
+        except UNREADABLE_NPZ as error:
+            raise UserError(
+                f"{path} is unreadable ({type(error).__name__}: {error}); it is recomputed from the seed, so "
+                f"delete {path} and rerun the same command (finished models are kept)"
+            ) from None
+        if set(stored) != set(arrays) or not all(np.array_equal(stored[k], arrays[k]) for k in arrays):
+            raise UserError(f"{path} is not the plan of this configuration; delete {path} and rerun the same "
+                            "command to rewrite it, or delete the directory to start over")
 
     # -- results --------------------------------------------------------------
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:

@@ -29,6 +29,7 @@ import datetime
 import hashlib
 import io
 import json
+import re
 import sys
 import time
 import warnings
@@ -46,6 +47,7 @@ from audit.lira import offline_scores, online_scores
 from audit.phi_io import DEFAULT_ROW_SUM_TOLERANCE, UserModel, load_user_model
 from audit.plan import make_plan
 from audit.rundir import RunDirectory, atomic_write_text
+from audit.validation import check_output_directory, check_seed, warn_more_topics_than_words
 
 USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"
 
@@ -164,8 +166,10 @@ def _check_spec(spec: UserAuditSpec) -> None:
         raise UserError(f"--k, the number of topics, must be ≥ 2 (got {spec.k}); by default it is Φ's number of rows")
     if spec.rank_by not in RANKINGS:
         raise UserError(f"unknown ranking {spec.rank_by!r} (--rank-by); choose one of {', '.join(RANKINGS)}")
-    if spec.seed < 0:
-        raise UserError(f"--seed must be a non-negative integer (got {spec.seed})")
+    check_seed(spec.seed, "--seed")
+    if spec.output is not None and str(spec.output).strip() == "":
+        raise UserError("--output is empty; give a directory, or leave --output out for runs/audit-NAME")
+    check_output_directory(spec.run_dir, "--output")
     if not 0 < spec.tol < 1:
         raise UserError(f"the ζ tolerance must be in (0, 1) (got {spec.tol})")
     if spec.top < 0:
@@ -230,6 +234,7 @@ def prepare(spec: UserAuditSpec) -> Prepared:
     model = load_user_model(spec.phi, spec.vocabulary, trust_pickle=spec.trust_pickle,
                             normalize=spec.normalize, tolerance=spec.tolerance)
     k = spec.k if spec.k is not None else model.k
+    warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
     if k != model.k:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
@@ -335,8 +340,19 @@ def benjamini_hochberg_count(p: np.ndarray, q: float = 0.05) -> int:
     return int(passing[-1] + 1) if passing.size else 0
 
 
+_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t])(?=[=+\-@])")
+
+
 def _csv_cell(text: str) -> str:
-    """Corpus text as a CSV cell that spreadsheets display rather than evaluate."""
+    """Corpus text as a CSV cell that spreadsheets display rather than evaluate (OWASP CSV injection).
+
+    A cell starting like a formula gets a ``'`` prefix. So does a formula
+    character after a line break, ``;``, ``,`` or tab inside the cell: a
+    spreadsheet assuming another separator or line ending would start a cell
+    there. ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _FORMULA_AFTER_BREAK.sub("'", text)
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
@@ -347,7 +363,9 @@ def _number(x: float) -> str:
 def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
     columns = SCORE_COLUMNS + (("text",) if show_text else ())
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")  # quotes cells with commas, quotes or line breaks
+    # Every cell quoted (OWASP): a "\r" (not in the line terminator, so QUOTE_MINIMAL left it bare),
+    # a ";=" or a "\t=" inside a cell stays inside it whatever separator or line ending a reader assumes.
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(columns)
     for row in rows:
         cells = []
@@ -367,7 +385,7 @@ def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
 def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared | None = None) -> dict[str, Any]:
     """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
     from audit.parallel import cluster_description, ray_session
-    from audit.run import compute_statistics, fit_shadow_models, package_versions
+    from audit.run import compute_statistics, fit_shadow_models, package_versions, removed_on_user_error
     from targets.base import Release
 
     started = time.perf_counter()
@@ -386,7 +404,8 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
 
     pool = sp.vstack([cands.X, ref.X], format="csr")
     x_bytes = pool.data.nbytes + pool.indices.nbytes + pool.indptr.nbytes
-    with ray_session(spec.ray_address, spec.num_cpus, object_store_bytes=8 * x_bytes) as ray:
+    with removed_on_user_error(run.path), \
+            ray_session(spec.ray_address, spec.num_cpus, object_store_bytes=8 * x_bytes) as ray:
         cluster = cluster_description(ray)
         versions = package_versions()
         run.create(prep.config, {
@@ -394,11 +413,10 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "versions": versions, "seeds": {"seed": spec.seed},
         })
-        if not (run.path / "plan.npz").exists():
-            run.save_arrays("plan.npz", {
-                "seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
-                "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs),
-            })
+        run.keep_plan({
+            "seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
+            "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs),
+        })
         pool_ref = ray.put(pool)
         t = time.perf_counter()
         all_words = np.arange(prep.model.vocabulary.size, dtype=np.int64)

@@ -15,6 +15,7 @@ from pathlib import Path
 from audit import __version__
 from audit.errors import UserError
 from audit.progress import Progress
+from audit.validation import check_output_directory
 from reports import figures, ledger, risk
 from reports.collect import Collection, CorpusCache, Group, collect
 from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
@@ -148,10 +149,13 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
     """Write the report of finished run and/or sweep directories; returns the output directory."""
     if top < 0:
         raise UserError(f"--top must be ≥ 0 (got {top})")
+    if output is not None:
+        check_output_directory(output, "-o/--output")  # a place that cannot be written fails at once
     collection = collect(paths, compare_vocabularies=compare_vocabularies)
     _check_attack(collection, attack)
     output = Path(output) if output is not None else collection.inputs[0] / "report"
     _target_dir(output)
+    check_output_directory(output, "-o/--output")
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
     umask = os.umask(0)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from audit.errors import UserError
+from audit.rundir import UNREADABLE_NPZ
 
 RESULTS_SCHEMA = "topicaudit.results/1"
 # configuration keys that say where and how a run was computed, never what it computed
@@ -65,8 +66,9 @@ class Run:
         except FileNotFoundError:
             raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "
                             "same `topicaudit run` command to finish it") from None
-        except (OSError, ValueError) as error:
-            raise UserError(f"{path} is unreadable ({error}); rerun the audit to rewrite it") from None
+        except UNREADABLE_NPZ as error:
+            raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same "
+                            "`topicaudit run` command to rewrite it") from None
         missing = [key for key in required if key not in arrays]
         if missing:
             raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of "
@@ -115,6 +117,17 @@ class Run:
                 "vocabulary parameters": target.get("vocabulary_params") or {}}
 
 
+def _is_user_audit(path: Path) -> bool:
+    """A ``topicaudit audit`` directory: its audit.json, or (unfinished) its config.toml's schema."""
+    if (path / "audit.json").exists():
+        return True
+    try:
+        schema = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")).get("schema", "")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return str(schema).startswith("topicaudit.user-audit/")
+
+
 def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
     """A finished run directory, or a UserError saying why it is not one."""
     path = Path(path)
@@ -123,6 +136,10 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                         "or a sweep directory (made by `topicaudit sweep`)")
     results_path, config_path = path / "results.json", path / "config.toml"
     if not results_path.exists():
+        if _is_user_audit(path):
+            raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground "
+                            "truth: see its scores.csv and audit.json); `topicaudit report` reads membership "
+                            "audits made by `topicaudit run` or `topicaudit sweep`")
         if config_path.exists():
             raise UserError(f"{path} is an unfinished run (no results.json yet); rerun the same "
                             "`topicaudit run` command to finish it, then report")

@@ -6,6 +6,8 @@ exactly one place per output format.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 
@@ -58,3 +60,15 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+# NUL and other control characters, and the bidirectional overrides and isolates
+# (U+202A–U+202E, U+2066–U+2069), which can make text read differently from what it
+# is (e.g. a right-to-left override reversing a file name): shown as visible escapes.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with control and bidi-override characters replaced by ``\\xNN`` / ``\\uNNNN``."""
+    return _INVISIBLE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                     else f"\\u{ord(m.group()):04x}"), text)

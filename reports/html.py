@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 
-from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
+from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -37,7 +37,7 @@ dl { font-size: 12px; } dt { font-weight: 600; float: left; clear: left; width: 
 
 def esc(text: object) -> str:
     """Text (from anywhere) made safe for HTML element content and quoted attribute values."""
-    return html.escape(str(text), quote=True)
+    return html.escape(visible_controls(str(text)), quote=True)
 
 
 def _is_number(cell: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
+from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
 _ORDERED_ITEM = re.compile(r"(\d{1,9})([.)])(\s|$)")
@@ -21,7 +21,7 @@ def md_text(text: object, line_start: bool = True) -> str:
     line_start: the text begins a line (a paragraph or list item), where
     ``- x`` or ``1. x`` would start a list.
     """
-    one_line = " ".join(str(text).split())
+    one_line = " ".join(visible_controls(str(text)).split())
     inert = _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
     if line_start:
         item = _ORDERED_ITEM.match(inert)

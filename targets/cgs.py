@@ -48,6 +48,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from targets.base import NO_GUARANTEE, Guarantee
+from targets.params import integer, positive
 
 __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
            "tokens_from_counts"]
@@ -147,13 +148,14 @@ def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -
     """(α, β) as floats, α = 1/k when None; ValueError for a setting no sampler can run."""
     if not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
+    positive("alpha", alpha, optional=True)
+    positive("beta", beta)
+    integer("n_iter", n_iter, 0)
+    integer("n_avg", n_avg, 1)
+    if n_avg > max(n_iter, 1):
+        raise ValueError(f"n_avg ({n_avg}) cannot exceed n_iter ({n_iter})")
     alpha = 1.0 / k if alpha is None else float(alpha)
-    beta = float(beta)
-    if not alpha > 0 or not beta > 0:
-        raise ValueError("alpha and beta must be positive")
-    if n_iter < 0 or not 1 <= n_avg <= max(n_iter, 1):
-        raise ValueError("need n_iter >= 0 and 1 <= n_avg <= max(n_iter, 1)")
-    return alpha, beta
+    return alpha, float(beta)
 
 
 class GibbsStart(NamedTuple):
@@ -219,6 +221,8 @@ class CollapsedGibbsLDA:
 
     def __init__(self, k: int, alpha: float | None = None, beta: float = 0.01,
                  n_iter: int = 200, n_avg: int = 1):
+        check_priors(k, alpha, beta, n_iter, n_avg)
+        integer("n_iter", n_iter, 1)
         self.k = k
         self.alpha = alpha
         self.beta = beta

@@ -63,6 +63,7 @@ from numba import njit
 
 from targets.base import Guarantee
 from targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
+from targets.params import integer
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
@@ -266,6 +267,10 @@ class MonitoredCollapsedGibbsLDA:
 
     def __init__(self, k: int, alpha: float | None = None, beta: float = 0.01, n_iter: int = 200,
                  n_avg: int = 1, max_doc_length: int | None = None):
+        check_priors(k, alpha, beta, n_iter, n_avg)
+        integer("n_iter", n_iter, 1)
+        if max_doc_length is not None:
+            integer("max_doc_length", max_doc_length, 1)
         self.k = k
         self.alpha = alpha
         self.beta = beta

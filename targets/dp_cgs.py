@@ -91,6 +91,7 @@ from numba import njit
 
 from targets.base import Guarantee
 from targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
+from targets.params import positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -182,10 +183,8 @@ def _check(k, epsilon, max_doc_length, alpha, beta, n_iter):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if isinstance(max_doc_length, bool) or not isinstance(max_doc_length, numbers.Integral) or max_doc_length < 1:
         raise ValueError(f"max_doc_length must be an integer ≥ 1, got {max_doc_length!r}")
-    if alpha is not None and not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
-    if not beta > 0:
-        raise ValueError(f"beta must be positive, got {beta!r}")
+    positive("alpha", alpha, optional=True)
+    positive("beta", beta)
     if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
         raise ValueError(f"n_iter must be an integer ≥ 1 (the last sweep is the private one), got {n_iter!r}")
 

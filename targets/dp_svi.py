@@ -76,6 +76,7 @@ from numba import njit
 
 from targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
 from targets.base import NO_GUARANTEE, Guarantee
+from targets.params import non_negative, positive
 from targets.vb_lda import (
     _EPS,
     _INIT_GAMMA,
@@ -301,16 +302,12 @@ class DPStochasticVariationalLDA:
             raise ValueError(f"clip_norm must be > 0 or None (got {self.clip_norm!r})")
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)} (got {self.accountant!r})")
-        if not self.tau0 >= 0:
-            raise ValueError(f"tau0 must be ≥ 0 (got {self.tau0!r})")
+        non_negative("tau0", self.tau0)
         if not 0.5 < self.kappa <= 1:
             raise ValueError(f"kappa must be in (0.5, 1] (got {self.kappa!r})")
         for name in ("eta", "alpha"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0 or None (got {value!r})")
-        if not self.mean_change_tol > 0:
-            raise ValueError(f"mean_change_tol must be > 0 (got {self.mean_change_tol!r})")
+            positive(name, getattr(self, name), optional=True)
+        positive("mean_change_tol", self.mean_change_tol)
 
     def _requested_epsilon(self) -> float | None:
         if self.noise_multiplier is not None:

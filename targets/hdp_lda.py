@@ -90,6 +90,7 @@ from numba import njit
 
 from targets.base import Guarantee
 from targets.cgs import add_token, draw_topic, random_start
+from targets.params import positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 
@@ -156,10 +157,8 @@ def _check(k, epsilon_l, clip, alpha, beta, n_iter):
         raise ValueError(f"epsilon_l must be a positive finite number, got {epsilon_l!r}")
     if not (isinstance(clip, numbers.Real) and math.isfinite(clip) and clip > 0):
         raise ValueError(f"clip (C) must be a positive finite number, got {clip!r}")
-    if alpha is not None and not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
-    if not beta > 0:
-        raise ValueError(f"beta must be positive, got {beta!r}")
+    positive("alpha", alpha, optional=True)
+    positive("beta", beta)
     if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
         raise ValueError(f"n_iter must be an integer ≥ 1, got {n_iter!r}")
 

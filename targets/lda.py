@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from targets.base import NO_GUARANTEE, Guarantee
+from targets.params import choice, integer, positive
 from targets.vb_lda import fit_lda_sklearn, fit_lda_vb
 
 
@@ -27,6 +28,10 @@ class VariationalLDA:
 
     def __init__(self, k: int, backend: str = "compiled", doc_topic_prior: float | None = None,
                  topic_word_prior: float | None = None, max_iter: int = 10):
+        choice("backend", backend, ("compiled", "sklearn"))
+        positive("doc_topic_prior", doc_topic_prior, optional=True)
+        positive("topic_word_prior", topic_word_prior, optional=True)
+        integer("max_iter", max_iter, 1)
         self.k = k
         self.backend = backend
         self.doc_topic_prior = doc_topic_prior

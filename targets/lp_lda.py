@@ -58,6 +58,7 @@ import scipy.sparse as sp
 
 from targets.base import Guarantee
 from targets.cgs import run_cgs
+from targets.params import positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
 
@@ -152,10 +153,8 @@ class LocallyPrivateLDA:
             raise ValueError(f"p must be in (0.5, 1), got {p!r}")
         if epsilon is not None and not (isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf):
             raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-        if alpha is not None and not (isinstance(alpha, numbers.Real) and alpha > 0):
-            raise ValueError(f"alpha must be positive (or unset for 1/k), got {alpha!r}")
-        if not (isinstance(beta, numbers.Real) and beta > 0):
-            raise ValueError(f"beta must be positive, got {beta!r}")
+        positive("alpha", alpha, optional=True)
+        positive("beta", beta)
         _check_positive_int("n_iter", n_iter, 1)
         _check_positive_int("n_avg", n_avg, 1)
         if n_avg > n_iter:

@@ -27,6 +27,11 @@ def register(commands) -> None:
 def execute(args) -> int:
     from audit.check import check_run, write_reports
 
+    from audit.validation import check_output_file
+
+    for flag, path in (("--json", args.json), ("--junit", args.junit)):
+        if path is not None:
+            check_output_file(path, flag)  # before an audit runs, not after
     target = Path(args.target)
     if target.is_dir():
         if args.canaries is not None:
