@@ -84,14 +84,42 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     finally:
         _restore_signal_handlers(handlers)
     _quiet_raylet_banners(ray)
+    stop_watching = _watch_raylet(ray) if not address else threading.Event()
     try:
         yield ray
     finally:
+        stop_watching.set()
         try:
             ray.shutdown()
         finally:
             if reaper is not None:
                 reaper.stop()
+
+
+def _watch_raylet(ray) -> threading.Event:
+    """End the driver with one line (exit 4) when the local raylet dies under it.
+
+    Left alone, Ray's core worker notices ~15 s later, prints its own errors and
+    exits 1, which ``check`` callers would read as "claim refuted". Finished
+    models are already on disk; the reaper stops what remains of the instance.
+    """
+    stop = threading.Event()
+    node = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+    raylets = [info.process for info in getattr(node, "all_processes", {}).get("raylet", [])]
+    if not raylets:
+        return stop
+
+    def watch():
+        while not stop.wait(0.5):
+            if any(process.poll() is not None for process in raylets) and not stop.is_set():
+                from audit.cli import EXIT_RAY_FAILED
+
+                print("topicaudit: error: the local Ray instance stopped under the run (its raylet died); "
+                      "finished models are kept — rerun the same command to resume", file=sys.stderr, flush=True)
+                os._exit(EXIT_RAY_FAILED)
+
+    threading.Thread(target=watch, name="topicaudit-raylet-watch", daemon=True).start()
+    return stop
 
 
 class _Reaper:
