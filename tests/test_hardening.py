@@ -559,3 +559,11 @@ def test_the_documented_exit_codes_are_the_codes():
     documented = {int(code) for code in re.findall(r"^\|\s*`?(\d+)`?\s*\|", table, flags=re.M)}
     assert documented == {cli.EXIT_OK, cli.EXIT_REFUTED, cli.EXIT_USER_ERROR, cli.EXIT_INTERNAL_ERROR,
                           cli.EXIT_RAY_FAILED, cli.EXIT_INTERRUPTED}
+
+
+def test_sweep_refuses_an_empty_or_unwritable_output(capsys, tmp_path):
+    config = tmp_path / "base.toml"
+    config.write_text("[attack]\nshadows = 2\n")
+    for output in ("", "/proc/x"):
+        code, out, err = call(capsys, "sweep", config, "--param", "target.k", "--values", "2,3", "--output", output)
+        assert_one_line_error(code, err)

@@ -27,13 +27,19 @@ def register(commands) -> None:
 def execute(args) -> int:
     from audit.config import load_config
     from audit.sweep import load_sweep, parse_values, run_sweep, sweep_table
+    from audit.validation import check_output_directory
 
     config = load_config(args.config)
     if args.ray_address is not None:
         config.ray.address = args.ray_address
     if args.num_cpus is not None:
         config.ray.num_cpus = args.num_cpus
+    if args.output is not None and not args.output.strip():
+        from audit.errors import UserError
+
+        raise UserError("--output is empty; give a sweep directory, or leave --output out for runs/NAME-sweep-KEY")
     output = Path(args.output or Path("runs") / f"{config.name}-sweep-{args.param.split('.')[-1]}")
+    check_output_directory(output, "--output")
     run_sweep(config, args.param, parse_values(args.values), args.replicates, output, quiet=args.quiet)
     if args.quiet:
         print(output)
