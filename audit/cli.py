@@ -24,6 +24,7 @@ import traceback
 import warnings
 from contextlib import contextmanager
 
+from audit import parallel
 from audit.errors import UserError
 
 # subcommand → module under audit.commands, in the order ``--help`` lists them
@@ -104,6 +105,8 @@ def _save_traceback(error: BaseException) -> str | None:
 
 def _ray_failure(error: BaseException) -> bool:
     """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions."""
+    if isinstance(error, parallel.RayFailure):
+        return True
     ray_exceptions = sys.modules.get("ray.exceptions")
     if ray_exceptions is None:
         return False
@@ -113,7 +116,8 @@ def _ray_failure(error: BaseException) -> bool:
 
 
 def _internal_error(error: BaseException) -> int:
-    summary = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
+    summary = " ".join(named.split())[:300]
     if _ray_failure(error):
         print(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
               "rerun the same command to resume", file=sys.stderr)
@@ -131,6 +135,7 @@ def _internal_error(error: BaseException) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
+    parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
     with _signals():
         try:
             return importlib.import_module(f"audit.commands.{args.command}").execute(args)

@@ -36,6 +36,10 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+class RayFailure(Exception):
+    """Ray itself failed (did not start, or stopped under the run): not the user's input, not our bug."""
+
+
 @contextmanager
 def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 0):
     """Connect to (or start) Ray for the duration of the block.
@@ -81,10 +85,14 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         if reaper is not None:
             reaper.stop()
         raise UserError(f"could not connect to {where}: {error}; {hint}") from None
+    except Exception as error:  # e.g. "the node timed out during startup" on an overloaded machine
+        if reaper is not None:
+            reaper.stop()
+        raise RayFailure(f"Ray did not start: {' '.join(str(error).split())}") from None
     finally:
         _restore_signal_handlers(handlers)
     _quiet_raylet_banners(ray)
-    stop_watching = _watch_raylet(ray) if not address else threading.Event()
+    stop_watching = _watch_raylet(ray) if not address and EXIT_WHEN_RAYLET_DIES else threading.Event()
     try:
         yield ray
     finally:
@@ -94,6 +102,10 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         finally:
             if reaper is not None:
                 reaper.stop()
+
+
+# Set by the command line (audit.cli): a library caller's process is not ours to end.
+EXIT_WHEN_RAYLET_DIES = False
 
 
 def _watch_raylet(ray) -> threading.Event:

@@ -122,7 +122,7 @@ def reference(tmp_path_factory):
     config = root / "faults.toml"
     config.write_text(CONFIG)
     started = time.monotonic()
-    done = finish(config, root / "reference", attempts=1)
+    done = finish(config, root / "reference")
     assert done.returncode == 0
     return config, numbers(root / "reference"), time.monotonic() - started
 

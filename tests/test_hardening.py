@@ -567,3 +567,15 @@ def test_sweep_refuses_an_empty_or_unwritable_output(capsys, tmp_path):
     for output in ("", "/proc/x"):
         code, out, err = call(capsys, "sweep", config, "--param", "target.k", "--values", "2,3", "--output", output)
         assert_one_line_error(code, err)
+
+
+def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch):
+    import ray
+
+    def overloaded(*args, **kwargs):
+        raise Exception("The current node timed out during startup.")
+
+    monkeypatch.setattr(ray, "init", overloaded)
+    code, out, err = call(capsys, "run", "--quiet", "--output", tmp_path / "run")
+    assert_one_line_error(code, err, expected_code=4)
+    assert "timed out during startup" in err and not (tmp_path / "run").exists()
