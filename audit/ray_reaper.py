@@ -1,7 +1,8 @@
 """Stop every process of a local Ray instance once the driver that started it is gone.
 
 Started by ``audit.parallel`` before ``ray.init``, with a pipe on its stdin;
-after ``ray.init`` the driver writes the instance's session directory to it.
+it learns the instance's session directory from the command line of the
+driver's first Ray child (or from the driver, after ``ray.init``).
 When the pipe closes (the driver exited, or was killed with -9), it kills the
 processes that hold a file open in that directory (every Ray process of the
 instance logs there). Ray's own agents would otherwise linger ~60 s, retrying
@@ -13,6 +14,7 @@ this instance are touched, never another Ray instance on the machine.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -37,17 +39,44 @@ def processes_using(directory: str, spare: set[int]) -> list[int]:
     return found
 
 
+def session_of_children(parent: int) -> str:
+    """The session directory named on the command line of a child of ``parent`` (the GCS, the raylet)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                if int(handle.read().rsplit(b")", 1)[1].split()[1]) != parent:
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                arguments = handle.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        for argument in arguments:
+            for flag in ("--session-dir=", "--session_dir="):
+                if argument.startswith(flag):
+                    return argument[len(flag):]
+    return ""
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the driver's to handle
-    spare = {os.getpid(), os.getppid()}  # the driver keeps its own Ray log open after ray.shutdown
+    driver = os.getppid()
+    spare = {os.getpid(), driver}  # the driver keeps its own Ray log open after ray.shutdown
     session = ""
-    try:
-        for line in sys.stdin:
+    # Until the driver names its session, look for it on its children's command lines,
+    # so a driver killed during ray.init is covered too.
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.5)
+        if ready:
+            line = sys.stdin.readline()
+            if not line:
+                break  # the driver is gone, or done with Ray
             session = line.strip() or session
-    except OSError:
-        pass
+        elif not session:
+            session = session_of_children(driver)
     if not session or not os.path.isabs(session) or os.path.basename(session) in ("", "ray"):
-        return 0  # the driver died before Ray told it where its session lives
+        return 0
     time.sleep(GRACE_SECONDS)
     for pid in processes_using(session, spare):
         try:
