@@ -272,9 +272,9 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     validate(config)
     corpus = load_audit_corpus(config)
-    warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     t = config.target
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise)
+    warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     guarantee = target.guarantee()
     canaries = build_canaries(config, corpus.X, target, guarantee.adjacency)
     plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None

@@ -234,11 +234,11 @@ def prepare(spec: UserAuditSpec) -> Prepared:
     model = load_user_model(spec.phi, spec.vocabulary, trust_pickle=spec.trust_pickle,
                             normalize=spec.normalize, tolerance=spec.tolerance)
     k = spec.k if spec.k is not None else model.k
-    warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
     if k != model.k:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
     target = _build_learner(spec, k)
+    warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
     candidates = _load_side(spec, spec.candidates, spec.candidates_options, model.vocabulary, "candidates")
     reference = _load_side(spec, spec.reference, spec.reference_options, model.vocabulary, "reference")
     if spec.show_text and candidates.texts is None:
