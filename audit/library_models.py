@@ -208,10 +208,10 @@ def load_tomotopy(path: Path) -> LibraryModel:
         "burn_in": int(model.burn_in),
         "optim_interval": int(model.optim_interval),
     }
-    removed = list(model.removed_top_words)
-    if removed:
-        notes.append(f"the model removed its {len(removed)} most frequent word(s) ({', '.join(removed[:5])}); they "
-                     "are outside its vocabulary, so the shadows use rm_top=0 on corpora already without them")
+    rm_top = int(init.get("rm_top", 0) or 0)  # (a saved file keeps the number, not the removed words)
+    if rm_top:
+        notes.append(f"the model removed its {rm_top} most frequent word(s) (rm_top={rm_top}); they are outside its "
+                     "vocabulary, so the shadows use rm_top=0 on corpora already without them")
     if isinstance(init.get("seed"), int):
         notes.append(f"the model was trained with seed {init['seed']}; the shadows use seeds of their own")
     return LibraryModel(phi, words, "tomotopy", "tomotopy-lda", settings, notes)

@@ -194,21 +194,22 @@ def _build_learner(name: str, params: dict[str, Any], k: int):
     return Pipeline(_load(VOCABULARY_STEPS["all"])(), learner)
 
 
-def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], vocabulary: np.ndarray,
-               role: str) -> Corpus:
+def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], model: UserModel, role: str) -> Corpus:
     options = dict(options)
     reserved = sorted(set(options) & set(_RESERVED_OPTIONS))
     if reserved:
         raise UserError(f"--{role}-option {reserved[0]}=…: not a format option (set it with its own flag); "
                         "format options are vocab (uci), subset and remove (20news), encoding (folder), "
-                        "text_field (json)")
+                        "text_field (json), dictionary (mm)")
     fmt = spec.format
     if fmt is None and isinstance(path, str):
         fmt = _detect_format(Path(path))
     if spec.text_field != "text" and fmt == "json":
         options.setdefault("text_field", spec.text_field)
+    if fmt == "mm" and "dictionary" not in options and model.column_words is not None:
+        options["dictionary"] = list(model.column_words)  # term ids are the model's own column numbers
     try:
-        return load_corpus(path, format=fmt, preprocess=spec.preprocess, vocabulary=vocabulary, **options)
+        return load_corpus(path, format=fmt, preprocess=spec.preprocess, vocabulary=model.vocabulary, **options)
     except UserError as error:
         raise UserError(f"{role}: {error}") from None
 
@@ -238,8 +239,8 @@ def prepare(spec: UserAuditSpec) -> Prepared:
                      "like the model under audit")
     learner, params, settings_from = _shadow_settings(spec, model, notes)
     target = _build_learner(learner, params, k)
-    candidates = _load_side(spec, spec.candidates, spec.candidates_options, model.vocabulary, "candidates")
-    reference = _load_side(spec, spec.reference, spec.reference_options, model.vocabulary, "reference")
+    candidates = _load_side(spec, spec.candidates, spec.candidates_options, model, "candidates")
+    reference = _load_side(spec, spec.reference, spec.reference_options, model, "reference")
     if spec.show_text and candidates.texts is None:
         raise UserError(
             f"--show-text: the candidates ({spec.candidates}) are bag-of-words counts with no text; drop --show-text"

@@ -24,11 +24,12 @@ def register(commands) -> None:
                             ".json (a list, or word → column index like CountVectorizer.vocabulary_); not needed for "
                             "a CSV whose header names them or a saved tomotopy/gensim model")
     audit.add_argument("--candidates", required=True, metavar="PATH",
-                       help="documents to test for membership (JSON {\"text\": [...]}, UCI docword, 20news "
-                            ".tar.gz, or a folder of text files)")
+                       help="documents to test for membership (JSON {\"text\": [...]} of strings or of token "
+                            "lists, UCI docword, 20news .tar.gz, a folder of text files, or a gensim MmCorpus .mm "
+                            "whose term ids are the model's dictionary ids)")
     audit.add_argument("--reference", required=True, metavar="PATH",
                        help="documents from the same distribution, for the shadow models (same formats)")
-    audit.add_argument("--format", choices=["json", "uci", "20news", "folder"],
+    audit.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"],
                        help="format of both corpora (default: from each path)")
     audit.add_argument("--text-field", default="text", help="JSON corpora: field holding the documents (default text)")
     audit.add_argument("--candidates-option", action="append", default=[], metavar="KEY=VALUE",
