@@ -169,7 +169,7 @@ def load_tomotopy(path: Path) -> LibraryModel:
     """A tomotopy ``LDAModel`` file: Φ over its used vocabulary, and its settings."""
     from targets.optional import require
 
-    tp = require("tomotopy", "tomotopy", "tomotopy-lda")
+    tp = require("tomotopy", "tomotopy", f"reading the tomotopy model {path}")
     try:
         # The C++ loader: returns the model and the embedded constructor-arguments
         # pickle as raw bytes (LDAModel.load would unpickle them; we do not).
@@ -230,7 +230,7 @@ def load_gensim(path: Path) -> LibraryModel:
     """A gensim ``LdaModel``/``LdaMulticore`` saved with ``save`` (unpickled: call only with --trust-pickle)."""
     from targets.optional import require
 
-    require("gensim", "gensim", "gensim-lda")
+    require("gensim", "gensim", f"reading the gensim model {path}")
     from gensim.models import LdaModel
 
     try:

@@ -22,6 +22,19 @@ SETTINGS = ("passes", "chunksize", "update_every", "alpha", "eta", "decay", "off
             "gamma_threshold", "eval_every", "minimum_probability", "dtype")
 
 
+def _check_prior(name: str, value, words: tuple[str, ...], length: int | None) -> None:
+    """gensim's accepted forms of a Dirichlet prior, checked now rather than inside a Ray task."""
+    if value is None and name == "eta" or isinstance(value, str) and value in words:
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) and v > 0 for v in value):
+        if length is None or len(value) == length:
+            return
+    raise ValueError(f"{name} must be one of {', '.join(words)}, a positive number or a list of positive numbers"
+                     + (f" (k = {length} of them)" if length else "") + f"; got {value!r}")
+
+
 class GensimLDA:
     """LDA by gensim's ``LdaModel``; parameters and defaults are gensim's.
 
@@ -34,7 +47,9 @@ class GensimLDA:
                  alpha="symmetric", eta=None, decay: float = 0.5, offset: float = 1.0, iterations: int = 50,
                  gamma_threshold: float = 0.001, eval_every: int | None = 10, minimum_probability: float = 0.01,
                  dtype: str = "float32"):
-        require("gensim", "gensim", "gensim-lda")
+        require("gensim", "gensim", "learner 'gensim-lda'")
+        _check_prior("alpha", alpha, ("symmetric", "asymmetric", "auto"), k)
+        _check_prior("eta", eta, ("symmetric", "auto"), None)
         if dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         if passes < 1 or chunksize < 1 or iterations < 1:

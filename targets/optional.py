@@ -6,12 +6,12 @@ import importlib
 from audit.errors import UserError
 
 
-def require(module: str, extra: str, learner: str):
-    """Import ``module`` or tell the user which extra installs it."""
+def require(module: str, extra: str, purpose: str):
+    """Import ``module`` or tell the user which extra installs it (``purpose``: who needs it)."""
     try:
         return importlib.import_module(module)
     except ImportError:
         raise UserError(
-            f"learner {learner!r} needs the {module} library, which is not installed; install it with "
+            f"{purpose} needs the {module} library, which is not installed; install it with "
             f"pip install 'topicaudit[{extra}]'"
         ) from None

@@ -55,7 +55,12 @@ class TomotopyLDA:
 
     def __init__(self, k: int, alpha=0.1, eta: float = 0.01, tw: str = "one", min_cf: int = 0, min_df: int = 0,
                  rm_top: int = 0, iterations: int = 200, burn_in: int = 0, optim_interval: int = 10):
-        require("tomotopy", "tomotopy", "tomotopy-lda")
+        require("tomotopy", "tomotopy", "learner 'tomotopy-lda'")
+        alphas = alpha if isinstance(alpha, (list, tuple)) else [alpha]
+        if not all(isinstance(a, (int, float)) and a > 0 for a in alphas) or len(alphas) not in (1, k):
+            raise ValueError(f"alpha must be a positive number or a list of k = {k} positive numbers, got {alpha!r}")
+        if not isinstance(eta, (int, float)) or eta <= 0:
+            raise ValueError(f"eta must be a positive number, got {eta!r}")
         if tw not in TERM_WEIGHTS:
             raise ValueError(f"tw must be one of {', '.join(TERM_WEIGHTS)}, got {tw!r}")
         if iterations < 1:

@@ -119,13 +119,35 @@ def test_both_learners_are_targets_of_run_and_deterministic_for_a_seed(docs):
         assert not np.array_equal(a.phi, c.phi)
 
 
-def test_a_missing_library_names_the_extra(monkeypatch):
+def test_a_missing_library_names_the_extra(monkeypatch, tmp_path, docs, capsys):
     from targets import build_target
 
+    path = saved_tomotopy(tmp_path, docs)
     for module, learner in (("gensim", "gensim-lda"), ("tomotopy", "tomotopy-lda")):
         monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
         with pytest.raises(UserError, match=rf"pip install 'topicaudit\[{module}\]'"):
             build_target(learner, 3)
+    (tmp_path / "c.json").write_text(json.dumps({"text": docs[:5]}))
+    code = main(["audit", str(path), "--candidates", str(tmp_path / "c.json"), "--reference", str(tmp_path / "c.json"),
+                 "--output", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "reading the tomotopy model" in err and "pip install 'topicaudit[tomotopy]'" in err
+    assert "Traceback" not in err and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("learner, params, message", [
+    ("gensim-lda", {"alpha": "sometimes"}, "alpha must be one of symmetric"),
+    ("gensim-lda", {"alpha": [0.1, 0.2]}, r"k = 3 of them"),
+    ("gensim-lda", {"passes": 0}, "≥ 1"),
+    ("tomotopy-lda", {"tw": "bm25"}, "tw must be one of one, idf, pmi"),
+    ("tomotopy-lda", {"alpha": [0.1, 0.2]}, "k = 3 positive numbers"),
+    ("tomotopy-lda", {"workers": 4}, "unknown parameter"),
+])
+def test_bad_library_settings_are_user_errors(learner, params, message):
+    from targets import build_target
+
+    with pytest.raises(UserError, match=message):
+        build_target(learner, 3, "observed", params)
 
 
 # --------------------------------------------------------------------------- #
