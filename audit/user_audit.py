@@ -4,7 +4,9 @@ The user has a trained topic-word matrix Φ with its vocabulary, documents that
 may have been in its training set (*candidates*), and documents from the same
 distribution (*reference*). There is no ground truth: the output is a ranking.
 
-1. Φ and the vocabulary are loaded and validated (:mod:`audit.phi_io`); both
+1. Φ and the vocabulary are loaded and validated (:mod:`audit.phi_io`; a
+   saved gensim or tomotopy model also names the shadows' learner and gives
+   its training settings, :mod:`audit.library_models`); both
    corpora are counted over that vocabulary (other words dropped, documents
    left empty reported and not scored).
 2. Pool = candidates then reference. N shadow models (even), each trained with
