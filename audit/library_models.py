@@ -218,6 +218,10 @@ def load_tomotopy(path: Path) -> LibraryModel:
 
 
 # -- gensim --------------------------------------------------------------------------------
+def _short(value, dtype) -> float:
+    """A float32-stored setting as its shortest decimal (0.2, not 0.20000000298): same float32, readable."""
+    return float(str(np.float32(value))) if np.dtype(dtype) == np.float32 else float(value)
+
 def refuse_gensim(path: Path) -> UserError:
     return UserError(
         f"{path}: a gensim model saved with LdaModel.save, which is a pickle: loading it runs any code its author "
@@ -255,9 +259,9 @@ def load_gensim(path: Path) -> LibraryModel:
     eta = np.asarray(model.eta, dtype=np.float64)
     settings = {
         "passes": int(model.passes), "chunksize": int(model.chunksize), "update_every": int(model.update_every),
-        "alpha": "auto" if model.optimize_alpha else [float(a) for a in np.atleast_1d(model.alpha)],
-        "eta": "auto" if model.optimize_eta else (float(eta.flat[0]) if np.all(eta == eta.flat[0])
-                                                  else [float(e) for e in eta]),
+        "alpha": "auto" if model.optimize_alpha else [_short(a, model.dtype) for a in np.atleast_1d(model.alpha)],
+        "eta": "auto" if model.optimize_eta else (_short(eta.flat[0], model.dtype) if np.all(eta == eta.flat[0])
+                                                  else [_short(e, model.dtype) for e in eta]),
         "decay": float(model.decay), "offset": float(model.offset), "iterations": int(model.iterations),
         "gamma_threshold": float(model.gamma_threshold),
         "eval_every": None if model.eval_every is None else int(model.eval_every),
