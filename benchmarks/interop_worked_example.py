@@ -3,8 +3,12 @@
 For each library and seed: a random half of PHEME (the members) trains a model
 the way a user would, and it is saved as the library saves it. The audit gets
 400 candidates (200 members, 200 non-members, shuffled; the truth stays with
-this script) and every other non-member as reference, as token lists (the
-tokens the model was trained on). ``topicaudit audit`` runs twice on the saved
+this script) and, as reference, every other PHEME tweet (members that are not
+candidates included: the owner of a model has its training set), so each
+shadow trains on as many tweets as the model, as the README advises; with
+``--reference non-members`` only the other non-members (shadows on about half
+as many tweets as the model). Documents are token lists (the tokens the model
+was trained on). ``topicaudit audit`` runs twice on the saved
 model: with the shadows it picks from the model (same library, same settings)
 and with ``--learner lda`` (the default for a bare Φ). Printed: the ranking
 AUC (offline LiRA, the command's order) and the online AUC from the hidden
@@ -75,6 +79,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--shadows", type=int, default=64)
     parser.add_argument("--num-cpus", type=int, default=0)
+    parser.add_argument("--reference", choices=["all", "non-members"], default="all")
     args = parser.parse_args()
 
     texts = json.loads(PHEME.read_text())["text"]
@@ -96,7 +101,8 @@ def main() -> None:
                 model = trainers[library]([tokens[i] for i in members if tokens[i]], seed, d)
                 train_s = time.perf_counter() - t
                 (d / "candidates.json").write_text(json.dumps({"text": [tokens[i] for i in candidates]}))
-                (d / "reference.json").write_text(json.dumps({"text": [tokens[i] for i in others[200:]]}))
+                reference = np.concatenate([members[200:], others[200:]]) if args.reference == "all" else others[200:]
+                (d / "reference.json").write_text(json.dumps({"text": [tokens[i] for i in np.sort(reference)]}))
                 trust = ["--trust-pickle"] if library == "gensim" else []
                 for label, extra in (("matched", trust), ("lda", trust + ["--learner", "lda"])):
                     r = audit(model, d, label, args.shadows, seed, args.num_cpus, extra)
