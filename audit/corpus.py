@@ -6,7 +6,15 @@ came from. Input formats (``load_corpus(path, format=...)``):
 
 ``json``
     A JSON object whose field (default ``"text"``, option ``text_field``) is a
-    list of strings, one per document: ``{"text": ["first doc", ...]}``.
+    list of strings, one per document: ``{"text": ["first doc", ...]}``. Or a
+    list of *token lists*, ``{"text": [["first", "doc"], ...]}``: documents
+    already tokenised (as gensim and tomotopy models are trained), counted
+    token by token exactly as given, with no pre-processing or tokenising.
+``mm``
+    gensim's ``MmCorpus`` (Matrix Market coordinate file, 1-based document
+    and term ids) with the dictionary its term ids refer to (option
+    ``dictionary``: gensim's ``Dictionary.save_as_text`` file, or a list of
+    words in id order). Counts are used as they are; there is no text.
 ``uci``
     UCI "Bag of Words": ``docword.NAME.txt`` (or ``.txt.gz``) with three
     header lines D, W, NNZ and then ``docID wordID count`` lines (1-based),
@@ -82,7 +90,7 @@ __all__ = [
     "load_corpus",
 ]
 
-KNOWN_FORMATS = ("json", "uci", "20news", "folder")
+KNOWN_FORMATS = ("json", "uci", "20news", "folder", "mm")
 TWENTY_NEWS_PARTS = ("headers", "footers", "quotes")
 DEFAULT_20NEWS_REMOVE = TWENTY_NEWS_PARTS
 _FORMAT_OPTIONS = {
@@ -90,6 +98,7 @@ _FORMAT_OPTIONS = {
     "uci": ("vocab",),
     "20news": ("subset", "remove"),
     "folder": ("encoding",),
+    "mm": ("dictionary",),
 }
 
 
@@ -217,18 +226,25 @@ def load_corpus(path, format=None, preprocess=None, text_field="text", vocabular
         )
 
     fixed = None if vocabulary is None else _check_vocabulary(vocabulary)
-    if format == "uci":
+    if format in ("uci", "mm"):
         if preprocess:
             raise UserError(
-                f"{path}: preprocess does not apply to UCI bag-of-words input "
-                "(it holds counts, not text); leave it unset"
+                f"{path}: preprocess does not apply to {'UCI' if format == 'uci' else 'Matrix Market'} "
+                "bag-of-words input (it holds counts, not text); leave it unset"
             )
-        return _load_uci(path, fixed_vocabulary=fixed, **options)
+        load = _load_uci if format == "uci" else _load_mm
+        return load(path, fixed_vocabulary=fixed, **options)
 
+    asked_to_preprocess = preprocess is True
     preprocess = True if preprocess is None else preprocess
     ids = None
     if format == "json":
         texts, source = _read_json(path, **options)
+        if texts and isinstance(texts[0], list):
+            if asked_to_preprocess:
+                raise UserError(f"{path}: the documents are token lists, counted as they are; pre-processing "
+                                "does not apply (leave it unset or pass --no-preprocess)")
+            return _corpus_from_tokens(texts, source, fixed)
     elif format == "20news":
         texts, source, ids = _read_20news_with_ids(path, **options)
     else:
@@ -351,12 +367,14 @@ def _detect_format(path: Path) -> str:
         return "uci"
     if name.endswith(".tar.gz") or name.endswith(".tgz"):
         return "20news"
+    if name.endswith(".mm"):
+        return "mm"
     if not path.exists():
         raise UserError(f"{path}: no such file or directory; check the corpus path")
     raise UserError(
         f"{path}: cannot tell the corpus format from the name; pass --format (or [corpus] format) one of "
         f"{', '.join(KNOWN_FORMATS)} (json: *.json, uci: docword*.txt, 20news: *.tar.gz, "
-        "folder: a directory)"
+        "folder: a directory, mm: *.mm)"
     )
 
 
@@ -463,6 +481,24 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
                    ids if ids is not None else [str(i) for i in range(len(texts))])
 
 
+def _corpus_from_tokens(token_lists: list[list[str]], source: str, fixed: np.ndarray | None) -> Corpus:
+    """Already-tokenised documents, every token counted as given (the model's own tokens)."""
+    X, vocab = _vectorize(token_lists, len(token_lists))
+    how = "token lists counted as given"
+    if fixed is not None and X.nnz:
+        X, vocab = _restrict_columns(X, vocab, fixed), fixed
+        how += f"; counted over a given vocabulary of {len(fixed)} words"
+        if X.nnz == 0:
+            raise UserError(f"{source}: none of the {len(token_lists)} documents contains a token of the given "
+                            f"vocabulary ({len(fixed)} words, e.g. {', '.join(map(repr, fixed[:3]))}); give the "
+                            "tokens the model was trained on")
+    if X.nnz == 0:
+        raise UserError(f"{source}: every one of the {len(token_lists)} token lists is empty")
+    texts = [" ".join(tokens) for tokens in token_lists]
+    return _finish(X, vocab, texts, f"{source}; {how}", np.arange(len(token_lists)),
+                   [str(i) for i in range(len(token_lists))])
+
+
 def _vectorize(token_lists: Iterable[list[str]], n_docs: int) -> tuple[sp.csr_matrix, np.ndarray]:
     """Token lists → canonical CSR counts (float64) and the sorted vocabulary."""
     class _Ids(dict):
@@ -560,11 +596,17 @@ def _read_json(path: Path, text_field: str = "text") -> tuple[list[str], str]:
             f"{path}: field {text_field!r} is a JSON {_json_type(docs)}, but must be a list "
             f"of strings, one per document, like {_JSON_EXAMPLE}"
         )
+    tokenised = bool(docs) and isinstance(docs[0], list)
     for i, d in enumerate(docs):
-        if not isinstance(d, str):
+        if tokenised and not (isinstance(d, list) and all(isinstance(t, str) and t for t in d)):
+            raise UserError(
+                f"{path}: field {text_field!r}, entry {i} (0-based) is not a list of non-empty strings, but entry 0 "
+                "is a token list; give every document as a token list, or every document as a string"
+            )
+        if not tokenised and not isinstance(d, str):
             raise UserError(
                 f"{path}: field {text_field!r}, entry {i} (0-based) is a JSON {_json_type(d)}, "
-                "not a string; every document must be a string"
+                "not a string; every document must be a string (or every document a list of tokens)"
             )
     return docs, f"json {path} (field {text_field!r})"
 
@@ -792,6 +834,48 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
                 f"{vocab_path}: check that the vocabulary belongs to this corpus"
             )
     return _finish(X, words, None, source, np.arange(D), [str(i + 1) for i in range(D)])
+
+
+def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = None) -> Corpus:
+    """gensim's MmCorpus: documents × term ids, the ids naming words of ``dictionary``."""
+    import scipy.io
+
+    if dictionary is None:
+        raise UserError(f"{path}: a Matrix Market corpus holds term ids; give the dictionary they refer to with "
+                        "the option dictionary=PATH (gensim's Dictionary.save_as_text output)")
+    if isinstance(dictionary, (str, os.PathLike)):
+        from audit.phi_io import read_vocabulary
+
+        words, where = read_vocabulary(Path(dictionary)), f"dictionary {dictionary}"
+    else:
+        words, where = [str(w) for w in dictionary], "the model's dictionary"
+    _read_bytes(path, "Matrix Market corpus file")  # clear messages for missing or unreadable files
+    try:
+        X = scipy.io.mmread(str(path))
+    except (ValueError, OSError, IndexError, TypeError) as e:
+        raise UserError(f"{path}: not a readable Matrix Market corpus ({e}); write it with gensim's "
+                        "MmCorpus.serialize(path, corpus)") from None
+    if not sp.issparse(X):
+        raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if X.shape[1] > len(words):
+        raise UserError(f"{path}: term ids go up to {X.shape[1]} but {where} has {len(words)} words; give the "
+                        "dictionary the corpus was made with")
+    data = X.data
+    if data.size and (np.any(data < 0) or np.any(data != np.round(data))):
+        raise UserError(f"{path}: counts must be whole numbers ≥ 0 (a bag-of-words corpus, not tf-idf weights)")
+    X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], len(words)))
+    vocab = np.array(words, dtype=str)
+    order = np.argsort(vocab, kind="stable")
+    X, vocab = X[:, order], vocab[order]
+    source = f"mm {path} (term ids of {where})"
+    if fixed_vocabulary is not None:
+        X, vocab = _restrict_columns(X.tocsr(), vocab, fixed_vocabulary), fixed_vocabulary
+        source += f"; counted over a given vocabulary of {len(vocab)} words"
+        if X.nnz == 0:
+            raise UserError(f"{path}: none of its {X.shape[0]} documents contains a word of the given vocabulary; "
+                            f"check that {where} is the one the corpus was made with")
+    return _finish(X, vocab, None, source, np.arange(X.shape[0]), [str(i) for i in range(X.shape[0])])
 
 
 def _uci_vocab_path(path: Path) -> Path:

@@ -18,9 +18,17 @@
     (or a pickled array); Φ is its ``components_`` divided by their row sums.
     Unpickling runs whatever code the file holds, so it happens only when the
     caller says the file is trusted (``--trust-pickle``).
+a tomotopy model (``LDAModel.save``, any name, recognised by its content)
+    Φ, vocabulary and training settings from the model; never unpickled
+    (:mod:`audit.library_models`).
+a gensim model (``LdaModel.save``, any name, recognised by its first bytes)
+    a pickle: refused without ``--trust-pickle``; with it, Φ, vocabulary and
+    settings from the model.
 
 Vocabulary files: ``.txt`` (one word per line, UTF-8), or ``.json`` (a list of
-words, or an object word → column index such as ``CountVectorizer.vocabulary_``).
+words, or an object word → column index such as ``CountVectorizer.vocabulary_``),
+or gensim's ``Dictionary.save_as_text`` output (``id<TAB>word<TAB>document
+frequency`` lines after a document-count line; column j is id j).
 
 Checks (:func:`validate_phi`): a 2-D numeric array, k ≥ 2 topics, every value
 finite and non-negative, every row summing to 1 within a tolerance (or
@@ -35,6 +43,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -74,6 +83,11 @@ class UserModel:
     normalized: bool              # rows were divided by their sums (--normalize or components_)
     max_row_sum_error: float      # |row sum − 1| before the exact renormalisation
     n_zero_columns: int           # words with probability 0 under every topic (never scored)
+    column_words: np.ndarray | None = None   # the words in the model's own column order (gensim ids)
+    library: str | None = None    # "gensim" / "tomotopy" for a saved library model
+    learner: str | None = None    # the learner that trains like it
+    settings: dict | None = None  # that learner's parameters, recovered from the saved model
+    notes: list | None = None     # what the reader had to assume about those settings
 
     @property
     def k(self) -> int:
@@ -101,11 +115,15 @@ def _read(path: Path, what: str) -> bytes:
 
 # -- Φ --------------------------------------------------------------------------------
 def phi_format(path: Path) -> str:
-    fmt = PHI_FORMATS.get(path.suffix.lower())
+    from audit.library_models import sniff
+
+    # A tomotopy or gensim model by its first bytes (whatever its name), else by extension.
+    fmt = sniff(path) or PHI_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UserError(
             f"{path}: unknown Φ file type {path.suffix or '(no extension)'!r}; give a .npy or .npz array, "
-            "a .csv of k rows × V numbers, or a joblib-saved scikit-learn LatentDirichletAllocation "
+            "a .csv of k rows × V numbers, a tomotopy LDAModel file, a gensim LdaModel saved with save() "
+            "(with --trust-pickle), or a joblib-saved scikit-learn LatentDirichletAllocation "
             "(.joblib/.pkl, with --trust-pickle)"
         )
     return fmt
@@ -320,6 +338,8 @@ def read_vocabulary(path: Path) -> list[str]:
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
         raise UserError(f"{path}, line {line}: not valid UTF-8; save the vocabulary as UTF-8") from None
+    if suffix == ".txt" and _is_gensim_dictionary(text):
+        return read_gensim_dictionary(path, text)
     if suffix == ".txt":
         lines = text.splitlines()
         while lines and not lines[-1].strip():
@@ -351,6 +371,49 @@ def read_vocabulary(path: Path) -> list[str]:
                 f"{path}: the word {str(word)!r} appears twice ({where}s {seen[word] + offset} and {i + offset}); "
                 "vocabulary words must be distinct"
             )
+        seen[word] = i
+    return words
+
+
+_GENSIM_LINE = re.compile(r"\d+\t[^\t]+\t\d+")
+
+
+def _is_gensim_dictionary(text: str) -> bool:
+    """gensim's ``Dictionary.save_as_text``: a document count, then ``id<TAB>word<TAB>df`` lines."""
+    lines = text.splitlines()
+    return len(lines) >= 2 and lines[0].strip().isdigit() and bool(_GENSIM_LINE.fullmatch(lines[1]))
+
+
+def read_gensim_dictionary(path: Path, text: str | None = None) -> list[str]:
+    """Words by id from a gensim ``Dictionary.save_as_text`` file (ids must be 0..n-1, as gensim numbers them)."""
+    path = Path(path)
+    if text is None:
+        raw = _read(path, "gensim dictionary file")
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not valid UTF-8; gensim writes its dictionary as UTF-8") from None
+    lines = text.splitlines()
+    by_id: dict[int, str] = {}
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        if not _GENSIM_LINE.fullmatch(line):
+            raise UserError(f"{path}, line {n}: expected 'id<TAB>word<TAB>document frequency' as gensim's "
+                            f"Dictionary.save_as_text writes, got {line[:60]!r}")
+        word_id, word, _ = line.split("\t")
+        if int(word_id) in by_id:
+            raise UserError(f"{path}, line {n}: id {word_id} appears twice; each id names one word")
+        by_id[int(word_id)] = word
+    missing = sorted(set(range(len(by_id))) - set(by_id))
+    if missing:
+        raise UserError(f"{path}: the ids are not 0..{len(by_id) - 1} (id {missing[0]} is missing); save the "
+                        "dictionary after compactify() (filter_extremes does that), as the model's columns are its ids")
+    words = [by_id[i] for i in range(len(by_id))]
+    seen: dict[str, int] = {}
+    for i, word in enumerate(words):
+        if word in seen:
+            raise UserError(f"{path}: the word {word!r} has ids {seen[word]} and {i}; vocabulary words must be distinct")
         seen[word] = i
     return words
 
@@ -390,6 +453,9 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
     phi_path = Path(phi_path)
     if not tolerance > 0:
         raise UserError(f"the row-sum tolerance must be a positive number (got {tolerance})")
+    fmt = phi_format(phi_path)
+    if fmt in ("tomotopy", "gensim"):
+        return _load_library_model(phi_path, fmt, vocabulary_path, trust_pickle, tolerance)
     words = read_vocabulary(Path(vocabulary_path)) if vocabulary_path is not None else None
     phi, header, by_nature = read_phi(phi_path, trust_pickle=trust_pickle)
     if words is None:
@@ -426,4 +492,30 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
         normalized=bool(normalize or by_nature),
         max_row_sum_error=error,
         n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
+        column_words=vocab,
+    )
+
+
+def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: bool, tolerance: float) -> UserModel:
+    """A saved tomotopy or gensim model: Φ, words and settings all come from the model."""
+    from audit.library_models import load_gensim, load_tomotopy, refuse_gensim
+
+    if vocabulary_path is not None:
+        raise UserError(f"{path}: a saved {fmt} model carries its own vocabulary; drop --vocabulary "
+                        f"({vocabulary_path})")
+    _read(path, "model file")  # clear messages for unreadable files before the library sees it
+    if fmt == "gensim" and not trust_pickle:
+        raise refuse_gensim(path)
+    saved = load_tomotopy(path) if fmt == "tomotopy" else load_gensim(path)
+    phi, error = validate_phi(saved.phi, path, len(saved.words), True, tolerance, None)
+    vocab = np.array(saved.words, dtype=str)
+    order = np.argsort(vocab, kind="stable")
+    settings = dict(saved.settings)
+    if isinstance(settings.get("eta"), list) and len(settings["eta"]) == vocab.size:
+        settings["eta"] = [settings["eta"][j] for j in order]  # per-word prior follows the sorted columns
+    return UserModel(
+        phi=np.ascontiguousarray(phi[:, order]), vocabulary=vocab[order], phi_path=path,
+        phi_sha256=sha256_of(path), phi_format=fmt, vocabulary_path=None, vocabulary_sha256=None,
+        normalized=True, max_row_sum_error=error, n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
+        column_words=vocab, library=saved.library, learner=saved.learner, settings=settings, notes=saved.notes,
     )

@@ -4,7 +4,9 @@ The user has a trained topic-word matrix Φ with its vocabulary, documents that
 may have been in its training set (*candidates*), and documents from the same
 distribution (*reference*). There is no ground truth: the output is a ranking.
 
-1. Φ and the vocabulary are loaded and validated (:mod:`audit.phi_io`); both
+1. Φ and the vocabulary are loaded and validated (:mod:`audit.phi_io`; a
+   saved gensim or tomotopy model also names the shadows' learner and gives
+   its training settings, :mod:`audit.library_models`); both
    corpora are counted over that vocabulary (other words dropped, documents
    left empty reported and not scored).
 2. Pool = candidates then reference. N shadow models (even), each trained with
@@ -107,7 +109,7 @@ class UserAuditSpec:
     candidates_options: dict[str, Any] = field(default_factory=dict)
     reference_options: dict[str, Any] = field(default_factory=dict)
     preprocess: bool | None = None
-    learner: str = "lda"
+    learner: str | None = None         # None: the saved model's library (gensim, tomotopy), else lda
     k: int | None = None               # None: Φ's number of rows
     params: dict[str, Any] = field(default_factory=dict)
     shadows: int = 64
@@ -149,13 +151,16 @@ class Prepared:
     n_duplicated: int            # candidates whose counts equal a reference document's
     n_unseen_words: int          # vocabulary words in no candidate or reference document
     notes: list[str]
+    learner: str                 # the shadows' learner and its parameters (saved model's settings + --param)
+    params: dict[str, Any]
+    settings_from: str           # where those parameters come from, for the output
 
 
 # -- inputs ----------------------------------------------------------------------------
 def _check_spec(spec: UserAuditSpec) -> None:
     from targets import LEARNERS
 
-    if spec.learner not in LEARNERS:
+    if spec.learner is not None and spec.learner not in LEARNERS:
         raise UserError(f"unknown learner {spec.learner!r} (--learner); known learners: {', '.join(LEARNERS)}")
     if spec.shadows < 2 or spec.shadows % 2:
         raise UserError(
@@ -178,38 +183,39 @@ def _check_spec(spec: UserAuditSpec) -> None:
         raise UserError(f"--num-cpus must be ≥ 0 (got {spec.num_cpus})")
 
 
-def _build_learner(spec: UserAuditSpec, k: int):
+def _build_learner(name: str, params: dict[str, Any], k: int):
     """The shadows' pipeline: the whole user vocabulary, then the named learner."""
     from targets import LEARNERS, VOCABULARY_STEPS, _construct, _load
     from targets.pipeline import Pipeline
 
-    path, fixed = LEARNERS[spec.learner]
+    path, fixed = LEARNERS[name]
     try:
         cls = _load(path)
     except ImportError:
         raise UserError(
-            f"learner {spec.learner!r} (--learner) is not available in this installation; choose one of the "
+            f"learner {name!r} (--learner) is not available in this installation; choose one of the "
             "installed learners, e.g. lda or cgs"
         ) from None
-    learner = _construct(cls, dict(spec.params), {"k": k, **fixed}, "--param", f"learner {spec.learner!r}")
+    learner = _construct(cls, dict(params), {"k": k, **fixed}, "--param", f"learner {name!r}")
     return Pipeline(_load(VOCABULARY_STEPS["all"])(), learner)
 
 
-def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], vocabulary: np.ndarray,
-               role: str) -> Corpus:
+def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], model: UserModel, role: str) -> Corpus:
     options = dict(options)
     reserved = sorted(set(options) & set(_RESERVED_OPTIONS))
     if reserved:
         raise UserError(f"--{role}-option {reserved[0]}=…: not a format option (set it with its own flag); "
                         "format options are vocab (uci), subset and remove (20news), encoding (folder), "
-                        "text_field (json)")
+                        "text_field (json), dictionary (mm)")
     fmt = spec.format
     if fmt is None and isinstance(path, str):
         fmt = _detect_format(Path(path))
     if spec.text_field != "text" and fmt == "json":
         options.setdefault("text_field", spec.text_field)
+    if fmt == "mm" and "dictionary" not in options and model.column_words is not None:
+        options["dictionary"] = list(model.column_words)  # term ids are the model's own column numbers
     try:
-        return load_corpus(path, format=fmt, preprocess=spec.preprocess, vocabulary=vocabulary, **options)
+        return load_corpus(path, format=fmt, preprocess=spec.preprocess, vocabulary=model.vocabulary, **options)
     except UserError as error:
         raise UserError(f"{role}: {error}") from None
 
@@ -237,10 +243,11 @@ def prepare(spec: UserAuditSpec) -> Prepared:
     if k != model.k:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
-    target = _build_learner(spec, k)
+    learner, params, settings_from = _shadow_settings(spec, model, notes)
+    target = _build_learner(learner, params, k)
     warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
-    candidates = _load_side(spec, spec.candidates, spec.candidates_options, model.vocabulary, "candidates")
-    reference = _load_side(spec, spec.reference, spec.reference_options, model.vocabulary, "reference")
+    candidates = _load_side(spec, spec.candidates, spec.candidates_options, model, "candidates")
+    reference = _load_side(spec, spec.reference, spec.reference_options, model, "reference")
     if spec.show_text and candidates.texts is None:
         raise UserError(
             f"--show-text: the candidates ({spec.candidates}) are bag-of-words counts with no text; drop --show-text"
@@ -278,7 +285,7 @@ def prepare(spec: UserAuditSpec) -> Prepared:
         "candidates": {"path": str(spec.candidates), "options": dict(spec.candidates_options)},
         "reference": {"path": str(spec.reference), "options": dict(spec.reference_options)},
         "preprocess": spec.preprocess,
-        "learner": {"name": spec.learner, "k": k, "params": dict(spec.params)},
+        "learner": {"name": learner, "k": k, "params": dict(params), "settings_from": settings_from},
         "shadows": {"n_shadows": spec.shadows, "tol": spec.tol},
     }
     phi_digest = hashlib.sha256(np.ascontiguousarray(model.phi).tobytes()).hexdigest()[:16]
@@ -286,12 +293,36 @@ def prepare(spec: UserAuditSpec) -> Prepared:
         "phi": phi_digest,
         "vocabulary": hashlib.sha256("\n".join(model.vocabulary).encode()).hexdigest()[:16],
         "pool": _fingerprint(candidates.X, reference.X),
-        "learner": spec.learner, "k": k, "params": spec.params,
+        "learner": learner, "k": k, "params": params,
         "shadows": spec.shadows, "seed": spec.seed, "tol": spec.tol,
     }
     chash = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Prepared(spec, model, candidates, reference, target, k, plan, config, chash, n_duplicated, n_unseen,
-                    notes)
+                    notes, learner, params, settings_from)
+
+
+def _shadow_settings(spec: UserAuditSpec, model: UserModel, notes: list[str]) -> tuple[str, dict, str]:
+    """The shadows' learner and parameters, and where they come from.
+
+    A saved gensim or tomotopy model names its learner and carries its
+    settings; ``--param`` overrides single settings; an explicit ``--learner``
+    other than the model's drops the model's settings (they are another
+    library's) and says so.
+    """
+    learner = spec.learner or model.learner or "lda"
+    if model.learner is None:
+        return learner, dict(spec.params), "--param" if spec.params else "the learner's defaults"
+    if learner != model.learner:
+        notes.append(f"{model.phi_path} was trained with {model.library} ({model.learner}); the shadows use {learner}, "
+                     "so the model's settings are not used. LiRA assumes shadows trained like the model under audit")
+        return learner, dict(spec.params), "--param" if spec.params else "the learner's defaults"
+    notes.extend(model.notes or [])
+    params = {**(model.settings or {}), **spec.params}
+    overridden = sorted(set(spec.params) & set(model.settings or {}))
+    source = f"the saved {model.library} model"
+    if spec.params:
+        source += f", with --param {', '.join(sorted(spec.params))}" + (" overriding it" if overridden else "")
+    return learner, params, source
 
 
 def _dropped_positions(corpus: Corpus) -> list[int]:
@@ -399,8 +430,9 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
     n_c = cands.n_docs
     if not quiet:
         print(f"{'resuming' if resuming else 'auditing'} {model.phi_path} (k={model.k}, {model.vocabulary.size} words): "
-              f"{n_c} candidates, {ref.n_docs} reference documents; {spec.learner} k={prep.k}, "
+              f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
               f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {run.path}", file=sys.stderr)
+        print(f"shadow settings ({prep.settings_from}): {settings_text(prep.params)}", file=sys.stderr)
 
     pool = sp.vstack([cands.X, ref.X], format="csr")
     x_bytes = pool.data.nbytes + pool.indices.nbytes + pool.indptr.nbytes
@@ -470,7 +502,8 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
                           "n_dropped_empty": ref.n_dropped_empty, "n_tokens": ref.n_tokens},
             "preprocess": spec.preprocess,
         },
-        "learner": {"name": spec.learner, "k": prep.k, "params": dict(spec.params),
+        "learner": {"name": prep.learner, "k": prep.k, "params": dict(prep.params),
+                    "settings_from": prep.settings_from,
                     "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json()},
         "shadows": {"n_shadows": spec.shadows, "in_per_candidate": spec.shadows // 2,
                     "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": n_reused},
@@ -500,6 +533,17 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
 
 
 # -- the screen -----------------------------------------------------------------------------------
+def settings_text(params: dict[str, Any]) -> str:
+    """Learner parameters on one line; long lists (per-word priors) summarised."""
+    def show(value):
+        if isinstance(value, list) and len(value) > 8:
+            return f"[{len(value)} values]"
+        if isinstance(value, list):
+            return "[" + ", ".join(format(v, ".4g") if isinstance(v, float) else str(v) for v in value) + "]"
+        return format(value, ".6g") if isinstance(value, float) else str(value)
+    return ", ".join(f"{name}={show(value)}" for name, value in params.items()) or "defaults"
+
+
 def _printable(text: str, width: int) -> str:
     """One line of corpus text safe for a terminal: control characters escaped, whitespace folded."""
     flat = " ".join(text.split())
@@ -517,6 +561,7 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
         (f"  {s['n_candidates']} candidates scored{dropped}; {inputs['reference']['n_used']} reference documents; "
          f"{result['learner']['name']} k={result['learner']['k']}, {result['shadows']['n_shadows']} shadow models "
          f"on {result['shadows']['training_docs']} documents each"),
+        f"  shadow settings ({result['learner']['settings_from']}): {settings_text(result['learner']['params'])}",
         f"  ranked by {RANKING_LABELS[result['ranking']['rank_by']]}, strongest membership evidence first",
         "",
     ]

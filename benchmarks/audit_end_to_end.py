@@ -67,6 +67,8 @@ def run_once(args, seed: int, out_dir: Path) -> dict:
         cmd.append("--no-preprocess")
     if args.format:
         cmd += ["--format", args.format]
+    if args.num_cpus:
+        cmd += ["--num-cpus", str(args.num_cpus)]
     peak = [0, 0]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -98,6 +100,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--shadows", type=int, default=128)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--num-cpus", type=int, default=0, help="size of the local Ray instance (default: all cores)")
     parser.add_argument("--keep", help="keep run directories under this folder")
     args = parser.parse_args()
 

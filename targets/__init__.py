@@ -16,6 +16,8 @@ LEARNERS = {
     "lda": ("targets.lda:VariationalLDA", {"backend": "compiled"}),
     "sklearn-lda": ("targets.lda:VariationalLDA", {"backend": "sklearn"}),
     "cgs": ("targets.cgs:CollapsedGibbsLDA", {}),
+    "gensim-lda": ("targets.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
+    "tomotopy-lda": ("targets.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
     "cgs-monitor": ("targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
     "dp-cgs": ("targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
     "hdp-lda": ("targets.hdp_lda:ZhaoHDPLDA", {}),

@@ -380,12 +380,12 @@ def test_uci_vocabulary_errors(tmp_path):
 
 def test_format_detection_and_unknown_format(tmp_path):
     p = write_json(tmp_path, {"text": ["alpha beta"]}, name="corpus.data")
-    with user_error(r"corpus\.data: cannot tell the corpus format.*json, uci, 20news, folder"):
+    with user_error(r"corpus\.data: cannot tell the corpus format.*json, uci, 20news, folder, mm"):
         load_corpus(p)
     assert load_corpus(p, format="json").n_words == 2
-    with user_error(r"unknown corpus format 'csv'; known formats: json, uci, 20news, folder"):
+    with user_error(r"unknown corpus format 'csv'; known formats: json, uci, 20news, folder, mm"):
         load_corpus(p, format="csv")
-    assert KNOWN_FORMATS == ("json", "uci", "20news", "folder")
+    assert KNOWN_FORMATS == ("json", "uci", "20news", "folder", "mm")
     with user_error(r"option 'subset' does not apply to format 'json'; its options: text_field"):
         load_corpus(p, format="json", subset="train")
     with user_error(r"option 'text_field' does not apply to format 'folder'"):

@@ -16,17 +16,20 @@ def register(commands) -> None:
     )
     audit.add_argument("phi", metavar="PHI",
                        help="Φ, k topics × V words: .npy, .npz (array 'phi' or 'components_'), .csv (k lines of V "
-                            "numbers), or a joblib-saved scikit-learn LatentDirichletAllocation (.joblib/.pkl, "
-                            "needs --trust-pickle)")
+                            "numbers), a tomotopy LDAModel file (vocabulary and settings from the model), a gensim "
+                            "LdaModel saved with save() (needs --trust-pickle), or a joblib-saved scikit-learn "
+                            "LatentDirichletAllocation (.joblib/.pkl, needs --trust-pickle)")
     audit.add_argument("--vocabulary", metavar="FILE",
-                       help="Φ's words in column order: .txt (one per line) or .json (a list, or word → column "
-                            "index like CountVectorizer.vocabulary_); not needed for a CSV whose header names them")
+                       help="Φ's words in column order: .txt (one per line, or gensim's Dictionary.save_as_text) or "
+                            ".json (a list, or word → column index like CountVectorizer.vocabulary_); not needed for "
+                            "a CSV whose header names them or a saved tomotopy/gensim model")
     audit.add_argument("--candidates", required=True, metavar="PATH",
-                       help="documents to test for membership (JSON {\"text\": [...]}, UCI docword, 20news "
-                            ".tar.gz, or a folder of text files)")
+                       help="documents to test for membership (JSON {\"text\": [...]} of strings or of token "
+                            "lists, UCI docword, 20news .tar.gz, a folder of text files, or a gensim MmCorpus .mm "
+                            "whose term ids are the model's dictionary ids)")
     audit.add_argument("--reference", required=True, metavar="PATH",
                        help="documents from the same distribution, for the shadow models (same formats)")
-    audit.add_argument("--format", choices=["json", "uci", "20news", "folder"],
+    audit.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"],
                        help="format of both corpora (default: from each path)")
     audit.add_argument("--text-field", default="text", help="JSON corpora: field holding the documents (default text)")
     audit.add_argument("--candidates-option", action="append", default=[], metavar="KEY=VALUE",
@@ -38,7 +41,8 @@ def register(commands) -> None:
                      help="pre-process raw text (default for text corpora)")
     pre.add_argument("--no-preprocess", dest="preprocess", action="store_false",
                      help="the text is already pre-processed: only tokenise")
-    audit.add_argument("--learner", default="lda", help="the learner that trained Φ, for the shadows (default lda)")
+    audit.add_argument("--learner", help="the learner that trained Φ, for the shadows (default: the saved model's "
+                                          "library, gensim-lda or tomotopy-lda, else lda)")
     audit.add_argument("--k", type=int, help="topics of the shadow models (default: Φ's number of rows)")
     audit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="learner parameter, value read as TOML (e.g. max_iter=20, doc_topic_prior=0.1)")

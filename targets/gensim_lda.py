@@ -1,0 +1,89 @@
+"""gensim's ``LdaModel`` (online variational Bayes) as a learner.
+
+Shadows of a model trained with gensim must be trained with gensim and the
+same settings: LiRA compares the released Φ with models that differ only in
+their training documents. Every setting that changes gensim's Φ is a
+parameter here, with gensim's default, and is passed through unchanged;
+``random_state`` is the fit's seed. gensim is deterministic for a given
+``random_state`` in one process; the count matrix's columns play the role of
+the dictionary's ids (so columns in the dictionary's id order reproduce a
+user's model exactly, see tests/test_interop.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from targets.base import NO_GUARANTEE, Guarantee
+from targets.optional import require
+
+# gensim.models.LdaModel keyword arguments this learner forwards (all that shape Φ).
+SETTINGS = ("passes", "chunksize", "update_every", "alpha", "eta", "decay", "offset", "iterations",
+            "gamma_threshold", "eval_every", "minimum_probability", "dtype")
+
+
+def _check_prior(name: str, value, words: tuple[str, ...], length: int | None) -> None:
+    """gensim's accepted forms of a Dirichlet prior, checked now rather than inside a Ray task."""
+    if value is None and name == "eta" or isinstance(value, str) and value in words:
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) and v > 0 for v in value):
+        if length is None or len(value) == length:
+            return
+    raise ValueError(f"{name} must be one of {', '.join(words)}, a positive number or a list of positive numbers"
+                     + (f" (k = {length} of them)" if length else "") + f"; got {value!r}")
+
+
+class GensimLDA:
+    """LDA by gensim's ``LdaModel``; parameters and defaults are gensim's.
+
+    alpha: "symmetric", "asymmetric", "auto", a number or a list of k numbers.
+    eta: None (1/k), "auto", a number, or a list with one value per word.
+    dtype: "float32" (gensim's default) or "float64".
+    """
+
+    def __init__(self, k: int, passes: int = 1, chunksize: int = 2000, update_every: int = 1,
+                 alpha="symmetric", eta=None, decay: float = 0.5, offset: float = 1.0, iterations: int = 50,
+                 gamma_threshold: float = 0.001, eval_every: int | None = 10, minimum_probability: float = 0.01,
+                 dtype: str = "float32"):
+        require("gensim", "gensim", "learner 'gensim-lda'")
+        _check_prior("alpha", alpha, ("symmetric", "asymmetric", "auto"), k)
+        _check_prior("eta", eta, ("symmetric", "auto"), None)
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        if passes < 1 or chunksize < 1 or iterations < 1:
+            raise ValueError("passes, chunksize and iterations must be ≥ 1")
+        self.k = k
+        self.passes, self.chunksize, self.update_every = passes, chunksize, update_every
+        self.alpha, self.eta = alpha, eta
+        self.decay, self.offset, self.iterations = decay, offset, iterations
+        self.gamma_threshold, self.eval_every = gamma_threshold, eval_every
+        self.minimum_probability, self.dtype = minimum_probability, dtype
+
+    def settings(self) -> dict:
+        return {name: getattr(self, name) for name in SETTINGS}
+
+    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
+        """Φ (k × n_words, float32): gensim's ``get_topics()`` after training on X's rows."""
+        import logging
+
+        from gensim.models import LdaModel
+
+        logging.getLogger("gensim").setLevel(logging.WARNING)  # per-pass INFO lines would flood Ray's logs
+        X = sp.csr_matrix(X)
+        bow = [list(zip(X.indices[a:b].tolist(), X.data[a:b].astype(np.int64).tolist()))
+               for a, b in zip(X.indptr[:-1], X.indptr[1:])]
+        eta = np.asarray(self.eta, dtype=np.float64) if isinstance(self.eta, (list, tuple)) else self.eta
+        alpha = np.asarray(self.alpha, dtype=np.float64) if isinstance(self.alpha, (list, tuple)) else self.alpha
+        id2word = {j: str(j) for j in range(X.shape[1])}
+        model = LdaModel(bow, num_topics=self.k, id2word=id2word, passes=self.passes, chunksize=self.chunksize,
+                         update_every=self.update_every, alpha=alpha, eta=eta, decay=self.decay,
+                         offset=self.offset, iterations=self.iterations, gamma_threshold=self.gamma_threshold,
+                         eval_every=self.eval_every, minimum_probability=self.minimum_probability,
+                         random_state=int(seed) % 2**32, dtype=getattr(np, self.dtype))
+        phi = model.get_topics().astype(np.float64)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def guarantee(self) -> Guarantee:
+        return NO_GUARANTEE
