@@ -486,6 +486,20 @@ def default_guess_counts(n: int, min_guesses: int = 32) -> list[tuple[int, int]]
     return pairs
 
 
+def margin_guess_counts(n: int, zs=(1.5, 2.5, 3.5)) -> list[tuple[int, int]]:
+    """Label-free (k, k) pairs just inside the member count: k = ⌊n/2 − z·√n/2⌋ for each z.
+
+    With independent ½ coins the members number Bin(n, ½) (sd √n/2), so k
+    sits below both class sizes with probability ≈ (2Φ(z) − 1): a perfect
+    attack then gets all 2k guesses right. The family for near-perfect
+    attacks (canaries a non-private learner memorises); the default family
+    wastes guesses on (n/2, n/2), which a perfect attack gets wrong by
+    |#members − n/2|, and pays Bonferroni for pairs that cannot win.
+    """
+    ks = sorted({int(n // 2 - z * math.sqrt(n) / 2) for z in zs}, reverse=True)
+    return [(k, k) for k in ks if k >= 1]
+
+
 def guess_pairs(n: int, k_plus=None, k_minus=None) -> list[tuple[int, int]]:
     """The (k+, k−) guess counts to test: ``default_guess_counts(n)`` unless given.
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from audit.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, one_run_epsilon
+from audit.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, margin_guess_counts, one_run_epsilon
 from audit.one_run import (
     _excess_mass,
     _ndtri,
@@ -144,6 +144,25 @@ def test_ceiling_is_the_bound_at_the_all_correct_outcome(delta):
         assert one_run_ceiling(n, ALPHA, 0.0, "fdp-one-run-pure") == pytest.approx(
             logit((ALPHA / J) ** (1 / n)), abs=2e-6)
         assert one_run_ceiling(n, ALPHA, 0.0, "fdp-one-run-gdp") == 0.0  # no μ-GDP mechanism is (ε, 0)-DP
+
+
+def test_margin_family_lets_a_perfect_attack_reach_its_ceiling():
+    # Independent coins: #members ~ Bin(n, ½), so the default family's (n/2, n/2) pair makes
+    # |#members − n/2| errors even for a perfect attack; the margin pairs sit inside both classes.
+    rng = np.random.default_rng(5)
+    n = 1000
+    pairs = margin_guess_counts(n)
+    assert pairs == [(476, 476), (460, 460), (444, 444)]
+    kp, km = map(list, zip(*pairs))
+    ceiling = one_run_ceiling(n, ALPHA, 0.0, "fdp-one-run-pure", k_plus=kp, k_minus=km)
+    assert ceiling == pytest.approx(logit((ALPHA / 3) ** (1 / 952)), abs=2e-6)  # = 5.447
+    margin, default = [], []
+    for _ in range(5):
+        labels = rng.random(n) < 0.5
+        scores = labels + 0.5 * rng.random(n)
+        margin.append(eps_lb_fdp_one_run(scores, labels, 0.0, ALPHA, family="pure", k_plus=kp, k_minus=km).epsilon)
+        default.append(eps_lb_fdp_one_run(scores, labels, 0.0, ALPHA, family="pure").epsilon)
+    assert min(margin) > 5.4 and min(margin) > max(default)
 
 
 def test_ceiling_arguments_are_checked():
