@@ -270,13 +270,12 @@ def _jax_auditing():
     return pytest.importorskip("jax_privacy.auditing", reason="jax-privacy (test extra) is not installed")
 
 
-# Shared (m, guesses, correct) triples: small, all-correct, large m.
-TRIPLES = [(1000, 1000, 900), (1000, 100, 95), (10000, 5000, 4990), (1000, 1000, 1000), (200, 60, 50),
-           (100000, 100000, 95000)]
+# Shared (m, guesses, correct) triples: small, all-correct, large m. (jax-privacy's own recursion is
+# plain Python, about a second per bound for v ~ 1,000, so the list is short.)
+TRIPLES = [(1000, 100, 95), (200, 60, 50), (10000, 5000, 4990), (300, 300, 300), (100000, 100000, 95000)]
 
 
-@pytest.mark.parametrize("m,r,v", TRIPLES)
-@pytest.mark.parametrize("delta", [1e-6, 1e-3])
+@pytest.mark.parametrize("m,r,v,delta", [(*t, 1e-6) for t in TRIPLES] + [(*t, 1e-3) for t in TRIPLES[:2]])
 def test_gdp_bound_agrees_with_jax_privacy(m, r, v, delta):
     # jax-privacy parametrises the Gaussian curve by (ε, δ) (σ of the Gaussian mechanism), we by μ = 1/σ.
     auditing = _jax_auditing()
@@ -285,7 +284,7 @@ def test_gdp_bound_agrees_with_jax_privacy(m, r, v, delta):
     assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-5)
 
 
-@pytest.mark.parametrize("m,r,v", TRIPLES[:-1])
+@pytest.mark.parametrize("m,r,v", TRIPLES[:-1] + [(1000, 1000, 900)])
 @pytest.mark.parametrize("delta", [1e-6, 1e-3])
 def test_steinke_bound_agrees_with_jax_privacy(m, r, v, delta):
     auditing = _jax_auditing()
@@ -293,16 +292,16 @@ def test_steinke_bound_agrees_with_jax_privacy(m, r, v, delta):
     assert one_run_epsilon(m, r, v, delta, ALPHA) == pytest.approx(theirs, rel=1e-5, abs=1e-5)
 
 
-@pytest.mark.parametrize("shift,quantile", [(1.0, 0.5), (2.0, 0.8), (4.0, 0.9), (4.0, 0.99)])
+@pytest.mark.parametrize("shift,quantile", [(1.0, 0.5), (4.0, 0.99)])
 def test_score_arrays_agree_with_jax_privacy(shift, quantile):
     # Same scores, one threshold: jax-privacy guesses "in" above it (k− = 0); so do we with k+ = #above.
     auditing = _jax_auditing()
     rng = np.random.default_rng(int(shift * 100 + quantile * 10))
-    out_scores, in_scores = rng.normal(size=3000), rng.normal(size=2000) + shift
+    out_scores, in_scores = rng.normal(size=1500), rng.normal(size=1000) + shift
     threshold = float(np.quantile(np.r_[in_scores, out_scores], quantile))
     auditor = auditing.CanaryScoreAuditor(in_scores, out_scores)
     explicit = auditing.Explicit(threshold)
-    scores, labels = np.r_[in_scores, out_scores], np.r_[np.ones(2000, bool), np.zeros(3000, bool)]
+    scores, labels = np.r_[in_scores, out_scores], np.r_[np.ones(1000, bool), np.zeros(1500, bool)]
     k = int((scores >= threshold).sum())
     delta = 1e-6
     ours = eps_lb_fdp_one_run(scores, labels, delta, ALPHA, family="gdp", k_plus=k, k_minus=0)
