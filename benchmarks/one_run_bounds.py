@@ -51,6 +51,7 @@ from audit.epsilon import (  # noqa: E402
     margin_guess_counts,
     one_run_epsilon,
 )
+from audit.attacks import guess_family  # noqa: E402
 from audit.one_run import eps_lb_fdp_one_run, fdp_one_run_bound, one_run_ceiling  # noqa: E402
 
 BOUNDS = {
@@ -99,16 +100,22 @@ def section_family(trials, alpha, seed) -> None:
             "one pair (m/2 − 2.5·√m/2, same)": tuple([x] for x in margin_guess_counts(m, (2.5,))[0]),
             "margin (k, k), z = 1.5, 2.5, 3.5": tuple(map(list, zip(*margin_guess_counts(m)))),
             "margin + default": tuple(map(list, zip(*(margin_guess_counts(m) + default_guess_counts(m))))),
+            "2-means + default (audit.attacks.guess_family)": guess_family,
+            "2-means + margin": lambda s, m=m: tuple(
+                [a[-1]] + [k for k, _ in margin_guess_counts(m)] for a in guess_family(s)),
         }
         for swap in (0.0, 0.005, 0.02):
             rng = np.random.default_rng([seed, m, int(swap * 1000)])
             outcomes = [near_perfect(m, swap, rng) for _ in range(trials)]
             for name, fam in families.items():
-                kw = {} if fam is None else {"k_plus": fam[0], "k_minus": fam[1]}
-                res = {b: [BOUNDS[b](s, l, 0.0, alpha, **kw).epsilon for s, l in outcomes]
+                # A family is fixed, or a function of each outcome's scores (never of its labels).
+                kws = [{} if fam is None else dict(zip(("k_plus", "k_minus"), fam(s) if callable(fam) else fam))
+                       for s, _ in outcomes]
+                res = {b: [BOUNDS[b](s, l, 0.0, alpha, **kw).epsilon for (s, l), kw in zip(outcomes, kws)]
                        for b in ("one-run", "fdp-one-run-pure")}
-                ceil = one_run_ceiling(m, alpha, 0.0, "fdp-one-run-pure", **kw)
-                npairs = len(default_guess_counts(m)) if fam is None else len(fam[0])
+                # Ceiling: every guess of the first outcome's family right.
+                ceil = one_run_ceiling(m, alpha, 0.0, "fdp-one-run-pure", **kws[0])
+                npairs = len(default_guess_counts(m)) if fam is None else len(kws[0]["k_plus"])
                 print(f"| {m:,} | {swap:.1%} | {name} | {npairs} | {fmt(res['one-run'])} | "
                       f"{fmt(res['fdp-one-run-pure'])} | {ceil:.3f} |")
     print()
