@@ -486,6 +486,54 @@ def default_guess_counts(n: int, min_guesses: int = 32) -> list[tuple[int, int]]
     return pairs
 
 
+def margin_guess_counts(n: int, zs=(1.5, 2.5, 3.5)) -> list[tuple[int, int]]:
+    """Label-free (k, k) pairs just inside the member count: k = ⌊n/2 − z·√n/2⌋ for each z.
+
+    With independent ½ coins the members number Bin(n, ½) (sd √n/2), so k
+    sits below both class sizes with probability ≈ (2Φ(z) − 1): a perfect
+    attack then gets all 2k guesses right. The family for near-perfect
+    attacks (canaries a non-private learner memorises); the default family
+    wastes guesses on (n/2, n/2), which a perfect attack gets wrong by
+    |#members − n/2|, and pays Bonferroni for pairs that cannot win.
+    """
+    ks = sorted({int(n // 2 - z * math.sqrt(n) / 2) for z in zs}, reverse=True)
+    return [(k, k) for k in ks if k >= 1]
+
+
+def guess_pairs(n: int, k_plus=None, k_minus=None) -> list[tuple[int, int]]:
+    """The (k+, k−) guess counts to test: ``default_guess_counts(n)`` unless given.
+
+    k_plus/k_minus: ints (one pre-registered test) or equal-length sequences
+    (a family); a missing one counts as 0. Raises ValueError for counts
+    outside 0 ≤ k+, k− and k+ + k− ≤ n.
+    """
+    if k_plus is None and k_minus is None:
+        return default_guess_counts(n)
+    kp = np.atleast_1d(np.asarray(0 if k_plus is None else k_plus, np.int64))
+    km = np.atleast_1d(np.asarray(0 if k_minus is None else k_minus, np.int64))
+    kp, km = np.broadcast_arrays(kp, km)
+    pairs = list(zip(kp.tolist(), km.tolist()))
+    for kp_, km_ in pairs:
+        if kp_ < 0 or km_ < 0 or kp_ + km_ > n:
+            raise ValueError(f"need k+, k- >= 0 and k+ + k- <= n = {n}; got ({kp_}, {km_})")
+    return pairs
+
+
+def guess_outcomes(scores, labels, pairs, seed=0) -> list[tuple[int, int, int, int]]:
+    """(k+, k−, r, v) per pair: guess "in" for the k+ highest scores, "out" for the k− lowest.
+
+    r = k+ + k− guesses, v of them correct. Ties are broken by a seeded random
+    order (a permutation, then a stable sort by score), never by input order,
+    which may follow the labels. ``scores``/``labels`` as from ``_prepare``.
+    """
+    n = scores.size
+    perm = np.random.default_rng(seed).permutation(n)
+    order = perm[np.argsort(-scores[perm], kind="stable")]
+    hits_top = np.r_[0, np.cumsum(labels[order])]  # members among the top j
+    hits_bottom = np.r_[0, np.cumsum(~labels[order[::-1]])]  # non-members among the bottom j
+    return [(kp, km, kp + km, int(hits_top[kp] + hits_bottom[km])) for kp, km in pairs]
+
+
 def eps_lb_one_run(
     scores, labels, delta, alpha=0.05, *, k_plus=None, k_minus=None, m=None, seed=0
 ) -> EpsilonBound:
@@ -511,31 +559,14 @@ def eps_lb_one_run(
     m = n if m is None else int(m)
     if m < n:
         raise ValueError("m (canaries randomised) cannot be below the number scored")
-    if k_plus is None and k_minus is None:
-        pairs = default_guess_counts(n)
-    else:
-        kp = np.atleast_1d(np.asarray(0 if k_plus is None else k_plus, np.int64))
-        km = np.atleast_1d(np.asarray(0 if k_minus is None else k_minus, np.int64))
-        kp, km = np.broadcast_arrays(kp, km)
-        pairs = list(zip(kp.tolist(), km.tolist()))
+    pairs = guess_pairs(n, k_plus, k_minus)
     if not pairs or labels.all() or not labels.any():
         # One class only: inclusion was evidently not randomised (or nothing to guess);
         # claim nothing rather than lean on a 2^-n event.
         reason = "no canaries" if not pairs else "labels contain one class only"
         return EpsilonBound(0.0, "one-run", 1.0 - alpha, delta, {"m": m, "reason": reason})
-    for kp_, km_ in pairs:
-        if kp_ < 0 or km_ < 0 or kp_ + km_ > n:
-            raise ValueError(f"need k+, k- >= 0 and k+ + k- <= n = {n}; got ({kp_}, {km_})")
-    # Rank with random tie-breaking: a permutation, then a stable sort by score.
-    perm = np.random.default_rng(seed).permutation(n)
-    order = perm[np.argsort(-scores[perm], kind="stable")]
-    hits_top = np.r_[0, np.cumsum(labels[order])]  # members among the top j
-    hits_bottom = np.r_[0, np.cumsum(~labels[order[::-1]])]  # non-members among the bottom j
+    results = guess_outcomes(scores, labels, pairs, seed)
     a = alpha / len(pairs)
-    results = []
-    for kp_, km_ in pairs:
-        r, v = kp_ + km_, int(hits_top[kp_] + hits_bottom[km_])
-        results.append((kp_, km_, r, v))
     # The δ = 0 bound (closed form) caps the δ > 0 one: bisect only pairs that could win.
     cap = [one_run_epsilon(m, r, v, 0.0, a) if r else 0.0 for _, _, r, v in results]
     best, best_i = 0.0, 0
