@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit.epsilon import EpsilonBound, default_guess_counts, eps_lb_one_run
+from functools import partial
+
+from audit.epsilon import EpsilonBound, default_guess_counts, eps_lb_one_run, margin_guess_counts
+from audit.one_run import eps_lb_fdp_one_run
 from audit.lira import offline_scores, online_scores
 
 # Attacks whose ε lower bound a run reports (each at α/len, so all hold jointly).
@@ -32,8 +35,9 @@ def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
 
 
 # ε-bound methods valid for any (ε, δ)-DP release, so a verdict may rest on them: name → function
-# (scores, labels, delta, alpha) -> EpsilonBound.
-VALID_BOUNDS = {"one-run": eps_lb_one_run}
+# (scores, labels, delta, alpha, k_plus=, k_minus=) -> EpsilonBound. (The f-DP bound's Gaussian family
+# assumes a Gaussian trade-off curve and flags correct Laplace or randomised-response mechanisms: not here.)
+VALID_BOUNDS = {"one-run": eps_lb_one_run, "fdp-one-run-pure": partial(eps_lb_fdp_one_run, family="pure")}
 
 
 def epsilon_lower_bounds(scores: dict[str, np.ndarray], is_member: np.ndarray, delta: float,
@@ -73,14 +77,15 @@ def two_means_split(scores: np.ndarray) -> int:
 
 
 def guess_family(scores: np.ndarray) -> tuple[list[int], list[int]]:
-    """(k+, k−) pairs to try: the usual halving family plus one guess of every candidate split by 2-means.
+    """(k+, k−) pairs to try: the halving family, the margin pairs and one guess of every candidate by 2-means.
 
     The halving family suits noisy releases (guess only the surest); the
-    2-means guess suits releases that separate the candidates cleanly, where
+    margin pairs (k just below either class's likely size) and the 2-means
+    guess suit releases that separate the candidates (nearly) cleanly, where
     a fixed k+ = m/2 would misplace the few canaries the coins put on the
-    heavier side.
+    heavier side. All are functions of the scores' count and values only.
     """
-    pairs = default_guess_counts(len(scores))
+    pairs = default_guess_counts(len(scores)) + margin_guess_counts(len(scores))
     top = two_means_split(scores)
     pairs.append((top, len(scores) - top))
     return [p for p, _ in pairs], [q for _, q in pairs]
