@@ -25,7 +25,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from audit.attacks import BOUNDED_ATTACKS, VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
+from audit.attacks import VALID_BOUNDS, bound_ceiling, bound_tests, bounded_attacks, guess_family
 from audit.canaries import WORD_LEVEL_ADJACENCIES
 from audit.epsilon import EpsilonBound
 from audit.errors import UserError
@@ -120,8 +120,12 @@ def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, s
 
 
 def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
-              alpha: float | None = None) -> CheckResult:
-    """Check a finished run directory against a claim (default: the target's own guarantee, the run's α)."""
+              alpha: float | None = None, attacks: list[str] | None = None) -> CheckResult:
+    """Check a finished run directory against a claim (default: the target's own guarantee, the run's α).
+
+    attacks: whose bounds on the natural documents to use (α split over every
+    test); default lira_online and lira_offline (docs/attacks.md).
+    """
     run_dir = Path(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
     canaries = canary_evidence(run_dir) if results_path.exists() else None
@@ -167,11 +171,17 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         sources.append(("canaries/", canaries[0], canaries[1], tuple(VALID_BOUNDS), guess_family))
     if scores_path.exists() and not word_claim:
         natural = _load_arrays(scores_path)
-        missing = [name for name in ("is_member", *BOUNDED_ATTACKS) if name not in natural]
-        if missing:
-            raise UserError(f"{scores_path} lacks {', '.join(missing)}; it was not written by this version of "
+        if "is_member" not in natural:
+            raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                             "topicaudit — rerun the audit")
-        sources.append(("natural/", {a: natural[a] for a in BOUNDED_ATTACKS}, natural["is_member"],
+        names = [n for n in natural if n not in ("is_member", "doc_index")]
+        missing = [a for a in attacks or () if a not in names]
+        if missing:
+            raise UserError(f"--attack {missing[0]}: {run_dir} has no scores of that attack; it has: {', '.join(names)}")
+        chosen = attacks or bounded_attacks(names)
+        if not chosen:
+            raise UserError(f"{scores_path} holds no attack scores; rerun the audit")
+        sources.append(("natural/", {a: natural[a] for a in chosen}, natural["is_member"],
                         NATURAL_METHODS, None))
     if not sources:
         raise UserError(f"{run_dir} has only word canaries, which test word-level claims; the target claims "

@@ -68,6 +68,7 @@ class AttackConfig:
     alpha: float = 0.05                # ε lower bounds hold with confidence 1 − alpha
     delta: float = 1e-5                # δ for ε lower bounds when the target claims none
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    attacks: list[str] = field(default_factory=list)  # attacks to report (docs/attacks.md); empty: all
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Config:
         d = self.to_dict()
         for key in ("name", "output", "ray"):
             d.pop(key)
+        d["attack"].pop("attacks")  # which scores are reported does not change the models or statistics
         if self.corpus.path is not None:
             d.pop("synthetic")
         # Keys added after runs were recorded: left out at their defaults so those runs still resume.
@@ -154,6 +156,11 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> N
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
             _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}")
+            continue
+        if "list" in str(fields[key].type):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
+            setattr(obj, key, list(value))
             continue
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
 
@@ -221,6 +228,11 @@ def validate(config: Config) -> None:
         raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
     if not 0 <= config.attack.delta < 1:
         raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
+    from audit.attacks import ATTACK_DESCRIPTIONS, unknown_attacks
+
+    unknown = unknown_attacks(config.attack.attacks)
+    if unknown:
+        raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACK_DESCRIPTIONS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
     if config.seed < 0:

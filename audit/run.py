@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from audit import __version__
-from audit.attacks import VALID_BOUNDS, attack_scores, bound_ceiling, bound_tests, epsilon_lower_bounds
+from audit.attacks import (VALID_BOUNDS, attack_scores, bound_ceiling, bound_tests, bounded_attacks,
+                           epsilon_lower_bounds)
 from audit.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from audit.lira import offline_scores, online_scores
 from audit.config import Config, config_hash, validate
@@ -262,6 +263,16 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     }
 
 
+def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
+    """Each document's tokens over a release's vocabulary (the words ζ is computed on), float64.
+
+    A product with the vocabulary's indicator, so no copy of the corpus is made.
+    """
+    in_vocabulary = np.zeros(X.shape[1], dtype=np.float64)
+    in_vocabulary[vocabulary] = 1.0
+    return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
+
+
 def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) the audit a configuration describes; returns ``results.json``'s content.
 
@@ -362,13 +373,16 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         t = time.perf_counter()
         target_stats = {name: values[0] for name, values in stats.items()}
         shadow_stats = {name: values[1:] for name, values in stats.items()}
-        scores = attack_scores(target_stats, shadow_stats, plan.shadow_in)
+        n_tokens = tokens_in_vocabulary(corpus.X, target_release.vocabulary)
+        scores = attack_scores(target_stats, shadow_stats, plan.shadow_in, n_tokens, config.attack.attacks)
         run.save_arrays("statistics.npz", {
             **{f"target_{name}": v for name, v in target_stats.items()},
             **{f"shadow_{name}": v for name, v in shadow_stats.items()},
+            "n_tokens": n_tokens,
         })
         run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
-        bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha)
+        bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha,
+                                      bounded_attacks(list(scores)))
         results["attacks"] = {name: summarize(s, plan.target_in) for name, s in scores.items()}
         results["epsilon_lower_bounds"] = {
             "method": "one-run",

@@ -55,7 +55,8 @@ USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"
 
 # Columns of scores.csv, in order ("text" only with show_text).
 SCORE_COLUMNS = ("rank", "candidate", "id", "n_tokens", "zeta", "online_llr", "online_llr_global",
-                 "offline_p", "offline_p_global")
+                 "offline_p", "offline_p_global", "online_shrunk_llr", "offline_shrunk_p", "rmia_online",
+                 "rmia_offline", "rmia_population")
 COLUMN_DESCRIPTIONS = {
     "rank": "1 = strongest membership evidence, by the ranking score",
     "candidate": "0-based position of the document in the candidates input",
@@ -70,6 +71,13 @@ COLUMN_DESCRIPTIONS = {
                  "variance (small = likely member); not corrected for multiple testing; values far below "
                  "1/(number of OUT shadows) extrapolate the Gaussian's tail: rank by them, do not read them literally",
     "offline_p_global": "the same with the pooled OUT variance",
+    "online_shrunk_llr": "online LiRA log-likelihood ratio with each variance shrunk towards the pooled one "
+                         "(Bayesian; strong with few shadows)",
+    "offline_shrunk_p": "offline LiRA p-value with the OUT variance shrunk towards the pooled one",
+    "rmia_online": "RMIA log ratio: log of the per-token likelihood under Φ over its mean under the shadows",
+    "rmia_offline": "RMIA offline log ratio: over the OUT shadows' mean, the IN mean approximated with the fitted a",
+    "rmia_population": "RMIA score: fraction of sampled reference documents z (taken as non-members of Φ) whose "
+                       "rmia_online ratio this candidate's reaches (1 = beyond every one)",
     "text": "the document's text as read (cells starting with = + - @ or a tab are prefixed with ' so "
             "spreadsheets do not run them as formulas)",
 }
@@ -81,14 +89,37 @@ RANKINGS = {
     "offline-global": ("offline_p_global", "offline_z_global"),
     "online": ("online_llr", "online_llr"),
     "online-global": ("online_llr_global", "online_llr_global"),
+    "offline-shrunk": ("offline_shrunk_p", "offline_shrunk_z"),
+    "online-shrunk": ("online_shrunk_llr", "online_shrunk_llr"),
+    "rmia-online": ("rmia_online", "rmia_online"),
+    "rmia-offline": ("rmia_offline", "rmia_offline"),
 }
-DEFAULT_RANKING = "offline"
+# "recommended": the ranking audit.attacks.recommended_attack picks for the number of shadows.
+DEFAULT_RANKING = "recommended"
+RECOMMENDED_RANKINGS = {"lira_online": "online", "lira_offline_shrunk": "offline-shrunk", "rmia_online": "rmia-online"}
+RECOMMENDATION_RULE = ("1 shadow: RMIA online; 2-62: offline LiRA with shrunk variance; 64 or more: online LiRA "
+                       "(docs/attacks.md)")
+# Reference documents whose RMIA ratios form the population (a seeded sample when there are more).
+POPULATION_SIZE = 1000
 RANKING_LABELS = {
     "offline": "offline LiRA p-value (OUT shadows, per-document variance)",
     "offline-global": "offline LiRA p-value (OUT shadows, pooled variance)",
     "online": "online LiRA log-likelihood ratio (per-document variances)",
     "online-global": "online LiRA log-likelihood ratio (pooled variances)",
+    "offline-shrunk": "offline LiRA p-value (OUT shadows, variance shrunk towards the pooled one)",
+    "online-shrunk": "online LiRA log-likelihood ratio (variances shrunk towards the pooled ones)",
+    "rmia-online": "RMIA log likelihood ratio (per token, all shadows)",
+    "rmia-offline": "RMIA offline log likelihood ratio (per token, OUT shadows and fitted a)",
 }
+
+
+def resolve_ranking(rank_by: str, n_shadows: int) -> tuple[str, bool]:
+    """(--rank-by value to use, whether it was chosen by the recommendation rule)."""
+    if rank_by != "recommended":
+        return rank_by, False
+    from audit.attacks import recommended_attack
+
+    return RECOMMENDED_RANKINGS[recommended_attack(n_shadows)], True
 RANKING_ORDER = ("strongest evidence first: by the chosen score (offline: smallest p-value first, ordered by z so "
                  "p-values that round to 0 keep their order; online: largest log-ratio first), ties by the other "
                  "family (online log-ratio, or offline z), then by candidate position")
@@ -169,8 +200,9 @@ def _check_spec(spec: UserAuditSpec) -> None:
         )
     if spec.k is not None and spec.k < 2:
         raise UserError(f"--k, the number of topics, must be ≥ 2 (got {spec.k}); by default it is Φ's number of rows")
-    if spec.rank_by not in RANKINGS:
-        raise UserError(f"unknown ranking {spec.rank_by!r} (--rank-by); choose one of {', '.join(RANKINGS)}")
+    if spec.rank_by not in RANKINGS and spec.rank_by != "recommended":
+        raise UserError(f"unknown ranking {spec.rank_by!r} (--rank-by); choose recommended or one of "
+                        f"{', '.join(RANKINGS)}")
     check_seed(spec.seed, "--seed")
     if spec.output is not None and str(spec.output).strip() == "":
         raise UserError("--output is empty; give a directory, or leave --output out for runs/audit-NAME")
@@ -334,16 +366,33 @@ def _dropped_positions(corpus: Corpus) -> list[int]:
 
 
 # -- scores ----------------------------------------------------------------------------------
-def candidate_scores(model_zeta: np.ndarray, shadow_zeta: np.ndarray, shadow_in: np.ndarray
-                     ) -> dict[str, np.ndarray]:
-    """Per-candidate LiRA scores from ζ under the user's Φ (n,) and the shadows (N, n).
+def candidate_scores(model_zeta: np.ndarray, shadow_zeta: np.ndarray, shadow_in: np.ndarray,
+                     n_tokens: np.ndarray | None = None, population: tuple | None = None) -> dict[str, np.ndarray]:
+    """Per-candidate scores from ζ under the user's Φ (n,) and the shadows (N, n).
 
-    Keys: the score columns of ``scores.csv`` plus ``offline_z`` and
-    ``offline_z_global`` (the z behind each p-value, used for ranking).
+    Keys: the score columns of ``scores.csv`` plus ``offline_z``,
+    ``offline_z_global`` and ``offline_shrunk_z`` (the z behind each p-value,
+    used for ranking). The shrunk and RMIA columns need n_tokens (each
+    candidate's tokens); ``rmia_population`` needs population = (ζ under Φ,
+    ζ under the shadows, shadow_in, n_tokens) of reference documents.
     """
     z = offline_scores(model_zeta, shadow_zeta, shadow_in)
     z_global = offline_scores(model_zeta, shadow_zeta, shadow_in, global_variance=True)
+    extra = {}
+    if n_tokens is not None:
+        from audit.rmia import population_scores, rmia_scores
+        from audit.variance import shrunk_offline_scores, shrunk_online_scores
+
+        z_shrunk = shrunk_offline_scores(model_zeta, shadow_zeta, shadow_in)
+        extra = {"online_shrunk_llr": shrunk_online_scores(model_zeta, shadow_zeta, shadow_in),
+                 "offline_shrunk_p": ndtr(-z_shrunk), "offline_shrunk_z": z_shrunk,
+                 "rmia_online": rmia_scores(model_zeta, shadow_zeta, shadow_in, n_tokens, online=True)[0],
+                 "rmia_offline": rmia_scores(model_zeta, shadow_zeta, shadow_in, n_tokens, online=False)[0]}
+        if population is not None:
+            ratio_z = rmia_scores(*population, online=True)[0]
+            extra["rmia_population"] = population_scores(extra["rmia_online"], ratio_z)
     return {
+        **extra,
         "zeta": model_zeta,
         "online_llr": online_scores(model_zeta, shadow_zeta, shadow_in),
         "online_llr_global": online_scores(model_zeta, shadow_zeta, shadow_in, global_variance=True),
@@ -458,14 +507,22 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
 
         t = time.perf_counter()
         user = Release(phi=model.phi, vocabulary=np.arange(model.vocabulary.size, dtype=np.int64))
-        stats = compute_statistics(ray, ray.put(cands.X), [user, *shadows], spec.tol, cluster["cpus"], quiet)
+        # RMIA's population: a seeded sample of reference documents, scored with the candidates.
+        population = np.sort(np.random.default_rng(spec.seed).permutation(ref.n_docs)[:POPULATION_SIZE])
+        scored = sp.vstack([cands.X, ref.X[population]], format="csr")
+        stats = compute_statistics(ray, ray.put(scored), [user, *shadows], spec.tol, cluster["cpus"], quiet)
         statistics_seconds = time.perf_counter() - t
 
     t = time.perf_counter()
+    n_tokens = np.asarray(scored.sum(axis=1), dtype=np.float64).ravel()
     shadow_in = plan.shadow_in[:, :n_c]
-    scores = candidate_scores(stats["zeta"][0], stats["zeta"][1:], shadow_in)
-    order = ranking(scores, spec.rank_by)
-    n_tokens = np.asarray(cands.X.sum(axis=1)).ravel()
+    zeta, pop = stats["zeta"][:, :n_c], stats["zeta"][:, n_c:]
+    population_stats = (pop[0], pop[1:], plan.shadow_in[:, n_c + population], n_tokens[n_c:]) if population.size else None
+    scores = candidate_scores(zeta[0], zeta[1:], shadow_in, n_tokens[:n_c], population_stats)
+    scores.setdefault("rmia_population", np.full(n_c, np.nan))
+    rank_by, recommended = resolve_ranking(spec.rank_by, spec.shadows)
+    order = ranking(scores, rank_by)
+    n_tokens = n_tokens[:n_c]
     ids = cands.doc_ids if cands.doc_ids is not None else [str(i) for i in cands.doc_index]
     rows = []
     for rank, i in enumerate(order, start=1):
@@ -476,9 +533,10 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
         rows.append(row)
     atomic_write_text(run.path / "scores.csv", scores_csv(rows, spec.show_text))
     run.save_arrays("statistics.npz", {
-        **{f"model_{name}": values[0] for name, values in stats.items()},
-        **{f"shadow_{name}": values[1:] for name, values in stats.items()},
+        **{f"model_{name}": values[0, :n_c] for name, values in stats.items()},
+        **{f"shadow_{name}": values[1:, :n_c] for name, values in stats.items()},
         "shadow_in": shadow_in, "candidate": cands.doc_index,
+        "population_model_zeta": pop[0], "population_shadow_zeta": pop[1:], "population_reference": population,
     })
     scoring_seconds = time.perf_counter() - t
 
@@ -507,8 +565,8 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
                     "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json()},
         "shadows": {"n_shadows": spec.shadows, "in_per_candidate": spec.shadows // 2,
                     "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": n_reused},
-        "ranking": {"by": RANKINGS[spec.rank_by][0], "rank_by": spec.rank_by,
-                    "order": RANKING_ORDER},
+        "ranking": {"by": RANKINGS[rank_by][0], "rank_by": rank_by, "recommended": recommended,
+                    "rule": RECOMMENDATION_RULE, "order": RANKING_ORDER},
         "scores": {"file": "scores.csv", "columns": {c: COLUMN_DESCRIPTIONS[c] for c in
                                                      SCORE_COLUMNS + (("text",) if spec.show_text else ())}},
         "summary": {
@@ -563,6 +621,8 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
          f"on {result['shadows']['training_docs']} documents each"),
         f"  shadow settings ({result['learner']['settings_from']}): {settings_text(result['learner']['params'])}",
         f"  ranked by {RANKING_LABELS[result['ranking']['rank_by']]}, strongest membership evidence first",
+        *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
+           "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
         "",
     ]
     top = result["top"]

@@ -55,9 +55,12 @@ def register(commands) -> None:
     audit.add_argument("--trust-pickle", action="store_true",
                        help="allow loading a .joblib/.pkl Φ file; unpickling runs any code in the file, so only "
                             "for files you made or trust")
-    audit.add_argument("--rank-by", choices=["offline", "offline-global", "online", "online-global"],
-                       default="offline", help="ranking score: offline p-value or online log-likelihood ratio, "
-                                               "per-document or pooled (-global) variance (default offline)")
+    audit.add_argument("--rank-by", default="recommended",
+                       choices=["recommended", "offline", "offline-global", "online", "online-global",
+                                "offline-shrunk", "online-shrunk", "rmia-online", "rmia-offline"],
+                       help="ranking score: offline p-value or online log-likelihood ratio with per-document, "
+                            "pooled (-global) or shrunk variance, or RMIA's likelihood ratio; default recommended: "
+                            "the attack docs/attacks.md recommends for --shadows (said in the output)")
     audit.add_argument("--show-text", action="store_true", help="add each candidate's text to scores.csv and the table")
     audit.add_argument("--top", type=int, default=10, help="rows of the ranking to print and keep in audit.json (default 10)")
     audit.add_argument("--name", help="audit name (default: PHI's file name)")

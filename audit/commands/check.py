@@ -18,6 +18,9 @@ def register(commands) -> None:
     check.add_argument("--alpha", type=float, help="1 − confidence of the bounds (default: the run's [attack] alpha)")
     check.add_argument("--canaries", type=int, metavar="M",
                        help="audit M canaries ([attack.canaries] count) when TARGET is a configuration")
+    check.add_argument("--attack", action="append", metavar="NAME",
+                       help="attack whose bounds to use on the natural documents, repeatable; α is split over every "
+                            "test (default lira_online and lira_offline; names: docs/attacks.md)")
     check.add_argument("--output", help="run directory when TARGET is a configuration")
     check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
     check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
@@ -49,7 +52,7 @@ def execute(args) -> int:
             config.attack.canaries.count = args.canaries
         run_audit(config, quiet=args.quiet)
         run_dir = config.run_dir
-    result = check_run(run_dir, args.epsilon, args.delta, args.alpha)
+    result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
     json_path = Path(args.json) if args.json else run_dir / "check.json"
     junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     write_reports(result, json_path, junit_path)

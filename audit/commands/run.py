@@ -24,6 +24,7 @@ def register(commands) -> None:
     run.add_argument("--shadows", type=int, help="number of shadow models (even)")
     run.add_argument("--seed", type=int, help="seed of every random choice")
     add_canary_flag(run)
+    run.add_argument("--attacks", help="comma-separated attacks to report (default all; see docs/attacks.md)")
     run.add_argument("--name", help="run name (default: from the config or corpus)")
     run.add_argument("--output", help="run directory (default: runs/NAME)")
     run.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
@@ -57,6 +58,8 @@ def config_from_args(args):
         value = getattr(args, flag)
         if value is not None:
             setattr(section, key, value)
+    if getattr(args, "attacks", None):
+        config.attack.attacks = [name.strip() for name in args.attacks.split(",") if name.strip()]
     return config
 
 
