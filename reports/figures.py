@@ -28,7 +28,8 @@ KIND_DESCRIPTIONS = {
     "inlier": "typical length, words that are frequent in the corpus",
     "outlier": "typical length, words that are rare in the corpus",
 }
-BY_PARAMETER_ATTACKS = ("lira_online", "lira_offline")
+# (attacks a run does not have are skipped: the few-model ones appear in runs that report them)
+BY_PARAMETER_ATTACKS = ("lira_online", "lira_offline", "lira_offline_shrunk", "rmia_online")
 
 
 # -- helpers ---------------------------------------------------------------------------------------

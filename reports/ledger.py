@@ -114,8 +114,15 @@ SUMMARY_METRICS = (("tpr_at_fpr_0.001", "TPR@0.1%FPR", True), ("tpr_at_fpr_0.01"
                    ("auc", "AUC", False))
 
 
-def group_summary(collection, attacks=("lira_online", "lira_offline")) -> tuple[list[str], list[list[str]]]:
-    """Mean ± sd over each group's replicates of the main metrics (the paper's Table 2 layout)."""
+def group_summary(collection, attacks=None) -> tuple[list[str], list[list[str]]]:
+    """Mean ± sd over each group's replicates of the main metrics (the paper's Table 2 layout).
+
+    Default attacks: online and offline LiRA, and the few-model offline LiRA
+    with shrunk variance when the runs report it.
+    """
+    if attacks is None:
+        has_shrunk = any("lira_offline_shrunk" in run.results.get("attacks", {}) for run in collection.runs)
+        attacks = ("lira_online", "lira_offline") + (("lira_offline_shrunk",) if has_shrunk else ())
     headers = [collection.parameter or "group", "runs"]
     for attack in attacks:
         headers += [f"{attack} {label}" for _, label, _ in SUMMARY_METRICS]

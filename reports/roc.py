@@ -12,9 +12,9 @@ import numpy as np
 
 from audit.metrics import roc_curve
 
-# The attacks drawn by default: the paper's two LiRA variants and its baselines.
-MAIN_ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "threshold_max_theta",
-                "threshold_entropy_theta")
+# The attacks drawn by default: the paper's LiRA variants, the few-model ones (docs/attacks.md), baselines.
+MAIN_ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_shrunk", "rmia_online",
+                "threshold_max_theta", "threshold_entropy_theta")
 
 
 def roc_points(run_dir: Path, attacks=MAIN_ATTACKS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
