@@ -186,3 +186,24 @@ def test_config_lists_attacks_and_rejects_unknown_names():
         validate(config_from_dict({"attack": {"attacks": ["rmia"]}}))
     with pytest.raises(UserError, match="list of strings"):
         config_from_dict({"attack": {"attacks": "rmia_online"}})
+
+
+def test_check_bounds_the_attacks_it_is_told_and_names_missing_ones(tmp_path):
+    import json
+
+    from audit.check import check_run
+    from audit.errors import UserError
+
+    rng = np.random.default_rng(0)
+    member = rng.random(2000) < 0.5
+    strong = member * 3.0 + rng.normal(size=2000)
+    np.savez(tmp_path / "scores.npz", is_member=member, doc_index=np.arange(2000), lira_online=rng.normal(size=2000),
+             lira_offline=rng.normal(size=2000), lira_offline_shrunk=strong)
+    (tmp_path / "results.json").write_text(json.dumps({"target": {"learner": "lda", "guarantee": {
+        "epsilon": None, "delta": 0.0, "adjacency": None}}, "epsilon_lower_bounds": {"delta": 1e-5}}))
+    default = check_run(tmp_path, epsilon=1.0)
+    assert sorted(default.bounds) == ["lira_offline", "lira_online"]
+    chosen = check_run(tmp_path, epsilon=1.0, attacks=["lira_offline_shrunk"])
+    assert list(chosen.bounds) == ["lira_offline_shrunk"] and chosen.violated  # the separable scores prove ε > 1
+    with pytest.raises(UserError, match="no scores of that attack; it has: lira_online, lira_offline"):
+        check_run(tmp_path, epsilon=1.0, attacks=["rmia_online"])
