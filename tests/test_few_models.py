@@ -153,13 +153,13 @@ def test_population_score_is_the_fraction_of_z_beaten_and_ranks_like_the_ratio()
 # -- selection -------------------------------------------------------------------------------------
 def test_recommended_attack_rule():
     assert recommended_attack(1) == "rmia_online"
-    assert [recommended_attack(n) for n in (2, 4, 8, 16, 32, 62)] == ["lira_offline_shrunk"] * 6
-    assert [recommended_attack(n) for n in (64, 128, 1000)] == ["lira_online"] * 3
+    assert [recommended_attack(n) for n in (2, 4, 8, 16, 64, 128, 1000)] == ["lira_offline_shrunk"] * 7
     with pytest.raises(ValueError):
         recommended_attack(0)
     from audit.user_audit import resolve_ranking
     assert resolve_ranking("recommended", 4) == ("offline-shrunk", True)
-    assert resolve_ranking("recommended", 128) == ("online", True)
+    assert resolve_ranking("recommended", 128) == ("offline-shrunk", True)
+    assert resolve_ranking("recommended", 1) == ("rmia-online", True)
     assert resolve_ranking("online-global", 4) == ("online-global", False)
 
 
@@ -202,8 +202,9 @@ def test_check_bounds_the_attacks_it_is_told_and_names_missing_ones(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"target": {"learner": "lda", "guarantee": {
         "epsilon": None, "delta": 0.0, "adjacency": None}}, "epsilon_lower_bounds": {"delta": 1e-5}}))
     default = check_run(tmp_path, epsilon=1.0)
-    assert sorted(default.bounds) == ["lira_offline", "lira_online"]
+    assert sorted({name.split(":")[0] for name in default.bounds}) == ["natural/lira_offline", "natural/lira_online"]
     chosen = check_run(tmp_path, epsilon=1.0, attacks=["lira_offline_shrunk"])
-    assert list(chosen.bounds) == ["lira_offline_shrunk"] and chosen.violated  # the separable scores prove ε > 1
+    assert {name.split(":")[0] for name in chosen.bounds} == {"natural/lira_offline_shrunk"}
+    assert chosen.violated  # the separable scores prove ε > 1
     with pytest.raises(UserError, match="no scores of that attack; it has: lira_online, lira_offline"):
         check_run(tmp_path, epsilon=1.0, attacks=["rmia_online"])
