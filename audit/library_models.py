@@ -270,7 +270,7 @@ def load_gensim(path: Path) -> LibraryModel:
     notes = []
     if type(model).__name__ == "LdaMulticore":
         notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
-                     "process (LdaMulticore's worker processes update asynchronously and are not reproducible)")
+                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
     if settings["alpha"] == "auto" or settings["eta"] == "auto":
         notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
     return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)

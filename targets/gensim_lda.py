@@ -11,11 +11,14 @@ user's model exactly, see tests/test_interop.py).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
 from targets.base import NO_GUARANTEE, Guarantee
 from targets.optional import require
+from targets.params import _is_real, choice, integer, non_negative, positive
 
 # gensim.models.LdaModel keyword arguments this learner forwards (all that shape Φ).
 SETTINGS = ("passes", "chunksize", "update_every", "alpha", "eta", "decay", "offset", "iterations",
@@ -26,13 +29,12 @@ def _check_prior(name: str, value, words: tuple[str, ...], length: int | None) -
     """gensim's accepted forms of a Dirichlet prior, checked now rather than inside a Ray task."""
     if value is None and name == "eta" or isinstance(value, str) and value in words:
         return
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if values and all(_is_real(v) and 0 < v < math.inf for v in values) and (
+            not isinstance(value, (list, tuple)) or length is None or len(value) == length):
         return
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) and v > 0 for v in value):
-        if length is None or len(value) == length:
-            return
-    raise ValueError(f"{name} must be one of {', '.join(words)}, a positive number or a list of positive numbers"
-                     + (f" (k = {length} of them)" if length else "") + f"; got {value!r}")
+    raise ValueError(f"{name} must be one of {', '.join(words)}, a finite number > 0 or a list of them"
+                     + (f" (k = {length} of them)" if length else "") + f" (got {value!r})")
 
 
 class GensimLDA:
@@ -50,10 +52,17 @@ class GensimLDA:
         require("gensim", "gensim", "learner 'gensim-lda'")
         _check_prior("alpha", alpha, ("symmetric", "asymmetric", "auto"), k)
         _check_prior("eta", eta, ("symmetric", "auto"), None)
-        if dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-        if passes < 1 or chunksize < 1 or iterations < 1:
-            raise ValueError("passes, chunksize and iterations must be ≥ 1")
+        choice("dtype", dtype, ("float32", "float64"))
+        integer("passes", passes)
+        integer("chunksize", chunksize)
+        integer("update_every", update_every, minimum=0)
+        integer("iterations", iterations)
+        if eval_every is not None:
+            integer("eval_every", eval_every, minimum=0)
+        positive("decay", decay)
+        positive("offset", offset)
+        positive("gamma_threshold", gamma_threshold)
+        non_negative("minimum_probability", minimum_probability)
         self.k = k
         self.passes, self.chunksize, self.update_every = passes, chunksize, update_every
         self.alpha, self.eta = alpha, eta

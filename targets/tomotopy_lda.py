@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from targets.base import NO_GUARANTEE, Guarantee
 from targets.optional import require
+from targets.params import choice, integer, positive
 
 TERM_WEIGHTS = ("one", "idf", "pmi")
 SETTINGS = ("alpha", "eta", "tw", "min_cf", "min_df", "rm_top", "iterations", "burn_in", "optim_interval")
@@ -56,15 +57,19 @@ class TomotopyLDA:
     def __init__(self, k: int, alpha=0.1, eta: float = 0.01, tw: str = "one", min_cf: int = 0, min_df: int = 0,
                  rm_top: int = 0, iterations: int = 200, burn_in: int = 0, optim_interval: int = 10):
         require("tomotopy", "tomotopy", "learner 'tomotopy-lda'")
-        alphas = alpha if isinstance(alpha, (list, tuple)) else [alpha]
-        if not all(isinstance(a, (int, float)) and a > 0 for a in alphas) or len(alphas) not in (1, k):
-            raise ValueError(f"alpha must be a positive number or a list of k = {k} positive numbers, got {alpha!r}")
-        if not isinstance(eta, (int, float)) or eta <= 0:
-            raise ValueError(f"eta must be a positive number, got {eta!r}")
-        if tw not in TERM_WEIGHTS:
-            raise ValueError(f"tw must be one of {', '.join(TERM_WEIGHTS)}, got {tw!r}")
-        if iterations < 1:
-            raise ValueError(f"iterations must be ≥ 1, got {iterations}")
+        if isinstance(alpha, (list, tuple)):
+            if len(alpha) != k:
+                raise ValueError(f"alpha must be a number or a list of k = {k} numbers (got {len(alpha)} numbers)")
+            for a in alpha:
+                positive("alpha", a)
+        else:
+            positive("alpha", alpha)
+        positive("eta", eta)
+        choice("tw", tw, TERM_WEIGHTS)
+        for name, value in (("min_cf", min_cf), ("min_df", min_df), ("rm_top", rm_top), ("burn_in", burn_in),
+                            ("optim_interval", optim_interval)):
+            integer(name, value, minimum=0)
+        integer("iterations", iterations)
         self.k = k
         self.alpha, self.eta, self.tw = alpha, eta, tw
         self.min_cf, self.min_df, self.rm_top = min_cf, min_df, rm_top

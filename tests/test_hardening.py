@@ -224,6 +224,10 @@ BAD_PARAMETERS = {  # learner → (required params, [(key, bad value), ...])
     "pf": ({}, [("a0", math.nan), ("b0", math.inf), ("n_iter", 0)]),
     "lppf": ({"epsilon": 1.0}, [("a0", math.inf), ("n_iter", -1), ("epsilon", math.nan)]),
     "lppf-naive": ({"epsilon": 1.0}, [("b0", -1.0), ("n_avg", 0)]),
+    "gensim-lda": ({}, [("alpha", math.nan), ("alpha", "sometimes"), ("eta", math.inf), ("passes", 0),
+                        ("chunksize", 2.5), ("iterations", 0), ("decay", math.nan), ("eval_every", -1)]),
+    "tomotopy-lda": ({}, [("alpha", math.nan), ("alpha", [0.1, 0.2]), ("eta", -1.0), ("tw", "bm25"),
+                          ("min_cf", -1), ("iterations", 0), ("optim_interval", 1.5)]),
 }
 
 

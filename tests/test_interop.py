@@ -140,7 +140,7 @@ def test_a_missing_library_names_the_extra(monkeypatch, tmp_path, docs, capsys):
     ("gensim-lda", {"alpha": [0.1, 0.2]}, r"k = 3 of them"),
     ("gensim-lda", {"passes": 0}, "≥ 1"),
     ("tomotopy-lda", {"tw": "bm25"}, "tw must be one of one, idf, pmi"),
-    ("tomotopy-lda", {"alpha": [0.1, 0.2]}, "k = 3 positive numbers"),
+    ("tomotopy-lda", {"alpha": [0.1, 0.2]}, "k = 3 numbers"),
     ("tomotopy-lda", {"workers": 4}, "unknown parameter"),
 ])
 def test_bad_library_settings_are_user_errors(learner, params, message):
