@@ -6,7 +6,7 @@ Each subcommand lives in ``audit/commands/<name>.py``. Exit codes (docs/exit-cod
     1    ``check`` only: the claim is refuted (printed after a VIOLATED verdict, never otherwise)
     2    bad input or configuration: one message, no traceback, nothing half-written
     3    internal error (a bug): one line; the traceback is saved to a file (TOPICAUDIT_DEBUG=1 prints it)
-    4    the Ray runtime failed under the run (e.g. its raylet was killed): rerun the same command to resume
+    4    Ray failed (did not start, or its raylet died under the run): rerun the same command to resume
     130  interrupted (Ctrl-C or SIGTERM): rerun the same command to resume
 
 A crash, a kill or a bad path can therefore never read as "privacy claim refuted".

@@ -119,7 +119,7 @@ def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch
     def explode(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(audit.check, "epsilon_lower_bounds", explode)
+    monkeypatch.setattr(audit.check, "bound_tests", explode)
     monkeypatch.setattr(cli.tempfile, "tempdir", str(tmp_path))  # where the traceback is saved
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == expected_code and words in err and "Traceback" not in err, err
@@ -132,7 +132,7 @@ def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch
 def test_internal_error_prints_the_traceback_when_debugging(capsys, tmp_path, monkeypatch):
     import audit.check
 
-    monkeypatch.setattr(audit.check, "epsilon_lower_bounds", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(audit.check, "bound_tests", lambda *a, **k: 1 / 0)
     monkeypatch.setenv(cli.DEBUG_VARIABLE, "1")
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == 3 and "Traceback" in err and "ZeroDivisionError" in err
@@ -146,7 +146,7 @@ def test_a_ray_failure_is_its_own_exit_code(capsys, tmp_path, monkeypatch):
     def raylet_gone(*args, **kwargs):
         raise ray.exceptions.RaySystemError("the raylet died")
 
-    monkeypatch.setattr(audit.check, "epsilon_lower_bounds", raylet_gone)
+    monkeypatch.setattr(audit.check, "bound_tests", raylet_gone)
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert_one_line_error(code, err, expected_code=4)
     assert "rerun the same command" in err
