@@ -104,8 +104,8 @@ class Cluster:
         _wait_for_port(wait_port, process, log)
         return process
 
-    def start_head(self, num_cpus: int = 1, dashboard: bool = False) -> "Cluster":
-        args = ["--head", f"--port={self.port}", f"--num-cpus={num_cpus}", f"--temp-dir={self.temp_dir}",
+    def start_head(self, num_cpus: int = 1, dashboard: bool = False, extra: list[str] = ()) -> "Cluster":
+        args = ["--head", f"--port={self.port}", *extra, f"--num-cpus={num_cpus}", f"--temp-dir={self.temp_dir}",
                 "--disable-usage-stats", *self._node_ports()]
         if importlib.util.find_spec("grpc"):  # ray[client] present: its server would take port 10001
             args.append(f"--ray-client-server-port={free_port()}")
