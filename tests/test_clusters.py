@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import subprocess
+import time
 from importlib import metadata, util
 from pathlib import Path
 
@@ -238,10 +239,14 @@ def test_ray_job_submit_runs_the_audit_on_the_head(tmp_path, local_reference):
     with Cluster(home, env=clean_env(home, path_first=VENV_BIN)) as cluster:
         cluster.start_head(num_cpus=2, dashboard=True)
         submit_env = clean_env(home, **({"RAY_AUTH_MODE": "token"} if token else {}))
-        done = subprocess.run(
-            [str(VENV_BIN / "ray"), "job", "submit", f"--address=http://127.0.0.1:{cluster.dashboard_port}",
-             f"--working-dir={work}", "--", "topicaudit", "run", "audit.toml", "--output", str(output)],
-            env=submit_env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        for _ in range(30):  # the head's job agent registers some seconds after the dashboard listens
+            done = subprocess.run(
+                [str(VENV_BIN / "ray"), "job", "submit", f"--address=http://127.0.0.1:{cluster.dashboard_port}",
+                 f"--working-dir={work}", "--", "topicaudit", "run", "audit.toml", "--output", str(output)],
+                env=submit_env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+            if "No available agent" not in done.stderr:
+                break
+            time.sleep(2)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "succeeded" in done.stdout + done.stderr
     assert "lira_online" in done.stdout  # the summary table arrives in the job's logs
