@@ -97,8 +97,11 @@ class Cluster:
 
     def _start(self, args: list[str], wait_port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = self.temp_dir / f"start-{len(self.processes)}.log"
+        # A raylet aborts when its agents (heavier with ray[default]) take longer than this
+        # to come up, which a machine shared with other work easily exceeds.
+        env = {**(env or self.env), "RAY_agent_register_timeout_ms": "600000"}
         with open(log, "wb") as out:
-            process = subprocess.Popen([str(VENV_BIN / "ray"), "start", "--block", *args], env=env or self.env,
+            process = subprocess.Popen([str(VENV_BIN / "ray"), "start", "--block", *args], env=env,
                                        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes.append(process)
         _wait_for_port(wait_port, process, log)
@@ -125,17 +128,20 @@ class Cluster:
         explicit --address only in token mode).
         """
         before = len(self.live_nodes())
-        log = self.temp_dir / f"start-{len(self.processes)}.log"
-        process = self._start([f"--address={self.address}", f"--num-cpus={num_cpus}", *self._node_ports(),
-                               "--disable-usage-stats"], self.port, {**self.env, **env})
-        deadline = time.time() + 180
-        while len(self.live_nodes()) <= before:
-            if process.poll() is not None:
-                raise RuntimeError(f"ray start --address exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-            if time.time() > deadline:
-                raise RuntimeError(f"the node never registered with the head:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        return self
+        for attempt in range(3):
+            log = self.temp_dir / f"start-{len(self.processes)}.log"
+            process = self._start([f"--address={self.address}", f"--num-cpus={num_cpus}", *self._node_ports(),
+                                   "--disable-usage-stats"], self.port, {**self.env, **env})
+            deadline = time.time() + 180
+            while len(self.live_nodes()) <= before and process.poll() is None and time.time() < deadline:
+                time.sleep(1)
+            if len(self.live_nodes()) > before:
+                return self
+            # Ray gives a new raylet 30 s (fixed) to register; a loaded machine can miss that: try again.
+            if "timed out during startup" not in log.read_text():
+                break
+        raise RuntimeError(f"the node never joined the head (ray start exit {process.poll()}):\n"
+                           f"{log.read_text()[-3000:]}")
 
     def live_nodes(self) -> list[str]:
         """Node ids the head reports alive (asked by a fresh driver, which finds the token as topicaudit does)."""
@@ -150,6 +156,9 @@ class Cluster:
         victims = []
         for process in self.processes:
             victims += [(pid, _started(pid)) for pid in (process.pid, *_descendants(process.pid))]
+        # Processes a failed `ray start` left behind are no one's descendants any more, but
+        # they name our own (unique) temp dir on their command line.
+        victims += [(pid, _started(pid)) for pid in _naming(str(self.temp_dir)) if pid not in dict(victims)]
         _signal(victims, signal.SIGTERM)
         deadline = time.time() + 20
         while time.time() < deadline and any(_started(pid) == start and not _zombie(pid) for pid, start in victims):
@@ -164,6 +173,19 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _naming(text: str) -> list[int]:
+    """Processes whose command line contains ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def _started(pid: int) -> str | None:
