@@ -30,7 +30,7 @@ from audit.config import Config, config_hash, validate
 from audit.corpus import Corpus, keep_most_frequent_words, load_corpus
 from audit.errors import UserError
 from audit.metrics import summarize
-from audit.parallel import cluster_description, ray_session
+from audit.parallel import cluster_description, one_cpu_task, ray_session
 from audit.plan import Plan, make_plan
 from audit.progress import Progress
 from audit.rundir import RunDirectory
@@ -92,7 +92,7 @@ def removed_on_user_error(path: Path):
         raise
 
 
-def fitted(ray, ref, target) -> tuple[Release, float]:
+def fitted(ray, ref, target) -> tuple[Release, float, str]:
     """A fit task's result; a learner refusing the data (ValueError) becomes a UserError.
 
     Learners check what only the data can tell (e.g. a corpus too large for a
@@ -114,7 +114,7 @@ def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: 
     shadow's own vocabulary step. Returns the releases, their summed fit
     seconds and how many were reloaded from the run directory.
     """
-    fit = ray.remote(num_cpus=1)(fit_release)
+    fit = one_cpu_task(ray, fit_release)
     shadows: list[Release | None] = [None] * plan.n_shadows
     pending, fit_seconds = {}, 0.0
     for i in range(plan.n_shadows):
@@ -131,8 +131,8 @@ def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: 
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(done[0])
-        shadows[i], seconds = fitted(ray, done[0], target)
-        run.save_model(i, shadows[i], chash, seconds)
+        shadows[i], seconds, node = fitted(ray, done[0], target)
+        run.save_model(i, shadows[i], chash, seconds, node)
         fit_seconds += seconds
         progress.advance()
     progress.close()
@@ -143,10 +143,10 @@ def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
                 shadow_vocabulary: str, quiet: bool) -> tuple[Release, list[Release], float]:
     loaded = run.load_model(None, chash)
     if loaded is None:
-        fit = ray.remote(num_cpus=1)(fit_release)
-        target_release, seconds = fitted(
+        fit = one_cpu_task(ray, fit_release)
+        target_release, seconds, node = fitted(
             ray, fit.remote(target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None), target)
-        run.save_model(None, target_release, chash, seconds)
+        run.save_model(None, target_release, chash, seconds, node)
     else:
         target_release, seconds = loaded
     reuse = target_release.vocabulary if shadow_vocabulary == "target" else None
@@ -156,7 +156,7 @@ def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
 
 def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: int,
                         quiet: bool) -> dict[str, np.ndarray]:
-    task = ray.remote(num_cpus=1)(statistics_batch)
+    task = one_cpu_task(ray, statistics_batch)
     batch = max(1, math.ceil(len(releases) / (4 * max(cpus, 1))))
     starts = list(range(0, len(releases), batch))
     refs = {task.remote(X_ref, releases[s:s + batch], tol): s for s in starts}
@@ -206,21 +206,21 @@ def fit_canary_releases(ray, run: RunDirectory, target, canaries: CanarySet, X, 
         X_train = canaries.training_matrix(X, coins)
         rows = np.arange(X_train.shape[0])
         if ray is not None:
-            pending[ray.remote(num_cpus=1)(fit_release).remote(target, X_train, rows, seed, None)] = name
+            pending[one_cpu_task(ray, fit_release).remote(target, X_train, rows, seed, None)] = name
             continue
         try:
-            releases[name], fit_seconds = fit_release(target, X_train, rows, seed, None)
+            releases[name], fit_seconds, node = fit_release(target, X_train, rows, seed, None)
         except ValueError as error:
             raise UserError(f"the learner could not fit the canary training set: {error}") from None
-        run.save_model(name, releases[name], chash, fit_seconds)
+        run.save_model(name, releases[name], chash, fit_seconds, node)
         seconds += fit_seconds
     progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
     progress.done = len(jobs) - len(pending)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         name = pending.pop(done[0])
-        releases[name], fit_seconds = fitted(ray, done[0], target)
-        run.save_model(name, releases[name], chash, fit_seconds)
+        releases[name], fit_seconds, node = fitted(ray, done[0], target)
+        run.save_model(name, releases[name], chash, fit_seconds, node)
         seconds += fit_seconds
         progress.advance()
     progress.close()
@@ -411,6 +411,8 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         timings["canary_scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
+    if "address" in results["ray"]:
+        results["ray"]["models_by_node"] = run.models_by_node()
     run.save_results(results)
     return results
 

@@ -164,9 +164,13 @@ class RunDirectory:
             return self.models / f"{index}.npz"
         return self.models / ("target.npz" if index is None else f"shadow-{index + 1:04d}.npz")
 
-    def save_model(self, index: int | str | None, release: Release, config_hash: str, seconds: float) -> None:
-        """One model file; the learner's ``info`` (if any) as a JSON string array ``info``."""
+    def save_model(self, index: int | str | None, release: Release, config_hash: str, seconds: float,
+                   node: str = "") -> None:
+        """One model file; the learner's ``info`` (if any) as a JSON string array ``info``;
+        ``node``: the id of the Ray node that fitted it."""
         extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
+        if node:
+            extra["node"] = np.str_(node)
         atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
             config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), **extra,
@@ -212,6 +216,18 @@ class RunDirectory:
         if set(stored) != set(arrays) or not all(np.array_equal(stored[k], arrays[k]) for k in arrays):
             raise UserError(f"{path} is not the plan of this configuration; delete {path} and rerun the same "
                             "command to rewrite it, or delete the directory to start over")
+
+    def models_by_node(self) -> dict[str, int]:
+        """How many of the saved models each Ray node fitted (files from before nodes were recorded: "")."""
+        counts: dict[str, int] = {}
+        for path in sorted(self.models.glob("*.npz")):
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    node = str(z["node"]) if "node" in z.files else ""
+            except UNREADABLE_NPZ:
+                continue
+            counts[node] = counts.get(node, 0) + 1
+        return counts
 
     # -- results --------------------------------------------------------------
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:

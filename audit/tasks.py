@@ -6,6 +6,7 @@ attack statistics the driver uses.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -16,10 +17,13 @@ from targets.base import Release
 
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
-                vocabulary: np.ndarray | None) -> tuple[Release, float]:
+                vocabulary: np.ndarray | None) -> tuple[Release, float, str]:
+    """The release, its fit seconds and the id of the Ray node that fitted it ("" outside Ray)."""
     start = time.perf_counter()
     release = target.fit(X[rows], seed, vocabulary)
-    return release, time.perf_counter() - start
+    ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
+    node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
+    return release, time.perf_counter() - start, node
 
 
 def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float) -> dict[str, np.ndarray]:

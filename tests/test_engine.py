@@ -1,4 +1,4 @@
-"""End-to-end audits on small corpora with real Ray: files, determinism, resume, cluster path."""
+"""End-to-end audits on small corpora with real Ray: files, determinism, resume, an unreachable cluster."""
 import json
 import os
 import signal
@@ -130,42 +130,11 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
     assert not config.run_dir.exists()
 
 
-def test_joins_an_existing_cluster_started_with_ray_start(tmp_path, finished_run):
-    reference, reference_results = finished_run
-    port = _free_port()
-    env = {**os.environ, "RAY_ADDRESS": ""}
-    # --block keeps `ray start` in the foreground: stopping it stops exactly this
-    # cluster (`ray stop` would kill every Ray process on the machine).
-    head = subprocess.Popen([str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}",
-                             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert head.poll() is None, "ray start --head exited"
-                time.sleep(0.5)
-        config = small_config(tmp_path, "cluster", ray={"address": f"127.0.0.1:{port}"})
-        results = run_audit(config, quiet=True)
-        assert results["ray"]["address"] == f"127.0.0.1:{port}"
-        assert results["ray"]["cpus"] == 2
-        assert results["attacks"] == reference_results["attacks"]
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-
-
 def test_an_unreachable_cluster_is_a_user_error(tmp_path):
     from audit.errors import UserError
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})
-    with pytest.raises(UserError, match="could not connect"):
+    with pytest.raises(UserError, match="nothing is listening"):
         run_audit(config, quiet=True)
     assert not config.run_dir.exists()
 
