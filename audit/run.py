@@ -106,6 +106,23 @@ def fitted(ray, ref, target) -> tuple[Release, float, str]:
         raise UserError(f"the learner ({learner}) could not fit this corpus: {cause}") from None
 
 
+def collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash: str, progress: Progress) -> float:
+    """Wait for the fit tasks in ``pending`` (ref → model key), saving each model as it arrives.
+
+    releases: list or dict filled by model key. Returns the tasks' summed fit seconds.
+    """
+    seconds = 0.0
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        key = pending.pop(done[0])
+        releases[key], fit_seconds, node = fitted(ray, done[0], target)
+        run.save_model(key, releases[key], chash, fit_seconds, node)
+        seconds += fit_seconds
+        progress.advance()
+    progress.close()
+    return seconds
+
+
 def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
                       vocabulary: np.ndarray | None, quiet: bool) -> tuple[list[Release], float, int]:
     """Fit (or reload) every shadow model of the plan, one Ray task each, saving each as it arrives.
@@ -128,14 +145,7 @@ def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: 
     n_reused = plan.n_shadows - len(pending)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
     progress.done = n_reused
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        i = pending.pop(done[0])
-        shadows[i], seconds, node = fitted(ray, done[0], target)
-        run.save_model(i, shadows[i], chash, seconds, node)
-        fit_seconds += seconds
-        progress.advance()
-    progress.close()
+    fit_seconds += collect_fits(ray, run, target, pending, shadows, chash, progress)
     return shadows, fit_seconds, n_reused
 
 
@@ -216,14 +226,7 @@ def fit_canary_releases(ray, run: RunDirectory, target, canaries: CanarySet, X, 
         seconds += fit_seconds
     progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
     progress.done = len(jobs) - len(pending)
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        name = pending.pop(done[0])
-        releases[name], fit_seconds, node = fitted(ray, done[0], target)
-        run.save_model(name, releases[name], chash, fit_seconds, node)
-        seconds += fit_seconds
-        progress.advance()
-    progress.close()
+    seconds += collect_fits(ray, run, target, pending, releases, chash, progress)
     return releases["canary-target"], [releases[name] for name, _, _ in jobs[1:]], seconds
 
 
