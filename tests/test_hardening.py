@@ -241,6 +241,9 @@ def test_every_learner_is_covered():
 def test_a_learner_refuses_bad_parameters_when_built(learner):
     from targets import build_target
 
+    optional = {"gensim-lda": "gensim", "tomotopy-lda": "tomotopy"}
+    if learner in optional:
+        pytest.importorskip(optional[learner])  # an optional extra (topicaudit[gensim], [tomotopy])
     required, bad = BAD_PARAMETERS[learner]
     build_target(learner, 3, "all", dict(required))  # the defaults are valid
     for key, value in bad:
