@@ -13,7 +13,7 @@ def register(commands) -> None:
     run.add_argument("config", nargs="?", help="TOML configuration file (see README)")
     run.add_argument("--corpus", help="corpus path (JSON {\"text\": [...]}, UCI docword file, 20news .tar.gz, "
                                       "or a folder of text files)")
-    run.add_argument("--format", choices=["json", "uci", "20news", "folder"], help="corpus format (default: from path)")
+    run.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"], help="corpus format (default: from path)")
     pre = run.add_mutually_exclusive_group()
     pre.add_argument("--preprocess", dest="preprocess", action="store_true", default=None,
                      help="pre-process raw text (default for text corpora)")
