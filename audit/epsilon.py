@@ -1,4 +1,4 @@
-"""Empirical lower bounds on ε from membership scores (ALGORITHMS.md §2).
+"""Empirical lower bounds on ε from membership scores (docs/algorithms.md#empirical-epsilon).
 
 An audit turns attack scores into a statement "the release is *not*
 (ε, δ)-DP for any ε < ε_LB", wrong with probability at most α. A claim

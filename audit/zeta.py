@@ -8,8 +8,8 @@ counts x over the vocabulary (n = Σ_w x_w)::
 Words whose Φ column is all zero are outside the model's released vocabulary
 and are dropped; a document with no remaining words has ζ = 0 and θ̂ uniform.
 
-Method (ALGORITHMS.md §1.1)
----------------------------
+Method (docs/algorithms.md#zeta-statistic)
+------------------------------------------
 f is concave. With p_w = θ·Φ_·w and g_z = ∂f/∂θ_z = Σ_w x_w Φ_zw / p_w we have
 θ·g = n for every θ in the simplex, hence by concavity, for any feasible θ,
 

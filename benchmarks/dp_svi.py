@@ -21,10 +21,10 @@ benchmarks/results/dp_svi.md.
    Φ as references.
 2. **Accountants at equal noise.** ε of J Poisson-subsampled Gaussian steps by
    every accountant of ``targets.accounting`` for the settings of Park et
-   al.'s experiments (D = 400,000; seed 000: one epoch of S ∈ {5k, 10k, 20k},
-   σ ∈ {1, 1.24, 2}; seed 004: 160,000 documents in minibatches of S ∈ {10,
+   al.'s experiments (D = 400,000; 2016a: one epoch of S ∈ {5k, 10k, 20k},
+   σ ∈ {1, 1.24, 2}; 2016b: 160,000 documents in minibatches of S ∈ {10,
    ..., 400}, σ = 1, δ = 1e-4) and this benchmark's KOS settings; then the
-   noise multiplier each accountant needs for seed 004's target
+   noise multiplier each accountant needs for 2016b's target
    (ε, δ) = (1, 1e-4).
 3. **LiRA audits**: the results.json of runs/dp_svi_kos_* (made by
    ``topicaudit run benchmarks/configs/dp_svi_kos_*.toml --output runs/...``),
@@ -192,7 +192,7 @@ def accountant_section() -> str:
            "second paper's route (amplified (ε, δ) treated as zCDP; not a theorem); `advanced`/`linear` "
            "compose the amplified analytic Gaussian per step (advanced: best δ split). "
            f"({seconds:.1f} s for the table.)"), "", table(header, rows), ""]
-    # noise needed for seed 004's target (ε, δ) = (1, 1e-4)
+    # noise needed for Park et al. 2016b's target (ε, δ) = (1, 1e-4)
     rows = []
     for S in (10, 20, 50, 100, 200, 400):
         q, J = S / 400_000, 160_000 // S
@@ -201,7 +201,7 @@ def accountant_section() -> str:
     out += [("Noise multiplier each accountant needs for (ε, δ) = (1, 1e-4) (seed 004's experiment; "
             "bisection, relative precision 1e-4):"), "",
             table(["setting", "q", "J"] + names, rows), ""]
-    # Park et al. (seed 000) report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, δ unstated
+    # Park et al. 2016a report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, δ unstated
     q, J = 20_000 / 400_000, 20
     from targets.accounting import rdp_epsilon
     lines = []

@@ -1,7 +1,7 @@
 """Privacy accounting for DP-SVI: the mechanism described as data, then accounted.
 
 The mechanism of Park et al.'s private stochastic variational inference
-(ALGORITHMS.md §4.4) is, at the level accounting sees it, the *Poisson-
+(docs/algorithms.md#dp-svi) is, at the level accounting sees it, the *Poisson-
 subsampled Gaussian mechanism composed over J steps*: every step includes each
 document independently with probability q, sums a quantity whose L2 norm per
 document is at most Δ, and adds N(0, (zΔ)²) noise to every coordinate; z is
@@ -16,7 +16,7 @@ name            method                                                      basi
 ``rdp``         dp-accounting ``RdpAccountant`` (Mironov 2017; Mironov,     theorem
                 Talwar, Zhang 2019 for the subsampled Gaussian; RDP → DP
                 by Canonne, Kamath, Steinke 2020 Prop. 12). The moments
-                accountant of Abadi et al. 2016 / Park et al. (seed 000) is
+                accountant of Abadi et al. 2016 / Park et al. 2016a is
                 the same RDP curve with the older conversion, reported by
                 ``rdp_epsilon(..., conversion="abadi")``.
 ``pld``         dp-accounting ``PLDAccountant`` (privacy loss distributions  theorem
@@ -28,7 +28,7 @@ name            method                                                      basi
                 ρ-zCDP implies (ρ + 2√(ρ ln 1/δ), δ)-DP (Prop. 1.3).
                 Subsampling a zCDP mechanism does not improve ρ in general,
                 so the sampling rate is not used.
-``zcdp-park``   the zCDP route *as Park et al.'s second paper (seed 004)     paper-claim
+``zcdp-park``   the zCDP route *as Park et al. 2016b (zCDP paper)           paper-claim
                 computes it*: per step the classical Gaussian calibration
                 ε_it = √(2 ln(1.25/δ_it))/z, amplification by sampling to
                 ε' = ln(1 + q(e^ε_it − 1)), δ' = qδ_it, then each step is
@@ -189,7 +189,7 @@ def pld_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta
     The discretisation is pessimistic, so the result is an upper bound at any
     interval; a finer interval is tighter and slower. 1e-3 is within 0.015 of
     1e-4 at ε ≳ 0.4 on Park et al.'s settings, at a fraction of the cost, but
-    loose in relative terms at tiny ε (0.038 against 0.011 for seed 004's
+    loose in relative terms at tiny ε (0.038 against 0.011 for Park et al. 2016b's
     S = 10). Calibrating by PLD at very small noise (ε in the hundreds) is slow.
     """
     _check(noise_multiplier, sampling_rate, steps, delta)
@@ -230,7 +230,7 @@ def zcdp_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delt
 
 def zcdp_park_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
                       delta: float) -> PrivacySpent:
-    """ε by the zCDP route of Park et al. (seed 004, eqs. 3, 5, 6); a paper claim, not a theorem.
+    """ε by the zCDP route of Park et al. 2016b (eqs. 3, 5, 6); a paper claim, not a theorem.
 
     δ_it is fixed by Jδ' = δ with δ' = qδ_it (the paper does not say).
     """

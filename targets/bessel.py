@@ -21,7 +21,7 @@ Sampling (``bessel_sample``)
 * Small spread (σ̂² < 16, with σ̂² = 1/(1/(m+1) + 1/(m+ν+1)) the inverse
   curvature of ln q at the mode): inversion by sequential search *from the
   mode* (Devroye 1986, Non-Uniform Random Variate Generation, ch. III),
-  the small-argument branch of ALGORITHMS.md §4.5: the weights q(n)/q(m) are
+  Devroye's small-argument branch (docs/algorithms.md#bessel-sampler): the weights q(n)/q(m) are
   built outward from the mode by the ratios r(n), their sum Z is taken until the
   remaining tail is below 1e-16·Z (a bound, since the ratios decrease), then
   U·Z is located by visiting n in order of decreasing weight (the larger of the

@@ -1,6 +1,6 @@
 """Collapsed Gibbs sampling for LDA (Griffiths & Steyvers 2004), non-private.
 
-The second non-private learner of ALGORITHMS.md §4.1. Each token i of document
+The second non-private learner (docs/algorithms.md#dp-cgs). Each token i of document
 d with word w carries a topic z_i; a sweep visits every token in corpus order
 (documents in row order, within a document its words in column order, a word
 counted c times giving c consecutive tokens), removes it from the counts,

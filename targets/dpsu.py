@@ -1,4 +1,4 @@
-"""DP vocabulary selection by Differentially Private Set Union (ALGORITHMS.md §3).
+"""DP vocabulary selection by Differentially Private Set Union (docs/algorithms.md#dp-set-union).
 
 Users are documents (document-level adjacency). Document i contributes the
 set W_i of its distinct tokens: the columns of its row of the count matrix with
@@ -430,7 +430,7 @@ class GreedyWeightedDPSU(_DPSU):
     EVERY contributed token is a candidate (weight 0 or not) and gets Lap(1/ε)
     noise; release when above ρ = (1/ε) ln((e^ε + Δ0 − 1)/(2δ)); Γ = ρ + α/ε.
 
-    On the derivation (ALGORITHMS.md §3, marked *derived*): I agree with it.
+    Why this is DP (the variant is derived for this project, not taken from a paper):
 
     1. Greedy fill in an order fixed by the document alone is contractive.
        With gaps g ≥ g' (G ≤ G') and prefix sums C ≥ C', the gap left on the

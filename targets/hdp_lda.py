@@ -2,11 +2,11 @@
 
 Zhao, Ren, Yang, Han, Zhao & Yang, "Latent Dirichlet allocation model
 training with differential privacy" (2021; arXiv 2010.04391; the 2019 IJCAI
-workshop paper, seed ``zhao2019-…``, is its first part). HDP-LDA protects the
+workshop paper is its first part). HDP-LDA protects the
 intermediate statistics of CGS training: every iteration releases the
 topic-word counts with Laplace(2/ε_l) noise, and every topic draw uses topic-word
 counts clipped at C, whose inherent randomness costs at most 2 ln(C/β + 1)
-per iteration. Over T iterations (ALGORITHMS.md §4.3)
+per iteration. Over T iterations (docs/algorithms.md#hdp-lda)
 
     ε_g = T (ε_l + 2 ln(C/β + 1)).
 
@@ -66,8 +66,8 @@ tokens), and the adjacency is substitution, not addition/removal of a token
 (with a token added, its own draws exist on one side only). The guarantee
 does not cover add/remove-one-word or document-level neighbours.
 
-Defects of the repository version (ALGORITHMS.md §4.3) not copied
------------------------------------------------------------------
+Defects of the repository version not copied
+--------------------------------------------
 * noise accumulated in the stored counts (added in place, never removed) →
   noise only ever goes into a fresh release; the sampler's counts stay exact;
 * the clip wrote min(n, C) into a NumPy view of the real counts → the clip is

@@ -1,6 +1,6 @@
 """LP-LDA: locally private LDA by randomised response on word presence (Zhao et al. 2019/2021, §3.2).
 
-ALGORITHMS.md §4.3 (LP-LDA bullet).
+See docs/algorithms.md#lp-lda.
 
 User side (the local randomiser, ``randomize_presence``)
 --------------------------------------------------------

@@ -1,6 +1,6 @@
 """Poisson factorisation by Gibbs sampling: non-private, locally private, naive.
 
-ALGORITHMS.md §4.5; Schein, Wu, Schofield, Zhou & Wallach (ICML 2019),
+docs/algorithms.md#locally-private-poisson-factorisation; Schein, Wu, Schofield, Zhou & Wallach (ICML 2019),
 "Locally private Bayesian inference for count models".
 
 Model (LDA as Poisson factorisation)

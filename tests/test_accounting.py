@@ -116,7 +116,7 @@ def test_single_step_composition_baselines_are_the_amplified_analytic_gaussian()
 
 
 def test_park_zcdp_route_follows_the_papers_equations():
-    z, q, steps, delta = 1.0, 400 / 400_000, 400, 1e-4            # seed 004's S = 400 setting
+    z, q, steps, delta = 1.0, 400 / 400_000, 400, 1e-4            # Park et al. 2016b's S = 400 setting
     spent = zcdp_park_epsilon(z, q, steps, delta)
     d_step = delta / steps
     d_iter = d_step / q
@@ -133,7 +133,7 @@ def test_park_zcdp_route_follows_the_papers_equations():
 
 @pytest.mark.parametrize("batch", [10, 100, 400])
 def test_ordering_on_the_zcdp_papers_settings(batch):
-    # seed 004: D = 400,000, minibatches of S until 160,000 documents are seen, δ = 1e-4
+    # Park et al. 2016b: D = 400,000, minibatches of S until 160,000 documents are seen, δ = 1e-4
     q, steps, delta, z = batch / 400_000, 160_000 // batch, 1e-4, 1.0
     eps = {name: compute_epsilon(z, q, steps, delta, name).epsilon for name in ACCOUNTANTS}
     assert eps["pld"] <= eps["rdp"] <= eps["advanced"] <= eps["linear"]
@@ -141,7 +141,7 @@ def test_ordering_on_the_zcdp_papers_settings(batch):
 
 
 def test_ordering_pld_rdp_linear_on_the_moments_accountant_papers_settings():
-    # seed 000: D = 400,000, S ∈ {5k, 10k, 20k}, one epoch, σ ∈ {1, 1.24, 2}; there advanced
+    # Park et al. 2016a: D = 400,000, S ∈ {5k, 10k, 20k}, one epoch, σ ∈ {1, 1.24, 2}; there advanced
     # composition can exceed linear (ε0 ≈ 1–2 per step), so only PLD ≤ RDP ≤ min(adv, lin).
     for batch in (5_000, 20_000):
         for z in (1.0, 2.0):

@@ -1,4 +1,4 @@
-"""targets.dpsu: DP Set Union vocabulary steps (ALGORITHMS.md §3).
+"""targets.dpsu: DP Set Union vocabulary steps (docs/algorithms.md#dp-set-union).
 
 * the analytic Gaussian calibration against a numerical hockey-stick integral;
 * the compiled histogram builders against plain-Python references, and the
@@ -444,7 +444,7 @@ def test_paper_defaults():
     for cls in (PolicyLaplaceDPSU, PolicyGaussianDPSU, GreedyWeightedDPSU, GreedyWeightedPublicCode):
         step = cls()
         assert (step.epsilon, step.delta, step.alpha) == (3.0, 1e-5, 3.0)
-    # ALGORITHMS.md §3: public code, m = 300, ε = 3 → effective δ ≈ 1.6e-4
+    # docs/algorithms.md#dp-set-union-defect: public code, m = 300, ε = 3 → effective δ ≈ 1.6e-4
     assert GreedyWeightedPublicCode(3.0, 1e-5).effective_delta(300) == pytest.approx(1.6e-4, rel=0.05)
 
 
