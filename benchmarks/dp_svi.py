@@ -172,9 +172,9 @@ def accountant_section() -> str:
     cases = []
     for S in (5_000, 10_000, 20_000):
         for z in (1.0, 1.24, 2.0):
-            cases.append((f"seed 000: S={S}, 1 epoch", S / 400_000, 400_000 // S, z, 1e-5))
+            cases.append((f"Park 2016a: S={S}, 1 epoch", S / 400_000, 400_000 // S, z, 1e-5))
     for S in (10, 20, 50, 100, 200, 400):
-        cases.append((f"seed 004: S={S}, 160k docs", S / 400_000, 160_000 // S, 1.0, 1e-4))
+        cases.append((f"Park 2016b: S={S}, 160k docs", S / 400_000, 160_000 // S, 1.0, 1e-4))
     for setting, params in list(SETTINGS.items())[:2]:
         for eps in (1.0, 8.0):
             z = calibrate_noise_multiplier(eps, 1e-5, params["sampling_rate"], params["n_iter"])
@@ -198,7 +198,7 @@ def accountant_section() -> str:
         q, J = S / 400_000, 160_000 // S
         rows.append((f"S={S}", q, J, *[calibrate_noise_multiplier(1.0, 1e-4, q, J, n) for n in names]))
         print(rows[-1], flush=True)
-    out += [("Noise multiplier each accountant needs for (ε, δ) = (1, 1e-4) (seed 004's experiment; "
+    out += [("Noise multiplier each accountant needs for (ε, δ) = (1, 1e-4) (Park et al. 2016b's experiment; "
             "bisection, relative precision 1e-4):"), "",
             table(["setting", "q", "J"] + names, rows), ""]
     # Park et al. 2016a report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, δ unstated
