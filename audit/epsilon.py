@@ -553,20 +553,9 @@ def eps_lb_one_run(
     corrected (each member at α/|family|) and the largest bound is reported —
     the paper's own sweep over k takes the max without correction.
     """
-    _check_level(alpha, delta)
-    scores, labels = _prepare(scores, labels)
-    n = scores.size
-    m = n if m is None else int(m)
-    if m < n:
-        raise ValueError("m (canaries randomised) cannot be below the number scored")
-    pairs = guess_pairs(n, k_plus, k_minus)
-    if not pairs or labels.all() or not labels.any():
-        # One class only: inclusion was evidently not randomised (or nothing to guess);
-        # claim nothing rather than lean on a 2^-n event.
-        reason = "no canaries" if not pairs else "labels contain one class only"
-        return EpsilonBound(0.0, "one-run", 1.0 - alpha, delta, {"m": m, "reason": reason})
-    results = guess_outcomes(scores, labels, pairs, seed)
-    a = alpha / len(pairs)
+    m, results, a = one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed)
+    if isinstance(results, str):
+        return EpsilonBound(0.0, "one-run", 1.0 - alpha, delta, {"m": m, "reason": results})
     # The δ = 0 bound (closed form) caps the δ > 0 one: bisect only pairs that could win.
     cap = [one_run_epsilon(m, r, v, 0.0, a) if r else 0.0 for _, _, r, v in results]
     best, best_i = 0.0, 0
@@ -577,16 +566,32 @@ def eps_lb_one_run(
         e = one_run_epsilon(m, r, v, delta, a)
         if e > best:
             best, best_i = e, int(i)
-    kp_, km_, r, v = results[best_i]
-    details = {
-        "m": m,
-        "k_plus": kp_,
-        "k_minus": km_,
-        "guesses": r,
-        "correct": v,
-        "family_size": len(pairs),
-        "alpha_per_test": a,
-        "family": [list(x) for x in results],
-        "seed": seed,
-    }
-    return EpsilonBound(best, "one-run", 1.0 - alpha, delta, details)
+    return EpsilonBound(best, "one-run", 1.0 - alpha, delta, one_run_details(m, results, best_i, a, seed))
+
+
+def one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed):
+    """What every one-run bound starts from: checked inputs, m, each guess pair's outcome, α per pair.
+
+    Returns (m, outcomes [(k+, k−, r, v), …], α per pair), or (m, reason, None)
+    when nothing can be tested: no guesses, or labels of one class only (then
+    inclusion was evidently not randomised; claim nothing rather than lean on
+    a 2^-n event).
+    """
+    _check_level(alpha, delta)
+    scores, labels = _prepare(scores, labels)
+    n = scores.size
+    m = n if m is None else int(m)
+    if m < n:
+        raise ValueError("m (canaries randomised) cannot be below the number scored")
+    pairs = guess_pairs(n, k_plus, k_minus)
+    if not pairs or labels.all() or not labels.any():
+        return m, "no canaries" if not pairs else "labels contain one class only", None
+    return m, guess_outcomes(scores, labels, pairs, seed), alpha / len(pairs)
+
+
+def one_run_details(m, outcomes, best_i, alpha_each, seed) -> dict:
+    """The ``details`` of a one-run bound: the winning guess pair and the family it was chosen from."""
+    k_plus, k_minus, r, v = outcomes[best_i]
+    return {"m": m, "k_plus": k_plus, "k_minus": k_minus, "guesses": r, "correct": v,
+            "family_size": len(outcomes), "alpha_per_test": alpha_each,
+            "family": [list(x) for x in outcomes], "seed": seed}

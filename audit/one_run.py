@@ -30,11 +30,11 @@ import numpy as np
 from audit.epsilon import (
     EpsilonBound,
     _check_level,
-    _prepare,
     gdp_epsilon,
-    guess_outcomes,
     guess_pairs,
+    one_run_details,
     one_run_epsilon,
+    one_run_guesses,
 )
 
 FAMILIES = ("pure", "gdp")
@@ -220,34 +220,13 @@ def eps_lb_fdp_one_run(
     Gaussian (or dominated by the G_μ matching its claim); ε is 0 at δ = 0.
     Method names "fdp-one-run-pure" / "fdp-one-run-gdp".
     """
-    _check_level(alpha, delta)
     _check_family(family)
     method = f"fdp-one-run-{family}"
-    scores, labels = _prepare(scores, labels)
-    n = scores.size
-    m = n if m is None else int(m)
-    if m < n:
-        raise ValueError("m (canaries randomised) cannot be below the number scored")
-    pairs = guess_pairs(n, k_plus, k_minus)
-    if not pairs or labels.all() or not labels.any():
-        reason = "no canaries" if not pairs else "labels contain one class only"
-        return EpsilonBound(0.0, method, 1.0 - alpha, delta, {"m": m, "reason": reason})
-    results = guess_outcomes(scores, labels, pairs, seed)
-    a = alpha / len(pairs)
+    m, results, a = one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed)
+    if isinstance(results, str):
+        return EpsilonBound(0.0, method, 1.0 - alpha, delta, {"m": m, "reason": results})
     best, best_i = _best_of_family(m, results, a, family, delta)
-    kp, km, r, v = results[best_i]
-    details = {
-        "m": m,
-        "k_plus": kp,
-        "k_minus": km,
-        "guesses": r,
-        "correct": v,
-        "family_size": len(pairs),
-        "alpha_per_test": a,
-        "family": [list(x) for x in results],
-        "seed": seed,
-        "tradeoff_family": family,
-    }
+    details = {**one_run_details(m, results, best_i, a, seed), "tradeoff_family": family}
     if family == "gdp":
         details["mu_lb"] = best
         details["assumes"] = "the release is mu-GDP (Gaussian trade-off curve)"
