@@ -59,6 +59,33 @@ def tree_memory(root: int) -> tuple[int, int]:
     return rss, pss
 
 
+def measured_run(cmd: list[str], cwd=None, interval: float = 0.1) -> dict:
+    """Run a command, sampling the memory of its process tree; wall seconds and peak bytes.
+
+    Keys: wall_s, rss (Σ RSS peak), pss (Σ PSS peak), driver_rss (the command's own RSS peak).
+    Exits with the command's stderr when it fails.
+    """
+    peak = {"rss": 0, "pss": 0, "driver_rss": 0}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def sample():
+        while proc.poll() is None:
+            rss, pss = tree_memory(proc.pid)
+            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
+            peak["driver_rss"] = max(peak["driver_rss"], _memory(proc.pid, "Rss"))
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - start
+    sampler.join()
+    if proc.returncode:
+        raise SystemExit(f"run failed ({proc.returncode}):\n{err}")
+    return {"wall_s": wall, **peak}
+
+
 def run_once(args, seed: int, out_dir: Path) -> dict:
     exe = Path(sys.executable).with_name("topicaudit")
     cmd = [str(exe), "run", "--corpus", args.corpus, "--k", str(args.k), "--shadows", str(args.shadows),
@@ -69,25 +96,10 @@ def run_once(args, seed: int, out_dir: Path) -> dict:
         cmd += ["--format", args.format]
     if args.num_cpus:
         cmd += ["--num-cpus", str(args.num_cpus)]
-    peak = [0, 0]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def sample():
-        while proc.poll() is None:
-            rss, pss = tree_memory(proc.pid)
-            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
-            time.sleep(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - start
-    sampler.join()
-    if proc.returncode:
-        raise SystemExit(f"run failed ({proc.returncode}):\n{err}")
+    measured = measured_run(cmd)
     results = json.loads((out_dir / "results.json").read_text())
-    return {"seed": seed, "wall_s": wall, "peak_rss_gb": peak[0] / 2**30, "peak_pss_gb": peak[1] / 2**30,
+    return {"seed": seed, "wall_s": measured["wall_s"], "peak_rss_gb": measured["rss"] / 2**30,
+            "peak_pss_gb": measured["pss"] / 2**30,
             "results": results}
 
 

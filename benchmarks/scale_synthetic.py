@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from audit_end_to_end import _memory, tree_memory  # noqa: E402
+from audit_end_to_end import measured_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,25 +71,9 @@ def audit(docword: Path, k: int, shadows: int, out: Path) -> dict:
     exe = Path(sys.executable).with_name("topicaudit")
     cmd = [str(exe), "run", "--corpus", str(docword), "--k", str(k), "--shadows", str(shadows),
            "--seed", "0", "--output", str(out), "--quiet"]
-    peak = {"pss": 0, "rss": 0, "driver_rss": 0}
     load_before = os.getloadavg()
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def sample():
-        while proc.poll() is None:
-            rss, pss = tree_memory(proc.pid)
-            peak["pss"], peak["rss"] = max(peak["pss"], pss), max(peak["rss"], rss)
-            peak["driver_rss"] = max(peak["driver_rss"], _memory(proc.pid, "Rss"))
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - start
-    sampler.join()
-    if proc.returncode:
-        raise SystemExit(f"topicaudit failed ({proc.returncode}): {err}")
+    peak = measured_run(cmd, cwd=REPO, interval=0.2)
+    wall = peak["wall_s"]
     results = json.loads((out / "results.json").read_text())
     return {"wall_s": round(wall, 1), "peak_pss_gb": round(peak["pss"] / 2**30, 2),
             "peak_rss_gb": round(peak["rss"] / 2**30, 2), "driver_peak_rss_gb": round(peak["driver_rss"] / 2**30, 2),
