@@ -25,7 +25,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from audit.attacks import VALID_BOUNDS, bound_ceiling, bound_tests, bounded_attacks, guess_family
+from audit.attacks import bounded_attacks
+from audit.bounds import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
 from audit.canaries import WORD_LEVEL_ADJACENCIES
 from audit.epsilon import EpsilonBound
 from audit.errors import UserError

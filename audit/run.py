@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from audit import __version__
-from audit.attacks import (VALID_BOUNDS, attack_scores, bound_ceiling, bound_tests, bounded_attacks,
-                           epsilon_lower_bounds)
+from audit.attacks import attack_scores, bounded_attacks, epsilon_lower_bounds
+from audit.bounds import VALID_BOUNDS, bound_ceiling, bound_tests
 from audit.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from audit.lira import offline_scores, online_scores
 from audit.config import Config, config_hash, validate

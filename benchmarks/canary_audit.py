@@ -116,7 +116,7 @@ def execute(runs, out: Path, workers: int) -> None:
 
 
 def analyse(runs, out: Path) -> dict:
-    from audit.attacks import VALID_BOUNDS, bound_tests, guess_family
+    from audit.bounds import VALID_BOUNDS, bound_tests, guess_family
     from audit.check import canary_evidence, check_run
 
     rows: dict[str, list[dict]] = {}
@@ -153,7 +153,7 @@ def _ms(values, fmt="{:.2f}") -> str:
 
 
 def report(rows: dict) -> str:
-    from audit.attacks import VALID_BOUNDS
+    from audit.bounds import VALID_BOUNDS
 
     methods = list(VALID_BOUNDS)
     lines = ["# Canary audits", "",

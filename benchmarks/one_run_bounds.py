@@ -28,7 +28,6 @@ Bounds: "one-run" (Steinke, Nasr & Jagielski 2023), "fdp-one-run-pure" and
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 import sys
@@ -51,7 +50,7 @@ from audit.epsilon import (  # noqa: E402
     margin_guess_counts,
     one_run_epsilon,
 )
-from audit.attacks import guess_family  # noqa: E402
+from audit.bounds import guess_family  # noqa: E402
 from audit.one_run import eps_lb_fdp_one_run, fdp_one_run_bound, one_run_ceiling  # noqa: E402
 
 BOUNDS = {
@@ -100,7 +99,7 @@ def section_family(trials, alpha, seed) -> None:
             "one pair (m/2 − 2.5·√m/2, same)": tuple([x] for x in margin_guess_counts(m, (2.5,))[0]),
             "margin (k, k), z = 1.5, 2.5, 3.5": tuple(map(list, zip(*margin_guess_counts(m)))),
             "margin + default": tuple(map(list, zip(*(margin_guess_counts(m) + default_guess_counts(m))))),
-            "2-means + default (audit.attacks.guess_family)": guess_family,
+            "2-means + margin + default (audit.bounds.guess_family)": guess_family,
             "2-means + margin": lambda s, m=m: tuple(
                 [a[-1]] + [k for k, _ in margin_guess_counts(m)] for a in guess_family(s)),
         }

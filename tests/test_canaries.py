@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from audit.attacks import bound_ceiling, guess_family, two_means_split
+from audit.bounds import bound_ceiling, guess_family, two_means_split
 from audit.canaries import UNRELEASED_PENALTY, canary_scores, make_canaries
 from audit.check import check_run
 from audit.cli import main
