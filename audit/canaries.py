@@ -35,7 +35,6 @@ model (natural and rare-words ones), not for fresh words.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -107,12 +106,6 @@ class CanarySet:
                 "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape),
                 **({"shadow_in": self.shadow_in, "shadow_seeds": self.shadow_seeds} if self.shadow_in is not None
                    else {})}
-
-
-def load_coins(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
-    """Canary ids, coins and kind as saved with a run."""
-    with np.load(path, allow_pickle=False) as z:
-        return z["ids"], z["coins"], str(z["kind"])
 
 
 def resolve_kind(kind: str, adjacency: str | None) -> str:
