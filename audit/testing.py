@@ -6,13 +6,13 @@ Installed with topicaudit (entry point ``pytest11``)::
         assert_privacy("privacy/audit.toml", epsilon=3, canaries=1000)
 
 Each call audits in a fresh temporary run directory unless ``output`` is given.
-``from audit.check import assert_privacy`` gives the same function without pytest.
+``from topicaudit.engine.check import assert_privacy`` gives the same function without pytest.
 """
 from __future__ import annotations
 
 import pytest
 
-from audit.check import assert_privacy as _assert_privacy
+from topicaudit.engine.check import assert_privacy as _assert_privacy
 
 
 @pytest.fixture(name="assert_privacy")

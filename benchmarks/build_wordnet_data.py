@@ -1,4 +1,4 @@
-"""Build the trimmed WordNet 3.0 data that ``audit.preprocess`` ships.
+"""Build the trimmed WordNet 3.0 data that ``topicaudit.inputs.preprocess`` ships.
 
 The lemmatiser is nltk's ``WordNetLemmatizer().lemmatize(token)`` (pos "n"),
 which only asks WordNet two questions: which lemmas exist per part of speech
@@ -31,7 +31,7 @@ Source: Debian's ``wordnet-base`` package (WordNet 3.0), which installs the
 dict files in /usr/share/wordnet::
 
     apt-get install -y --no-install-recommends wordnet-base
-    python benchmarks/build_wordnet_data.py            # writes audit/_data/
+    python benchmarks/build_wordnet_data.py            # writes audit/inputs/_data/
     python benchmarks/build_wordnet_data.py --check    # verify, do not write
 
 The output is deterministic (sorted lines, fixed zip timestamps), so a rebuild

@@ -95,8 +95,8 @@ def run_dir(out: Path, group: str, seed: int) -> Path:
 
 
 def _run_one(config: dict, path: str) -> float:
-    from audit.config import config_from_dict
-    from audit.run import run_audit
+    from topicaudit.engine.config import config_from_dict
+    from topicaudit.engine.run import run_audit
 
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     config = config_from_dict({**config, "output": path})
@@ -116,8 +116,8 @@ def execute(runs, out: Path, workers: int) -> None:
 
 
 def analyse(runs, out: Path) -> dict:
-    from audit.bounds import VALID_BOUNDS, bound_tests, guess_family
-    from audit.check import canary_evidence, check_run
+    from topicaudit.bounds.verdict import VALID_BOUNDS, bound_tests, guess_family
+    from topicaudit.engine.check import canary_evidence, check_run
 
     rows: dict[str, list[dict]] = {}
     for group, config in runs:
@@ -153,7 +153,7 @@ def _ms(values, fmt="{:.2f}") -> str:
 
 
 def report(rows: dict) -> str:
-    from audit.bounds import VALID_BOUNDS
+    from topicaudit.bounds.verdict import VALID_BOUNDS
 
     methods = list(VALID_BOUNDS)
     lines = ["# Canary audits", "",

@@ -1,4 +1,4 @@
-"""Time targets.cgs.CollapsedGibbsLDA on a random half of PHEME.
+"""Time topicaudit.targets.cgs.CollapsedGibbsLDA on a random half of PHEME.
 
 Usage (from the repository root):
 
@@ -48,7 +48,7 @@ def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
 def child_compile() -> None:
     """Fresh process: import time, first fit (compile or cache load), later fits."""
     t0 = time.perf_counter()
-    from targets.cgs import CollapsedGibbsLDA
+    from topicaudit.targets.cgs import CollapsedGibbsLDA
     t_import = time.perf_counter() - t0
     X = sp.csr_matrix(np.random.RandomState(0).poisson(0.3, (50, 40)).astype(np.float64))
     learner = CollapsedGibbsLDA(3, n_iter=20)
@@ -89,7 +89,7 @@ def main() -> None:
 
     import numba
 
-    from targets.cgs import CollapsedGibbsLDA
+    from topicaudit.targets.cgs import CollapsedGibbsLDA
 
     X = load_pheme_half(0)
     n_tokens = int(X.sum())
@@ -120,7 +120,7 @@ def main() -> None:
     print()
     print("| numba one-off cost, fresh process | seconds |")
     print("|---|---|")
-    print(f"| import targets.cgs (numba, scipy, numpy) | {cold['import']:.2f} |")
+    print(f"| import topicaudit.targets.cgs (numba, scipy, numpy) | {cold['import']:.2f} |")
     print(f"| first fit, empty cache: JIT compile | {cold['first'] - cold['later']:.2f} |")
     print(f"| first fit, warm cache (cache=True): load | {warm['first'] - warm['later']:.2f} |")
     shutil.rmtree(_CACHE, ignore_errors=True)

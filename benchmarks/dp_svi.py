@@ -13,14 +13,14 @@ benchmarks/results/dp_svi.md.
    *small batch* q = 0.05, J = 200; *large batch* q = 0.5, J = 20 (both 10
    passes on average, per-document clip C = 5, so Δ = 5); and *no clipping*
    (Park et al.'s sensitivity N = 200) with the large-batch schedule. Two
-   held-out perplexities with Φ fixed on the 10 %: ``audit.utility.
+   held-out perplexities with Φ fixed on the 10 %: ``topicaudit.attacks.utility.
    heldout_perplexity`` (θ̂ and the score from the same words) and document
-   completion (θ̂ by maximum likelihood, ``audit.zeta.solve_zeta``, on a
+   completion (θ̂ by maximum likelihood, ``topicaudit.attacks.zeta.solve_zeta``, on a
    random half of each document's tokens, mixed 99:1 with uniform; scored on
    the other half). Mean over seeds; batch VB LDA (``lda``) and the uniform
    Φ as references.
 2. **Accountants at equal noise.** ε of J Poisson-subsampled Gaussian steps by
-   every accountant of ``targets.accounting`` for the settings of Park et
+   every accountant of ``topicaudit.targets.accounting`` for the settings of Park et
    al.'s experiments (D = 400,000; 2016a: one epoch of S ∈ {5k, 10k, 20k},
    σ ∈ {1, 1.24, 2}; 2016b: 160,000 documents in minibatches of S ∈ {10,
    ..., 400}, σ = 1, δ = 1e-4) and this benchmark's KOS settings; then the
@@ -51,7 +51,7 @@ RESULTS = REPO / "benchmarks" / "results" / "dp_svi.md"
 import numpy as np
 import scipy.sparse as sp
 
-from targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
+from topicaudit.targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, math.inf)
 SETTINGS = {
@@ -86,7 +86,7 @@ def table(header, rows) -> str:
 # -- 1. perplexity --------------------------------------------------------------------------------
 
 def kos_split(seed=0, test_fraction=0.1):
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -107,7 +107,7 @@ def kos_split(seed=0, test_fraction=0.1):
 
 
 def completion_perplexity(phi, first, second) -> float:
-    from audit.zeta import evaluate_theta, solve_zeta
+    from topicaudit.attacks.zeta import evaluate_theta, solve_zeta
 
     theta = solve_zeta(phi, first, warn=False).theta
     theta = 0.99 * theta + 0.01 / phi.shape[0]
@@ -117,21 +117,21 @@ def completion_perplexity(phi, first, second) -> float:
 
 def fixed_phi_perplexity(phi, Xte) -> float | None:
     try:
-        from audit.utility import heldout_perplexity
+        from topicaudit.attacks.utility import heldout_perplexity
     except ImportError:
         return None
     return heldout_perplexity(phi, Xte)
 
 
 def perplexity_section(seeds: int, k: int = 10) -> str:
-    from targets.dp_svi import DPStochasticVariationalLDA
-    from targets.lda import VariationalLDA
+    from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
+    from topicaudit.targets.lda import VariationalLDA
 
     Xtr, Xte, first, second = kos_split()
     out = [f"### 1. Held-out perplexity against ε on KOS (k = {k}, δ = 1e-5, RDP accountant)", "",
            (f"Train {Xtr.shape[0]} documents, held out {Xte.shape[0]} ({int(Xte.sum())} tokens), "
            f"V = {Xtr.shape[1]}; N = 200 tokens; mean over {seeds} seed(s). "
-           "*fixed-Φ*: `audit.utility.heldout_perplexity`; *completion*: θ̂ on half of each held-out "
+           "*fixed-Φ*: `topicaudit.attacks.utility.heldout_perplexity`; *completion*: θ̂ on half of each held-out "
            "document's tokens, scored on the other half. Lower is better."), ""]
     refs = []
     for name, phi_fn in (("batch VB LDA (`lda`, 10 passes)", lambda s: VariationalLDA(k).fit(Xtr, s)),
@@ -203,7 +203,7 @@ def accountant_section() -> str:
             table(["setting", "q", "J"] + names, rows), ""]
     # Park et al. 2016a report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, δ unstated
     q, J = 20_000 / 400_000, 20
-    from targets.accounting import rdp_epsilon
+    from topicaudit.targets.accounting import rdp_epsilon
     lines = []
     for delta in (1e-4, 1e-5, 1e-6, 1e-7):
         lines.append((delta, rdp_epsilon(1.24, q, J, delta, conversion="abadi").epsilon,
@@ -220,7 +220,7 @@ def accountant_section() -> str:
 def audit_section() -> str:
     import tomllib
 
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     rows = []
     for name in ("eps1", "eps8", "eps64", "nonprivate"):

@@ -7,7 +7,7 @@ Usage (from the repository root):
 
 Each audit draws m = --canaries canaries, each included independently with
 probability ½, runs one release, and computes ε_LB with every method of
-``audit.epsilon`` at confidence 1 − α against the claim (ε, δ). An audit
+``topicaudit.bounds.epsilon`` at confidence 1 − α against the claim (ε, δ). An topicaudit
 *flags* the release when ε_LB > ε. Mechanisms (sensitivity 1 per canary):
 
   * rr        randomised response on each canary's bit, kept with probability
@@ -44,7 +44,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from audit.epsilon import eps_lb_bonferroni, eps_lb_gdp, eps_lb_one_run, eps_lb_split, gdp_mu_for  # noqa: E402
+from topicaudit.bounds.epsilon import eps_lb_bonferroni, eps_lb_gdp, eps_lb_one_run, eps_lb_split, gdp_mu_for  # noqa: E402
 
 METHODS = {
     "clopper-pearson-split": eps_lb_split,

@@ -83,7 +83,7 @@ def utility_series() -> dict[str, dict]:
 
 
 def load_pheme():
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     return load_corpus(str(DATA / "pheme" / "pheme_clean.json"), preprocess=False)
 
@@ -92,7 +92,7 @@ def coherence_public_code(phi: np.ndarray, X, top_n: int) -> float:
     """Mean over topics of the paper's *code* variant: denominator D(v_m) of the lower-ranked word.
 
     Only to put the paper's Fig 3 caption (baseline ≈ −1117) on our scale; the
-    audit reports Eq. 4 (``audit.utility.umass_coherence``).
+    audit reports Eq. 4 (``topicaudit.attacks.utility.umass_coherence``).
     """
     import scipy.sparse as sp
 
@@ -109,8 +109,8 @@ def coherence_public_code(phi: np.ndarray, X, top_n: int) -> float:
 
 
 def run_utility(replicates: int, grid: list[float]) -> dict:
-    from audit.utility import umass_coherence
-    from targets import build_target
+    from topicaudit.attacks.utility import umass_coherence
+    from topicaudit.targets import build_target
 
     OUT.mkdir(parents=True, exist_ok=True)
     store = OUT / "utility.json"
@@ -227,8 +227,8 @@ def lira_settings(calibration: str) -> dict[str, dict]:
 
 
 def run_lira(replicates: int, shadows: int, num_cpus: int, only: list[str] | None, calibration: str) -> dict:
-    from audit.config import config_from_dict
-    from audit.run import run_audit
+    from topicaudit.engine.config import config_from_dict
+    from topicaudit.engine.run import run_audit
 
     results = {}
     settings = lira_settings(calibration)
@@ -304,7 +304,7 @@ def summarise_lira(results: dict) -> str:
 def draw_lira(results: dict, calibration: str) -> None:
     from matplotlib.figure import Figure
 
-    from audit.metrics import roc_curve
+    from topicaudit.attacks.metrics import roc_curve
 
     settings = lira_settings(calibration)
     if not any(n in settings and n != "nonprivate" and settings[n]["eps2"] is not None for n, _ in results):

@@ -1,7 +1,7 @@
 """Attacks with few reference (shadow) models: N ∈ {1, 2, 4, 8, 16, 128} from one 128-shadow run per seed.
 
 Shadow i of a run has the same training documents and fitting seed whatever
-N is (audit.plan), so the attacks with N shadows are exactly those of a run
+N is (topicaudit.engine.plan), so the attacks with N shadows are exactly those of a run
 with ``--shadows N``: the first N shadows (N/2 complementary pairs; for N = 1
 the first shadow alone). One 128-shadow run per (corpus, seed) therefore
 gives the whole row of N, from its statistics.npz and plan.npz.
@@ -29,10 +29,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from audit.lira import offline_scores, online_scores  # noqa: E402
-from audit.metrics import summarize  # noqa: E402
-from audit.rmia import rmia_scores  # noqa: E402
-from audit.variance import shrunk_offline_scores, shrunk_online_scores  # noqa: E402
+from topicaudit.attacks.lira import offline_scores, online_scores  # noqa: E402
+from topicaudit.attacks.metrics import summarize  # noqa: E402
+from topicaudit.attacks.rmia import rmia_scores  # noqa: E402
+from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores  # noqa: E402
 
 CORPORA = {
     "pheme": (["--corpus", "../shared/data/pheme/pheme_clean.json", "--no-preprocess"], 5),
@@ -71,7 +71,7 @@ def document_tokens(path: Path) -> np.ndarray:
     with np.load(path / "statistics.npz") as z:
         if "n_tokens" in z.files:
             return z["n_tokens"]
-    from audit.corpus import keep_most_frequent_words, load_corpus
+    from topicaudit.inputs.corpus import keep_most_frequent_words, load_corpus
 
     c = tomllib.loads((path / "config.toml").read_text())["corpus"]
     corpus = load_corpus(c["path"], format=c.get("format"), preprocess=c.get("preprocess"),

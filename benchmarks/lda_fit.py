@@ -1,4 +1,4 @@
-"""Time targets.vb_lda.fit_lda_vb against scikit-learn's LatentDirichletAllocation.
+"""Time topicaudit.targets.vb_lda.fit_lda_vb against scikit-learn's LatentDirichletAllocation.
 
 Usage (from the repository root):
 
@@ -67,7 +67,7 @@ def load_kos() -> sp.csr_matrix:
 def child_compile() -> None:
     """Fresh process: import time, first fit (compile or cache load), later fits."""
     t0 = time.perf_counter()
-    from targets.vb_lda import fit_lda_vb
+    from topicaudit.targets.vb_lda import fit_lda_vb
     t_import = time.perf_counter() - t0
     rng = np.random.RandomState(0)
     X = sp.csr_matrix(rng.poisson(0.3, (50, 40)).astype(np.float64))
@@ -94,7 +94,7 @@ def normalise(c):
 
 
 def bench(name, X, k, reps, sk_reps):
-    from targets.vb_lda import _fit, fit_lda_sklearn
+    from topicaudit.targets.vb_lda import _fit, fit_lda_sklearn
 
     ours, comps, passes = [], [], []
     for s in range(max(reps, sk_reps)):
@@ -142,7 +142,7 @@ def main() -> None:
     import numba
     import sklearn
 
-    from targets.vb_lda import fit_lda_vb
+    from topicaudit.targets.vb_lda import fit_lda_vb
 
     fit_lda_vb(sp.csr_matrix(np.ones((3, 4))), 2, 0)  # load the compiled kernels
     rows = []
@@ -175,7 +175,7 @@ def main() -> None:
     print()
     print("| numba one-off cost, fresh process | seconds |")
     print("|---|---|")
-    print(f"| import targets.vb_lda (numba, scipy, numpy) | {cold['import']:.2f} |")
+    print(f"| import topicaudit.targets.vb_lda (numba, scipy, numpy) | {cold['import']:.2f} |")
     print(f"| first fit, empty cache: JIT compile | {cold['first'] - cold['later']:.2f} |")
     print(f"| first fit, warm cache (cache=True): load | {warm['first'] - warm['later']:.2f} |")
     shutil.rmtree(_CACHE, ignore_errors=True)

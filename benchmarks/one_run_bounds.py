@@ -6,7 +6,7 @@ Usage (from the repository root):
         [--sections ceiling,family,gaussian,gaussian-expected,calibration]
 
 Bounds: "one-run" (Steinke, Nasr & Jagielski 2023), "fdp-one-run-pure" and
-"fdp-one-run-gdp" (Mahloujifar, Melis & Chaudhuri 2024), see audit/one_run.py.
+"fdp-one-run-gdp" (Mahloujifar, Melis & Chaudhuri 2024), see audit/bounds/one_run.py.
 
 * ceiling: the largest ε each bound could ever prove (every guess correct)
   with m canaries and the default Bonferroni-corrected guess family.
@@ -42,7 +42,7 @@ from scipy import optimize, special, stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from epsilon_calibration import release  # noqa: E402
 
-from audit.epsilon import (  # noqa: E402
+from topicaudit.bounds.epsilon import (  # noqa: E402
     default_guess_counts,
     eps_lb_one_run,
     gdp_epsilon,
@@ -50,8 +50,8 @@ from audit.epsilon import (  # noqa: E402
     margin_guess_counts,
     one_run_epsilon,
 )
-from audit.bounds import guess_family  # noqa: E402
-from audit.one_run import eps_lb_fdp_one_run, fdp_one_run_bound, one_run_ceiling  # noqa: E402
+from topicaudit.bounds.verdict import guess_family  # noqa: E402
+from topicaudit.bounds.one_run import eps_lb_fdp_one_run, fdp_one_run_bound, one_run_ceiling  # noqa: E402
 
 BOUNDS = {
     "one-run": lambda s, l, d, a, **kw: eps_lb_one_run(s, l, d, a, **kw),
@@ -99,7 +99,7 @@ def section_family(trials, alpha, seed) -> None:
             "one pair (m/2 − 2.5·√m/2, same)": tuple([x] for x in margin_guess_counts(m, (2.5,))[0]),
             "margin (k, k), z = 1.5, 2.5, 3.5": tuple(map(list, zip(*margin_guess_counts(m)))),
             "margin + default": tuple(map(list, zip(*(margin_guess_counts(m) + default_guess_counts(m))))),
-            "2-means + margin + default (audit.bounds.guess_family)": guess_family,
+            "2-means + margin + default (topicaudit.bounds.verdict.guess_family)": guess_family,
             "2-means + margin": lambda s, m=m: tuple(
                 [a[-1]] + [k for k, _ in margin_guess_counts(m)] for a in guess_family(s)),
         }

@@ -1,8 +1,8 @@
 """End-to-end audits of large synthetic corpora: wall time and peak memory against the number of documents.
 
-The corpus is drawn from the LDA model of audit/synthetic.py (sparse topics
+The corpus is drawn from the LDA model of audit/inputs/synthetic.py (sparse topics
 over a long-tailed vocabulary, Poisson lengths), sampled token by token with
-vectorised inverse-CDF draws (audit/synthetic.py draws a dense multinomial
+vectorised inverse-CDF draws (audit/inputs/synthetic.py draws a dense multinomial
 per document, minutes at 200,000 documents), and written as a UCI docword
 file outside the repository. ``topicaudit run`` then audits it in a fresh
 process while the memory of the process tree is sampled (as

@@ -1,4 +1,4 @@
-"""Time audit.zeta.solve_zeta against the paper's per-document SciPy SLSQP.
+"""Time topicaudit.attacks.zeta.solve_zeta against the paper's per-document SciPy SLSQP.
 
 Usage (from the repository root):
 
@@ -86,7 +86,7 @@ def fit_phi(X: sp.csr_matrix, k: int, seed: int) -> tuple[np.ndarray, float]:
 
 def child_compile() -> None:
     t = time.perf_counter()
-    from audit import zeta
+    from topicaudit.attacks import zeta
 
     zeta.warmup()
     print(json.dumps({"seconds": time.perf_counter() - t}))
@@ -102,7 +102,7 @@ def compile_times() -> tuple[float, float]:
 
 
 def bench(name, phi, X, runs, slsqp_sample, rng):
-    from audit.zeta import solve_zeta, solve_zeta_slsqp
+    from topicaudit.attacks.zeta import solve_zeta, solve_zeta_slsqp
 
     solve_zeta(phi, X)  # warm-up (cache already loaded)
     ts = []
@@ -161,7 +161,7 @@ def main() -> None:
     only = set(args.only.split(","))
     load0 = os.getloadavg()
     cold, cached = compile_times()
-    from audit import zeta
+    from topicaudit.attacks import zeta
 
     t = time.perf_counter()
     zeta.warmup()

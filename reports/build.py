@@ -12,15 +12,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from audit import __version__
-from audit.errors import UserError
-from audit.progress import Progress
-from audit.validation import check_output_directory
-from reports import figures, ledger, risk
-from reports.collect import Collection, CorpusCache, Group, collect
-from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
-from reports.html import render_html
-from reports.markdown import render_markdown
+from topicaudit import __version__
+from topicaudit.errors import UserError
+from topicaudit.engine.progress import Progress
+from topicaudit.engine.validation import check_output_directory
+from topicaudit.reports import figures, ledger, risk
+from topicaudit.reports.collect import Collection, CorpusCache, Group, collect
+from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
+from topicaudit.reports.html import render_html
+from topicaudit.reports.markdown import render_markdown
 
 REPORT_FILES = {"report.html", "report.md", "figures"}
 

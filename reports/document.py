@@ -1,6 +1,6 @@
 """What a report says, as data: sections of paragraphs, tables and figures.
 
-Both renderers (:mod:`reports.html`, :mod:`reports.markdown`) take this model;
+Both renderers (:mod:`topicaudit.reports.html`, :mod:`topicaudit.reports.markdown`) take this model;
 every string in it is plain text (never markup), so escaping happens in
 exactly one place per output format.
 """

@@ -11,7 +11,7 @@ the second being the first with the roles of IN and OUT swapped. Together:
     TPR ≤ min(e^ε · FPR + δ,  1 − e^{−ε} · (1 − δ − FPR)),   capped at 1.
 
 An ROC point above this boundary is evidence against the claim (a
-statistical test of it is :mod:`audit.epsilon`'s job; the figure only shows
+statistical test of it is :mod:`topicaudit.bounds.epsilon`'s job; the figure only shows
 where the claim puts its ceiling).
 """
 from __future__ import annotations

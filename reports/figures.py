@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.metrics import roc_curve
-from reports.dp_region import Claim, claim_of, dp_tpr_bound
+from topicaudit.attacks.metrics import roc_curve
+from topicaudit.reports.dp_region import Claim, claim_of, dp_tpr_bound
 
 IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
@@ -52,7 +52,7 @@ def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
     """The ROC curve of each attack from scores.npz, its stored metrics, and the claim's boundary.
 
     Returns a dict with ``curves`` {attack: (fpr, tpr)} (exactly
-    ``audit.metrics.roc_curve`` of the stored scores), ``metrics`` {attack:
+    ``topicaudit.attacks.metrics.roc_curve`` of the stored scores), ``metrics`` {attack:
     results.json entry}, ``floor`` (1 / #non-members: the smallest non-zero
     FPR, where the log axes start), ``claim`` (a :class:`Claim` or None) and
     ``boundary`` (fpr grid, largest TPR the claim allows) when the claim bounds

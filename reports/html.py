@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 
-from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
+from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
+from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
 _ORDERED_ITEM = re.compile(r"(\d{1,9})([.)])(\s|$)")

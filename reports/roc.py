@@ -1,6 +1,6 @@
 """roc.png: the log-log ROC that ``topicaudit run`` leaves in every run directory.
 
-The same figure as the report's per-run ROC (:mod:`reports.figures`), for the
+The same figure as the report's per-run ROC (:mod:`topicaudit.reports.figures`), for the
 paper's main attacks only: chance line, and the region the target's claimed
 (ε, δ) excludes when it claims one.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.metrics import roc_curve
+from topicaudit.attacks.metrics import roc_curve
 
 # The attacks drawn by default: the paper's LiRA variants, the few-model ones (docs/attacks.md), baselines.
 MAIN_ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_shrunk", "rmia_online",
@@ -26,9 +26,9 @@ def roc_points(run_dir: Path, attacks=MAIN_ATTACKS) -> dict[str, tuple[np.ndarra
 
 def write_roc_figure(run_dir: Path, attacks=MAIN_ATTACKS) -> Path:
     """Draw roc.png (log-log, down to 1/#non-members) into a finished run directory; return its path."""
-    from audit.rundir import atomic_write_bytes
-    from reports.collect import read_run
-    from reports.figures import draw_roc, render, roc_data
+    from topicaudit.engine.rundir import atomic_write_bytes
+    from topicaudit.reports.collect import read_run
+    from topicaudit.reports.figures import draw_roc, render, roc_data
 
     run = read_run(Path(run_dir))
     data = roc_data(run, [name for name in attacks if name in run.scores])

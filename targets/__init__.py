@@ -4,36 +4,36 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from audit.errors import UserError
-from targets.base import NO_GUARANTEE, Guarantee, Release, Target
-from targets.pipeline import Pipeline
-from targets.under_noised import UnderNoised
+from topicaudit.errors import UserError
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee, Release, Target
+from topicaudit.targets.pipeline import Pipeline
+from topicaudit.targets.under_noised import UnderNoised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
 # unpickles one target loads that target's code only, not every learner's.
 # learner name → (class, fixed keyword arguments)
 LEARNERS = {
-    "lda": ("targets.lda:VariationalLDA", {"backend": "compiled"}),
-    "sklearn-lda": ("targets.lda:VariationalLDA", {"backend": "sklearn"}),
-    "cgs": ("targets.cgs:CollapsedGibbsLDA", {}),
-    "gensim-lda": ("targets.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
-    "tomotopy-lda": ("targets.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
-    "cgs-monitor": ("targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
-    "dp-cgs": ("targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
-    "hdp-lda": ("targets.hdp_lda:ZhaoHDPLDA", {}),
-    "dp-svi": ("targets.dp_svi:DPStochasticVariationalLDA", {}),
-    "lp-lda": ("targets.lp_lda:LocallyPrivateLDA", {}),
-    "pf": ("targets.poisson_factorization:PoissonFactorization", {}),
-    "lppf": ("targets.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
-    "lppf-naive": ("targets.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
+    "lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "compiled"}),
+    "sklearn-lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "sklearn"}),
+    "cgs": ("topicaudit.targets.cgs:CollapsedGibbsLDA", {}),
+    "gensim-lda": ("topicaudit.targets.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
+    "tomotopy-lda": ("topicaudit.targets.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
+    "cgs-monitor": ("topicaudit.targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
+    "dp-cgs": ("topicaudit.targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
+    "hdp-lda": ("topicaudit.targets.hdp_lda:ZhaoHDPLDA", {}),
+    "dp-svi": ("topicaudit.targets.dp_svi:DPStochasticVariationalLDA", {}),
+    "lp-lda": ("topicaudit.targets.lp_lda:LocallyPrivateLDA", {}),
+    "pf": ("topicaudit.targets.poisson_factorization:PoissonFactorization", {}),
+    "lppf": ("topicaudit.targets.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
+    "lppf-naive": ("topicaudit.targets.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
 }
 VOCABULARY_STEPS = {
-    "observed": "targets.vocabulary:ObservedVocabulary",
-    "all": "targets.vocabulary:CorpusVocabulary",
-    "dpsu-laplace": "targets.dpsu:PolicyLaplaceDPSU",
-    "dpsu-gaussian": "targets.dpsu:PolicyGaussianDPSU",
-    "dpsu-gw": "targets.dpsu:GreedyWeightedDPSU",
-    "dpsu-gw-public-code": "targets.dpsu:GreedyWeightedPublicCode",
+    "observed": "topicaudit.targets.vocabulary:ObservedVocabulary",
+    "all": "topicaudit.targets.vocabulary:CorpusVocabulary",
+    "dpsu-laplace": "topicaudit.targets.dpsu:PolicyLaplaceDPSU",
+    "dpsu-gaussian": "topicaudit.targets.dpsu:PolicyGaussianDPSU",
+    "dpsu-gw": "topicaudit.targets.dpsu:GreedyWeightedDPSU",
+    "dpsu-gw-public-code": "topicaudit.targets.dpsu:GreedyWeightedPublicCode",
 }
 
 
@@ -61,7 +61,7 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     """The target pipeline named by a configuration, with a clear error for typos.
 
     under_noise > 1 builds a deliberately broken learner for testing an audit
-    (``targets.under_noised``): its noise divided by that factor, its claim unchanged.
+    (``topicaudit.targets.under_noised``): its noise divided by that factor, its claim unchanged.
     """
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r} in [target] learner; known learners: {', '.join(LEARNERS)}")

@@ -47,8 +47,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from targets.base import NO_GUARANTEE, Guarantee
-from targets.params import integer, positive
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.params import integer, positive
 
 __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
            "tokens_from_counts"]

@@ -13,7 +13,7 @@ the chain's state: it is reported as a **monitor**, never as a guarantee
 (``guarantee()`` has ε = inf, basis ``"monitor"``; the trajectory goes into
 the release's ``info["monitor"]`` and from there into ``results.json``).
 
-The sampler is exactly ``targets.cgs`` (same draws from the same seed, so the
+The sampler is exactly ``topicaudit.targets.cgs`` (same draws from the same seed, so the
 same Φ); the monitor only reads the counts.
 
 The per-draw bound (derived here from the method as Zhao et al. describe it;
@@ -61,9 +61,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from targets.base import Guarantee
-from targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
-from targets.params import integer
+from topicaudit.targets.base import Guarantee
+from topicaudit.targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
+from topicaudit.targets.params import integer
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
@@ -159,7 +159,7 @@ def _fast_bound(nwk, nk, w, beta, vbeta, a, m, up_rm, dn_add, table):
 
 @njit(cache=True)
 def _monitored_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, ms, up_rm, dn_add, table):
-    """``targets.cgs._sweep`` plus the largest word- (ms[0] = 1) and document-level (ms[1] = L) ε_i.
+    """``topicaudit.targets.cgs._sweep`` plus the largest word- (ms[0] = 1) and document-level (ms[1] = L) ε_i.
 
     up_rm, dn_add (2, k): per-topic terms of the bound for the current nk, kept
     up to date as tokens move; table (2, T): log1p(m/(n + β)) for n < T.
@@ -199,7 +199,7 @@ def draw_bound(nwk: np.ndarray, nk: np.ndarray, w: int, beta: float, m: int) -> 
 def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01,
                       n_iter: int = 200, n_avg: int = 1, max_doc_length: int | None = None
                       ) -> tuple[GibbsState, dict]:
-    """``targets.cgs.run_cgs`` (same draws) plus the monitor's trajectories.
+    """``topicaudit.targets.cgs.run_cgs`` (same draws) plus the monitor's trajectories.
 
     max_doc_length: L of the document-level monitor; None means the longest
     document of X (data-dependent, like everything the monitor reports).
@@ -260,7 +260,7 @@ class MonitoredCollapsedGibbsLDA:
 
     Parameters
     ----------
-    k, alpha, beta, n_iter, n_avg : as :class:`targets.cgs.CollapsedGibbsLDA`.
+    k, alpha, beta, n_iter, n_avg : as :class:`topicaudit.targets.cgs.CollapsedGibbsLDA`.
     max_doc_length : L for the document-level monitor; None: the longest
         training document.
     """

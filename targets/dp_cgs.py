@@ -18,7 +18,7 @@ The mechanism, exactly as implemented
    its tokens; seeded). Shorter documents are untouched. L must be a public
    bound chosen without looking at the data (e.g. what a tweet can hold).
 2. **Burn-in.** ``n_iter − 1`` ordinary collapsed Gibbs sweeps on the capped
-   corpus, exactly ``targets.cgs`` (same initialisation, same compiled sweep,
+   corpus, exactly ``topicaudit.targets.cgs`` (same initialisation, same compiled sweep,
    same uniforms).
 3. **Noise.** Once, after the burn-in, draw independent Laplace noise of scale
 
@@ -75,7 +75,7 @@ Defects of the public code not copied
 * ε never reported → ``guarantee()``.
 
 Randomness: ``np.random.SeedSequence(seed).spawn(3)`` gives (cap, sampler,
-noise) streams; the sampler stream is used exactly as ``targets.cgs.run_cgs``
+noise) streams; the sampler stream is used exactly as ``topicaudit.targets.cgs.run_cgs``
 uses its seed, so with the noise set to zero the result equals
 ``run_cgs(capped X, k, sampler seed, n_iter=n_iter)`` (tests check this).
 """
@@ -89,9 +89,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from targets.base import Guarantee
-from targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
-from targets.params import positive
+from topicaudit.targets.base import Guarantee
+from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
+from topicaudit.targets.params import positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -127,7 +127,7 @@ def cap_document_lengths(X, max_doc_length: int, rng: np.random.Generator) -> sp
 
 @njit(cache=True)
 def _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, noise_wk, noise_k):
-    """The private sweep: like ``targets.cgs._sweep`` with fixed noise on n_tw and n_t."""
+    """The private sweep: like ``topicaudit.targets.cgs._sweep`` with fixed noise on n_tw and n_t."""
     k = nk.shape[0]
     for i in range(z.shape[0]):
         d = doc[i]
@@ -156,7 +156,7 @@ class DPGibbsState:
     """Final state of :func:`run_dp_cgs`.
 
     X: the capped counts the sampler ran on (docs × words, CSR).
-    doc, word, z, ndk, nwk, nk: as ``targets.cgs.GibbsState`` (true counts of the
+    doc, word, z, ndk, nwk, nk: as ``topicaudit.targets.cgs.GibbsState`` (true counts of the
         final z; the noise is never added to them).
     noise_wk (words × k), noise_k (k,): the Laplace noise of the private sweep.
     scale: its scale b = 2L/ε.

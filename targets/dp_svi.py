@@ -11,7 +11,7 @@ One step t = 1, ..., J, given the variational topic parameters λ (k × V):
 2. **Token cap.** A document with more than N (``max_doc_tokens``) tokens is
    replaced by N of its tokens drawn uniformly without replacement, afresh at
    every visit.
-3. **E-step** (scikit-learn's variational E-step, ``targets.vb_lda._e_step``,
+3. **E-step** (scikit-learn's variational E-step, ``topicaudit.targets.vb_lda._e_step``,
    reused unchanged, one document at a time): from E[log β] under λ, the
    document's γ_d and the responsibilities φ_dvk; its expected sufficient
    statistics are x_d[k, v] = c_dv φ_dvk (c_dv its capped count of word v).
@@ -45,7 +45,7 @@ the normaliser). The bound is attained in the limit by a document that repeats
 one word N times with all its mass on one topic, so Δ = N is the exact
 worst-case L2 sensitivity of the capped sum. With clipping, ‖x_u‖_2 ≤ C, so
 Δ = min(C, N). The noise std is σ = zΔ; each step is the Poisson-subsampled
-Gaussian mechanism with noise multiplier z, which ``targets.accounting``
+Gaussian mechanism with noise multiplier z, which ``topicaudit.targets.accounting``
 composes over J steps.
 
 Equivalently, on the minibatch *mean* s/S of Park et al.'s Algorithm 1 the
@@ -74,10 +74,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
-from targets.base import NO_GUARANTEE, Guarantee
-from targets.params import non_negative, positive
-from targets.vb_lda import (
+from topicaudit.targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.params import non_negative, positive
+from topicaudit.targets.vb_lda import (
     _EPS,
     _INIT_GAMMA,
     _INIT_VAR,
@@ -239,7 +239,7 @@ class DPStochasticVariationalLDA:
     noise_multiplier : z = noise std / sensitivity, instead of ``epsilon``;
         0 means no noise. The claimed ε is then the accountant's.
     accountant : "rdp" (default), "pld", "zcdp", "advanced", "linear" or
-        "zcdp-park" (see ``targets.accounting``; the last is not a theorem).
+        "zcdp-park" (see ``topicaudit.targets.accounting``; the last is not a theorem).
     tau0, kappa : step sizes ρ_t = (τ0 + t)^(−κ), κ ∈ (0.5, 1]; defaults are
         scikit-learn's online LDA (learning_offset 10, learning_decay 0.7).
     eta, alpha : topic-word and document-topic Dirichlet priors; None = 1/k.

@@ -6,7 +6,7 @@ a positive count. Every step builds a weighted histogram H over tokens in which
 each document spends an update budget of 1 (L1, or L2 for the Gaussian policy),
 adds noise to H on every *candidate* token and releases the tokens whose noisy
 weight exceeds a threshold ρ. Four steps, each a vocabulary step with the
-interface of ``targets.vocabulary`` (``select(X, seed)``, ``guarantee()``):
+interface of ``topicaudit.targets.vocabulary`` (``select(X, seed)``, ``guarantee()``):
 
 ==========================  ===============================================
 ``dpsu-laplace``            Gopi et al. 2020, policy Laplace
@@ -67,7 +67,7 @@ from numba import njit
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from targets.base import Guarantee
+from topicaudit.targets.base import Guarantee
 
 # --------------------------------------------------------------------------
 # analytic Gaussian mechanism (Balle & Wang 2018)

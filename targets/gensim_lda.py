@@ -16,9 +16,9 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from targets.base import NO_GUARANTEE, Guarantee
-from targets.optional import require
-from targets.params import _is_real, choice, integer, non_negative, positive
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.optional import require
+from topicaudit.targets.params import _is_real, choice, integer, non_negative, positive
 
 # gensim.models.LdaModel keyword arguments this learner forwards (all that shape Φ).
 SETTINGS = ("passes", "chunksize", "update_every", "alpha", "eta", "decay", "offset", "iterations",

@@ -76,7 +76,7 @@ Defects of the repository version not copied
   counts are clipped to [0, C] before β is added.
 
 Randomness: ``SeedSequence(seed).spawn(2)`` gives (sampler, noise) streams;
-the sampler stream is used as ``targets.cgs.run_cgs`` uses its seed.
+the sampler stream is used as ``topicaudit.targets.cgs.run_cgs`` uses its seed.
 """
 from __future__ import annotations
 
@@ -88,9 +88,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from targets.base import Guarantee
-from targets.cgs import add_token, draw_topic, random_start
-from targets.params import positive
+from topicaudit.targets.base import Guarantee
+from topicaudit.targets.cgs import add_token, draw_topic, random_start
+from topicaudit.targets.params import positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 

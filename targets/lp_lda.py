@@ -31,7 +31,7 @@ Server side (``estimate_counts``, ``reconstruct``): Zhao et al.'s steps 1–5
    in |Δ_v| random vectors that have it 1; the choice is uniform without
    replacement. Afterwards column v sums to t_v.
 5. The adjusted vectors are the reconstructed corpus (each set bit is one
-   token); collapsed Gibbs sampling (``targets.cgs.run_cgs``, compiled) on it
+   token); collapsed Gibbs sampling (``topicaudit.targets.cgs.run_cgs``, compiled) on it
    gives Φ.
 
 Everything after the randomiser is post-processing of locally private data,
@@ -56,9 +56,9 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from targets.base import Guarantee
-from targets.cgs import run_cgs
-from targets.params import positive
+from topicaudit.targets.base import Guarantee
+from topicaudit.targets.cgs import run_cgs
+from topicaudit.targets.params import positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-from audit.errors import UserError
+from topicaudit.errors import UserError
 
 
 def require(module: str, extra: str, purpose: str):

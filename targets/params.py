@@ -3,7 +3,7 @@
 A learner is built (and so checked) before any data is read or Ray started:
 a NaN, negative or infinite prior, or zero iterations, is refused with the
 parameter's name instead of producing NaN models. Each check raises
-ValueError; ``targets.build_target`` turns it into one message naming where
+ValueError; ``topicaudit.targets.build_target`` turns it into one message naming where
 the parameter came from ([target.params] or --param).
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from targets.base import NO_GUARANTEE, Guarantee, Release
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee, Release
 
 
 # From strongest to weakest: a composition is only as well founded as its weakest part.

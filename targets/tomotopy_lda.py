@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from targets.base import NO_GUARANTEE, Guarantee
-from targets.optional import require
-from targets.params import choice, integer, positive
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.optional import require
+from topicaudit.targets.params import choice, integer, positive
 
 TERM_WEIGHTS = ("one", "idf", "pmi")
 SETTINGS = ("alpha", "eta", "tw", "min_cf", "min_df", "rm_top", "iterations", "burn_in", "optim_interval")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 
 
 class ObservedVocabulary:

@@ -1,4 +1,4 @@
-"""targets.accounting: the DP-SVI accountants against published numbers and closed forms.
+"""topicaudit.targets.accounting: the DP-SVI accountants against published numbers and closed forms.
 
 Published cases (δ = 1e-5, Poisson-subsampled Gaussian, add/remove adjacency):
 
@@ -23,7 +23,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from targets.accounting import (
+from topicaudit.targets.accounting import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
     amplify_by_sampling,

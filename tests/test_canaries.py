@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from audit.bounds import bound_ceiling, guess_family, two_means_split
-from audit.canaries import UNRELEASED_PENALTY, canary_scores, make_canaries
-from audit.check import check_run
-from audit.cli import main
-from audit.config import config_from_dict
-from audit.epsilon import eps_lb_one_run
-from audit.run import run_audit
-from targets import build_target
-from targets.base import Release
+from topicaudit.bounds.verdict import bound_ceiling, guess_family, two_means_split
+from topicaudit.attacks.canaries import UNRELEASED_PENALTY, canary_scores, make_canaries
+from topicaudit.engine.check import check_run
+from topicaudit.cli.main import main
+from topicaudit.engine.config import config_from_dict
+from topicaudit.bounds.epsilon import eps_lb_one_run
+from topicaudit.engine.run import run_audit
+from topicaudit.targets import build_target
+from topicaudit.targets.base import Release
 
 PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"
 SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
@@ -192,7 +192,7 @@ def test_under_noised_learners_divide_their_noise_and_keep_their_claim(learner, 
 
 
 def test_a_learner_without_noise_cannot_be_under_noised():
-    from audit.errors import UserError
+    from topicaudit.errors import UserError
 
     with pytest.raises(UserError, match="no privacy noise"):
         build_target("lda", 3, under_noise=10.0)

@@ -1,4 +1,4 @@
-"""targets.cgs: collapsed Gibbs sampling for LDA.
+"""topicaudit.targets.cgs: collapsed Gibbs sampling for LDA.
 
 * the compiled sweep samples the exact collapsed posterior (enumerated on a
   tiny corpus);
@@ -16,8 +16,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from targets.base import NO_GUARANTEE
-from targets.cgs import CollapsedGibbsLDA, _initial_counts, _sweep, run_cgs, tokens_from_counts
+from topicaudit.targets.base import NO_GUARANTEE
+from topicaudit.targets.cgs import CollapsedGibbsLDA, _initial_counts, _sweep, run_cgs, tokens_from_counts
 
 from planted import matched_topic_errors, planted_corpus
 

@@ -4,10 +4,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from audit.check import assert_privacy, check_run
-from audit.cli import main
-from audit.config import config_from_dict
-from audit.run import run_audit
+from topicaudit.engine.check import assert_privacy, check_run
+from topicaudit.cli.main import main
+from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.run import run_audit
 
 SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
          "target": {"k": 4}, "ray": {"num_cpus": 2}}

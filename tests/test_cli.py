@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
+from topicaudit.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import audit.corpus as corpus_mod
-from audit.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, keep_most_frequent_words,
+import topicaudit.inputs.corpus as corpus_mod
+from topicaudit.inputs.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, keep_most_frequent_words,
                           load_corpus)
-from audit.errors import UserError
+from topicaudit.errors import UserError
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

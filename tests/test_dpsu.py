@@ -1,4 +1,4 @@
-"""targets.dpsu: DP Set Union vocabulary steps (docs/algorithms.md#dp-set-union).
+"""topicaudit.targets.dpsu: DP Set Union vocabulary steps (docs/algorithms.md#dp-set-union).
 
 * the analytic Gaussian calibration against a numerical hockey-stick integral;
 * the compiled histogram builders against plain-Python references, and the
@@ -25,8 +25,8 @@ from scipy.integrate import quad
 from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
-from targets.base import Guarantee
-from targets.dpsu import (
+from topicaudit.targets.base import Guarantee
+from topicaudit.targets.dpsu import (
     DPSU_STEPS,
     GreedyWeightedDPSU,
     GreedyWeightedPublicCode,
@@ -43,7 +43,7 @@ from targets.dpsu import (
     gw_public_threshold,
     laplace_policy_threshold,
 )
-from targets.pipeline import compose
+from topicaudit.targets.pipeline import compose
 
 PHEME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 ALPHA_CP = 1e-3  # one-sided error of each Clopper–Pearson bound

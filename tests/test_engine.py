@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.config import config_from_dict
-from audit.run import run_audit
+from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.run import run_audit
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -58,7 +58,7 @@ def test_run_directory_holds_every_artefact(finished_run):
 
 
 def test_scores_agree_with_metrics_and_the_attack_beats_chance(finished_run):
-    from audit.metrics import summarize
+    from topicaudit.attacks.metrics import summarize
 
     config, results = finished_run
     scores = load_scores(config.run_dir)
@@ -106,7 +106,7 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run):
 
 
 def test_a_different_configuration_cannot_reuse_the_directory(finished_run):
-    from audit.errors import UserError
+    from topicaudit.errors import UserError
 
     config, _ = finished_run
     changed = small_config(config.run_dir.parent, "small", seed=1)
@@ -121,7 +121,7 @@ def _free_port():
 
 
 def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp_path):
-    from audit.errors import UserError
+    from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "too-large", target={"learner": "lppf", "vocabulary": "all",
                                                           "params": {"epsilon": 1.0, "max_cells": 1000}})
@@ -131,7 +131,7 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
 
 
 def test_an_unreachable_cluster_is_a_user_error(tmp_path):
-    from audit.errors import UserError
+    from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})
     with pytest.raises(UserError, match="nothing is listening"):

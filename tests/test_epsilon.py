@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.epsilon import (
+from topicaudit.bounds.epsilon import (
     EpsilonBound,
     clopper_pearson_upper,
     count_grid,

@@ -40,7 +40,7 @@ TRIALS = int(os.environ.get("TOPICAUDIT_FAULT_TRIALS", "20"))
 
 
 def start(config: Path, output: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(config), "--output", str(output),
+    return subprocess.Popen([sys.executable, "-m", "topicaudit.cli.main", "run", str(config), "--output", str(output),
                              "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -87,7 +87,7 @@ def wait_gone(pids, seconds: float) -> list[int]:
 def finish(config: Path, output: Path, attempts: int = 4) -> subprocess.CompletedProcess:
     """Rerun the same command until it completes (a worker kill can also fail a run: exit 4)."""
     for _ in range(attempts):
-        done = subprocess.run([sys.executable, "-m", "audit.cli", "run", str(config), "--output", str(output),
+        done = subprocess.run([sys.executable, "-m", "topicaudit.cli.main", "run", str(config), "--output", str(output),
                                "--quiet"], cwd=REPO, capture_output=True, text=True, timeout=900)
         if done.returncode == 0:
             return done

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.attacks import attack_scores, bounded_attacks, recommended_attack
-from audit.metrics import summarize
-from audit.rmia import (fit_offline_a, offline_log_ratio, online_log_ratio, population_scores, rmia_scores)
-from audit.variance import (pooled_prior, posterior_variance, prior_strength, shrunk_offline_scores,
+from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
+from topicaudit.attacks.metrics import summarize
+from topicaudit.attacks.rmia import (fit_offline_a, offline_log_ratio, online_log_ratio, population_scores, rmia_scores)
+from topicaudit.attacks.variance import (pooled_prior, posterior_variance, prior_strength, shrunk_offline_scores,
                             shrunk_online_scores)
 
 # 4 shadows (two complementary pairs) × 3 documents
@@ -156,7 +156,7 @@ def test_recommended_attack_rule():
     assert [recommended_attack(n) for n in (2, 4, 8, 16, 64, 128, 1000)] == ["lira_offline_shrunk"] * 7
     with pytest.raises(ValueError):
         recommended_attack(0)
-    from audit.user_audit import resolve_ranking
+    from topicaudit.engine.user_audit import resolve_ranking
     assert resolve_ranking("recommended", 4) == ("offline-shrunk", True)
     assert resolve_ranking("recommended", 128) == ("offline-shrunk", True)
     assert resolve_ranking("recommended", 1) == ("rmia-online", True)
@@ -176,8 +176,8 @@ def test_attack_scores_has_stable_names_and_filters():
 
 
 def test_config_lists_attacks_and_rejects_unknown_names():
-    from audit.config import config_from_dict, config_hash, validate
-    from audit.errors import UserError
+    from topicaudit.engine.config import config_from_dict, config_hash, validate
+    from topicaudit.errors import UserError
 
     config = config_from_dict({"attack": {"attacks": ["rmia_online", "lira_offline_shrunk"]}})
     assert config.attack.attacks == ["rmia_online", "lira_offline_shrunk"]
@@ -191,8 +191,8 @@ def test_config_lists_attacks_and_rejects_unknown_names():
 def test_check_bounds_the_attacks_it_is_told_and_names_missing_ones(tmp_path):
     import json
 
-    from audit.check import check_run
-    from audit.errors import UserError
+    from topicaudit.engine.check import check_run
+    from topicaudit.errors import UserError
 
     rng = np.random.default_rng(0)
     member = rng.random(2000) < 0.5

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit import cli
-from audit.cli import main
-from audit.errors import UserError
+from topicaudit.cli import main as cli
+from topicaudit.cli.main import main
+from topicaudit.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,12 +114,12 @@ def test_check_never_exits_1_on_a_failure(capsys, tmp_path):
     (MemoryError(), 3, "internal error"),
 ])
 def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch, raised, expected_code, words):
-    import audit.check
+    import topicaudit.engine.check
 
     def explode(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(audit.check, "bound_tests", explode)
+    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", explode)
     monkeypatch.setattr(cli.tempfile, "tempdir", str(tmp_path))  # where the traceback is saved
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == expected_code and words in err and "Traceback" not in err, err
@@ -130,9 +130,9 @@ def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch
 
 
 def test_internal_error_prints_the_traceback_when_debugging(capsys, tmp_path, monkeypatch):
-    import audit.check
+    import topicaudit.engine.check
 
-    monkeypatch.setattr(audit.check, "bound_tests", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", lambda *a, **k: 1 / 0)
     monkeypatch.setenv(cli.DEBUG_VARIABLE, "1")
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == 3 and "Traceback" in err and "ZeroDivisionError" in err
@@ -141,12 +141,12 @@ def test_internal_error_prints_the_traceback_when_debugging(capsys, tmp_path, mo
 def test_a_ray_failure_is_its_own_exit_code(capsys, tmp_path, monkeypatch):
     import ray.exceptions
 
-    import audit.check
+    import topicaudit.engine.check
 
     def raylet_gone(*args, **kwargs):
         raise ray.exceptions.RaySystemError("the raylet died")
 
-    monkeypatch.setattr(audit.check, "bound_tests", raylet_gone)
+    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", raylet_gone)
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert_one_line_error(code, err, expected_code=4)
     assert "rerun the same command" in err
@@ -157,7 +157,7 @@ def test_sigterm_during_check_of_a_config_exits_130(tmp_path):
     config = tmp_path / "audit.toml"
     config.write_text("[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nlearner = \"cgs\"\n"
                       "params = { n_iter = 100000 }\n[attack]\nshadows = 4\n[ray]\nnum_cpus = 1\n")
-    process = subprocess.Popen([sys.executable, "-m", "audit.cli", "check", str(config), "--epsilon", "1",
+    process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.main", "check", str(config), "--epsilon", "1",
                                 "--output", str(tmp_path / "run")], cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
@@ -185,7 +185,7 @@ HOSTILE_CELLS = [
 
 
 def test_scores_csv_keeps_every_cell_in_its_cell():
-    from audit.user_audit import SCORE_COLUMNS, scores_csv
+    from topicaudit.engine.user_audit import SCORE_COLUMNS, scores_csv
 
     rows = [{**{c: 0.5 for c in SCORE_COLUMNS}, "rank": i + 1, "candidate": i, "id": f"doc{i}", "n_tokens": 3,
              "text": text} for i, text in enumerate(HOSTILE_CELLS)]
@@ -232,14 +232,14 @@ BAD_PARAMETERS = {  # learner → (required params, [(key, bad value), ...])
 
 
 def test_every_learner_is_covered():
-    from targets import LEARNERS
+    from topicaudit.targets import LEARNERS
 
     assert set(BAD_PARAMETERS) == set(LEARNERS)
 
 
 @pytest.mark.parametrize("learner", sorted(BAD_PARAMETERS))
 def test_a_learner_refuses_bad_parameters_when_built(learner):
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     optional = {"gensim-lda": "gensim", "tomotopy-lda": "tomotopy"}
     if learner in optional:
@@ -297,7 +297,7 @@ def test_a_seed_out_of_range_is_refused_before_anything(capsys, tmp_path, audit_
 
 
 def test_the_largest_seed_plans():
-    from audit.plan import make_plan
+    from topicaudit.engine.plan import make_plan
 
     plan = make_plan(10, 2, 2**63 - 1)
     assert plan.seed == 2**63 - 1 and int(plan.arrays()["seed"]) == 2**63 - 1
@@ -309,7 +309,7 @@ def test_the_largest_seed_plans():
 # 5. durable files; torn models are refitted, a torn plan or config is named
 # --------------------------------------------------------------------------- #
 def _release():
-    from targets.base import Release
+    from topicaudit.targets.base import Release
 
     return Release(phi=np.full((2, 3), 1 / 3, dtype=np.float32), vocabulary=np.arange(3))
 
@@ -318,7 +318,7 @@ def _release():
 def test_an_unreadable_model_is_refitted_with_a_note(tmp_path, damage):
     import zipfile
 
-    from audit.rundir import RunDirectory
+    from topicaudit.engine.rundir import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.create({"name": "x"}, {"config_hash": "abc"})
@@ -343,8 +343,8 @@ def test_an_unreadable_model_is_refitted_with_a_note(tmp_path, damage):
 
 
 def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
-    from audit import rundir
-    from audit.plan import make_plan
+    from topicaudit.engine import rundir
+    from topicaudit.engine.plan import make_plan
 
     synced = []
     real_fsync = os.fsync
@@ -368,7 +368,7 @@ def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path):
-    from audit.rundir import atomic_write_bytes
+    from topicaudit.engine.rundir import atomic_write_bytes
 
     path = tmp_path / "plan.npz"
     path.write_bytes(b"old")
@@ -383,8 +383,8 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_a_torn_plan_or_config_is_a_clear_error(tmp_path):
-    from audit.plan import make_plan
-    from audit.rundir import RunDirectory
+    from topicaudit.engine.plan import make_plan
+    from topicaudit.engine.rundir import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.create({"name": "x"}, {"config_hash": "abc"})
@@ -402,7 +402,7 @@ def test_a_torn_plan_or_config_is_a_clear_error(tmp_path):
 
 
 def test_report_names_a_torn_plan(capsys, tmp_path):
-    from reports.collect import Run
+    from topicaudit.reports.collect import Run
 
     path = fake_run(tmp_path / "run", separable=False)
     (path / "plan.npz").write_bytes(b"PK\x03\x04 torn")
@@ -468,7 +468,7 @@ def test_a_device_is_not_read_as_a_corpus(capsys, tmp_path):
 def test_raylet_banners_become_one_note(capsys):
     import ray._private.worker as worker
 
-    from audit.parallel import _quiet_raylet_banners
+    from topicaudit.engine.parallel import _quiet_raylet_banners
 
     original = worker.print_to_stdstream
     try:
@@ -510,7 +510,7 @@ def test_an_unknown_top_level_key_lists_the_tables(capsys, tmp_path):
 
 
 def test_out_of_vocabulary_words_are_quoted_plainly():
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     with pytest.raises(UserError) as refused:
         load_corpus(["apple banana", "cherry date"], vocabulary=np.array(["azz", "bzz"]))
@@ -525,9 +525,9 @@ def test_the_format_hint_names_the_flag(capsys, tmp_path):
 
 
 def test_control_and_bidi_characters_are_visible_in_reports():
-    from reports.document import Paragraph, Report, Section, Table
-    from reports.html import render_html
-    from reports.markdown import render_markdown
+    from topicaudit.reports.document import Paragraph, Report, Section, Table
+    from topicaudit.reports.html import render_html
+    from topicaudit.reports.markdown import render_markdown
 
     hostile = "doc\x00name \u202egnp.exe \u2066x\u2069 \x1b[31m"
     report = Report(title=hostile, summary=[hostile], sections=[
@@ -538,12 +538,12 @@ def test_control_and_bidi_characters_are_visible_in_reports():
 
 
 def test_more_topics_than_words_is_noted(capsys, tmp_path, monkeypatch):
-    import audit.run
+    import topicaudit.engine.run
 
     def stop_before_ray(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(audit.run, "ray_session", stop_before_ray)
+    monkeypatch.setattr(topicaudit.engine.run, "ray_session", stop_before_ray)
     (tmp_path / "tiny.json").write_text(json.dumps({"text": [f"w{i % 8} w{(i + 1) % 8}" for i in range(20)]}))
     code, out, err = call(capsys, "run", "--corpus", tmp_path / "tiny.json", "--no-preprocess", "--k", 50,
                           "--output", tmp_path / "run")

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from audit.cli import main
-from audit.errors import UserError
-from audit.phi_io import load_user_model
+from topicaudit.cli.main import main
+from topicaudit.errors import UserError
+from topicaudit.inputs.phi_io import load_user_model
 
 gensim = pytest.importorskip("gensim")
 tp = pytest.importorskip("tomotopy")
@@ -66,7 +66,7 @@ def docs():
 
 
 def test_gensim_learner_reproduces_a_users_gensim_model(docs):
-    from targets.gensim_lda import GensimLDA
+    from topicaudit.targets.gensim_lda import GensimLDA
 
     dictionary = Dictionary(docs)
     bow = [dictionary.doc2bow(d) for d in docs]
@@ -80,7 +80,7 @@ def test_gensim_learner_reproduces_a_users_gensim_model(docs):
 
 
 def test_tomotopy_learner_reproduces_a_users_tomotopy_model(docs):
-    from targets.tomotopy_lda import TomotopyLDA, token_lists
+    from topicaudit.targets.tomotopy_lda import TomotopyLDA, token_lists
 
     words = used_words(docs)
     X = counts(docs, words)
@@ -98,7 +98,7 @@ def test_tomotopy_learner_reproduces_a_users_tomotopy_model(docs):
 
 
 def test_tomotopy_learner_gives_unseen_words_the_priors_share():
-    from targets.tomotopy_lda import TomotopyLDA
+    from topicaudit.targets.tomotopy_lda import TomotopyLDA
 
     X = sp.csr_matrix(np.array([[3, 1, 0, 0], [0, 2, 2, 0], [1, 0, 4, 0]], dtype=float))  # word 3 unused
     phi = TomotopyLDA(2, eta=0.5, iterations=20).fit(X, 1)
@@ -108,7 +108,7 @@ def test_tomotopy_learner_gives_unseen_words_the_priors_share():
 
 
 def test_both_learners_are_targets_of_run_and_deterministic_for_a_seed(docs):
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     X = counts(docs, used_words(docs))
     for name, params in (("gensim-lda", {"passes": 2}), ("tomotopy-lda", {"iterations": 30})):
@@ -120,7 +120,7 @@ def test_both_learners_are_targets_of_run_and_deterministic_for_a_seed(docs):
 
 
 def test_a_missing_library_names_the_extra(monkeypatch, tmp_path, docs, capsys):
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     path = saved_tomotopy(tmp_path, docs)
     for module, learner in (("gensim", "gensim-lda"), ("tomotopy", "tomotopy-lda")):
@@ -144,7 +144,7 @@ def test_a_missing_library_names_the_extra(monkeypatch, tmp_path, docs, capsys):
     ("tomotopy-lda", {"workers": 4}, "unknown parameter"),
 ])
 def test_bad_library_settings_are_user_errors(learner, params, message):
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     with pytest.raises(UserError, match=message):
         build_target(learner, 3, "observed", params)
@@ -181,8 +181,8 @@ def test_a_tomotopy_file_gives_phi_vocabulary_and_settings(tmp_path, docs):
 
 
 def test_shadows_with_the_recovered_tomotopy_settings_reproduce_the_model(tmp_path, docs):
-    from targets import build_target
-    from targets.tomotopy_lda import token_lists
+    from topicaudit.targets import build_target
+    from topicaudit.targets.tomotopy_lda import token_lists
 
     words = used_words(docs)
     X = counts(docs, words)
@@ -221,7 +221,7 @@ def test_a_tomotopy_file_never_unpickles_its_embedded_settings(tmp_path, docs):
 
 
 def test_literal_pickle_reads_literals_and_builds_nothing(tmp_path):
-    from audit.library_models import literal_pickle
+    from topicaudit.inputs.library_models import literal_pickle
 
     marker = tmp_path / "built"
 
@@ -249,7 +249,7 @@ def saved_gensim(tmp_path: Path, docs) -> tuple[Path, LdaModel, Dictionary]:
 
 
 def test_a_gensim_model_is_read_only_with_trust_pickle_and_its_settings_reproduce_it(tmp_path, docs):
-    from targets import build_target
+    from topicaudit.targets import build_target
 
     path, user, dictionary = saved_gensim(tmp_path, docs)
     with pytest.raises(UserError, match="--trust-pickle") as refused:
@@ -311,7 +311,7 @@ def test_a_saved_model_carries_its_vocabulary(tmp_path, docs):
 
 
 def test_token_lists_and_mm_corpora_count_exactly_what_the_model_saw(tmp_path, docs):
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     dictionary = Dictionary(docs)
     dictionary.save_as_text(str(tmp_path / "dictionary.txt"))
@@ -334,7 +334,7 @@ def test_token_lists_and_mm_corpora_count_exactly_what_the_model_saw(tmp_path, d
     ({"text": [[]]}, "empty"),
 ])
 def test_bad_token_lists_are_user_errors(tmp_path, content, message):
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     (tmp_path / "c.json").write_text(json.dumps(content))
     with pytest.raises(UserError, match=message):
@@ -342,7 +342,7 @@ def test_bad_token_lists_are_user_errors(tmp_path, content, message):
 
 
 def test_an_mm_corpus_needs_its_dictionary(tmp_path, docs):
-    from audit.corpus import load_corpus
+    from topicaudit.inputs.corpus import load_corpus
 
     dictionary = Dictionary(docs)
     MmCorpus.serialize(str(tmp_path / "c.mm"), [dictionary.doc2bow(d) for d in docs])
@@ -360,7 +360,7 @@ def test_an_mm_corpus_needs_its_dictionary(tmp_path, docs):
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from audit.parallel import ray_session
+    from topicaudit.engine.parallel import ray_session
 
     with ray_session("", num_cpus=2) as ray:
         yield ray
@@ -405,7 +405,7 @@ def test_audit_a_trusted_gensim_model_from_an_mm_corpus(tmp_path, ray_cluster, c
 
 
 def test_another_learner_than_the_models_is_said_and_drops_its_settings(tmp_path, docs):
-    from audit.user_audit import UserAuditSpec, prepare
+    from topicaudit.engine.user_audit import UserAuditSpec, prepare
 
     path = saved_tomotopy(tmp_path, docs[:60])
     (tmp_path / "c.json").write_text(json.dumps({"text": docs[60:90]}))

@@ -2,7 +2,7 @@
 import numpy as np
 from scipy.stats import norm
 
-from audit.lira import offline_scores, online_scores
+from topicaudit.attacks.lira import offline_scores, online_scores
 
 # 4 shadows × 3 documents
 SHADOW = np.array([[-10.0, -5.0, 1.0],

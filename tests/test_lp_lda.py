@@ -1,4 +1,4 @@
-"""targets.lp_lda: randomised response, the server's estimates and reconstruction, the learner.
+"""topicaudit.targets.lp_lda: randomised response, the server's estimates and reconstruction, the learner.
 
 * flip rates of the randomiser: 1 → 1 with probability p, 0 → 1 with 1 − p
   (exact binomial tests), independently of position;
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.errors import UserError
-from targets import build_target
-from targets.lp_lda import LocallyPrivateLDA, estimate_counts, randomize_presence, reconstruct
+from topicaudit.errors import UserError
+from topicaudit.targets import build_target
+from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts, randomize_presence, reconstruct
 
 from planted import matched_topic_errors, planted_corpus
 
@@ -100,7 +100,7 @@ def test_fit_is_reproducible_by_seed():
 
 
 def test_column_blocks_cover_the_vocabulary(monkeypatch):
-    import targets.lp_lda as lp
+    import topicaudit.targets.lp_lda as lp
 
     monkeypatch.setattr(lp, "_BLOCK_CELLS", 7 * 200)  # 7 columns per block, the last one partial
     X, _ = _planted(n=200)

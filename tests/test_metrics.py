@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve as sk_roc_curve
 
-from audit.metrics import auc, roc_curve, summarize, tpr_at_fpr
+from topicaudit.attacks.metrics import auc, roc_curve, summarize, tpr_at_fpr
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -1,12 +1,12 @@
-"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2024) and the audit ceiling (audit/one_run.py)."""
+"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2024) and the audit ceiling (audit/bounds/one_run.py)."""
 import math
 
 import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from audit.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, margin_guess_counts, one_run_epsilon
-from audit.one_run import (
+from topicaudit.bounds.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, margin_guess_counts, one_run_epsilon
+from topicaudit.bounds.one_run import (
     _excess_mass,
     _ndtri,
     eps_lb_fdp_one_run,

@@ -1,7 +1,7 @@
 import pytest
 
-from audit.errors import UserError
-from audit.plan import Plan, make_plan
+from topicaudit.errors import UserError
+from topicaudit.engine.plan import Plan, make_plan
 
 
 @pytest.mark.parametrize("n_docs, n_shadows", [(10, 2), (11, 8), (5698, 128)])

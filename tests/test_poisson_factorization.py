@@ -1,4 +1,4 @@
-"""targets.poisson_factorization: the geometric mechanism, the samplers, the learners.
+"""topicaudit.targets.poisson_factorization: the geometric mechanism, the samplers, the learners.
 
 * the two-sided geometric noise has the pmf (1−α)/(1+α)·α^|τ| (chi-square),
   and so does its Skellam form with Exp(mean α/(1−α)) rates (Schein Thm 2),
@@ -18,9 +18,9 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from audit.errors import UserError
-from targets import build_target
-from targets.poisson_factorization import (
+from topicaudit.errors import UserError
+from topicaudit.targets import build_target
+from topicaudit.targets.poisson_factorization import (
     LocallyPrivatePoissonFactorization,
     NaiveLocallyPrivatePoissonFactorization,
     PoissonFactorization,
@@ -172,7 +172,7 @@ def test_fits_are_reproducible_by_seed_and_naive_sees_the_same_noise():
     assert np.array_equal(learner.fit(X, 5), learner.fit(X, 5))
     assert not np.array_equal(learner.fit(X, 5), learner.fit(X, 6))
     naive = NaiveLocallyPrivatePoissonFactorization(3, alpha=0.5, n_iter=20)
-    from targets.poisson_factorization import _streams
+    from topicaudit.targets.poisson_factorization import _streams
     a = learner._privatize(X, _streams(9)[0])
     b = naive._privatize(X, _streams(9)[0])
     assert np.array_equal(a, b)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from audit import preprocess
-from audit.preprocess import (
+from topicaudit.inputs import preprocess
+from topicaudit.inputs.preprocess import (
     STOP_WORDS,
     lemmatize,
     preprocess_corpus,

@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from audit.cli import main
-from audit.config import config_from_dict
-from audit.errors import UserError
-from audit.metrics import roc_curve
-from audit.parallel import ray_session
-from audit.run import run_audit
-from audit.sweep import run_sweep
-from reports import figures, ledger, risk
-from reports.build import build_report
-from reports.collect import Group, collect, read_run
-from reports.dp_region import claim_of, dp_tpr_bound
-from reports.markdown import md_text
+from topicaudit.cli.main import main
+from topicaudit.engine.config import config_from_dict
+from topicaudit.errors import UserError
+from topicaudit.attacks.metrics import roc_curve
+from topicaudit.engine.parallel import ray_session
+from topicaudit.engine.run import run_audit
+from topicaudit.engine.sweep import run_sweep
+from topicaudit.reports import figures, ledger, risk
+from topicaudit.reports.build import build_report
+from topicaudit.reports.collect import Group, collect, read_run
+from topicaudit.reports.dp_region import claim_of, dp_tpr_bound
+from topicaudit.reports.markdown import md_text
 
 TINY = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
         "attack": {"shadows": 4}, "ray": {"num_cpus": 1}}
@@ -187,7 +187,7 @@ def test_document_kinds_follow_the_papers_definitions():
 
 def test_zeta_examples_split_the_shadows_by_membership(runs):
     run = read_run(runs / "text")
-    from reports.collect import CorpusCache
+    from topicaudit.reports.collect import CorpusCache
 
     corpus, why = CorpusCache().get(run)
     assert why is None
@@ -396,7 +396,7 @@ def test_drawn_roc_keeps_every_point_on_its_lines_with_far_fewer_points():
 
 
 def test_figure_names_spell_out_infinity():
-    from reports.build import _stem
+    from topicaudit.reports.build import _stem
 
     assert _stem("roc", "epsilon=∞") == "roc-epsilon_inf"  # the non-private end of a sweep over ε
     assert _stem("roc", "epsilon=-∞") == "roc-epsilon_minus-inf"

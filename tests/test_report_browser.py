@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.config import config_from_dict
-from audit.run import run_audit
-from reports.build import build_report
+from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.run import run_audit
+from topicaudit.reports.build import build_report
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from audit.config import config_from_dict
-from audit.metrics import roc_curve
-from audit.run import run_audit
-from reports.roc import MAIN_ATTACKS, roc_points, write_roc_figure
+from topicaudit.engine.config import config_from_dict
+from topicaudit.attacks.metrics import roc_curve
+from topicaudit.engine.run import run_audit
+from topicaudit.reports.roc import MAIN_ATTACKS, roc_points, write_roc_figure
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +33,8 @@ def test_roc_figure_is_written_as_png(run_dir):
 
 
 def test_roc_png_draws_the_reports_roc_data_for_the_main_attacks(run_dir):
-    from reports.collect import read_run
-    from reports.figures import roc_data
+    from topicaudit.reports.collect import read_run
+    from topicaudit.reports.figures import roc_data
 
     data = roc_data(read_run(run_dir), list(MAIN_ATTACKS))
     for name, (fpr, tpr) in roc_points(run_dir).items():

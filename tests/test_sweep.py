@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit.config import config_from_dict
-from audit.errors import UserError
-from audit.sweep import load_sweep, parse_value, plan_sweep, sweep_table, with_parameter
+from topicaudit.cli.main import main
+from topicaudit.engine.config import config_from_dict
+from topicaudit.errors import UserError
+from topicaudit.engine.sweep import load_sweep, parse_value, plan_sweep, sweep_table, with_parameter
 
 TINY = """
 name = "tiny"

@@ -1,8 +1,8 @@
 import pytest
 
-from audit.errors import UserError
-from targets import LEARNERS, VOCABULARY_STEPS, _load, build_target
-from targets.dpsu import DPSU_STEPS
+from topicaudit.errors import UserError
+from topicaudit.targets import LEARNERS, VOCABULARY_STEPS, _load, build_target
+from topicaudit.targets.dpsu import DPSU_STEPS
 
 
 def test_every_registered_name_loads_the_class_of_that_name():
@@ -43,7 +43,7 @@ def test_a_public_vocabulary_spends_nothing_and_keeps_the_learners_claim():
 def test_incoherent_compositions_are_refused_when_the_target_is_built():
     import pytest
 
-    from audit.errors import UserError
+    from topicaudit.errors import UserError
 
     with pytest.raises(UserError, match="cannot be composed"):
         build_target("hdp-lda", 4, "dpsu-gw")

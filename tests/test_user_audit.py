@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit.corpus import load_corpus
-from audit.errors import UserError
-from audit.phi_io import load_user_model, read_vocabulary
+from topicaudit.cli.main import main
+from topicaudit.inputs.corpus import load_corpus
+from topicaudit.errors import UserError
+from topicaudit.inputs.phi_io import load_user_model, read_vocabulary
 
 PHEME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b in ("ash", "bay", "cove", "dune")]
@@ -28,7 +28,7 @@ WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b 
 @pytest.fixture(scope="module")
 def ray_cluster():
     """One local Ray instance for every audit in this module (each run joins it instead of starting its own)."""
-    from audit.parallel import ray_session
+    from topicaudit.engine.parallel import ray_session
 
     with ray_session("", num_cpus=2) as ray:
         yield ray
@@ -101,8 +101,8 @@ def pheme_export(tmp_path_factory):
     """
     if not PHEME.exists():
         pytest.skip(f"real corpus {PHEME} not present (shared data lives beside the repo)")
-    from audit.corpus import corpus_from_texts
-    from targets import build_target
+    from topicaudit.inputs.corpus import corpus_from_texts
+    from topicaudit.targets import build_target
 
     texts = json.loads(PHEME.read_text())["text"]
     rng = np.random.default_rng(0)
@@ -146,7 +146,7 @@ def test_ranks_hidden_pheme_members_above_non_members(pheme_export, ray_cluster,
 
     # The files say what was audited and how.
     assert result["schema"] == "topicaudit.user-audit/1"
-    from audit.phi_io import sha256_of
+    from topicaudit.inputs.phi_io import sha256_of
     assert result["inputs"]["phi"]["sha256"] == sha256_of(d / "phi.npy")
     assert result["inputs"]["phi"]["k"] == 5
     assert (result["learner"]["name"], result["learner"]["k"], result["learner"]["params"]) == ("lda", 5, {})
@@ -422,7 +422,7 @@ def test_show_text_needs_text(tiny, capsys):
 
 
 # --------------------------------------------------------------------------- #
-# Counting a corpus over a fixed vocabulary (audit.corpus, vocabulary=)
+# Counting a corpus over a fixed vocabulary (topicaudit.inputs.corpus, vocabulary=)
 # --------------------------------------------------------------------------- #
 
 
@@ -542,7 +542,7 @@ def test_an_interrupted_audit_resumes_with_identical_scores(tiny, ray_cluster, c
 
 
 def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
-    from audit.user_audit import candidate_scores, ranking
+    from topicaudit.engine.user_audit import candidate_scores, ranking
 
     shadow = np.tile(np.array([[0.0], [1.0], [0.0], [1.0]]), (1, 4)) + np.arange(4) * 0.01
     shadow_in = np.array([[True], [False], [True], [False]]).repeat(4, axis=1)
@@ -553,7 +553,7 @@ def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
 
 
 def test_benjamini_hochberg_count():
-    from audit.user_audit import benjamini_hochberg_count
+    from topicaudit.engine.user_audit import benjamini_hochberg_count
 
     assert benjamini_hochberg_count(np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205]), 0.05) == 2
     assert benjamini_hochberg_count(np.array([0.9, 0.8]), 0.05) == 0
@@ -561,7 +561,7 @@ def test_benjamini_hochberg_count():
 
 
 def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
-    from audit.user_audit import UserAuditSpec, prepare
+    from topicaudit.engine.user_audit import UserAuditSpec, prepare
 
     extra = [f"zz{i:03d}" for i in range(60)]  # words the corpora never use (as after a preprocessing mismatch)
     (tiny / "vocab.txt").write_text("\n".join(WORDS + extra) + "\n")

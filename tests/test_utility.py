@@ -1,4 +1,4 @@
-"""audit.utility: UMass coherence (paper Eq. 4), held-out perplexity, and their place in results.json."""
+"""topicaudit.attacks.utility: UMass coherence (paper Eq. 4), held-out perplexity, and their place in results.json."""
 from __future__ import annotations
 
 import json
@@ -9,12 +9,12 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma
 
-from audit.config import config_from_dict
-from audit.rundir import RunDirectory
-from audit.run import run_audit
-from audit.synthetic import synthetic_corpus
-from audit.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence
-from targets.base import Release
+from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.rundir import RunDirectory
+from topicaudit.engine.run import run_audit
+from topicaudit.inputs.synthetic import synthetic_corpus
+from topicaudit.attacks.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence
+from topicaudit.targets.base import Release
 
 
 def _brute_coherence(phi, X, M):

@@ -1,4 +1,4 @@
-"""Tests for audit.zeta: ζ(Φ, d) = max_θ Σ_w x_w log(θ·Φ_·w), certified.
+"""Tests for topicaudit.attacks.zeta: ζ(Φ, d) = max_θ Σ_w x_w log(θ·Φ_·w), certified.
 
 Real data: a sklearn LDA (k = 5) fitted to a random half of PHEME, all 5,698
 tweets as queries; a k = 10 LDA on part of KOS. Data are read in place from
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from audit.zeta import ZetaResult, evaluate_theta, solve_zeta, solve_zeta_slsqp
+from topicaudit.attacks.zeta import ZetaResult, evaluate_theta, solve_zeta, solve_zeta_slsqp
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PHEME = DATA / "pheme" / "pheme_clean.json"

@@ -1,0 +1,197 @@
+"""Canaries: crafted documents whose membership is a fair coin, so an audit can refute a claim.
+
+Natural documents are hard to single out, so an audit on them proves little
+(ε ≥ 2–3 for a learner with no noise at all). A canary is built to stand out.
+One extra training of the target, the *canary release*, learns from a fixed
+training set plus each canary independently with probability ½; guessing the
+coins from the release alone gives the one-run ε bounds of
+:mod:`topicaudit.bounds.one_run` and :mod:`topicaudit.bounds.epsilon`.
+
+The fixed training set is the whole corpus (minus the held-out documents when
+the canaries are natural ones): it is the model a user would release, every
+canary competes with all the data, and the fixed part is the same whatever
+the coins say, so the coins are the only difference between neighbours.
+
+Kinds (``[attack.canaries] kind``):
+
+``unique-word``  L tokens of a fresh word no document has (a new column of a
+                 public vocabulary): the strongest document-level canary.
+``rare-words``   L tokens of the corpus's rarest words, no new vocabulary: the
+                 realistic worst case for a vocabulary step that releases
+                 observed words.
+``natural``      held-out documents of the corpus.
+``word``         one occurrence of a fresh word inserted into one document of
+                 the fixed set: the neighbour of a word-level claim.
+
+Scores need no shadow model: ``zeta`` is ζ of the canary under the canary
+release (a token whose word the release leaves out has likelihood 0, so it
+ranks below any released word); ``column`` (unique-word and word canaries) is
+the log of the canary word's total mass over the topics of Φ. With
+``[attack.canaries] shadows = N`` the run also trains N shadow canary releases
+(every canary in exactly half of them) and adds online and offline LiRA on
+the canaries' ζ: worth it for canaries whose ζ depends on the rest of the
+model (natural and rare-words ones), not for fresh words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from topicaudit.attacks.zeta import solve_zeta
+from topicaudit.targets.base import Release
+
+KINDS = ("unique-word", "rare-words", "natural", "word")
+WORD_LEVEL_ADJACENCIES = ("word", "local-word")
+# Attributes by which learners cap a document's tokens; a canary that long uses the whole allowance.
+DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
+# The canary stream of a run's seed: SeedSequence(seed) children 0-3 belong to the plan.
+CANARY_SPAWN_KEY = 4
+# A token on a word the release leaves out: likelihood 0, i.e. below any ζ a released word can give.
+UNRELEASED_PENALTY = 1e6
+
+
+@dataclass(frozen=True)
+class CanarySet:
+    """The canaries of one run, their coins and how they enter the canary release's training."""
+
+    kind: str
+    coins: np.ndarray          # (m,) bool: True = in the canary release's training
+    documents: sp.csr_matrix   # (m, n_columns) each canary as it is scored (a word canary: its one word)
+    hosts: np.ndarray          # (m,) int64: row of the fixed set holding a word canary; -1 for other kinds
+    fixed_rows: np.ndarray     # corpus rows always in the training
+    n_corpus_words: int        # columns beyond this are fresh canary words
+    length: int
+    fit_seed: int
+    shadow_in: np.ndarray | None = None   # (N, m) bool: which shadow canary release trains on which canary
+    shadow_seeds: np.ndarray | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.coins.size)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.arange(self.count, dtype=np.int64)
+
+    @property
+    def n_columns(self) -> int:
+        return int(self.documents.shape[1])
+
+    @property
+    def words(self) -> np.ndarray | None:
+        """The fresh column of each unique-word or word canary (None for other kinds)."""
+        if self.kind not in ("unique-word", "word"):
+            return None
+        return self.n_corpus_words + self.ids
+
+    def training_matrix(self, X: sp.csr_matrix, coins: np.ndarray | None = None) -> sp.csr_matrix:
+        """The fixed rows with the canaries whose coin is heads (default: the canary release's coins)."""
+        coins = self.coins if coins is None else coins
+        fixed = sp.hstack([X[self.fixed_rows], sp.csr_matrix((self.fixed_rows.size, self.n_columns - X.shape[1]))],
+                          format="csr")
+        if self.kind == "word":
+            inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self.words[coins])),
+                                     shape=fixed.shape)
+            return (fixed + inserted).tocsr()
+        return sp.vstack([fixed, self.documents[coins]], format="csr")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything needed to rebuild the canaries and check the coins, for ``canaries.npz``."""
+        d = self.documents
+        return {"kind": np.str_(self.kind), "ids": self.ids, "coins": self.coins, "hosts": self.hosts,
+                "fixed_rows": self.fixed_rows, "n_corpus_words": np.int64(self.n_corpus_words),
+                "length": np.int64(self.length), "fit_seed": np.int64(self.fit_seed),
+                "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape),
+                **({"shadow_in": self.shadow_in, "shadow_seeds": self.shadow_seeds} if self.shadow_in is not None
+                   else {})}
+
+
+def resolve_kind(kind: str, adjacency: str | None) -> str:
+    """``auto``: word canaries for word-level claims, unique-word canaries otherwise."""
+    if kind != "auto":
+        return kind
+    return "word" if adjacency in WORD_LEVEL_ADJACENCIES else "unique-word"
+
+
+def default_length(learner, X: sp.csr_matrix) -> int:
+    """The learner's document cap when it has one, else the corpus's median document length."""
+    for name in DOCUMENT_CAPS:
+        cap = getattr(learner, name, None)
+        if cap:
+            return int(cap)
+    return max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
+
+
+def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int, shadows: int = 0) -> CanarySet:
+    """Draw ``count`` canaries of one kind and their coins, all from the run's seed.
+
+    shadows: N shadow canary releases in complementary pairs (each canary in exactly N/2).
+
+    Raises ValueError when the corpus cannot hold them (natural canaries need
+    at least as many documents left in the fixed set).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown canary kind {kind!r}; known: {', '.join(KINDS)}")
+    n_docs, n_words = X.shape
+    coin_seq, draw_seq, fit_seq, shadow_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
+    coins = np.random.default_rng(coin_seq).random(count) < 0.5
+    rng = np.random.default_rng(draw_seq)
+    fixed_rows = np.arange(n_docs, dtype=np.int64)
+    hosts = np.full(count, -1, dtype=np.int64)
+    if kind == "natural":
+        if count > n_docs // 2:
+            raise ValueError(f"{count} natural canaries would leave fewer than half of the {n_docs} documents "
+                             f"in the fixed training set; use at most {n_docs // 2}")
+        held = np.sort(rng.choice(n_docs, count, replace=False))
+        fixed_rows = np.setdiff1d(fixed_rows, held)
+        documents = X[held].tocsr()
+        length = int(np.median(np.asarray(documents.sum(axis=1)).ravel())) if count else 0
+    elif kind == "rare-words":
+        # Rarest first (fewest documents), ties in a seeded random order; disjoint while the vocabulary lasts.
+        df = np.bincount(X.indices, minlength=n_words)
+        used = np.flatnonzero(df)
+        order = used[np.lexsort((rng.random(used.size), df[used]))]
+        pool = order[: min(order.size, length * count)]
+        cols = pool[np.arange(count * length) % pool.size].reshape(count, length)
+        documents = _rows(cols, n_words)
+    else:
+        if kind == "word":
+            length = 1
+            hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
+        cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
+        documents = _rows(cols, n_words + count)
+    shadow_in = shadow_seeds = None
+    if shadows:
+        pairs_seq, seeds_seq = shadow_seq.spawn(2)
+        halves = [np.random.default_rng(s).permutation(count) < count // 2 for s in pairs_seq.spawn(shadows // 2)]
+        shadow_in = np.stack([h for half in halves for h in (half, ~half)])
+        shadow_seeds = seeds_seq.generate_state(shadows).astype(np.int64)
+    return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
+                     n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
+                     shadow_in=shadow_in, shadow_seeds=shadow_seeds)
+
+
+def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    """One document per row of column ids (repeats add up)."""
+    m, length = cols.shape
+    rows = np.repeat(np.arange(m), length)
+    return sp.csr_matrix((np.ones(m * length), (rows, cols.ravel())), shape=(m, n_columns))
+
+
+def canary_scores(release: Release, canaries: CanarySet, tol: float = 1e-8) -> dict[str, np.ndarray]:
+    """Scores of every canary under the canary release (higher = more likely in its training)."""
+    phi = release.dense_phi(canaries.n_columns)
+    released = np.zeros(canaries.n_columns, dtype=bool)
+    released[release.vocabulary] = True
+    docs = canaries.documents
+    unreleased_tokens = docs @ (~released).astype(np.float64)
+    zeta = solve_zeta(phi, docs, tol=tol).zeta if release.vocabulary.size else np.zeros(canaries.count)
+    scores = {"zeta": zeta - UNRELEASED_PENALTY * unreleased_tokens}
+    words = canaries.words
+    if words is not None:
+        mass = phi[:, words].astype(np.float64).sum(axis=0)
+        with np.errstate(divide="ignore"):
+            scores["column"] = np.where(released[words] & (mass > 0), np.log(mass), -UNRELEASED_PENALTY)
+    return scores

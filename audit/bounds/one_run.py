@@ -1,0 +1,294 @@
+"""One-run ε lower bounds from f-DP (Mahloujifar, Melis & Chaudhuri 2024) and the audit's ceiling.
+
+Same experiment as ``topicaudit.bounds.epsilon.eps_lb_one_run`` (Steinke, Nasr &
+Jagielski 2023): m canaries, each included in ONE training independently
+with probability ½; from the release, guess "in" for the k+ highest scores
+and "out" for the k− lowest (r = k+ + k− guesses, v correct). What differs
+is the analysis: instead of (ε, δ) it assumes a whole trade-off curve f
+and bounds P[V ≥ v] for every f-DP mechanism by a short recursion (the
+paper's Algorithm; derivation in docs/one_run_bounds.md). Two families:
+
+* ``"pure"``: f = f_{ε,δ}, the trade-off curve of (ε, δ)-DP itself. Valid for
+  ANY (ε, δ)-DP mechanism: a refuted f_{ε,δ} is a refuted (ε, δ) claim.
+* ``"gdp"``: f = G_μ (μ-GDP), reported as ε = ``gdp_epsilon(μ_LB, δ)``. Valid
+  only for mechanisms whose trade-off curve is Gaussian (or dominated by the
+  G_μ that their (ε, δ) claim corresponds to), e.g. the Gaussian mechanism
+  or DP-SGD/DP-SVI accounted as such; for randomised response or Laplace it
+  overstates the leak and can flag a correct mechanism. At δ = 0 it proves
+  nothing about ε (no μ-GDP mechanism is (ε, 0)-DP), so its ε is 0 there.
+
+``one_run_ceiling`` gives the largest ε any outcome of m canaries could
+prove with a bound and guess family: what a CONSISTENT verdict cannot rule out.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from topicaudit.bounds.epsilon import (
+    EpsilonBound,
+    _check_level,
+    gdp_epsilon,
+    guess_pairs,
+    one_run_details,
+    one_run_epsilon,
+    one_run_guesses,
+)
+
+FAMILIES = ("pure", "gdp")
+METHODS = ("one-run", "fdp-one-run-pure", "fdp-one-run-gdp")
+_FAMILY_CODE = {"pure": 0, "gdp": 1}
+_SQRT2 = math.sqrt(2.0)
+_PARAM_TOL = 1e-7  # absolute precision of the bisected ε (pure) or μ (gdp)
+
+
+# --------------------------------------------------------------------------
+# The recursion (compiled: it is sequential in the number of correct guesses)
+# --------------------------------------------------------------------------
+
+
+@numba.njit(cache=True)
+def _log_ndtr(z):
+    """log Φ(z), accurate in both tails."""
+    if z >= 0.0:
+        return math.log1p(-0.5 * math.erfc(z / _SQRT2))
+    if z > -37.0:
+        return math.log(0.5 * math.erfc(-z / _SQRT2))
+    # Asymptotic series: Φ(z) ≈ φ(z)/|z|·(1 − 1/z² + 3/z⁴).
+    z2 = z * z
+    return -0.5 * z2 - math.log(-z) - 0.5 * math.log(2.0 * math.pi) + math.log1p(-1.0 / z2 + 3.0 / (z2 * z2))
+
+
+@numba.njit(cache=True)
+def _ndtri(y, z):
+    """Φ⁻¹(y) for 0 < y < 1 by Newton on log Φ, started at ``z`` (a warm start; NaN for none).
+
+    log Φ is concave and increasing, so Newton from any start lands left of
+    the root and then climbs to it monotonically; from a nearby warm start
+    it takes one or two steps.
+    """
+    if not math.isfinite(z):  # Abramowitz & Stegun 26.2.23 (|error| < 4.5e-4) as the start
+        p = y if y < 0.5 else 1.0 - y
+        t = math.sqrt(-2.0 * math.log(p))
+        z = t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (
+            1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t
+        )
+        z = -z if y < 0.5 else z
+    target = math.log(y)
+    for _ in range(100):
+        lp = _log_ndtr(z)
+        # φ(z)/Φ(z) in logs, so deep-tail steps neither overflow nor vanish.
+        step = (lp - target) * math.exp(lp + 0.5 * z * z + 0.5 * math.log(2.0 * math.pi))
+        z -= step
+        if abs(step) <= 1e-14 * (1.0 + abs(z)):
+            break
+    return z
+
+
+@numba.njit(cache=True)
+def _excess_mass(m, k, c, tau, family, param, delta):
+    """Smallest total probability mass (minus 1) of a correct-guess distribution
+    that puts ≥ tau on {V ≥ c} and meets every f-DP constraint; > 0 means "impossible".
+
+    r_i = Σ_{j≥i} j·p_j/m, h_i = Σ_{j≥i} (k − j)·p_j/m, constraints
+    r_i ≤ f̄(h_{i−1}) with f̄(x) = 1 − f(x). Mass τ sits at j = c; walking down,
+    each p_i is the least that meets the constraint above it (the paper's
+    algorithm). Total mass = (r_0 + h_0)·m/k. Returns early once it exceeds 1.
+    family 0: f_{ε,δ} with param = ε; family 1: G_μ with param = μ.
+    """
+    cap = k / m
+    r = tau * c / m
+    h = tau * (k - c) / m
+    z = math.nan
+    e_minus = math.exp(-param) if family == 0 else 0.0
+    e_plus = math.exp(param) if family == 0 else 0.0
+    for i in range(c - 1, -1, -1):
+        # f̄⁻¹(r): the least h_i the constraint r_{i+1} ≤ f̄(h_i) allows.
+        if family == 0:
+            need = max(0.0, (r - delta) * e_minus, 1.0 - delta - e_plus * (1.0 - r))
+        elif r >= 1.0:
+            need = 1.0
+        elif r <= 0.0:
+            need = 0.0
+        else:
+            z = _ndtri(r, z)
+            need = 0.5 * math.erfc(-(z - param) / _SQRT2)
+        if need <= h:
+            break  # nothing changes from here down: r and h stay put
+        r += i / (k - i) * (need - h)
+        h = need
+        if r + h > cap:
+            break
+    return (r + h) / cap - 1.0
+
+
+def _rejects(m, r, v, alpha, family, param, delta) -> bool:
+    if v == 0:
+        return False
+    return _excess_mass(int(m), int(r), int(v), float(alpha), _FAMILY_CODE[family], float(param), float(delta)) > 0.0
+
+
+def _check_counts(m, r, v) -> None:
+    if not (0 <= v <= r <= m and m >= 1):
+        raise ValueError(f"need 0 <= v <= r <= m and m >= 1; got m={m}, r={r}, v={v}")
+
+
+def _check_family(family) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}; got {family!r}")
+
+
+# --------------------------------------------------------------------------
+# Public bounds on counts
+# --------------------------------------------------------------------------
+
+
+def fdp_one_run_rejects(m, r, v, alpha, *, family, param, delta=0.0) -> bool:
+    """True when v correct of r guesses on m canaries refute the f-DP claim at level alpha.
+
+    The claim is f_{param, delta} (family "pure", param = ε) or G_param
+    (family "gdp", param = μ; delta ignored). Rejection means every mechanism
+    satisfying the claim makes ≥ v of r guesses correct with probability < alpha.
+    """
+    _check_counts(m, r, v)
+    _check_family(family)
+    return _rejects(m, r, v, alpha, family, param, delta)
+
+
+def fdp_one_run_bound(m, r, v, alpha, *, family, delta=0.0, lo=0.0) -> float:
+    """Largest ε (family "pure", curve f_{ε,δ}) or μ (family "gdp") that the outcome refutes; 0 if none.
+
+    The rejection region is {param < bound} (a larger ε or μ only loosens
+    the curve), found by doubling then bisection to 1e-7, keeping the lower
+    end rejected so the answer is always a refuted value. ``lo``: a value
+    known to be refuted (or 0) to start from, e.g. the best so far in a family.
+    """
+    _check_counts(m, r, v)
+    _check_family(family)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must be in (0, 1)")
+    if not _rejects(m, r, v, alpha, family, lo, delta):
+        if lo <= 0 or not _rejects(m, r, v, alpha, family, 0.0, delta):
+            return 0.0
+        return _bisect(m, r, v, alpha, family, delta, 0.0, lo)
+    hi = max(1.0, 2.0 * lo)
+    while _rejects(m, r, v, alpha, family, hi, delta):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e4:  # no finite curve survives (cannot happen for 0 < alpha < 1 and finite m)
+            return math.inf
+    return _bisect(m, r, v, alpha, family, delta, lo, hi)
+
+
+def _bisect(m, r, v, alpha, family, delta, lo, hi) -> float:
+    while hi - lo > _PARAM_TOL * max(1.0, lo):
+        mid = 0.5 * (lo + hi)
+        if _rejects(m, r, v, alpha, family, mid, delta):
+            lo = mid
+        else:
+            hi = mid
+    return float(lo)
+
+
+def _epsilon_of(family, param, delta) -> float:
+    """ε of the refuted curve: ε itself (pure) or the ε of μ-GDP at δ (gdp; 0 at δ = 0)."""
+    if family == "pure":
+        return param
+    return gdp_epsilon(param, delta) if delta > 0 and param > 0 else 0.0
+
+
+# --------------------------------------------------------------------------
+# From scores
+# --------------------------------------------------------------------------
+
+
+def eps_lb_fdp_one_run(
+    scores, labels, delta, alpha=0.05, *, family="pure", k_plus=None, k_minus=None, m=None, seed=0
+) -> EpsilonBound:
+    """ε_LB from one training run by the f-DP analysis (Mahloujifar, Melis & Chaudhuri 2024).
+
+    Same experiment, guesses and Bonferroni-corrected (k+, k−) family as
+    ``topicaudit.bounds.epsilon.eps_lb_one_run`` (defaults: every scored example is a
+    canary, m = n; family ``default_guess_counts(n)``; ties broken with
+    ``seed``). Assumes each canary was included independently with
+    probability ½ and the scores do not use the labels.
+
+    family="pure": refutes f_{ε,δ}; valid for any (ε, δ)-DP mechanism.
+    family="gdp": refutes μ-GDP (details["mu_lb"]) and reports
+    ε = gdp_epsilon(μ_LB, δ); valid only if the mechanism's trade-off curve is
+    Gaussian (or dominated by the G_μ matching its claim); ε is 0 at δ = 0.
+    Method names "fdp-one-run-pure" / "fdp-one-run-gdp".
+    """
+    _check_family(family)
+    method = f"fdp-one-run-{family}"
+    m, results, a = one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed)
+    if isinstance(results, str):
+        return EpsilonBound(0.0, method, 1.0 - alpha, delta, {"m": m, "reason": results})
+    best, best_i = _best_of_family(m, results, a, family, delta)
+    details = {**one_run_details(m, results, best_i, a, seed), "tradeoff_family": family}
+    if family == "gdp":
+        details["mu_lb"] = best
+        details["assumes"] = "the release is mu-GDP (Gaussian trade-off curve)"
+        if delta <= 0:
+            details["note"] = "no mu-GDP mechanism is (eps, 0)-DP: epsilon is 0 at delta = 0, see mu_lb"
+    return EpsilonBound(_epsilon_of(family, best, delta), method, 1.0 - alpha, delta, details)
+
+
+def _best_of_family(m, results, alpha_each, family, delta) -> tuple[float, int]:
+    """Largest bound (ε or μ) over the (k+, k−, r, v) outcomes, and its index.
+
+    Outcomes are visited by decreasing accuracy; one recursion at the best
+    value so far tells whether an outcome can beat it, so only improvements
+    are bisected.
+    """
+    order = sorted(range(len(results)), key=lambda i: -(results[i][3] / max(results[i][2], 1)))
+    best, best_i = 0.0, order[0] if order else 0
+    for i in order:
+        _, _, r, v = results[i]
+        if v == 0 or v * 2 <= r or not _rejects(m, r, v, alpha_each, family, best, delta):
+            continue
+        b = fdp_one_run_bound(m, r, v, alpha_each, family=family, delta=delta, lo=best)
+        if b > best:
+            best, best_i = b, i
+    return best, best_i
+
+
+# --------------------------------------------------------------------------
+# The ceiling
+# --------------------------------------------------------------------------
+
+
+def one_run_ceiling(m, alpha, delta, method, *, k_plus=None, k_minus=None, n=None) -> float:
+    """The largest ε that m canaries could ever prove at confidence 1 − α with this bound.
+
+    The bound at the best possible outcome, every guess correct (v = r), over
+    the same Bonferroni-corrected guess family the bound uses: ``guess_pairs``
+    of n scored canaries (default n = m) and k_plus/k_minus. ``method``: one of
+    METHODS ("one-run" = Steinke et al.; "fdp-one-run-pure"; "fdp-one-run-gdp",
+    0 at δ = 0). A claim above the ceiling cannot be refuted by this audit,
+    whatever the attack: CONSISTENT then means "not refuted", not "private".
+    """
+    _check_level(alpha, delta)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    n = m if n is None else int(n)
+    if n > m:
+        raise ValueError("n (canaries scored) cannot exceed m")
+    pairs = guess_pairs(n, k_plus, k_minus)
+    if not pairs:
+        return 0.0
+    a = alpha / len(pairs)
+    rs = sorted({kp + km for kp, km in pairs if kp + km > 0}, reverse=True)
+    best = 0.0
+    for r in rs:
+        if method == "one-run":
+            # Its δ = 0 value (closed form) caps the δ > 0 one: bisect only where it could win.
+            if one_run_epsilon(m, r, r, 0.0, a) <= best:
+                continue
+            e = one_run_epsilon(m, r, r, delta, a)
+        else:
+            family = method.rsplit("-", 1)[1]
+            e = _epsilon_of(family, fdp_one_run_bound(m, r, r, a, family=family, delta=delta), delta)
+        best = max(best, e)
+    return float(best)

@@ -1,0 +1,62 @@
+"""``topicaudit check``: test a privacy claim against an audit (exit 0 consistent, 1 violated)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from topicaudit.errors import UserError
+
+
+def register(commands) -> None:
+    check = commands.add_parser(
+        "check", help="test a privacy claim against an audit (exit 0 consistent, 1 violated, 2 error)",
+        description="Compare the empirical ε lower bound of an audit with a claimed ε. TARGET is a finished run "
+                    "directory, or a configuration file whose audit is run (or resumed) first.",
+    )
+    check.add_argument("target", help="run directory or TOML configuration")
+    check.add_argument("--epsilon", type=float, help="claimed ε (default: the target's own guarantee)")
+    check.add_argument("--delta", type=float, help="claimed δ (default: the target's own, else [attack] delta)")
+    check.add_argument("--alpha", type=float, help="1 − confidence of the bounds (default: the run's [attack] alpha)")
+    check.add_argument("--canaries", type=int, metavar="M",
+                       help="audit M canaries ([attack.canaries] count) when TARGET is a configuration")
+    check.add_argument("--attack", action="append", metavar="NAME",
+                       help="attack whose bounds to use on the natural documents, repeatable; α is split over every "
+                            "test (default lira_online and lira_offline; names: docs/attacks.md)")
+    check.add_argument("--output", help="run directory when TARGET is a configuration")
+    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
+    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
+    check.add_argument("--quiet", action="store_true", help="no progress while auditing")
+
+
+def execute(args) -> int:
+    from topicaudit.engine.check import check_run, write_reports
+
+    from topicaudit.engine.validation import check_output_file
+
+    for flag, path in (("--json", args.json), ("--junit", args.junit)):
+        if path is not None:
+            check_output_file(path, flag)  # before an audit runs, not after
+    target = Path(args.target)
+    if target.is_dir():
+        if args.canaries is not None:
+            raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
+                            "the canaries it was audited with")
+        run_dir = target
+    else:
+        from topicaudit.engine.config import load_config
+        from topicaudit.engine.run import run_audit
+
+        config = load_config(target)
+        if args.output:
+            config.output = args.output
+        if args.canaries is not None:
+            config.attack.canaries.count = args.canaries
+        run_audit(config, quiet=args.quiet)
+        run_dir = config.run_dir
+    result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
+    json_path = Path(args.json) if args.json else run_dir / "check.json"
+    junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
+    write_reports(result, json_path, junit_path)
+    print(result.message())
+    return 1 if result.violated else 0
+
+

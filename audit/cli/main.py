@@ -1,0 +1,158 @@
+"""The ``topicaudit`` command line.
+
+Each subcommand lives in ``audit/cli/<name>.py``. Exit codes (docs/exit-codes.md):
+
+    0    success; for ``check``, the claim is consistent with the audit
+    1    ``check`` only: the claim is refuted (printed after a VIOLATED verdict, never otherwise)
+    2    bad input or configuration: one message, no traceback, nothing half-written
+    3    internal error (a bug): one line; the traceback is saved to a file (TOPICAUDIT_DEBUG=1 prints it)
+    4    Ray failed (did not start, or its raylet died under the run): rerun the same command to resume
+    130  interrupted (Ctrl-C or SIGTERM): rerun the same command to resume
+
+A crash, a kill or a bad path can therefore never read as "privacy claim refuted".
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import os
+import signal
+import sys
+import tempfile
+import traceback
+import warnings
+from contextlib import contextmanager
+
+from topicaudit.engine import parallel
+from topicaudit.errors import UserError
+
+# subcommand → module under audit.cli, in the order ``--help`` lists them
+COMMANDS = ("run", "check", "sweep", "audit", "report")
+
+EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+DEBUG_VARIABLE = "TOPICAUDIT_DEBUG"
+INTERRUPTED = "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken through the same clean path as Ctrl-C (a CI timeout is not a verdict)."""
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topicaudit",
+        description="Measure how much a released topic model reveals about its training documents.",
+        epilog="exit codes: 0 success/consistent, 1 claim refuted (check), 2 bad input, 3 internal error, "
+               "4 Ray failed, 130 interrupted",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"topicaudit.cli.{name}").register(commands)
+    return parser
+
+
+def _show_note(message, category, filename, lineno, file=None, line=None):
+    print(f"topicaudit: note: {message}", file=sys.stderr)
+
+
+@contextmanager
+def _signals():
+    """SIGTERM raises ``Terminated``; a second Ctrl-C or SIGTERM during clean-up exits 130 at once.
+
+    The first signal unwinds normally (Ray is shut down, finished models are
+    already on disk); a second one means the user will not wait for that.
+    """
+    if sys.platform == "win32" or not _in_main_thread():
+        yield
+        return
+    received = []
+
+    def handler(signum, frame):
+        received.append(signum)
+        if len(received) > 1:
+            print(f"\n{INTERRUPTED}", file=sys.stderr, flush=True)
+            os._exit(EXIT_INTERRUPTED)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _save_traceback(error: BaseException) -> str | None:
+    """The traceback in a file under the temporary directory; its path (None if it cannot be written)."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"topicaudit-crash-{stamp}-", suffix=".txt")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"topicaudit {' '.join(sys.argv[1:])}\n\n")
+            handle.write("".join(traceback.format_exception(error)))
+        return path
+    except OSError:
+        return None
+
+
+def _ray_failure(error: BaseException) -> bool:
+    """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions."""
+    if isinstance(error, parallel.RayFailure):
+        return True
+    ray_exceptions = sys.modules.get("ray.exceptions")
+    if ray_exceptions is None:
+        return False
+    if isinstance(error, getattr(ray_exceptions, "RayTaskError", ())):
+        return False  # an exception raised by our code inside a task: a bug, reported as such
+    return isinstance(error, getattr(ray_exceptions, "RayError", ()))
+
+
+def _internal_error(error: BaseException) -> int:
+    named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
+    summary = " ".join(named.split())[:300]
+    if _ray_failure(error):
+        print(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
+              "rerun the same command to resume", file=sys.stderr)
+        return EXIT_RAY_FAILED
+    if os.environ.get(DEBUG_VARIABLE):
+        traceback.print_exception(error, file=sys.stderr)
+        where = "traceback above"
+    else:
+        path = _save_traceback(error)
+        where = f"traceback in {path}" if path else f"set {DEBUG_VARIABLE}=1 to print the traceback"
+    print(f"topicaudit: internal error (a bug, please report it): {summary} ({where})", file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
+    parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
+    with _signals():
+        try:
+            return importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+        except UserError as error:
+            print(f"topicaudit: error: {error}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print(f"\n{INTERRUPTED}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except SystemExit as exit_:
+            # Only argparse (before this block) may exit on its own; anything else exiting is a bug.
+            if exit_.code in (None, 0):
+                return EXIT_OK
+            return _internal_error(exit_)
+        except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
+            return _internal_error(error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,0 @@
-"""One module per ``topicaudit`` subcommand.
-
-Each module defines ``register(subparsers)``, which adds its parser, and
-``execute(args) -> int``, which runs it and returns the exit code. User errors
-are raised as ``audit.errors.UserError``; ``audit.cli`` turns them into one
-message and exit code 2.
-"""

@@ -1,0 +1,245 @@
+"""Privacy claims as tests: compare an audit's empirical ε lower bounds with a claimed ε.
+
+A claim (ε, δ) is *violated* when the data prove ε_LB > ε at confidence
+1 − α. The bounds are one-run bounds, valid for a single training in which
+each candidate was included independently with probability ½: the natural
+documents of the LiRA target (``topicaudit.attacks.registry.epsilon_lower_bounds``) and the
+canaries of the canary release (``topicaudit.attacks.canaries``). α is split over every
+test (Bonferroni), so the largest bound is itself valid and a correct
+mechanism is flagged in at most α of audits.
+
+A claim is tested by the experiments of its adjacency: a document-level claim
+by natural documents and document canaries, a word-level one (``word``,
+``local-word``) by word canaries. CONSISTENT means "not refuted", never
+"proven private": the result also states the audit's ceiling, the largest ε
+any outcome of its coins could have proven.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+
+from topicaudit.attacks.registry import bounded_attacks
+from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
+from topicaudit.attacks.canaries import WORD_LEVEL_ADJACENCIES
+from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.errors import UserError
+from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
+
+DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
+DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
+# The natural-document tests keep the one-run bound and guesses the run itself reports.
+NATURAL_METHODS = ("one-run",)
+
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    run_dir: Path
+    claimed_epsilon: float
+    delta: float
+    alpha: float
+    bounds: dict[str, EpsilonBound]  # test ("natural/lira_online:one-run", "canaries/zeta:one-run") → bound
+    ceiling: float = math.inf        # the largest ε any outcome of these tests could prove
+    adjacency: str = "document"      # the claim's adjacency, which chose the tests
+
+    @property
+    def epsilon_lower_bound(self) -> float:
+        return max(b.epsilon for b in self.bounds.values())
+
+    @property
+    def strongest_attack(self) -> str:
+        return max(self.bounds, key=lambda name: self.bounds[name].epsilon)
+
+    @property
+    def violated(self) -> bool:
+        return self.epsilon_lower_bound > self.claimed_epsilon
+
+    def message(self) -> str:
+        level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
+        if self.violated:
+            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
+                    f"> claimed ε = {self.claimed_epsilon:g} [{self.run_dir}]")
+        reach = (f"this audit could refute claims up to ε = {self.ceiling:.2f}" if self.ceiling > self.claimed_epsilon
+                 else f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
+                      "add canaries, --canaries M)")
+        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
+                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {reach} [{self.run_dir}]")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "topicaudit.check/1",
+            "run_dir": str(self.run_dir),
+            "claimed_epsilon": self.claimed_epsilon,
+            "delta": self.delta,
+            "alpha": self.alpha,
+            "adjacency": self.adjacency,
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "strongest_attack": self.strongest_attack,
+            "ceiling": self.ceiling,
+            "violated": self.violated,
+            "bounds": {name: b.to_json() for name, b in self.bounds.items()},
+        }
+
+    def to_junit(self) -> str:
+        """One test case per run, failed when the claim is violated (any CI renders this)."""
+        failure = (f'<failure message={quoteattr(self.message())} type="PrivacyClaimViolated">'
+                   f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else ""
+        name = quoteattr(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})")
+        return ('<?xml version="1.0" encoding="utf-8"?>\n'
+                f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
+                f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'
+                "</testsuite>\n")
+
+
+def _load_arrays(path: Path) -> dict[str, np.ndarray]:
+    return read_arrays(path)  # a UserError naming the file when it is torn
+
+
+def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
+    """Canary scores joined to their coins by canary id, and the canaries' kind; None without canaries."""
+    coins_path, scores_path = run_dir / "canaries.npz", run_dir / "canary_scores.npz"
+    if not coins_path.exists():
+        return None
+    if not scores_path.exists():
+        raise UserError(f"{run_dir} has canaries but no canary_scores.npz: the run did not finish; "
+                        "rerun the same command to complete it")
+    canaries, scores = _load_arrays(coins_path), _load_arrays(scores_path)
+    ids, score_ids = canaries["ids"], scores.pop("ids")
+    if ids.shape != score_ids.shape or not np.array_equal(np.sort(ids), np.sort(score_ids)) \
+            or np.unique(ids).size != ids.size:
+        raise UserError(f"{run_dir}: the canary scores do not match the canaries' coins (their ids differ); "
+                        "the run directory was altered: delete canary_scores.npz and rerun the audit")
+    order = np.argsort(score_ids)[np.argsort(np.argsort(ids))]  # the score row of each canary id, in coin order
+    return {name: values[order] for name, values in scores.items()}, canaries["coins"], str(canaries["kind"])
+
+
+def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
+              alpha: float | None = None, attacks: list[str] | None = None) -> CheckResult:
+    """Check a finished run directory against a claim (default: the target's own guarantee, the run's α).
+
+    attacks: whose bounds on the natural documents to use (α split over every
+    test); default lira_online and lira_offline (docs/attacks.md).
+    """
+    run_dir = Path(run_dir)
+    results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
+    canaries = canary_evidence(run_dir) if results_path.exists() else None
+    if not results_path.exists() or not (scores_path.exists() or canaries):
+        raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
+                        "canary scores); run `topicaudit run` first or pass a configuration file")
+    results = read_json(results_path)
+    target = results.get("target")
+    guarantee = target.get("guarantee") if isinstance(target, dict) else None
+    if not isinstance(guarantee, dict) or not {"epsilon", "delta"} <= set(guarantee):
+        raise UserError(f"{results_path} lacks the target's guarantee; it was not written by this version of "
+                        "topicaudit — rerun the audit")
+    learner = target.get("learner")
+    word_canaries = canaries is not None and canaries[2] == "word"
+    word_claim = guarantee.get("adjacency") in WORD_LEVEL_ADJACENCIES and (epsilon is None or word_canaries)
+    if epsilon is None:
+        epsilon = guarantee["epsilon"]
+        if epsilon is None:
+            raise UserError(f"the target of {run_dir} ({learner}) claims no ε; "
+                            "pass the claim to test with --epsilon (and --delta)")
+    if word_claim and not word_canaries:
+        raise UserError(
+            f"the target of {run_dir} ({learner}) claims ε = {epsilon:g} per word ({guarantee['adjacency']} "
+            "adjacency), which whole-document tests cannot hold it to; audit it with word canaries "
+            "(--canaries M, kind auto or word), or pass a document-level claim (group privacy: L·ε for "
+            "documents of L words) with --epsilon"
+        )
+    recorded = results.get("epsilon_lower_bounds") or results.get("canaries", {}).get("epsilon_lower_bounds", {})
+    if delta is None:
+        delta = guarantee["delta"] if guarantee["epsilon"] is not None else recorded.get("delta", DEFAULT_DELTA)
+    if alpha is None:
+        alpha = round(1 - recorded["confidence"], 12) if "confidence" in recorded else DEFAULT_ALPHA
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise UserError(f"--epsilon must be a finite number ≥ 0 (got {epsilon})")
+    if not 0 <= delta < 1:
+        raise UserError(f"--delta must be in [0, 1) (got {delta})")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha must be in (0, 1) (got {alpha})")
+
+    # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
+    sources = []
+    if canaries is not None and word_canaries == word_claim:
+        sources.append(("canaries/", canaries[0], canaries[1], tuple(VALID_BOUNDS), guess_family))
+    if scores_path.exists() and not word_claim:
+        natural = _load_arrays(scores_path)
+        if "is_member" not in natural:
+            raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
+                            "topicaudit — rerun the audit")
+        names = [n for n in natural if n not in ("is_member", "doc_index")]
+        missing = [a for a in attacks or () if a not in names]
+        if missing:
+            raise UserError(f"--attack {missing[0]}: {run_dir} has no scores of that attack; it has: {', '.join(names)}")
+        chosen = attacks or bounded_attacks(names)
+        if not chosen:
+            raise UserError(f"{scores_path} holds no attack scores; rerun the audit")
+        sources.append(("natural/", {a: natural[a] for a in chosen}, natural["is_member"],
+                        NATURAL_METHODS, None))
+    if not sources:
+        raise UserError(f"{run_dir} has only word canaries, which test word-level claims; the target claims "
+                        f"{guarantee.get('adjacency') or 'nothing'}-level privacy: rerun with document canaries "
+                        "([attack.canaries] kind = \"unique-word\") or shadow models")
+    alpha_each = alpha / sum(len(scores) * len(methods) for _, scores, _, methods, _ in sources)
+    bounds, ceiling = {}, 0.0
+    for prefix, scores, labels, methods, family in sources:
+        if labels.all() or not labels.any():
+            continue  # one class only: these coins prove nothing
+        tests = bound_tests(scores, labels, delta, alpha_each, methods, family)
+        bounds.update({prefix + name: b for name, b in tests.items()})
+        ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, methods, family))
+    if not bounds:
+        raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
+    return CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,
+                       "word" if word_claim else "document")
+
+
+def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
+    written = []
+    for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
+                       (junit_path, result.to_junit())):
+        if path is not None:
+            path = Path(path)
+            if not path.parent.is_dir():
+                raise UserError(f"cannot write {path}: directory {path.parent} does not exist")
+            try:
+                atomic_write_text(path, text)
+            except OSError as error:
+                raise UserError(f"cannot write {path}: {error.strerror or error}; choose another place "
+                                "(--json, --junit)") from None
+            written.append(path)
+    return written
+
+
+def assert_privacy(config, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
+                   output: str | Path | None = None, canaries: int | None = None) -> CheckResult:
+    """Audit a configuration (run or resume it) and fail unless it is consistent with its claim.
+
+    For a project's own tests: ``assert_privacy("audit.toml", epsilon=3)``.
+    config: a ``Config``, a TOML path or a dict of the TOML's content.
+    canaries: the number of canaries ([attack.canaries] count) when given.
+    Raises AssertionError with the refuting bound when the claim is violated.
+    """
+    from topicaudit.engine.config import Config, config_from_dict, load_config
+    from topicaudit.engine.run import run_audit
+
+    if isinstance(config, dict):
+        config = config_from_dict(config)
+    elif not isinstance(config, Config):
+        config = load_config(config)
+    if output is not None:
+        config.output = str(output)
+    if canaries is not None:
+        config.attack.canaries.count = canaries
+    run_audit(config, quiet=True)
+    result = check_run(config.run_dir, epsilon, delta, alpha)
+    assert not result.violated, result.message()
+    return result

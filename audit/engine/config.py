@@ -1,0 +1,271 @@
+"""The audit configuration: TOML file + command-line overrides, validated once.
+
+Every key is documented in the README. Unknown keys are errors (a typo must
+not silently fall back to a default), and every message names the file, the
+table and the key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topicaudit.errors import UserError
+
+
+@dataclass
+class CorpusConfig:
+    path: str | None = None          # None: the embedded synthetic corpus
+    format: str | None = None        # json | uci | 20news | folder (None: from the path)
+    preprocess: bool | None = None   # None: pre-process raw text, not bag-of-words
+    text_field: str = "text"
+    options: dict[str, Any] = field(default_factory=dict)  # format-specific loader options
+    max_words: int = 0               # keep the N words of highest document frequency (0: all words)
+
+
+@dataclass
+class SyntheticConfig:
+    n_docs: int = 1000
+    n_words: int = 1500
+    k: int = 5
+    mean_length: float = 40.0
+    topic_concentration: float = 0.05
+    doc_concentration: float = 0.3
+
+
+@dataclass
+class TargetConfig:
+    learner: str = "lda"
+    k: int = 5
+    vocabulary: str = "observed"
+    params: dict[str, Any] = field(default_factory=dict)
+    vocabulary_params: dict[str, Any] = field(default_factory=dict)
+    # For testing the audit only: the learner's noise divided by this factor, its claim unchanged.
+    test_under_noise: float = 1.0
+
+
+@dataclass
+class CanaryConfig:
+    count: int = 0       # canaries in the canary release (0: none); each is in its training with probability ½
+    kind: str = "auto"   # auto | unique-word | rare-words | natural | word (auto: word for word-level claims)
+    length: int = 0      # tokens per canary document; 0: the learner's document cap, else the median document
+    shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
+
+
+CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word")
+
+
+@dataclass
+class AttackConfig:
+    shadows: int = 64
+    shadow_vocabulary: str = "target"  # target: reuse the target's released vocabulary; own: run the full pipeline
+    tol: float = 1e-8                  # ζ duality-gap tolerance
+    alpha: float = 0.05                # ε lower bounds hold with confidence 1 − alpha
+    delta: float = 1e-5                # δ for ε lower bounds when the target claims none
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    attacks: list[str] = field(default_factory=list)  # attacks to report (docs/attacks.md); empty: all
+
+
+@dataclass
+class RayConfig:
+    address: str = ""   # "": start a local instance (or use RAY_ADDRESS); "auto" or host:port: join a cluster
+    num_cpus: int = 0   # local instance size; 0: all cores
+
+
+@dataclass
+class Config:
+    name: str = "demo"
+    seed: int = 0
+    output: str | None = None  # run directory; default runs/<name>
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    target: TargetConfig = field(default_factory=TargetConfig)
+    attack: AttackConfig = field(default_factory=AttackConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output if self.output else Path("runs") / self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def identity(self) -> dict[str, Any]:
+        """The parts that determine the numbers (not where or how they are computed)."""
+        d = self.to_dict()
+        for key in ("name", "output", "ray"):
+            d.pop(key)
+        d["attack"].pop("attacks")  # which scores are reported does not change the models or statistics
+        if self.corpus.path is not None:
+            d.pop("synthetic")
+        # Keys added after runs were recorded: left out at their defaults so those runs still resume.
+        if not self.attack.canaries.count:
+            d["attack"].pop("canaries")
+        if self.target.test_under_noise == 1.0:
+            d["target"].pop("test_under_noise")
+        return d
+
+
+SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,
+            "attack": AttackConfig, "ray": RayConfig}
+FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params")}  # passed through to loaders and learners
+NESTED_TABLES = {("attack", "canaries"): CanaryConfig}
+
+_EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
+    kinds = [k for k in (bool, int, float, str) if k.__name__ in annotation]
+    if value is None and "None" in annotation:
+        return value
+    if isinstance(value, bool) and bool not in kinds:
+        kinds_ok = False
+    else:
+        kinds_ok = any(isinstance(value, k) for k in kinds) or (float in kinds and isinstance(value, int))
+    if not kinds_ok:
+        wanted = " or ".join(_EXPECTED[k] for k in kinds)
+        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r})")
+    if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise UserError(f"{where}: key {key!r} must be finite (got {value!r})")
+        if int not in kinds:
+            value = float(value)
+    return value
+
+
+def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> None:
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in table.items():
+        if key in SECTIONS and section is None:
+            continue
+        if key not in fields or (section is None and key in SECTIONS):
+            known = ", ".join(k for k in fields if k not in SECTIONS)
+            tables = "; tables: " + ", ".join(f"[{name}]" for name in SECTIONS) if section is None else ""
+            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
+        if (section, key) in FREE_TABLES:
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
+            setattr(obj, key, dict(value))
+            continue
+        if (section, key) in NESTED_TABLES:
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
+            _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}")
+            continue
+        if "list" in str(fields[key].type):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
+            setattr(obj, key, list(value))
+            continue
+        setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
+
+
+def config_from_dict(data: dict[str, Any], source: str = "configuration") -> Config:
+    config = Config()
+    _fill(config, data, source, None)
+    for name, table in data.items():
+        if name in SECTIONS:
+            if not isinstance(table, dict):
+                raise UserError(f"{source}: {name!r} must be a table ([{name}])")
+            _fill(getattr(config, name), table, f"{source} [{name}]", name)
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"configuration file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read configuration file {path}: {error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path} is not valid TOML: {error}") from None
+    config = config_from_dict(data, str(path))
+    if config.corpus.path is not None and not Path(config.corpus.path).is_absolute():
+        # Corpus paths in a config file are relative to the file, not to the shell.
+        config.corpus.path = str((path.parent / config.corpus.path))
+    return config
+
+
+def validate(config: Config) -> None:
+    """Checks that need no data: numbers in range, names known."""
+    canaries = config.attack.canaries
+    if config.attack.shadows % 2 or config.attack.shadows < (0 if canaries.count else 2):
+        raise UserError(
+            f"[attack] shadows must be an even number ≥ 2 (got {config.attack.shadows}): shadow models come "
+            "in complementary pairs so every document is IN exactly half of them; 0 is allowed with canaries "
+            "([attack.canaries] count or --canaries), whose scores need no shadow model"
+        )
+    if canaries.count < 0:
+        raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
+    if canaries.kind not in CANARY_KINDS:
+        raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
+    if canaries.shadows < 0 or canaries.shadows % 2:
+        raise UserError(f"[attack.canaries] shadows must be an even number ≥ 0 (got {canaries.shadows}): "
+                        "each canary is in exactly half of the shadow canary releases")
+    if canaries.length < 0:
+        raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
+                        "learner's document cap or the corpus")
+    if not config.target.test_under_noise >= 1.0:
+        raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
+    if config.target.k < 2:
+        raise UserError(f"[target] k, the number of topics, must be ≥ 2 (got {config.target.k})")
+    if config.attack.shadow_vocabulary not in ("target", "own"):
+        raise UserError(
+            f"[attack] shadow_vocabulary must be 'target' or 'own' (got {config.attack.shadow_vocabulary!r})"
+        )
+    if not 0 < config.attack.tol < 1:
+        raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
+    if not 0 < config.attack.alpha < 1:
+        raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
+    if not 0 <= config.attack.delta < 1:
+        raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
+    from topicaudit.attacks.registry import ATTACK_DESCRIPTIONS, unknown_attacks
+
+    unknown = unknown_attacks(config.attack.attacks)
+    if unknown:
+        raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACK_DESCRIPTIONS)}")
+    if config.corpus.max_words < 0:
+        raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
+    if config.seed < 0:
+        raise UserError(f"seed must be a non-negative integer (got {config.seed})")
+    if config.ray.num_cpus < 0:
+        raise UserError(f"[ray] num_cpus must be ≥ 0 (got {config.ray.num_cpus})")
+    from topicaudit.engine.validation import check_run_config
+
+    check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
+
+
+def config_hash(config: Config, corpus_fingerprint: str) -> str:
+    payload = json.dumps({"config": config.identity(), "corpus": corpus_fingerprint}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """Serialise the resolved configuration (flat values and nested tables only)."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v) if not (isinstance(v, float) and math.isinf(v)) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(str(v))
+
+    def table(prefix: str, d: dict[str, Any]) -> list[str]:
+        lines = [f"{k} = {value(v)}" for k, v in d.items() if v is not None and not isinstance(v, dict)]
+        out = ([f"[{prefix}]"] if prefix else []) + lines
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out += [""] + table(f"{prefix}.{k}" if prefix else k, v)
+        return out
+
+    return "\n".join(table("", data)) + "\n"

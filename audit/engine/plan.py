@@ -1,0 +1,103 @@
+"""Who trains on what: the seeded membership plan of one audit.
+
+The target trains on each document independently with probability ½ (the
+independence is what one-run ε auditing needs). Shadow models come in
+complementary pairs — a random half and the other half — so every document is
+IN exactly N/2 shadow models, whatever the corpus size.
+
+Every random choice of a run flows from one integer seed through
+``numpy.random.SeedSequence`` spawning, so shadow model ``i`` gets the same
+documents and the same fitting seed whatever N is and however many workers run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from topicaudit.errors import UserError
+from topicaudit.engine.validation import check_fits_in_memory, check_seed
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Membership and fitting seeds; saved with the run as ``plan.npz``."""
+
+    seed: int
+    target_in: np.ndarray  # (n_docs,) bool
+    shadow_in: np.ndarray  # (n_shadows, n_docs) bool
+    target_seed: int
+    shadow_seeds: np.ndarray  # (n_shadows,) int64, each < 2**32
+
+    @property
+    def n_docs(self) -> int:
+        return self.target_in.shape[0]
+
+    @property
+    def n_shadows(self) -> int:
+        return self.shadow_in.shape[0]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What ``plan.npz`` holds."""
+        return {"seed": np.int64(self.seed), "target_in": self.target_in, "shadow_in": self.shadow_in,
+                "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
+
+    def save(self, path: Path) -> None:
+        from topicaudit.engine.rundir import atomic_write_bytes
+
+        atomic_write_bytes(Path(path), lambda handle: np.savez(handle, **self.arrays()))
+
+    @classmethod
+    def load(cls, path: Path) -> "Plan":
+        from topicaudit.engine.rundir import UNREADABLE_NPZ
+
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return cls(
+                    seed=int(z["seed"]),
+                    target_in=z["target_in"],
+                    shadow_in=z["shadow_in"],
+                    target_seed=int(z["target_seed"]),
+                    shadow_seeds=z["shadow_seeds"],
+                )
+        except UNREADABLE_NPZ as error:
+            raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the audit that "
+                            "wrote it (the plan is recomputed from its seed)") from None
+
+
+def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
+    """Draw the target's members and N/2 complementary pairs of shadow halves."""
+    if n_shadows < 2 or n_shadows % 2:
+        raise UserError(
+            f"the number of shadow models must be an even number ≥ 2 (got {n_shadows}): "
+            "shadows come in complementary pairs so every document is IN exactly half of them"
+        )
+    if n_docs < 4:
+        raise UserError(f"the corpus has {n_docs} usable documents; an audit needs at least 4")
+    check_seed(seed, "the seed (--seed)")
+    # shadow_in is n_shadows × n_docs booleans; every shadow also gets one row of
+    # float64 per statistic (6), held twice while the batches are joined.
+    check_fits_in_memory(float(n_shadows) * n_docs * (1 + 2 * 8 * 6),
+                         f"{n_shadows} shadow models on {n_docs} documents", "use fewer shadow models (--shadows)")
+    membership_seq, target_fit_seq, shadow_fit_seq, pairs_seq = np.random.SeedSequence(seed).spawn(4)
+
+    rng = np.random.default_rng(membership_seq)
+    target_in = rng.random(n_docs) < 0.5
+    while target_in.all() or not target_in.any():  # only possible for tiny corpora
+        target_in = rng.random(n_docs) < 0.5
+
+    shadow_in = np.empty((n_shadows, n_docs), dtype=bool)
+    for pair, pair_seq in enumerate(pairs_seq.spawn(n_shadows // 2)):
+        half = np.zeros(n_docs, dtype=bool)
+        half[np.random.default_rng(pair_seq).permutation(n_docs)[: n_docs // 2]] = True
+        shadow_in[2 * pair] = half
+        shadow_in[2 * pair + 1] = ~half
+
+    return Plan(
+        seed=seed,
+        target_in=target_in,
+        shadow_in=shadow_in,
+        target_seed=int(target_fit_seq.generate_state(1)[0]),
+        shadow_seeds=shadow_fit_seq.generate_state(n_shadows).astype(np.int64),
+    )

@@ -1,0 +1,253 @@
+"""A sweep: one audit per value of one configuration parameter, with replicates.
+
+    OUT/sweep.json              what varies, the values, the replicates, each run's place and status
+    OUT/<key>=<value>/rep-<r>/  an ordinary run directory (resumable, reportable on its own)
+
+Replicate r of every value uses seed ``config.seed + r``, so the values of a
+replicate share their target membership and shadow plans (a paired comparison:
+differences between values are not plan noise). All runs share one Ray
+session. A sweep directory is bound to its specification: rerunning the same
+command resumes it, rerunning it with more ``--replicates`` adds replicates
+(the finished ones are kept: replicate r always has seed ``config.seed + r``),
+and a different parameter, value list or base configuration is refused.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import copy
+import json
+import math
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
+from topicaudit.errors import UserError
+from topicaudit.engine.rundir import atomic_write_text
+
+SWEEP_SCHEMA = "topicaudit.sweep/1"
+FREE_TABLE_KEYS = {"params", "vocabulary_params", "options"}
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    value: Any
+    replicate: int
+    config: Config
+    relative_path: str
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as TOML reads it (5 → int, 0.5 → float, inf, true); else a string."""
+    text = text.strip()
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_values(text: str) -> list[Any]:
+    values = [parse_value(part) for part in text.split(",") if part.strip()]
+    if not values:
+        raise UserError("--values needs at least one value, e.g. --values 5,10,15")
+    if len({json.dumps(v) for v in values}) != len(values):
+        raise UserError(f"--values lists a value twice: {text}")
+    return values
+
+
+def with_parameter(config: Config, parameter: str, value: Any) -> Config:
+    """A copy of the configuration with one dotted key set, validated like a config file."""
+    parts = parameter.split(".")
+    data = copy.deepcopy(config.to_dict())
+    where = data
+    known_top = [k for k in data if k not in SECTIONS]
+    if parts[0] not in data:
+        raise UserError(
+            f"--param {parameter!r}: unknown key {parts[0]!r}; sweepable keys are the configuration's, "
+            f"e.g. target.k, target.params.epsilon, target.vocabulary_params.epsilon, attack.shadows "
+            f"(top level: {', '.join(known_top)}; tables: {', '.join(SECTIONS)})"
+        )
+    for depth, part in enumerate(parts[:-1]):
+        if part not in where or not isinstance(where[part], dict):
+            raise UserError(f"--param {parameter!r}: {'.'.join(parts[:depth + 1])!r} is not a table")
+        where = where[part]
+    last = parts[-1]
+    if last not in where and not (len(parts) >= 3 and parts[-2] in FREE_TABLE_KEYS):
+        raise UserError(f"--param {parameter!r}: unknown key {last!r} in [{'.'.join(parts[:-1])}]; "
+                        f"known: {', '.join(where) or 'none'}")
+    if isinstance(where.get(last), dict):
+        raise UserError(f"--param {parameter!r} is a table; name one of its keys")
+    if parameter in ("seed", "name", "output"):
+        raise UserError(f"--param {parameter!r} cannot be swept: replicates set the seed and the sweep "
+                        "places the runs; use --replicates")
+    where[last] = value
+    return config_from_dict(data, f"sweep value {parameter} = {value!r}")
+
+
+def _label(parameter: str, value: Any) -> str:
+    text = str(value).lower() if isinstance(value, bool) or (isinstance(value, float) and math.isinf(value)) \
+        else str(value)
+    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in text)
+    return f"{parameter.split('.')[-1]}={safe}"
+
+
+def plan_sweep(config: Config, parameter: str, values: list[Any], replicates: int,
+               output: Path) -> list[SweepRun]:
+    """Every run of the sweep, configured and validated before anything is written."""
+    from topicaudit.targets import build_target
+
+    if replicates < 1:
+        raise UserError(f"--replicates must be ≥ 1 (got {replicates})")
+    runs = []
+    for value in values:
+        varied = with_parameter(config, parameter, value)
+        validate(varied)
+        t = varied.target
+        build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params)  # names and params check
+        for replicate in range(replicates):
+            run = copy.deepcopy(varied)
+            label = _label(parameter, value)
+            run.seed = config.seed + replicate
+            run.name = f"{config.name}-{label}-rep{replicate}"
+            relative = f"{label}/rep-{replicate}"
+            run.output = str(output / relative)
+            runs.append(SweepRun(value, replicate, run, relative))
+    if len({r.relative_path for r in runs}) != len(runs):
+        raise UserError(f"two values of {parameter} map to the same directory name; use distinct values")
+    return runs
+
+
+def _specification(config: Config, parameter: str, values: list[Any], replicates: int) -> dict[str, Any]:
+    base = config.to_dict()
+    base.pop("output")
+    base.pop("ray")
+    return {"parameter": parameter, "values": values, "replicates": replicates, "base_config": base}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
+              quiet: bool = False) -> dict[str, Any]:
+    """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content."""
+    from topicaudit.engine.parallel import ray_session
+    from topicaudit.engine.run import run_audit
+
+    output = Path(output)
+    runs = plan_sweep(config, parameter, values, replicates, output)
+    spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
+                                 default=str))
+    index_path = output / "sweep.json"
+    if index_path.exists():
+        try:
+            stored = json.loads(index_path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise UserError(f"{index_path} is unreadable ({error}); delete the sweep directory to start over") from None
+        stored_spec = stored.get("specification") or {}
+        if {**stored_spec, "replicates": replicates} != spec:
+            raise UserError(
+                f"{output} holds a different sweep (other parameter, values or base configuration); "
+                "choose another --output, or delete that directory to start over"
+            )
+        if replicates < stored_spec.get("replicates", 0):
+            raise UserError(
+                f"{output} holds {stored_spec['replicates']} replicates; replicates can be added to a sweep, "
+                f"not removed: ask for --replicates {stored_spec['replicates']} or more"
+            )
+    elif output.exists() and any(output.iterdir()):
+        raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another --output")
+    output.mkdir(parents=True, exist_ok=True)
+
+    index = {
+        "schema": SWEEP_SCHEMA,
+        "name": config.name,
+        "parameter": parameter,
+        "values": spec["values"],
+        "replicates": replicates,
+        "specification": spec,
+        "runs": [{"value": _json_safe(r.value), "replicate": r.replicate, "seed": r.config.seed,
+                  "path": r.relative_path, "status": "pending"} for r in runs],
+    }
+
+    def save():
+        atomic_write_text(index_path, json.dumps(index, indent=2) + "\n")
+
+    for entry, run in zip(index["runs"], runs):
+        if (output / run.relative_path / "results.json").exists():
+            entry["status"] = "done"
+    save()
+    # Canary-only audits fit in this process: no cluster unless some run has shadow models.
+    needs_ray = any(run.config.attack.shadows or run.config.attack.canaries.shadows for run in runs)
+    with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
+        for i, (entry, run) in enumerate(zip(index["runs"], runs)):
+            if not quiet:
+                print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
+                      f"(seed {run.config.seed})", file=sys.stderr)
+            run_audit(run.config, quiet=quiet)
+            entry["status"] = "done"
+            save()
+    return index
+
+
+def load_sweep(path: Path) -> dict[str, Any]:
+    """A finished (or partial) sweep's index, with each run's results where present."""
+    path = Path(path)
+    index_path = path / "sweep.json"
+    try:
+        index = json.loads(index_path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path} is not a sweep directory (no sweep.json)") from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"{index_path} is unreadable: {error}") from None
+    if not isinstance(index, dict) or index.get("schema") != SWEEP_SCHEMA:
+        got = index.get("schema") if isinstance(index, dict) else type(index).__name__
+        raise UserError(f"{index_path} has schema {got!r}; expected {SWEEP_SCHEMA}")
+    missing = [key for key in ("parameter", "values", "replicates", "runs") if key not in index]
+    if missing or not isinstance(index["runs"], list):
+        raise UserError(f"{index_path} lacks {', '.join(missing) or 'a list of runs'}; it is damaged — "
+                        "rerun the same `topicaudit sweep` command to rewrite it")
+    for i, entry in enumerate(index["runs"]):
+        if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry):
+            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path; the index is damaged — "
+                            "rerun the same `topicaudit sweep` command to rewrite it")
+        results = path / entry["path"] / "results.json"
+        try:
+            entry["results"] = json.loads(results.read_text()) if results.exists() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{results} is unreadable ({error}); rerun the sweep to rewrite it") from None
+    return index
+
+
+def sweep_table(index: dict[str, Any]) -> str:
+    """Mean ± sd over replicates of the main metrics, one row per value."""
+    import numpy as np
+
+    finished = [e["results"] for e in index["runs"] if e.get("results")]
+    canaries = any("canaries" in r for r in finished)
+    lines = [f"{index['parameter']:>24}  {'online AUC':>16}  {'online TPR@0.1%':>18}  {'offline TPR@0.1%':>18}"
+             + (f"  {'canary ε ≥':>14}" if canaries else "") + "  runs"]
+    for value in index["values"]:
+        done = [e["results"] for e in index["runs"] if e["value"] == value and e.get("results")]
+
+        def summary(xs, percent):
+            xs = np.array(xs)
+            if not xs.size:
+                return "—"
+            sd = xs.std(ddof=1) if xs.size > 1 else 0.0
+            return f"{100 * xs.mean():.2f}% ± {100 * sd:.2f}" if percent else f"{xs.mean():.3f} ± {sd:.3f}"
+
+        def stat(attack, metric, done=done):
+            return summary([r["attacks"][attack][metric] for r in done if attack in r["attacks"]], metric != "auc")
+
+        canary = summary([r["canaries"]["epsilon_lower_bounds"]["epsilon"] for r in done if "canaries" in r], False)
+        lines.append(f"{value!s:>24}  {stat('lira_online', 'auc'):>16}  "
+                     f"{stat('lira_online', 'tpr_at_fpr_0.001'):>18}  "
+                     f"{stat('lira_offline', 'tpr_at_fpr_0.001'):>18}"
+                     + (f"  {canary:>14}" if canaries else "") + f"  {len(done)}")
+    return "\n".join(lines)

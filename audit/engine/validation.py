@@ -1,0 +1,144 @@
+"""Checks that need no computation, run before Ray starts or any file is written.
+
+Bad input must cost milliseconds and leave nothing behind: a seed NumPy cannot
+store, an output directory that cannot be written, or an audit whose arrays
+would not fit in memory is refused here with one message naming the flag or key.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from topicaudit.errors import UserError
+
+# The plan stores the seed as int64 (plan.npz, results.json), so seeds live in [0, 2**63).
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed, where: str) -> int:
+    """The seed as an int in [0, 2**63 − 1]; ``where`` names the flag or key (e.g. ``--seed``)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UserError(f"{where} must be an integer in [0, 2**63 − 1] (got {seed!r})")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError(f"{where} must be an integer in [0, 2**63 − 1] = [0, {MAX_SEED}] (got {seed})")
+    return seed
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def check_output_directory(path, flag: str) -> Path:
+    """Refuse an output directory that cannot be created and written, before any work starts.
+
+    Tries what the run will do: the nearest existing ancestor must be a
+    directory where a file can be created (a probe file, removed at once).
+    Nothing is created on the way down.
+    """
+    if path is None or str(path).strip() == "":
+        raise UserError(f"{flag} is empty; give a directory path, or leave {flag} out for the default")
+    path = Path(path)
+    existing = _nearest_existing(path.absolute())
+    if not existing.is_dir():
+        what = "is not a directory" if existing == path.absolute() else f"is a file, so {path} cannot be created"
+        raise UserError(f"cannot write {flag} {path}: {existing} {what}; choose another {flag}")
+    _probe(existing, f"{flag} {path}")
+    return path
+
+
+def check_output_file(path, flag: str) -> Path:
+    """Refuse a file that cannot be written (missing directory, read-only place, /proc)."""
+    if path is None or str(path).strip() == "":
+        raise UserError(f"{flag} is empty; give a file path")
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"cannot write {flag} {path}: it is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise UserError(f"cannot write {flag} {path}: directory {path.parent} does not exist")
+    _probe(path.parent, f"{flag} {path}")
+    return path
+
+
+def _probe(directory: Path, what: str) -> None:
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".topicaudit-probe-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as error:
+        reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                  errno.EPERM: "operation not permitted", errno.ENOSPC: "no space left on device"}.get(
+            error.errno, error.strerror or str(error))
+        raise UserError(f"cannot write {what}: {directory} is not writable ({reason}); choose another place") \
+            from None
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says a new allocation can get (MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def check_fits_in_memory(nbytes: float, what: str, fix: str) -> None:
+    """Refuse work whose arrays alone need more than the memory available now."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise UserError(f"{what} needs about {format_bytes(nbytes)} of memory, more than the "
+                        f"{format_bytes(available)} available; {fix}")
+
+
+def check_run_config(config) -> None:
+    """What ``topicaudit run`` can refuse from the configuration alone (``topicaudit.engine.config.validate`` calls it)."""
+    check_seed(config.seed, "seed (--seed)")
+    if config.output is not None and str(config.output).strip() == "":
+        raise UserError("output (--output) is empty; give a run directory, or leave it out for runs/NAME")
+    check_output_directory(config.run_dir, "--output")
+    if config.corpus.path is None:
+        check_synthetic(config.synthetic)
+
+
+def check_synthetic(s) -> None:
+    """The [synthetic] table: sizes in range and within memory (its corpus is drawn in the driver)."""
+    for key, low in (("n_docs", 4), ("n_words", 2), ("k", 1)):
+        value = getattr(s, key)
+        if value < low:
+            raise UserError(f"[synthetic] {key} must be an integer ≥ {low} (got {value})")
+    for key in ("mean_length", "topic_concentration", "doc_concentration"):
+        value = getattr(s, key)
+        if not value > 0:
+            raise UserError(f"[synthetic] {key} must be a finite number > 0 (got {value})")
+    # topics k × n_words and mixtures n_docs × k (float64), tokens as sparse entries (~16 B each)
+    nbytes = 8.0 * s.k * s.n_words + 8.0 * s.n_docs * s.k + 16.0 * s.n_docs * (s.mean_length + 3)
+    check_fits_in_memory(nbytes, f"the [synthetic] corpus (n_docs={s.n_docs}, n_words={s.n_words}, "
+                                 f"k={s.k}, mean_length={s.mean_length:g})",
+                         "lower [synthetic] n_docs, n_words or mean_length")
+
+
+def warn_more_topics_than_words(k: int, n_words: int, flag: str) -> None:
+    """k above the vocabulary size leaves topics with nothing of their own to learn: say so."""
+    if k > n_words:
+        import warnings
+
+        warnings.warn(f"{flag} {k} topics for a vocabulary of {n_words} words: at most {n_words} topics can "
+                      "differ; the audit runs, but consider a smaller k", UserWarning, stacklevel=2)

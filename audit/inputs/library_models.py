@@ -1,0 +1,276 @@
+"""Saved gensim and tomotopy models: Φ, the vocabulary and the training settings.
+
+``topicaudit audit`` reads these so the shadows are trained by the same
+library with the same settings, without the user re-typing them.
+
+tomotopy (``LDAModel.save``)
+    tomotopy's own binary format, read by tomotopy's C++ loader. The file also
+    embeds the constructor arguments as a *pickle*, which ``LDAModel.load``
+    unpickles; we never do: :func:`literal_pickle` reads that dictionary
+    opcode by opcode and accepts only plain literals (numbers, strings, lists,
+    None), so nothing in the file can run. No ``--trust-pickle`` needed.
+gensim (``LdaModel.save``)
+    a pickle of the model object (plus ``.state``, ``.id2word`` and ``.npy``
+    files beside it). Loading one runs any code it holds, so it is refused
+    unless the user passes ``--trust-pickle``; the file is identified by its
+    first bytes only. The untrusted route is gensim's documented export:
+    ``numpy.save("phi.npy", lda.get_topics())`` and
+    ``lda.id2word.save_as_text("dictionary.txt")``, with the settings as
+    ``--param``.
+"""
+from __future__ import annotations
+
+import pickletools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topicaudit.errors import UserError
+
+TOMOTOPY_MAGIC = b"TPTK"          # in the first bytes of every tomotopy model file
+_GENSIM_EXPORT = (
+    "numpy.save('phi.npy', lda.get_topics()) and lda.id2word.save_as_text('dictionary.txt'), then "
+    "topicaudit audit phi.npy --vocabulary dictionary.txt --learner gensim-lda --param passes=… (your settings)"
+)
+
+
+@dataclass
+class LibraryModel:
+    """What a saved model gives: Φ in its own column order, the words, and how to train shadows like it."""
+
+    phi: np.ndarray                  # k × V, rows on the simplex (float64)
+    words: list[str]                 # column j's word
+    library: str                     # "gensim" or "tomotopy"
+    learner: str                     # the registered learner that trains like it
+    settings: dict[str, Any]         # that learner's parameters, as recovered
+    notes: list[str] = field(default_factory=list)
+
+
+# -- detection (reads a few bytes, never unpickles) ----------------------------------------
+def sniff(path: Path) -> str | None:
+    """"tomotopy", "gensim" or None, from the file's first bytes."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(256)
+    except OSError:
+        return None
+    if TOMOTOPY_MAGIC in head[:32]:
+        return "tomotopy"
+    if head[:1] == b"\x80" and b"gensim.models" in head:
+        return "gensim"
+    return None
+
+
+# -- a pickle of literals, read without unpickling ------------------------------------------
+class _Opaque:
+    """Stands for anything a pickle builds from code (refused: we never call it)."""
+
+
+_OPAQUE = _Opaque()
+
+
+def _add(target, items: list) -> None:
+    """SETITEM(S)/APPEND(S) on a literal container; an opaque one stays opaque."""
+    if isinstance(target, dict):
+        target.update(zip(items[::2], items[1::2]))
+    elif isinstance(target, list):
+        target.extend(items)
+
+
+def literal_pickle(data: bytes) -> Any:
+    """The value of a pickle that holds only literals (dict, list, tuple, str, numbers, None, bools).
+
+    Walks the opcodes with :func:`pickletools.genops` (a parser: it runs
+    nothing). Objects that would need a class or function (GLOBAL, REDUCE,
+    BUILD, ...) become an opaque marker instead of being built. Returns None
+    when the data is not a pickle this reader understands.
+    """
+    stack: list[Any] = []
+    marks: list[int] = []
+    memo: dict[int, Any] = {}
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            name = op.name
+            if name in ("PROTO", "FRAME"):
+                continue
+            if name == "STOP":
+                return None if isinstance(stack[-1], _Opaque) else stack[-1]
+            if name == "MARK":
+                marks.append(len(stack))
+            elif name in ("EMPTY_DICT",):
+                stack.append({})
+            elif name in ("EMPTY_LIST",):
+                stack.append([])
+            elif name == "EMPTY_TUPLE":
+                stack.append(())
+            elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "BININT", "BININT1",
+                          "BININT2", "INT", "LONG1", "LONG4", "LONG", "BINFLOAT", "FLOAT", "SHORT_BINBYTES",
+                          "BINBYTES", "BINBYTES8"):
+                stack.append(arg)
+            elif name == "NONE":
+                stack.append(None)
+            elif name in ("NEWTRUE", "NEWFALSE"):
+                stack.append(name == "NEWTRUE")
+            elif name == "MEMOIZE":
+                memo[len(memo)] = stack[-1]
+            elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+                memo[arg] = stack[-1]
+            elif name in ("BINGET", "LONG_BINGET", "GET"):
+                stack.append(memo[arg])
+            elif name == "SETITEM":
+                value, key = stack.pop(), stack.pop()
+                _add(stack[-1], [key, value])
+            elif name == "APPEND":
+                value = stack.pop()
+                _add(stack[-1], [value])
+            elif name in ("SETITEMS", "APPENDS", "TUPLE", "LIST", "DICT"):
+                start = marks.pop()
+                items = stack[start:]
+                del stack[start:]
+                if name == "TUPLE":
+                    stack.append(tuple(items))
+                elif name == "LIST":
+                    stack.append(list(items))
+                elif name == "DICT":
+                    stack.append(dict(zip(items[::2], items[1::2])))
+                else:
+                    _add(stack[-1], items)
+            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+                n = int(name[-1])
+                items = stack[-n:]
+                del stack[-n:]
+                stack.append(tuple(items))
+            elif name in ("GLOBAL", "STACK_GLOBAL"):
+                if name == "STACK_GLOBAL":
+                    del stack[-2:]
+                stack.append(_OPAQUE)
+            elif name in ("REDUCE", "NEWOBJ"):
+                del stack[-2:]
+                stack.append(_OPAQUE)
+            elif name == "NEWOBJ_EX":
+                del stack[-3:]
+                stack.append(_OPAQUE)
+            elif name == "BUILD":
+                del stack[-1:]
+                stack[-1] = _OPAQUE
+            elif name in ("POP",):
+                stack.pop()
+            else:
+                return None  # anything else (persistent ids, extensions, ...): not a literal pickle
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+    return None
+
+
+# -- tomotopy ------------------------------------------------------------------------------
+def load_tomotopy(path: Path) -> LibraryModel:
+    """A tomotopy ``LDAModel`` file: Φ over its used vocabulary, and its settings."""
+    from topicaudit.targets.optional import require
+
+    tp = require("tomotopy", "tomotopy", f"reading the tomotopy model {path}")
+    try:
+        # The C++ loader: returns the model and the embedded constructor-arguments
+        # pickle as raw bytes (LDAModel.load would unpickle them; we do not).
+        model, extra = tp.LDAModel._load(tp.LDAModel, str(path))
+    except Exception as error:  # tomotopy raises plain Exceptions for other model types or damage
+        raise UserError(
+            f"{path}: not a readable tomotopy LDAModel file ({error}); save the model with "
+            "LDAModel.save(path) (other tomotopy model types are not supported)"
+        ) from None
+    if type(model) is not tp.LDAModel:
+        raise UserError(f"{path}: a tomotopy {type(model).__name__}, not an LDAModel; only LDAModel is supported")
+    words = list(model.used_vocabs)
+    if not words or model.global_step == 0:
+        raise UserError(f"{path}: the tomotopy model has not been trained (no iterations); train it before saving")
+    phi = np.array([model.get_topic_word_dist(t, normalize=True) for t in range(model.k)], dtype=np.float64)
+    init = literal_pickle(np.asarray(extra, dtype=np.uint8).tobytes())
+    notes: list[str] = []
+    if not isinstance(init, dict):
+        init = {}
+        notes.append("the model file's initial settings could not be read as plain values; alpha is the model's "
+                     "final (optimised) value and min_cf, min_df are taken as 0")
+    term_weights = {0: "one", 1: "idf", 2: "pmi"}
+    alpha = init.get("alpha", [float(a) for a in np.atleast_1d(model.alpha)])
+    if isinstance(alpha, (list, tuple)):
+        alpha = [float(a) for a in alpha]
+    settings = {
+        "alpha": alpha,
+        "eta": float(init.get("eta", model.eta)),
+        "tw": term_weights.get(int(model.tw), "one"),
+        "min_cf": int(init.get("min_cf", 0) or 0),
+        "min_df": int(init.get("min_df", 0) or 0),
+        # The words tomotopy removed as the most frequent are not in its vocabulary, so the audit's
+        # corpora are already without them; removing the top words again would remove others.
+        "rm_top": 0,
+        "iterations": int(model.global_step),
+        "burn_in": int(model.burn_in),
+        "optim_interval": int(model.optim_interval),
+    }
+    rm_top = int(init.get("rm_top", 0) or 0)  # (a saved file keeps the number, not the removed words)
+    if rm_top:
+        notes.append(f"the model removed its {rm_top} most frequent word(s) (rm_top={rm_top}); they are outside its "
+                     "vocabulary, so the shadows use rm_top=0 on corpora already without them")
+    if isinstance(init.get("seed"), int):
+        notes.append(f"the model was trained with seed {init['seed']}; the shadows use seeds of their own")
+    return LibraryModel(phi, words, "tomotopy", "tomotopy-lda", settings, notes)
+
+
+# -- gensim --------------------------------------------------------------------------------
+def _short(value, dtype) -> float:
+    """A float32-stored setting as its shortest decimal (0.2, not 0.20000000298): same float32, readable."""
+    return float(str(np.float32(value))) if np.dtype(dtype) == np.float32 else float(value)
+
+def refuse_gensim(path: Path) -> UserError:
+    return UserError(
+        f"{path}: a gensim model saved with LdaModel.save, which is a pickle: loading it runs any code its author "
+        f"put in it. Pass --trust-pickle only for a model you saved yourself or fully trust; otherwise export it: "
+        f"{_GENSIM_EXPORT}"
+    )
+
+
+def load_gensim(path: Path) -> LibraryModel:
+    """A gensim ``LdaModel``/``LdaMulticore`` saved with ``save`` (unpickled: call only with --trust-pickle)."""
+    from topicaudit.targets.optional import require
+
+    require("gensim", "gensim", f"reading the gensim model {path}")
+    from gensim.models import LdaModel
+
+    try:
+        model = LdaModel.load(str(path))
+    except Exception as error:  # a damaged or partial save (e.g. the .state file missing)
+        raise UserError(
+            f"{path}: cannot load the gensim model ({type(error).__name__}: {error}); keep the files LdaModel.save "
+            f"wrote beside it ({path.name}.state, {path.name}.id2word, ...), or export it: {_GENSIM_EXPORT}"
+        ) from None
+    if not isinstance(model, LdaModel):
+        raise UserError(f"{path}: a gensim {type(model).__name__}, not an LdaModel; only LdaModel and "
+                        "LdaMulticore are supported")
+    if model.id2word is None:
+        raise UserError(f"{path}: the gensim model has no dictionary (id2word); train it with id2word=dictionary")
+    n_terms = int(model.num_terms)
+    try:
+        words = [str(model.id2word[j]) for j in range(n_terms)]
+    except KeyError as error:
+        raise UserError(f"{path}: the model's dictionary has no word for id {error}; ids must be 0..{n_terms - 1}") \
+            from None
+    phi = model.get_topics().astype(np.float64)
+    eta = np.asarray(model.eta, dtype=np.float64)
+    settings = {
+        "passes": int(model.passes), "chunksize": int(model.chunksize), "update_every": int(model.update_every),
+        "alpha": "auto" if model.optimize_alpha else [_short(a, model.dtype) for a in np.atleast_1d(model.alpha)],
+        "eta": "auto" if model.optimize_eta else (_short(eta.flat[0], model.dtype) if np.all(eta == eta.flat[0])
+                                                  else [_short(e, model.dtype) for e in eta]),
+        "decay": float(model.decay), "offset": float(model.offset), "iterations": int(model.iterations),
+        "gamma_threshold": float(model.gamma_threshold),
+        "eval_every": None if model.eval_every is None else int(model.eval_every),
+        "minimum_probability": float(model.minimum_probability), "dtype": np.dtype(model.dtype).name,
+    }
+    notes = []
+    if type(model).__name__ == "LdaMulticore":
+        notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
+                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
+    if settings["alpha"] == "auto" or settings["eta"] == "auto":
+        notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
+    return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)
