@@ -1,3 +1,3 @@
 """topicaudit's engine: corpus → plan → shadow fits → statistics → scores → metrics."""
 
-__version__ = "0.1.0"
+from topicaudit.version import __version__  # noqa: F401

@@ -12,15 +12,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from topicaudit import __version__
-from topicaudit.errors import UserError
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.validation import check_output_directory
+from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk
 from topicaudit.reports.collect import Collection, CorpusCache, Group, collect
 from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
 from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
+from topicaudit.version import __version__
 
 REPORT_FILES = {"report.html", "report.md", "figures"}
 

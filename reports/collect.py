@@ -16,6 +16,7 @@ vocabulary step itself.
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -27,8 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.errors import UserError
+from topicaudit.engine.config import config_from_dict, config_hash
+from topicaudit.engine.run import corpus_fingerprint, load_audit_corpus
 from topicaudit.engine.rundir import UNREADABLE_NPZ
+from topicaudit.engine.sweep import load_sweep
+from topicaudit.errors import UserError
 
 RESULTS_SCHEMA = "topicaudit.results/1"
 # configuration keys that say where and how a run was computed, never what it computed
@@ -293,7 +297,6 @@ def check_comparable(groups: list[Group], compare_vocabularies: bool = False,
 
 
 def _sweep_groups(path: Path) -> tuple[list[Group], list[str], str]:
-    from topicaudit.engine.sweep import load_sweep
 
     index = load_sweep(path)
     parameter = index["parameter"]
@@ -360,7 +363,6 @@ class CorpusCache:
 
     def get(self, run: Run):
         """(Corpus or None, note saying why not)."""
-        from topicaudit.engine.config import config_from_dict, config_hash
 
         data = {k: v for k, v in run.config.items() if k != "provenance"}
         try:
@@ -382,9 +384,7 @@ class CorpusCache:
 
     @staticmethod
     def _load(config, resolved_path=None):
-        import copy
 
-        from topicaudit.engine.run import corpus_fingerprint, load_audit_corpus
 
         if config.corpus.path is not None and not Path(config.corpus.path).exists() \
                 and resolved_path and Path(resolved_path).exists():

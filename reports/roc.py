@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.attacks.metrics import roc_curve
+from topicaudit.engine.rundir import atomic_write_bytes
+from topicaudit.reports.collect import read_run
+from topicaudit.reports.figures import draw_roc, render, roc_data
 
 # The attacks drawn by default: the paper's LiRA variants, the few-model ones (docs/attacks.md), baselines.
 MAIN_ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_shrunk", "rmia_online",
@@ -26,9 +29,6 @@ def roc_points(run_dir: Path, attacks=MAIN_ATTACKS) -> dict[str, tuple[np.ndarra
 
 def write_roc_figure(run_dir: Path, attacks=MAIN_ATTACKS) -> Path:
     """Draw roc.png (log-log, down to 1/#non-members) into a finished run directory; return its path."""
-    from topicaudit.engine.rundir import atomic_write_bytes
-    from topicaudit.reports.collect import read_run
-    from topicaudit.reports.figures import draw_roc, render, roc_data
 
     run = read_run(Path(run_dir))
     data = roc_data(run, [name for name in attacks if name in run.scores])

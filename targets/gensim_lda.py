@@ -11,6 +11,7 @@ user's model exactly, see tests/test_interop.py).
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -75,9 +76,8 @@ class GensimLDA:
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32): gensim's ``get_topics()`` after training on X's rows."""
-        import logging
 
-        from gensim.models import LdaModel
+        from gensim.models import LdaModel  # optional dependency (extra "gensim")
 
         logging.getLogger("gensim").setLevel(logging.WARNING)  # per-pass INFO lines would flood Ray's logs
         X = sp.csr_matrix(X)

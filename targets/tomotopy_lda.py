@@ -80,7 +80,7 @@ class TomotopyLDA:
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32) of a tomotopy model trained on X's rows (unseen words: the prior)."""
-        import tomotopy as tp
+        import tomotopy as tp  # optional dependency (extra "tomotopy")
 
         X = sp.csr_matrix(X)
         alpha = [float(a) for a in self.alpha] if isinstance(self.alpha, (list, tuple)) else float(self.alpha)

@@ -344,7 +344,7 @@ def fit_lda_sklearn(X: sp.csr_matrix, k: int, seed: int | np.random.RandomState,
     ``parallel_backend`` context, where sklearn would split the E-step into
     slices that each draw their own document-topic initialisation.
     """
-    from sklearn.decomposition import LatentDirichletAllocation
+    from sklearn.decomposition import LatentDirichletAllocation  # heavy; the reference implementation only
 
     X = _check_X(X)
     lda = LatentDirichletAllocation(

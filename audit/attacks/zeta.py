@@ -641,7 +641,7 @@ def solve_zeta_slsqp(phi, X, *, raw: bool = False, return_theta: bool = False):
     maximum for a 400-token document. ``return_theta=True`` also returns the θ
     rows the values were computed at (SLSQP's raw θ when ``raw``).
     """
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # the SLSQP cross-check only, never on the hot path
 
     phi64 = np.asarray(phi, dtype=np.float64)
     k = phi64.shape[0]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import tomllib
 
+from topicaudit.engine.user_audit import UserAuditSpec, ranked_table, run_user_audit
 from topicaudit.errors import UserError
 
 
@@ -88,7 +89,6 @@ def parse_assignments(items: list[str], flag: str) -> dict:
 
 
 def spec_from_args(args):
-    from topicaudit.engine.user_audit import UserAuditSpec
 
     return UserAuditSpec(
         phi=args.phi, vocabulary=args.vocabulary, candidates=args.candidates, reference=args.reference,
@@ -104,7 +104,6 @@ def spec_from_args(args):
 
 
 def execute(args) -> int:
-    from topicaudit.engine.user_audit import ranked_table, run_user_audit
 
     spec = spec_from_args(args)
     result = run_user_audit(spec, quiet=args.quiet)

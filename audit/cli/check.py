@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.engine.check import check_run, write_reports
+from topicaudit.engine.config import load_config
+from topicaudit.engine.run import run_audit
+from topicaudit.engine.validation import check_output_file
 from topicaudit.errors import UserError
 
 
@@ -28,9 +32,7 @@ def register(commands) -> None:
 
 
 def execute(args) -> int:
-    from topicaudit.engine.check import check_run, write_reports
 
-    from topicaudit.engine.validation import check_output_file
 
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
         if path is not None:
@@ -42,8 +44,6 @@ def execute(args) -> int:
                             "the canaries it was audited with")
         run_dir = target
     else:
-        from topicaudit.engine.config import load_config
-        from topicaudit.engine.run import run_audit
 
         config = load_config(target)
         if args.output:

@@ -20,18 +20,25 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
 from contextlib import contextmanager
 
 from topicaudit.engine import parallel
-from topicaudit.errors import UserError
+from topicaudit.errors import (  # noqa: F401
+    EXIT_INTERNAL_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RAY_FAILED,
+    EXIT_REFUTED,
+    EXIT_USER_ERROR,
+    UserError,
+)
 
-# subcommand → module under audit.cli, in the order ``--help`` lists them
+# subcommand → module under topicaudit.cli, in the order ``--help`` lists them
 COMMANDS = ("run", "check", "sweep", "audit", "report")
 
-EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130
 DEBUG_VARIABLE = "TOPICAUDIT_DEBUG"
 INTERRUPTED = "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
 
@@ -85,7 +92,6 @@ def _signals():
 
 
 def _in_main_thread() -> bool:
-    import threading
 
     return threading.current_thread() is threading.main_thread()
 

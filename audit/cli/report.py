@@ -1,6 +1,8 @@
 """``topicaudit report``: HTML page, Markdown summary and figures from finished run or sweep directories."""
 from __future__ import annotations
 
+from topicaudit.reports.build import build_report
+
 
 def register(commands) -> None:
     report = commands.add_parser(
@@ -25,7 +27,6 @@ def register(commands) -> None:
 
 
 def execute(args) -> int:
-    from topicaudit.reports.build import build_report
 
     output = build_report(args.inputs, args.output, attack=args.attack, top=args.top, show_text=args.show_text,
                           compare_vocabularies=args.compare_vocabularies, quiet=args.quiet)

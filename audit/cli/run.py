@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.engine.config import Config, load_config
+from topicaudit.engine.run import run_audit, summary_table
+from topicaudit.reports.roc import write_roc_figure
+
 
 def register(commands) -> None:
     run = commands.add_parser(
@@ -41,7 +45,6 @@ def add_canary_flag(parser) -> None:
 
 def config_from_args(args):
     """The configuration a ``run``-style command line describes: file, then flags."""
-    from topicaudit.engine.config import Config, load_config
 
     config = load_config(args.config) if args.config else Config()
     if args.corpus is not None:
@@ -65,8 +68,6 @@ def config_from_args(args):
 
 
 def execute(args) -> int:
-    from topicaudit.engine.run import run_audit, summary_table
-    from topicaudit.reports.roc import write_roc_figure
 
     config = config_from_args(args)
     results = run_audit(config, quiet=args.quiet)

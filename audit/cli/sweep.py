@@ -3,6 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.engine.config import load_config
+from topicaudit.engine.sweep import load_sweep, parse_values, run_sweep, sweep_table
+from topicaudit.engine.validation import check_output_directory
+from topicaudit.errors import UserError
+
 
 def register(commands) -> None:
     sweep = commands.add_parser(
@@ -25,9 +30,6 @@ def register(commands) -> None:
 
 
 def execute(args) -> int:
-    from topicaudit.engine.config import load_config
-    from topicaudit.engine.sweep import load_sweep, parse_values, run_sweep, sweep_table
-    from topicaudit.engine.validation import check_output_directory
 
     config = load_config(args.config)
     if args.ray_address is not None:
@@ -35,7 +37,6 @@ def execute(args) -> int:
     if args.num_cpus is not None:
         config.ray.num_cpus = args.num_cpus
     if args.output is not None and not args.output.strip():
-        from topicaudit.errors import UserError
 
         raise UserError("--output is empty; give a sweep directory, or leave --output out for runs/NAME-sweep-KEY")
     output = Path(args.output or Path("runs") / f"{config.name}-sweep-{args.param.split('.')[-1]}")

@@ -25,12 +25,14 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from topicaudit.attacks.registry import bounded_attacks
-from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
 from topicaudit.attacks.canaries import WORD_LEVEL_ADJACENCIES
+from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound
-from topicaudit.errors import UserError
+from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
+from topicaudit.engine.config import Config, config_from_dict, load_config
+from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
+from topicaudit.errors import UserError
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
@@ -228,8 +230,6 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
     canaries: the number of canaries ([attack.canaries] count) when given.
     Raises AssertionError with the refuting bound when the claim is violated.
     """
-    from topicaudit.engine.config import Config, config_from_dict, load_config
-    from topicaudit.engine.run import run_audit
 
     if isinstance(config, dict):
         config = config_from_dict(config)

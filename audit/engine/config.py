@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topicaudit.attacks.registry import ATTACK_DESCRIPTIONS, unknown_attacks
+from topicaudit.engine.validation import check_run_config
 from topicaudit.errors import UserError
 
 
@@ -228,7 +230,6 @@ def validate(config: Config) -> None:
         raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
     if not 0 <= config.attack.delta < 1:
         raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
-    from topicaudit.attacks.registry import ATTACK_DESCRIPTIONS, unknown_attacks
 
     unknown = unknown_attacks(config.attack.attacks)
     if unknown:
@@ -239,7 +240,6 @@ def validate(config: Config) -> None:
         raise UserError(f"seed must be a non-negative integer (got {config.seed})")
     if config.ray.num_cpus < 0:
         raise UserError(f"[ray] num_cpus must be ≥ 0 (got {config.ray.num_cpus})")
-    from topicaudit.engine.validation import check_run_config
 
     check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
 

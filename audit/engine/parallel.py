@@ -10,12 +10,13 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from topicaudit.errors import UserError
+from topicaudit.errors import EXIT_RAY_FAILED, UserError
 
 ONE_THREAD = {name: "1" for name in (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
@@ -81,7 +82,7 @@ def _stderr_silenced():
 
 def _accepted(ray, address: str) -> bool:
     """Whether the cluster's GCS accepts this process's credentials (one RPC, no retries)."""
-    from ray.exceptions import AuthenticationError
+    from ray.exceptions import AuthenticationError  # Ray ≥ 2.52 only: callers check it exists first
 
     try:
         with _stderr_silenced():
@@ -146,7 +147,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     "host:port" joins a running cluster (e.g. one made with ``ray start --head``).
     A session already initialised by the caller is used as it is.
     """
-    import ray
+    import ray  # ~1 s to import: a run without shadow models never pays it
 
     if ray.is_initialized():
         yield ray
@@ -229,8 +230,6 @@ def _watch_raylet(ray) -> threading.Event:
     def watch():
         while not stop.wait(0.5):
             if any(process.poll() is not None for process in raylets) and not stop.is_set():
-                from topicaudit.cli.main import EXIT_RAY_FAILED
-
                 print("topicaudit: error: the local Ray instance stopped under the run (its raylet died); "
                       "finished models are kept — rerun the same command to resume", file=sys.stderr, flush=True)
                 os._exit(EXIT_RAY_FAILED)
@@ -243,8 +242,6 @@ class _Reaper:
     """``topicaudit.engine.ray_reaper`` watching this driver: the local instance's processes die with it."""
 
     def __init__(self):
-        import subprocess
-
         self.process = subprocess.Popen(
             [sys.executable, "-m", "topicaudit.engine.ray_reaper"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, text=True,

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from topicaudit.engine.rundir import UNREADABLE_NPZ, atomic_write_bytes
+from topicaudit.engine.validation import check_seed
 from topicaudit.errors import UserError
-from topicaudit.engine.validation import check_fits_in_memory, check_seed
+from topicaudit.memory import check_fits_in_memory
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,11 @@ class Plan:
                 "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
 
     def save(self, path: Path) -> None:
-        from topicaudit.engine.rundir import atomic_write_bytes
 
         atomic_write_bytes(Path(path), lambda handle: np.savez(handle, **self.arrays()))
 
     @classmethod
     def load(cls, path: Path) -> "Plan":
-        from topicaudit.engine.rundir import UNREADABLE_NPZ
 
         try:
             with np.load(path, allow_pickle=False) as z:

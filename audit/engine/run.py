@@ -21,26 +21,26 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit import __version__
-from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
-from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
 from topicaudit.attacks.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from topicaudit.attacks.lira import offline_scores, online_scores
-from topicaudit.engine.config import Config, config_hash, validate
-from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
-from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import summarize
+from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
+from topicaudit.attacks.statistics import STATISTICS
+from topicaudit.attacks.utility import release_utility
+from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
+from topicaudit.engine.config import Config, config_hash, validate
 from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
 from topicaudit.engine.plan import Plan, make_plan
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.engine.tasks import fit_release, statistics_batch
-from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
-from topicaudit.attacks.utility import release_utility
+from topicaudit.errors import UserError
+from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
+from topicaudit.version import __version__
 
 RESULTS_SCHEMA = "topicaudit.results/1"
 

@@ -14,7 +14,6 @@ and a different parameter, value list or base configuration is refused.
 from __future__ import annotations
 
 import contextlib
-
 import copy
 import json
 import math
@@ -24,9 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
-from topicaudit.errors import UserError
+from topicaudit.engine.parallel import ray_session
+from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text
+from topicaudit.errors import UserError
+from topicaudit.targets import build_target
 
 SWEEP_SCHEMA = "topicaudit.sweep/1"
 FREE_TABLE_KEYS = {"params", "vocabulary_params", "options"}
@@ -97,7 +101,6 @@ def _label(parameter: str, value: Any) -> str:
 def plan_sweep(config: Config, parameter: str, values: list[Any], replicates: int,
                output: Path) -> list[SweepRun]:
     """Every run of the sweep, configured and validated before anything is written."""
-    from topicaudit.targets import build_target
 
     if replicates < 1:
         raise UserError(f"--replicates must be ≥ 1 (got {replicates})")
@@ -136,8 +139,6 @@ def _json_safe(value: Any) -> Any:
 def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
               quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content."""
-    from topicaudit.engine.parallel import ray_session
-    from topicaudit.engine.run import run_audit
 
     output = Path(output)
     runs = plan_sweep(config, parameter, values, replicates, output)
@@ -226,7 +227,6 @@ def load_sweep(path: Path) -> dict[str, Any]:
 
 def sweep_table(index: dict[str, Any]) -> str:
     """Mean ± sd over replicates of the main metrics, one row per value."""
-    import numpy as np
 
     finished = [e["results"] for e in index["runs"] if e.get("results")]
     canaries = any("canaries" in r for r in finished)

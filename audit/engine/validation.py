@@ -9,9 +9,11 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.memory import check_fits_in_memory
 
 # The plan stores the seed as int64 (plan.npz, results.json), so seeds live in [0, 2**63).
 MAX_SEED = 2**63 - 1
@@ -77,37 +79,6 @@ def _probe(directory: Path, what: str) -> None:
             from None
 
 
-def available_memory() -> int | None:
-    """Bytes the kernel says a new allocation can get (MemAvailable), or None when unknown."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} PiB"  # pragma: no cover
-
-
-def check_fits_in_memory(nbytes: float, what: str, fix: str) -> None:
-    """Refuse work whose arrays alone need more than the memory available now."""
-    available = available_memory()
-    if available is not None and nbytes > available:
-        raise UserError(f"{what} needs about {format_bytes(nbytes)} of memory, more than the "
-                        f"{format_bytes(available)} available; {fix}")
-
-
 def check_run_config(config) -> None:
     """What ``topicaudit run`` can refuse from the configuration alone (``topicaudit.engine.config.validate`` calls it)."""
     check_seed(config.seed, "seed (--seed)")
@@ -138,7 +109,6 @@ def check_synthetic(s) -> None:
 def warn_more_topics_than_words(k: int, n_words: int, flag: str) -> None:
     """k above the vocabulary size leaves topics with nothing of their own to learn: say so."""
     if k > n_words:
-        import warnings
 
         warnings.warn(f"{flag} {k} topics for a vocabulary of {n_words} words: at most {n_words} topics can "
                       "differ; the audit runs, but consider a smaller k", UserWarning, stacklevel=2)

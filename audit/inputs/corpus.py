@@ -76,11 +76,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.io
 import scipy.sparse as sp
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.phi_io import read_vocabulary
 from topicaudit.inputs.preprocess import preprocess_corpus, tokenize_like_countvectorizer
-from topicaudit.engine.validation import check_fits_in_memory
+from topicaudit.memory import check_fits_in_memory
 
 __all__ = [
     "Corpus",
@@ -838,13 +840,11 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
 
 def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = None) -> Corpus:
     """gensim's MmCorpus: documents × term ids, the ids naming words of ``dictionary``."""
-    import scipy.io
 
     if dictionary is None:
         raise UserError(f"{path}: a Matrix Market corpus holds term ids; give the dictionary they refer to with "
                         "the option dictionary=PATH (gensim's Dictionary.save_as_text output)")
     if isinstance(dictionary, (str, os.PathLike)):
-        from topicaudit.inputs.phi_io import read_vocabulary
 
         words, where = read_vocabulary(Path(dictionary)), f"dictionary {dictionary}"
     else:

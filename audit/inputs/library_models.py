@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.targets.optional import require
 
 TOMOTOPY_MAGIC = b"TPTK"          # in the first bytes of every tomotopy model file
 _GENSIM_EXPORT = (
@@ -167,7 +168,6 @@ def literal_pickle(data: bytes) -> Any:
 # -- tomotopy ------------------------------------------------------------------------------
 def load_tomotopy(path: Path) -> LibraryModel:
     """A tomotopy ``LDAModel`` file: Φ over its used vocabulary, and its settings."""
-    from topicaudit.targets.optional import require
 
     tp = require("tomotopy", "tomotopy", f"reading the tomotopy model {path}")
     try:
@@ -232,10 +232,9 @@ def refuse_gensim(path: Path) -> UserError:
 
 def load_gensim(path: Path) -> LibraryModel:
     """A gensim ``LdaModel``/``LdaMulticore`` saved with ``save`` (unpickled: call only with --trust-pickle)."""
-    from topicaudit.targets.optional import require
 
     require("gensim", "gensim", f"reading the gensim model {path}")
-    from gensim.models import LdaModel
+    from gensim.models import LdaModel  # optional dependency (extra "gensim")
 
     try:
         model = LdaModel.load(str(path))

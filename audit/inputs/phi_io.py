@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
                ".joblib": "pickle", ".pkl": "pickle", ".pickle": "pickle"}
@@ -115,7 +116,6 @@ def _read(path: Path, what: str) -> bytes:
 
 # -- Φ --------------------------------------------------------------------------------
 def phi_format(path: Path) -> str:
-    from topicaudit.inputs.library_models import sniff
 
     # A tomotopy or gensim model by its first bytes (whatever its name), else by extension.
     fmt = sniff(path) or PHI_FORMATS.get(path.suffix.lower())
@@ -237,7 +237,7 @@ def _read_csv(path: Path, raw: bytes) -> tuple[np.ndarray, list[str] | None]:
 
 def _read_pickled(path: Path) -> tuple[np.ndarray, bool]:
     """The array, and whether it is an LDA's unnormalised components_."""
-    import joblib
+    import joblib  # only for scikit-learn model files; keeps `topicaudit --help` fast
 
     try:
         with warnings.catch_warnings():
@@ -250,7 +250,7 @@ def _read_pickled(path: Path) -> tuple[np.ndarray, bool]:
         ) from None
     if isinstance(obj, np.ndarray):
         return obj, False
-    from sklearn.decomposition import LatentDirichletAllocation
+    from sklearn.decomposition import LatentDirichletAllocation  # heavy; only for scikit-learn model files
 
     if not isinstance(obj, LatentDirichletAllocation):
         raise UserError(
@@ -498,7 +498,6 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
 
 def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: bool, tolerance: float) -> UserModel:
     """A saved tomotopy or gensim model: Φ, words and settings all come from the model."""
-    from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim
 
     if vocabulary_path is not None:
         raise UserError(f"{path}: a saved {fmt} model carries its own vocabulary; drop --vocabulary "

@@ -112,7 +112,7 @@ _lemmatizer_lock = threading.Lock()
 
 def _build_lemmatizer():
     """nltk's WordNetLemmatizer, reading the shipped WordNet 3.0 instead of nltk_data."""
-    import nltk
+    import nltk  # nltk is imported (slowly) only when raw text is pre-processed
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
     from nltk.data import ZipFilePathPointer
     from nltk.stem import WordNetLemmatizer

@@ -1,0 +1,135 @@
+"""The package's layers import one way only (docs/architecture.md).
+
+Each module is read with ``ast`` (nothing is imported) and every import of a
+``topicaudit`` module, at module level or inside a function, must point to the
+module's own layer or a lower one. Imports inside functions are allowed only
+for third-party packages and must carry a comment saying why.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"topicaudit": ROOT / "audit", "topicaudit.targets": ROOT / "targets", "topicaudit.reports": ROOT / "reports"}
+
+# Lowest first. A module may import modules of its own layer and of the layers before it.
+LAYERS = [
+    ("base", ("topicaudit.errors", "topicaudit.version", "topicaudit.memory")),
+    ("targets", ("topicaudit.targets",)),
+    ("inputs", ("topicaudit.inputs",)),
+    ("bounds", ("topicaudit.bounds",)),
+    ("attacks", ("topicaudit.attacks",)),
+    ("engine", ("topicaudit.engine",)),
+    ("reports", ("topicaudit.reports",)),
+    ("cli", ("topicaudit.cli",)),
+    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.__main__", "topicaudit")),
+]
+
+
+def layer_of(module: str) -> int:
+    best, best_length = None, -1
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = rank, len(prefix)
+    assert best is not None, f"{module} belongs to no layer: add it to LAYERS and docs/architecture.md"
+    return best
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in FOLDERS.items():
+        for path in folder.rglob("*.py"):
+            relative = path.relative_to(folder).with_suffix("").parts
+            parts = [package, *relative]
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join(parts)
+            if name.startswith("topicaudit.targets") and package == "topicaudit" or \
+                    name.startswith("topicaudit.reports") and package == "topicaudit":
+                continue
+            found[name] = path
+    return found
+
+
+def imports(path: Path, module: str):
+    """(imported module, line, inside a function, the source line) for every import statement."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside.update(id(child) for child in ast.walk(node) if child is not node)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            yield name, node.lineno, id(node) in inside, commented_group(lines, node.lineno - 1)
+
+
+def commented_group(lines: list[str], index: int) -> str:
+    """The import line with the lines of its block of consecutive imports above it (one comment covers a block)."""
+    start = index
+    while start > 0 and lines[start - 1].strip().startswith(("import ", "from ")):
+        start -= 1
+    return "\n".join(lines[start:index + 1])
+
+
+ALL = modules()
+
+
+def test_every_module_has_a_layer():
+    assert len(ALL) > 60
+    for name in ALL:
+        layer_of(name)
+
+
+@pytest.mark.parametrize("module", sorted(ALL))
+def test_imports_point_down(module):
+    own = layer_of(module)
+    for name, line, _, _ in imports(ALL[module], module):
+        if not name.split(".")[0] == "topicaudit" or name not in ALL and name.rpartition(".")[0] not in ALL:
+            continue
+        target = name if name in ALL else name.rpartition(".")[0]
+        assert layer_of(target) <= own, (
+            f"{module} (layer {LAYERS[own][0]}) imports {target} (layer {LAYERS[layer_of(target)][0]}) "
+            f"at line {line}: a lower layer must not import a higher one")
+
+
+@pytest.mark.parametrize("module", sorted(ALL))
+def test_imports_inside_functions_are_optional_dependencies_with_a_reason(module):
+    for name, line, inside, source in imports(ALL[module], module):
+        if not inside:
+            continue
+        assert not name.startswith("topicaudit"), (
+            f"{module}:{line} imports {name} inside a function; import it at the top of the module")
+        assert name.split(".")[0] not in sys.stdlib_module_names, (
+            f"{module}:{line} imports the standard library's {name} inside a function; import it at the top")
+        assert "#" in source, f"{module}:{line} imports {name} inside a function without a comment saying why"
+
+
+def test_the_layers_test_catches_an_upward_import(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("from topicaudit.engine.run import run_audit\n")
+    (name, _, _, _), *_ = imports(path, "topicaudit.targets.bad")
+    assert layer_of(name.rpartition(".")[0]) > layer_of("topicaudit.targets.bad")
+
+
+def test_the_distribution_has_one_top_level_package():
+    """Nothing but ``topicaudit`` goes into site-packages (no ``audit``, ``targets`` or ``reports``)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {name.split(".")[0] for name in setuptools["packages"]} == {"topicaudit"}
+    assert set(setuptools["package-dir"]) == {"topicaudit", "topicaudit.targets", "topicaudit.reports"}
