@@ -29,12 +29,11 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.config import config_from_dict, config_hash
-from topicaudit.engine.run import corpus_fingerprint, load_audit_corpus
-from topicaudit.engine.rundir import UNREADABLE_NPZ
+from topicaudit.engine.rundir import RESULTS_SCHEMA, UNREADABLE_NPZ, load_audit_corpus
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
+from topicaudit.inputs.corpus import corpus_fingerprint
 
-RESULTS_SCHEMA = "topicaudit.results/1"
 # configuration keys that say where and how a run was computed, never what it computed
 _NOT_IDENTITY = ("name", "output", "ray", "provenance")
 

@@ -56,6 +56,22 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
         raise UserError(f"bad parameter for {what} in {where}: {error}") from None
 
 
+def build_learner(learner: str, k: int, params: dict | None = None, where: str = "[target.params]"):
+    """The learner named ``learner`` with ``params``; ``where`` names the place the parameters came from."""
+    path, fixed = LEARNERS[learner]
+    try:
+        cls = _load(path)
+    except ImportError:
+        raise UserError(f"learner {learner!r} is not available in this installation (docs/interop.md); choose "
+                        "one of the installed learners, e.g. lda or cgs") from None
+    return _construct(cls, dict(params or {}), {"k": k, **fixed}, where, f"learner {learner!r}")
+
+
+def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str = "[target.params]") -> Pipeline:
+    """The named learner over a fixed vocabulary (every column it is given): shadows of a model whose words are known."""
+    return Pipeline(_load(VOCABULARY_STEPS["all"])(), build_learner(learner, k, params, where))
+
+
 def build_target(learner: str, k: int, vocabulary: str = "observed", params: dict | None = None,
                  vocabulary_params: dict | None = None, under_noise: float = 1.0) -> Pipeline:
     """The target pipeline named by a configuration, with a clear error for typos.
@@ -71,11 +87,9 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
         )
     if not isinstance(k, int) or isinstance(k, bool) or k < 2:
         raise UserError(f"the number of topics k must be an integer ≥ 2 (got {k!r}); set [target] k or --k")
-    cls, fixed = LEARNERS[learner]
-    cls = _load(cls)
     step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
                       "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
-    model = _construct(cls, dict(params or {}), {"k": k, **fixed}, "[target.params]", f"learner {learner!r}")
+    model = build_learner(learner, k, params)
     if under_noise != 1.0:
         try:
             model = UnderNoised(model, under_noise)
@@ -90,4 +104,5 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     return pipeline
 
 
-__all__ = ["Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "LEARNERS"]
+__all__ = ["Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "build_learner", "shadow_pipeline",
+           "LEARNERS", "VOCABULARY_STEPS"]

@@ -5,7 +5,7 @@ import pytest
 
 from topicaudit.engine.config import Config, config_from_dict, config_hash, load_config, to_toml, validate
 from topicaudit.errors import UserError
-from topicaudit.engine.run import load_audit_corpus
+from topicaudit.engine.rundir import load_audit_corpus
 
 
 def test_a_full_config_file_loads_and_relative_corpus_paths_follow_the_file(tmp_path):

@@ -168,3 +168,53 @@ def test_real_pheme_audit_reproduces_the_paper(tmp_path):
     assert attacks["lira_online"]["auc"] > 0.74
     assert attacks["lira_online"]["tpr_at_fpr_0.001"] > 0.08
     assert attacks["lira_offline"]["auc"] > 0.76
+
+
+def _write_json_corpus(path: Path, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i:03d}" for i in range(300)]
+    path.write_text(json.dumps({"text": [" ".join(rng.choice(words, size=30)) for _ in range(200)]}))
+
+
+def test_resume_follows_the_corpus_content_not_its_spelling_or_the_working_directory(tmp_path, monkeypatch):
+    """The same audit resumes from another directory with the path spelled another way; other content is refused.
+
+    A canary-only audit (no shadow models, no Ray) keeps this fast: its canary release is the saved model.
+    """
+    from topicaudit.errors import UserError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_json_corpus(data / "corpus.json", seed=0)
+    output = tmp_path / "run"
+
+    def config(path):
+        return config_from_dict({"corpus": {"path": path, "preprocess": False}, "target": {"k": 3},
+                                 "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": str(output)})
+
+    monkeypatch.chdir(tmp_path)
+    first = run_audit(config("./data/corpus.json"), quiet=True)
+    model = output / "models" / "canary-target.npz"
+    fitted_at = model.stat().st_mtime_ns
+    monkeypatch.chdir(data)
+    again = run_audit(config("../data/../data/corpus.json"), quiet=True)
+    assert again["resumed"] is True and again["config_hash"] == first["config_hash"]
+    assert model.stat().st_mtime_ns == fitted_at, "the canary release was refitted"
+    assert again["canaries"]["epsilon_lower_bounds"] == first["canaries"]["epsilon_lower_bounds"]
+
+    _write_json_corpus(data / "corpus.json", seed=1)  # same path, other documents
+    with pytest.raises(UserError, match="different configuration"):
+        run_audit(config("corpus.json"), quiet=True)
+
+
+def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_path):
+    """A ζ tolerance no solver can certify makes every statistics task warn, inside Ray workers."""
+    from topicaudit.engine.run import summary_table
+
+    config = small_config(tmp_path, "warn", synthetic={"n_docs": 60, "n_words": 200},
+                          attack={"shadows": 2, "tol": 1e-300})
+    results = run_audit(config, quiet=True)
+    assert any("solve_zeta" in message and "gap > tol" in message for message in results["warnings"])
+    saved = json.loads((config.run_dir / "results.json").read_text())
+    assert saved["warnings"] == results["warnings"]
+    assert "warning from a Ray worker: RuntimeWarning: solve_zeta" in summary_table(results)

@@ -50,3 +50,17 @@ def test_online_score_is_a_log_ratio_that_does_not_overflow():
     inside = np.array([[True], [True], [False], [False]])
     score = online_scores(np.array([0.0]), shadow, inside)
     assert np.isfinite(score).all() and score[0] > 700  # exp() of this overflows
+
+
+def test_pooled_variance_centres_each_document_on_its_own_mean():
+    """The pooled variance is the count-weighted mean of per-document variances, not the uncentred spread."""
+    from topicaudit.attacks.lira import pooled_within_document_variance
+
+    shadow = np.array([[0.0, 10.0], [2.0, 14.0], [1.0, 12.0], [3.0, 12.0]])
+    mask = np.array([[True, True], [True, True], [False, True], [True, False]])
+    # document 0: values 0, 2, 3 → mean 5/3, variance (25/9 + 1/9 + 16/9)/3 = 14/9
+    # document 1: values 10, 14, 12 → mean 12, variance 8/3
+    var = np.array([14 / 9, 8 / 3])
+    pooled = pooled_within_document_variance(var, mask)
+    np.testing.assert_allclose(pooled, (3 * 14 / 9 + 3 * 8 / 3) / 6)
+    assert pooled[0] < np.var(shadow[mask])  # the between-document spread is left out

@@ -25,8 +25,13 @@ def _masked_moments(shadow: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, n
     return mean, var
 
 
-def _pooled(var: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Carlini's global variance: one σ² pooled over documents after centring each."""
+def pooled_within_document_variance(var: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """One σ² for every document: the per-document variances (each about its own mean) averaged, weighted by count.
+
+    Centring each document on its own mean keeps differences between documents
+    out of the variance. (Carlini et al.'s fixed variance is another quantity:
+    it does not centre per document.)
+    """
     count = mask.sum(axis=0)
     return np.full_like(var, (var * count).sum() / max(count.sum(), 1))
 
@@ -42,7 +47,7 @@ def online_scores(
     mu_in, var_in = _masked_moments(shadow, shadow_in)
     mu_out, var_out = _masked_moments(shadow, ~shadow_in)
     if global_variance:
-        var_in, var_out = _pooled(var_in, shadow_in), _pooled(var_out, ~shadow_in)
+        var_in, var_out = pooled_within_document_variance(var_in, shadow_in), pooled_within_document_variance(var_out, ~shadow_in)
     var_in = np.maximum(var_in, VARIANCE_FLOOR)
     var_out = np.maximum(var_out, VARIANCE_FLOOR)
     return _gaussian_logpdf(observed, mu_in, var_in) - _gaussian_logpdf(observed, mu_out, var_out)
@@ -59,5 +64,5 @@ def offline_scores(
     """
     mu_out, var_out = _masked_moments(shadow, ~shadow_in)
     if global_variance:
-        var_out = _pooled(var_out, ~shadow_in)
+        var_out = pooled_within_document_variance(var_out, ~shadow_in)
     return (observed - mu_out) / np.sqrt(np.maximum(var_out, VARIANCE_FLOOR))

@@ -105,6 +105,9 @@ class Config:
         d["attack"].pop("attacks")  # which scores are reported does not change the models or statistics
         if self.corpus.path is not None:
             d.pop("synthetic")
+        # The corpus is identified by its content (config_hash's fingerprint), not by how its path is spelled
+        # or where the command runs from.
+        d["corpus"].pop("path")
         # Keys added after runs were recorded: left out at their defaults so those runs still resume.
         if not self.attack.canaries.count:
             d["attack"].pop("canaries")

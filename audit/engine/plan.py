@@ -46,12 +46,10 @@ class Plan:
                 "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
 
     def save(self, path: Path) -> None:
-
         atomic_write_bytes(Path(path), lambda handle: np.savez(handle, **self.arrays()))
 
     @classmethod
     def load(cls, path: Path) -> "Plan":
-
         try:
             with np.load(path, allow_pickle=False) as z:
                 return cls(

@@ -7,15 +7,9 @@ file each as they arrive, so an interrupted run resumes where it stopped.
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
 import math
-import platform
-import shutil
 import sys
 import time
-from contextlib import contextmanager, nullcontext
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,159 +23,17 @@ from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
 from topicaudit.engine.config import Config, config_hash, validate
-from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
-from topicaudit.engine.plan import Plan, make_plan
-from topicaudit.engine.progress import Progress
-from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import fit_release, statistics_batch
+from topicaudit.engine.experiment import Experiment, execute
+from topicaudit.engine.plan import make_plan
+from topicaudit.engine.rundir import RESULTS_SCHEMA, RunDirectory, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
-from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
-from topicaudit.inputs.synthetic import synthetic_corpus
+from topicaudit.inputs.corpus import corpus_fingerprint
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
-from topicaudit.version import __version__
-
-RESULTS_SCHEMA = "topicaudit.results/1"
 
 
-# -- inputs -----------------------------------------------------------------------
-def load_audit_corpus(config: Config) -> Corpus:
-    if config.corpus.path is None:
-        s = config.synthetic
-        corpus, _ = synthetic_corpus(s.n_docs, s.n_words, s.k, s.mean_length, s.topic_concentration,
-                                     s.doc_concentration, seed=config.seed)
-        return corpus
-    c = config.corpus
-    corpus = load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
-    return keep_most_frequent_words(corpus, c.max_words) if c.max_words else corpus
-
-
-def corpus_fingerprint(corpus: Corpus) -> str:
-    digest = hashlib.sha256()
-    for array in (corpus.X.indptr, corpus.X.indices, corpus.X.data):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    digest.update("\n".join(map(str, corpus.vocabulary)).encode())
-    return digest.hexdigest()[:16]
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"topicaudit": __version__, "python": platform.python_version()}
-    for name in ("numpy", "scipy", "scikit-learn", "numba", "ray", "nltk"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
-
-
-# -- orchestration -------------------------------------------------------------------
-@contextmanager
-def removed_on_user_error(path: Path):
-    """Remove a run directory this block creates if an error stops it before any model is saved.
-
-    Such a directory holds nothing worth resuming, and its config hash would
-    block the corrected configuration from using the same path.
-    """
-    existed = path.exists()
-    try:
-        yield
-    except Exception:  # a UserError, or a crash before anything worth resuming
-        if not existed and not any(path.glob("models/*.npz")):
-            shutil.rmtree(path, ignore_errors=True)
-        raise
-
-
-def fitted(ray, ref, target) -> tuple[Release, float, str]:
-    """A fit task's result; a learner refusing the data (ValueError) becomes a UserError.
-
-    Learners check what only the data can tell (e.g. a corpus too large for a
-    dense sampler) and raise ValueError with the reason and the fix.
-    """
-    try:
-        return ray.get(ref)
-    except ValueError as error:
-        cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
-        learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
-        raise UserError(f"the learner ({learner}) could not fit this corpus: {cause}") from None
-
-
-def collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash: str, progress: Progress) -> float:
-    """Wait for the fit tasks in ``pending`` (ref → model key), saving each model as it arrives.
-
-    releases: list or dict filled by model key. Returns the tasks' summed fit seconds.
-    """
-    seconds = 0.0
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        key = pending.pop(done[0])
-        releases[key], fit_seconds, node = fitted(ray, done[0], target)
-        run.save_model(key, releases[key], chash, fit_seconds, node)
-        seconds += fit_seconds
-        progress.advance()
-    progress.close()
-    return seconds
-
-
-def fit_shadow_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
-                      vocabulary: np.ndarray | None, quiet: bool) -> tuple[list[Release], float, int]:
-    """Fit (or reload) every shadow model of the plan, one Ray task each, saving each as it arrives.
-
-    vocabulary: corpus column ids every shadow learns over, or None for each
-    shadow's own vocabulary step. Returns the releases, their summed fit
-    seconds and how many were reloaded from the run directory.
-    """
-    fit = one_cpu_task(ray, fit_release)
-    shadows: list[Release | None] = [None] * plan.n_shadows
-    pending, fit_seconds = {}, 0.0
-    for i in range(plan.n_shadows):
-        loaded = run.load_model(i, chash)
-        if loaded is not None:
-            shadows[i], seconds = loaded
-            fit_seconds += seconds
-        else:
-            rows = np.flatnonzero(plan.shadow_in[i])
-            pending[fit.remote(target, X_ref, rows, int(plan.shadow_seeds[i]), vocabulary)] = i
-    n_reused = plan.n_shadows - len(pending)
-    progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
-    progress.done = n_reused
-    fit_seconds += collect_fits(ray, run, target, pending, shadows, chash, progress)
-    return shadows, fit_seconds, n_reused
-
-
-def _fit_models(ray, run: RunDirectory, target, X_ref, plan: Plan, chash: str,
-                shadow_vocabulary: str, quiet: bool) -> tuple[Release, list[Release], float]:
-    loaded = run.load_model(None, chash)
-    if loaded is None:
-        fit = one_cpu_task(ray, fit_release)
-        target_release, seconds, node = fitted(
-            ray, fit.remote(target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None), target)
-        run.save_model(None, target_release, chash, seconds, node)
-    else:
-        target_release, seconds = loaded
-    reuse = target_release.vocabulary if shadow_vocabulary == "target" else None
-    shadows, shadow_seconds, _ = fit_shadow_models(ray, run, target, X_ref, plan, chash, reuse, quiet)
-    return target_release, shadows, seconds + shadow_seconds
-
-
-def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: int,
-                        quiet: bool) -> dict[str, np.ndarray]:
-    task = one_cpu_task(ray, statistics_batch)
-    batch = max(1, math.ceil(len(releases) / (4 * max(cpus, 1))))
-    starts = list(range(0, len(releases), batch))
-    refs = {task.remote(X_ref, releases[s:s + batch], tol): s for s in starts}
-    parts: dict[int, dict[str, np.ndarray]] = {}
-    progress = Progress("scoring models", len(releases), quiet=quiet)
-    while refs:
-        done, _ = ray.wait(list(refs), num_returns=1)
-        start = refs.pop(done[0])
-        parts[start] = ray.get(done[0])
-        progress.advance(len(parts[start]["zeta"]))
-    progress.close()
-    ordered = [parts[s] for s in starts]
-    return {name: np.concatenate([p[name] for p in ordered]) for name in ordered[0]}
-
-
+# -- canaries ------------------------------------------------------------------------
 def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySet | None:
     """The run's canaries (None without any); a corpus too small for them is a UserError."""
     c = config.attack.canaries
@@ -193,41 +45,6 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
         return make_canaries(X, c.count, kind, length, config.seed, c.shadows)
     except ValueError as error:
         raise UserError(f"[attack.canaries]: {error}") from None
-
-
-def fit_canary_releases(ray, run: RunDirectory, target, canaries: CanarySet, X, chash: str,
-                        quiet: bool) -> tuple[Release, list[Release], float]:
-    """The canary release and its shadows (if any), reusing saved ones; also returns their fit seconds.
-
-    Ray tasks when a session is open; in this process otherwise, so a
-    shadow-free canary audit starts no cluster.
-    """
-    jobs = [("canary-target", canaries.coins, canaries.fit_seed)]
-    if canaries.shadow_in is not None:
-        jobs += [(f"canary-shadow-{i + 1:04d}", coins, int(seed))
-                 for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
-    releases, seconds, pending = {}, 0.0, {}
-    for name, coins, seed in jobs:
-        loaded = run.load_model(name, chash)
-        if loaded is not None:
-            releases[name], fit_seconds = loaded
-            seconds += fit_seconds
-            continue
-        X_train = canaries.training_matrix(X, coins)
-        rows = np.arange(X_train.shape[0])
-        if ray is not None:
-            pending[one_cpu_task(ray, fit_release).remote(target, X_train, rows, seed, None)] = name
-            continue
-        try:
-            releases[name], fit_seconds, node = fit_release(target, X_train, rows, seed, None)
-        except ValueError as error:
-            raise UserError(f"the learner could not fit the canary training set: {error}") from None
-        run.save_model(name, releases[name], chash, fit_seconds, node)
-        seconds += fit_seconds
-    progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
-    progress.done = len(jobs) - len(pending)
-    seconds += collect_fits(ray, run, target, pending, releases, chash, progress)
-    return releases["canary-target"], [releases[name] for name, _, _ in jobs[1:]], seconds
 
 
 def all_canary_scores(release: Release, shadows: list[Release], canaries: CanarySet, tol: float) -> dict[str, np.ndarray]:
@@ -292,9 +109,15 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     guarantee = target.guarantee()
     canaries = build_canaries(config, corpus.X, target, guarantee.adjacency)
     plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None
-    chash = config_hash(config, corpus_fingerprint(corpus))
-    run = RunDirectory(config.run_dir)
-    resuming = run.check_compatible(chash)
+    fingerprint = corpus_fingerprint(corpus)
+    experiment = Experiment(
+        run=RunDirectory(config.run_dir), config_hash=config_hash(config, fingerprint), record=config.to_dict(),
+        seeds={"seed": config.seed, **({"target_fit": plan.target_seed} if plan else {}),
+               **({"canary_fit": canaries.fit_seed} if canaries else {})},
+        X=corpus.X if plan is not None else None, target=target, plan=plan,
+        shadow_vocabulary=config.attack.shadow_vocabulary, canaries=canaries, canary_X=corpus.X,
+        tol=config.attack.tol, ray_address=config.ray.address, num_cpus=config.ray.num_cpus)
+    resuming = experiment.resuming()
     load_seconds = time.perf_counter() - started
     if not quiet:
         n_tokens = int(corpus.X.sum())
@@ -304,45 +127,16 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
                 f" ({len(canaries.shadow_in)} shadow canary releases)" if canaries.shadow_in is not None else ""))
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
-              f"k={config.target.k}, {' and '.join(parts)} → {run.path}", file=sys.stderr)
-
-    x_bytes = corpus.X.data.nbytes + corpus.X.indices.nbytes + corpus.X.indptr.nbytes
-    needs_ray = plan is not None or (canaries is not None and canaries.shadow_in is not None)
-    session = (ray_session(config.ray.address, config.ray.num_cpus, object_store_bytes=8 * x_bytes) if needs_ray
-               else nullcontext(None))
-    timings: dict[str, float] = {"load": load_seconds}
-    with removed_on_user_error(run.path), session as ray:
-        cluster = cluster_description(ray) if ray is not None else {"nodes": 0, "cpus": 0}
-        versions = package_versions()
-        seeds = {"seed": config.seed, **({"target_fit": plan.target_seed} if plan else {}),
-                 **({"canary_fit": canaries.fit_seed} if canaries else {})}
-        run.create(config.to_dict(), {
-            "config_hash": chash, "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "versions": versions, "seeds": seeds,
-        })
-        if canaries is not None:
-            run.save_arrays("canaries.npz", canaries.arrays())
-            t = time.perf_counter()
-            canary_release, canary_shadows, timings["canary_fit_cpu"] = fit_canary_releases(
-                ray, run, target, canaries, corpus.X, chash, quiet)
-            timings["canary_fit_wall"] = time.perf_counter() - t
-        if plan is not None:
-            run.keep_plan(plan.arrays())
-            X_ref = ray.put(corpus.X)
-            t = time.perf_counter()
-            target_release, shadows, timings["fit_cpu"] = _fit_models(
-                ray, run, target, X_ref, plan, chash, config.attack.shadow_vocabulary, quiet)
-            timings["fit_wall"] = time.perf_counter() - t
-            t = time.perf_counter()
-            stats = compute_statistics(ray, X_ref, [target_release, *shadows], config.attack.tol,
-                                        cluster["cpus"], quiet)
-            timings["statistics"] = time.perf_counter() - t
+              f"k={config.target.k}, {' and '.join(parts)} → {experiment.run.path}", file=sys.stderr)
+    outcome = execute(experiment, quiet)
+    run, timings = experiment.run, {"load": load_seconds, **outcome.timings}
+    target_release, stats = outcome.target_release, outcome.statistics
 
     bound_delta = guarantee.delta if math.isfinite(guarantee.epsilon) else config.attack.delta
     results = {
         "schema": RESULTS_SCHEMA,
         "name": config.name,
-        "config_hash": chash,
+        "config_hash": experiment.config_hash,
         "corpus": {
             "source": corpus.source,
             "n_docs": int(corpus.X.shape[0]),
@@ -351,7 +145,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "n_dropped_empty": int(corpus.n_dropped_empty),
             # where the corpus was read (absolute, so reports find it from any directory)
             "path": str(Path(config.corpus.path).resolve()) if config.corpus.path else None,
-            "fingerprint": corpus_fingerprint(corpus),
+            "fingerprint": fingerprint,
         },
         "target": {
             "learner": config.target.learner,
@@ -367,10 +161,12 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         },
         "metrics_convention": "tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
         "attacks": {},
-        "seeds": seeds,
-        "versions": versions,
-        "ray": {"address": (config.ray.address or "local") if needs_ray else "none (no shadow models)", **cluster},
+        "seeds": experiment.seeds,
+        "versions": outcome.versions,
+        "ray": {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
+                **outcome.cluster},
         "resumed": resuming,
+        "warnings": outcome.worker_warnings,
     }
     if plan is not None:
         t = time.perf_counter()
@@ -408,9 +204,10 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         timings["utility"] = time.perf_counter() - t
     if canaries is not None:
         t = time.perf_counter()
-        scores = all_canary_scores(canary_release, canary_shadows, canaries, config.attack.tol)
+        scores = all_canary_scores(outcome.canary_release, outcome.canary_shadows, canaries, config.attack.tol)
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
-        results["canaries"] = canary_results(canaries, scores, canary_release, bound_delta, config.attack.alpha)
+        results["canaries"] = canary_results(canaries, scores, outcome.canary_release, bound_delta,
+                                             config.attack.alpha)
         timings["canary_scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
@@ -452,6 +249,8 @@ def summary_table(results: dict[str, Any]) -> str:
         lines.append(f"  empirical ε ≥ {eps['epsilon']:.2f} ({c['adjacency']}-level, {eps['confidence']:.0%} "
                      f"confidence, δ = {eps['delta']:g}; this audit can prove at most {eps['ceiling']:.2f}); "
                      f"claimed ε: {claim}")
+    for message in results.get("warnings", []):
+        lines.append(f"  warning from a Ray worker: {message}")
     if "test_under_noise" in target:
         lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
     t = results["timings_s"]

@@ -28,9 +28,26 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.engine.config import to_toml
+from topicaudit.engine.config import Config, to_toml
 from topicaudit.errors import UserError
+from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release
+
+RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
+USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"    # audit.json of `topicaudit audit`
+
+
+def load_audit_corpus(config: Config) -> Corpus:
+    """The corpus a run configuration names (or its synthetic one), as the run read it."""
+    if config.corpus.path is None:
+        s = config.synthetic
+        corpus, _ = synthetic_corpus(s.n_docs, s.n_words, s.k, s.mean_length, s.topic_concentration,
+                                     s.doc_concentration, seed=config.seed)
+        return corpus
+    c = config.corpus
+    corpus = load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
+    return keep_most_frequent_words(corpus, c.max_words) if c.max_words else corpus
 
 
 def fsync_directory(path: Path) -> None:

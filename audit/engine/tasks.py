@@ -2,12 +2,15 @@
 
 A worker unpickles these functions by reference, importing this module: it
 needs the learners and the ζ solver, not the corpus loaders, nltk or the
-attack statistics the driver uses.
+attack statistics the driver uses. Each task returns the warnings it raised:
+a worker's own stderr never reaches the user.
 """
 from __future__ import annotations
 
 import sys
 import time
+import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,16 +19,30 @@ from topicaudit.attacks.statistics import model_statistics
 from topicaudit.targets.base import Release
 
 
+@contextmanager
+def recorded_warnings():
+    """Collect the messages of warnings raised in the block (the list is filled when it ends)."""
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield messages
+    messages.extend(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+
+
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
-                vocabulary: np.ndarray | None) -> tuple[Release, float, str]:
-    """The release, its fit seconds and the id of the Ray node that fitted it ("" outside Ray)."""
+                vocabulary: np.ndarray | None) -> tuple[Release, float, str, list[str]]:
+    """The release, its fit seconds, the id of the Ray node that fitted it ("" outside Ray) and its warnings."""
     start = time.perf_counter()
-    release = target.fit(X[rows], seed, vocabulary)
+    with recorded_warnings() as messages:
+        release = target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
-    return release, time.perf_counter() - start, node
+    return release, time.perf_counter() - start, node, messages
 
 
-def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float) -> dict[str, np.ndarray]:
-    rows = [model_statistics(r.dense_phi(X.shape[1]), X, tol) for r in releases]
-    return {name: np.stack([row[name] for row in rows]) for name in rows[0]}
+def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
+                     ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Every statistic of X's documents under each release, stacked; and the warnings raised."""
+    with recorded_warnings() as messages:
+        rows = [model_statistics(r.dense_phi(X.shape[1]), X, tol) for r in releases]
+    return {name: np.stack([row[name] for row in rows]) for name in rows[0]}, messages

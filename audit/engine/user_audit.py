@@ -15,8 +15,8 @@ distribution (*reference*). There is no ground truth: the output is a ranking.
    shadows (:func:`topicaudit.engine.plan.make_plan`).
 3. ζ of every candidate under Φ and under each shadow (one Ray task per batch).
 4. Per candidate: online LiRA log-likelihood ratio log N(ζ; μ_in, σ_in²) −
-   log N(ζ; μ_out, σ_out²) (per-document variances, and Carlini's pooled
-   variance), and the offline one-sided p-value P(ζ_OUT ≥ ζ) under the OUT
+   log N(ζ; μ_out, σ_out²) (per-document variances, and one variance per side
+   pooled over documents), and the offline one-sided p-value P(ζ_OUT ≥ ζ) under the OUT
    Gaussian (small p = the model fits the document better than models that
    never saw it). Conventions as :mod:`topicaudit.attacks.lira`.
 
@@ -27,7 +27,6 @@ directory made for other inputs or settings is refused (config hash).
 from __future__ import annotations
 
 import csv
-import datetime
 import hashlib
 import io
 import json
@@ -43,15 +42,19 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import ndtr
 
-from topicaudit.inputs.corpus import Corpus, _detect_format, load_corpus
-from topicaudit.errors import UserError
 from topicaudit.attacks.lira import offline_scores, online_scores
-from topicaudit.inputs.phi_io import DEFAULT_ROW_SUM_TOLERANCE, UserModel, load_user_model
+from topicaudit.attacks.registry import recommended_attack
+from topicaudit.attacks.rmia import population_scores, rmia_scores
+from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
+from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
-from topicaudit.engine.rundir import RunDirectory, atomic_write_text
+from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text
 from topicaudit.engine.validation import check_output_directory, check_seed, warn_more_topics_than_words
-
-USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"
+from topicaudit.errors import UserError
+from topicaudit.inputs.corpus import Corpus, detect_format, load_corpus
+from topicaudit.inputs.phi_io import DEFAULT_ROW_SUM_TOLERANCE, UserModel, load_user_model
+from topicaudit.targets import LEARNERS, shadow_pipeline
+from topicaudit.targets.base import Release
 
 # Columns of scores.csv, in order ("text" only with show_text).
 SCORE_COLUMNS = ("rank", "candidate", "id", "n_tokens", "zeta", "online_llr", "online_llr_global",
@@ -116,8 +119,6 @@ def resolve_ranking(rank_by: str, n_shadows: int) -> tuple[str, bool]:
     """(--rank-by value to use, whether it was chosen by the recommendation rule)."""
     if rank_by != "recommended":
         return rank_by, False
-    from topicaudit.attacks.registry import recommended_attack
-
     return RECOMMENDED_RANKINGS[recommended_attack(n_shadows)], True
 RANKING_ORDER = ("strongest evidence first: by the chosen score (offline: smallest p-value first, ordered by z so "
                  "p-values that round to 0 keep their order; online: largest log-ratio first), ties by the other "
@@ -188,8 +189,6 @@ class Prepared:
 
 # -- inputs ----------------------------------------------------------------------------
 def _check_spec(spec: UserAuditSpec) -> None:
-    from topicaudit.targets import LEARNERS
-
     if spec.learner is not None and spec.learner not in LEARNERS:
         raise UserError(f"unknown learner {spec.learner!r} (--learner); known learners: {', '.join(LEARNERS)}")
     if spec.shadows < 2 or spec.shadows % 2:
@@ -214,23 +213,6 @@ def _check_spec(spec: UserAuditSpec) -> None:
         raise UserError(f"--num-cpus must be ≥ 0 (got {spec.num_cpus})")
 
 
-def _build_learner(name: str, params: dict[str, Any], k: int):
-    """The shadows' pipeline: the whole user vocabulary, then the named learner."""
-    from topicaudit.targets import LEARNERS, VOCABULARY_STEPS, _construct, _load
-    from topicaudit.targets.pipeline import Pipeline
-
-    path, fixed = LEARNERS[name]
-    try:
-        cls = _load(path)
-    except ImportError:
-        raise UserError(
-            f"learner {name!r} (--learner) is not available in this installation; choose one of the "
-            "installed learners, e.g. lda or cgs"
-        ) from None
-    learner = _construct(cls, dict(params), {"k": k, **fixed}, "--param", f"learner {name!r}")
-    return Pipeline(_load(VOCABULARY_STEPS["all"])(), learner)
-
-
 def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], model: UserModel, role: str) -> Corpus:
     options = dict(options)
     reserved = sorted(set(options) & set(_RESERVED_OPTIONS))
@@ -240,7 +222,7 @@ def _load_side(spec: UserAuditSpec, path: str, options: dict[str, Any], model: U
                         "text_field (json), dictionary (mm)")
     fmt = spec.format
     if fmt is None and isinstance(path, str):
-        fmt = _detect_format(Path(path))
+        fmt = detect_format(Path(path))
     if spec.text_field != "text" and fmt == "json":
         options.setdefault("text_field", spec.text_field)
     if fmt == "mm" and "dictionary" not in options and model.column_words is not None:
@@ -275,7 +257,7 @@ def prepare(spec: UserAuditSpec) -> Prepared:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
     learner, params, settings_from = _shadow_settings(spec, model, notes)
-    target = _build_learner(learner, params, k)
+    target = shadow_pipeline(learner, k, params, "--param")
     warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
     candidates = _load_side(spec, spec.candidates, spec.candidates_options, model, "candidates")
     reference = _load_side(spec, spec.reference, spec.reference_options, model, "reference")
@@ -379,9 +361,6 @@ def candidate_scores(model_zeta: np.ndarray, shadow_zeta: np.ndarray, shadow_in:
     z_global = offline_scores(model_zeta, shadow_zeta, shadow_in, global_variance=True)
     extra = {}
     if n_tokens is not None:
-        from topicaudit.attacks.rmia import population_scores, rmia_scores
-        from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
-
         z_shrunk = shrunk_offline_scores(model_zeta, shadow_zeta, shadow_in)
         extra = {"online_shrunk_llr": shrunk_online_scores(model_zeta, shadow_zeta, shadow_in),
                  "offline_shrunk_p": ndtr(-z_shrunk), "offline_shrunk_z": z_shrunk,
@@ -463,54 +442,33 @@ def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
 # -- orchestration ----------------------------------------------------------------------------
 def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared | None = None) -> dict[str, Any]:
     """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
-    from topicaudit.engine.parallel import cluster_description, ray_session
-    from topicaudit.engine.run import compute_statistics, fit_shadow_models, package_versions, removed_on_user_error
-    from topicaudit.targets.base import Release
-
     started = time.perf_counter()
     prep = prepared if prepared is not None else prepare(spec)
     model, cands, ref, plan = prep.model, prep.candidates, prep.reference, prep.plan
-    run = RunDirectory(spec.run_dir)
-    resuming = run.check_compatible(prep.config_hash)
+    n_c = cands.n_docs
+    # RMIA's population: a seeded sample of reference documents, scored with the candidates.
+    population = np.sort(np.random.default_rng(spec.seed).permutation(ref.n_docs)[:POPULATION_SIZE])
+    scored = sp.vstack([cands.X, ref.X[population]], format="csr")
+    all_words = np.arange(model.vocabulary.size, dtype=np.int64)
+    experiment = Experiment(
+        run=RunDirectory(spec.run_dir), config_hash=prep.config_hash, record=prep.config, seeds={"seed": spec.seed},
+        X=sp.vstack([cands.X, ref.X], format="csr"), target=prep.target, plan=plan,
+        plan_arrays={"seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
+                     "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs)},
+        released=Release(phi=model.phi, vocabulary=all_words), shadow_vocabulary=all_words, scored=scored,
+        tol=spec.tol, ray_address=spec.ray_address, num_cpus=spec.num_cpus)
+    resuming = experiment.resuming()
     for note in prep.notes:
         warnings.warn(note, UserWarning, stacklevel=2)
     load_seconds = time.perf_counter() - started
-    n_c = cands.n_docs
     if not quiet:
         print(f"{'resuming' if resuming else 'auditing'} {model.phi_path} (k={model.k}, {model.vocabulary.size} words): "
               f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
-              f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {run.path}", file=sys.stderr)
+              f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
+              file=sys.stderr)
         print(f"shadow settings ({prep.settings_from}): {settings_text(prep.params)}", file=sys.stderr)
-
-    pool = sp.vstack([cands.X, ref.X], format="csr")
-    x_bytes = pool.data.nbytes + pool.indices.nbytes + pool.indptr.nbytes
-    with removed_on_user_error(run.path), \
-            ray_session(spec.ray_address, spec.num_cpus, object_store_bytes=8 * x_bytes) as ray:
-        cluster = cluster_description(ray)
-        versions = package_versions()
-        run.create(prep.config, {
-            "config_hash": prep.config_hash,
-            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "versions": versions, "seeds": {"seed": spec.seed},
-        })
-        run.keep_plan({
-            "seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
-            "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs),
-        })
-        pool_ref = ray.put(pool)
-        t = time.perf_counter()
-        all_words = np.arange(prep.model.vocabulary.size, dtype=np.int64)
-        shadows, fit_cpu, n_reused = fit_shadow_models(ray, run, prep.target, pool_ref, prep.plan,
-                                                       prep.config_hash, all_words, quiet)
-        fit_seconds = time.perf_counter() - t
-
-        t = time.perf_counter()
-        user = Release(phi=model.phi, vocabulary=np.arange(model.vocabulary.size, dtype=np.int64))
-        # RMIA's population: a seeded sample of reference documents, scored with the candidates.
-        population = np.sort(np.random.default_rng(spec.seed).permutation(ref.n_docs)[:POPULATION_SIZE])
-        scored = sp.vstack([cands.X, ref.X[population]], format="csr")
-        stats = compute_statistics(ray, ray.put(scored), [user, *shadows], spec.tol, cluster["cpus"], quiet)
-        statistics_seconds = time.perf_counter() - t
+    outcome = execute(experiment, quiet)
+    run, stats = experiment.run, outcome.statistics
 
     t = time.perf_counter()
     n_tokens = np.asarray(scored.sum(axis=1), dtype=np.float64).ravel()
@@ -563,7 +521,7 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
                     "settings_from": prep.settings_from,
                     "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json()},
         "shadows": {"n_shadows": spec.shadows, "in_per_candidate": spec.shadows // 2,
-                    "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": n_reused},
+                    "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": outcome.n_reused},
         "ranking": {"by": RANKINGS[rank_by][0], "rank_by": rank_by, "recommended": recommended,
                     "rule": RECOMMENDATION_RULE, "order": RANKING_ORDER},
         "scores": {"file": "scores.csv", "columns": {c: COLUMN_DESCRIPTIONS[c] for c in
@@ -578,12 +536,13 @@ def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared 
         "top": rows[: spec.top],
         "statistics": {"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": spec.tol},
         "seeds": {"seed": spec.seed},
-        "versions": versions,
-        "ray": {"address": spec.ray_address or "local", **cluster},
-        "timings_s": {"load": round(load_seconds, 3), "fit_wall": round(fit_seconds, 3),
-                      "fit_cpu": round(fit_cpu, 3), "statistics": round(statistics_seconds, 3),
+        "versions": outcome.versions,
+        "ray": {"address": spec.ray_address or "local", **outcome.cluster},
+        "timings_s": {"load": round(load_seconds, 3),
+                      **{name: round(outcome.timings[name], 3) for name in ("fit_wall", "fit_cpu", "statistics")},
                       "scoring": round(scoring_seconds, 3), "total": round(time.perf_counter() - started, 3)},
         "resumed": resuming,
+        "warnings": outcome.worker_warnings,
     }
     atomic_write_text(run.path / "audit.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return result

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -212,7 +213,7 @@ def load_corpus(path, format=None, preprocess=None, text_field="text", vocabular
         )
     path = Path(path)
     if format is None:
-        format = _detect_format(path)
+        format = detect_format(path)
     elif format not in KNOWN_FORMATS:
         raise UserError(
             f"unknown corpus format {format!r}; known formats: {', '.join(KNOWN_FORMATS)}"
@@ -359,7 +360,7 @@ def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
 # --------------------------------------------------------------------------- #
 
 
-def _detect_format(path: Path) -> str:
+def detect_format(path: Path) -> str:
     if path.is_dir():
         return "folder"
     name = path.name.lower()
@@ -967,3 +968,12 @@ def _read_uci_vocab(vocab_path: Path, W: int, docword: Path) -> tuple[np.ndarray
         seen[word] = i + 1
         words.append(word)
     return np.array(words, dtype=str), note
+
+
+def corpus_fingerprint(corpus: Corpus) -> str:
+    """A digest of the counts and the vocabulary: what a run's identity keys on, not the path it was read from."""
+    digest = hashlib.sha256()
+    for part in (corpus.X.indptr, corpus.X.indices, corpus.X.data):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    digest.update("\n".join(map(str, corpus.vocabulary)).encode())
+    return digest.hexdigest()[:16]

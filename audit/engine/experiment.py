@@ -1,0 +1,294 @@
+"""The one shadow experiment that ``run``, ``audit``, ``sweep`` and ``check`` drive.
+
+An experiment is a pool of documents, a plan saying which models train on
+which of them, the pipeline those models run, and the model under audit:
+either trained here on the plan's target half (``run``) or given (a user's Φ,
+``audit``), plus optional canary releases. :func:`execute` does the part every
+front end shares: open the run directory, start or join Ray, fit (or reload)
+every model one file each as it finishes, and compute the statistics of every
+scored document under every model. Front ends turn the statistics into
+attack scores and their own results file.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import platform
+import shutil
+import time
+import warnings
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from topicaudit.attacks.canaries import CanarySet
+from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.plan import Plan
+from topicaudit.engine.progress import Progress
+from topicaudit.engine.rundir import RunDirectory
+from topicaudit.engine.tasks import fit_release, statistics_batch
+from topicaudit.errors import UserError
+from topicaudit.targets.base import Release
+from topicaudit.version import __version__
+
+
+@dataclass
+class Experiment:
+    """Everything one experiment needs; checked and built before anything is written."""
+
+    run: RunDirectory
+    config_hash: str                 # identity of the numbers: a directory made for another is refused
+    record: dict[str, Any]           # the resolved configuration, kept as config.toml
+    seeds: dict[str, int]            # every seed, for the manifest
+    X: sp.csr_matrix | None          # the pool (documents × corpus words); None without natural-document shadows
+    target: Any                      # the pipeline the shadows (and a trained target) run
+    plan: Plan | None                # membership of the pool; None for a canary-only audit
+    plan_arrays: dict[str, np.ndarray] | None = None  # what plan.npz keeps (default: plan.arrays())
+    released: Release | None = None  # the model under audit when it is given rather than trained here
+    shadow_vocabulary: Any = "target"  # "target": the target's released words; "own": each shadow's step; or ids
+    scored: sp.csr_matrix | None = None  # documents whose statistics are computed (default: the pool)
+    canaries: CanarySet | None = None
+    canary_X: sp.csr_matrix | None = None  # the corpus canary training sets are built from
+    tol: float = 1e-8
+    ray_address: str = ""
+    num_cpus: int = 0
+
+    @property
+    def needs_ray(self) -> bool:
+        return self.plan is not None or (self.canaries is not None and self.canaries.shadow_in is not None)
+
+    def resuming(self) -> bool:
+        """Whether the run directory holds this experiment's earlier work (another's is refused)."""
+        return self.run.check_compatible(self.config_hash)
+
+
+@dataclass
+class Outcome:
+    """What :func:`execute` hands back to the front end."""
+
+    target_release: Release | None = None
+    shadows: list[Release] = field(default_factory=list)
+    statistics: dict[str, np.ndarray] | None = None  # name → (1 + N, scored documents): row 0 the target
+    canary_release: Release | None = None
+    canary_shadows: list[Release] = field(default_factory=list)
+    n_reused: int = 0
+    cluster: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    worker_warnings: list[str] = field(default_factory=list)  # raised inside Ray workers, once each
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"topicaudit": __version__, "python": platform.python_version()}
+    for name in ("numpy", "scipy", "scikit-learn", "numba", "ray", "nltk"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+@contextmanager
+def removed_on_user_error(path: Path):
+    """Remove a run directory this block creates if an error stops it before any model is saved.
+
+    Such a directory holds nothing worth resuming, and its config hash would
+    block the corrected configuration from using the same path.
+    """
+    existed = path.exists()
+    try:
+        yield
+    except Exception:  # a UserError, or a crash before anything worth resuming
+        if not existed and not any(path.glob("models/*.npz")):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+class _WorkerWarnings:
+    """Warnings raised in Ray workers (returned by the tasks), shown once each in the driver."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+
+    def add(self, messages: list[str]) -> None:
+        for message in messages:
+            if message not in self.messages:
+                self.messages.append(message)
+                warnings.warn(f"in a Ray worker: {message}", RuntimeWarning, stacklevel=2)
+
+
+def _fitted(ray, ref, target, worker_warnings: _WorkerWarnings) -> tuple[Release, float, str]:
+    """A fit task's result; a learner refusing the data (ValueError) becomes a UserError.
+
+    Learners check what only the data can tell (e.g. a corpus too large for a
+    dense sampler) and raise ValueError with the reason and the fix.
+    """
+    try:
+        release, seconds, node, messages = ray.get(ref)
+    except ValueError as error:
+        cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
+        learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
+        raise UserError(f"the learner ({learner}) could not fit this corpus: {cause}") from None
+    worker_warnings.add(messages)
+    return release, seconds, node
+
+
+def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash: str, progress: Progress,
+                  worker_warnings: _WorkerWarnings) -> float:
+    """Wait for the fit tasks in ``pending`` (ref → model key), saving each model as it arrives.
+
+    releases: list or dict filled by model key. Returns the tasks' summed fit seconds.
+    """
+    seconds = 0.0
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        key = pending.pop(done[0])
+        releases[key], fit_seconds, node = _fitted(ray, done[0], target, worker_warnings)
+        run.save_model(key, releases[key], chash, fit_seconds, node)
+        seconds += fit_seconds
+        progress.advance()
+    progress.close()
+    return seconds
+
+
+def _fit_plan(ray, exp: Experiment, X_ref, quiet: bool, worker_warnings: _WorkerWarnings
+              ) -> tuple[Release, list[Release], float, int]:
+    """The model under audit (given, reloaded or fitted) and every shadow of the plan.
+
+    Returns the releases, their summed fit seconds and how many shadows were reloaded.
+    """
+    run, chash, plan, fit = exp.run, exp.config_hash, exp.plan, one_cpu_task(ray, fit_release)
+    seconds = 0.0
+    target_release = exp.released
+    if target_release is None:
+        loaded = run.load_model(None, chash)
+        if loaded is None:
+            ref = fit.remote(exp.target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None)
+            target_release, seconds, node = _fitted(ray, ref, exp.target, worker_warnings)
+            run.save_model(None, target_release, chash, seconds, node)
+        else:
+            target_release, seconds = loaded
+    vocabulary = exp.shadow_vocabulary
+    if isinstance(vocabulary, str):
+        vocabulary = target_release.vocabulary if vocabulary == "target" else None
+    shadows: list[Release | None] = [None] * plan.n_shadows
+    pending = {}
+    for i in range(plan.n_shadows):
+        loaded = run.load_model(i, chash)
+        if loaded is not None:
+            shadows[i], fit_seconds = loaded
+            seconds += fit_seconds
+        else:
+            rows = np.flatnonzero(plan.shadow_in[i])
+            pending[fit.remote(exp.target, X_ref, rows, int(plan.shadow_seeds[i]), vocabulary)] = i
+    n_reused = plan.n_shadows - len(pending)
+    progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
+    progress.done = n_reused
+    seconds += _collect_fits(ray, run, exp.target, pending, shadows, chash, progress, worker_warnings)
+    return target_release, shadows, seconds, n_reused
+
+
+def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _WorkerWarnings
+                         ) -> tuple[Release, list[Release], float]:
+    """The canary release and its shadows (if any), reusing saved ones; also returns their fit seconds.
+
+    Ray tasks when a session is open; in this process otherwise, so a
+    shadow-free canary audit starts no cluster.
+    """
+    canaries, run, chash = exp.canaries, exp.run, exp.config_hash
+    jobs = [("canary-target", canaries.coins, canaries.fit_seed)]
+    if canaries.shadow_in is not None:
+        jobs += [(f"canary-shadow-{i + 1:04d}", coins, int(seed))
+                 for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
+    releases, seconds, pending = {}, 0.0, {}
+    for name, coins, seed in jobs:
+        loaded = run.load_model(name, chash)
+        if loaded is not None:
+            releases[name], fit_seconds = loaded
+            seconds += fit_seconds
+            continue
+        X_train = canaries.training_matrix(exp.canary_X, coins)
+        rows = np.arange(X_train.shape[0])
+        if ray is not None:
+            pending[one_cpu_task(ray, fit_release).remote(exp.target, X_train, rows, seed, None)] = name
+            continue
+        try:
+            releases[name], fit_seconds, node, messages = fit_release(exp.target, X_train, rows, seed, None)
+        except ValueError as error:
+            raise UserError(f"the learner could not fit the canary training set: {error}") from None
+        worker_warnings.add(messages)
+        run.save_model(name, releases[name], chash, fit_seconds, node)
+        seconds += fit_seconds
+    progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
+    progress.done = len(jobs) - len(pending)
+    seconds += _collect_fits(ray, run, exp.target, pending, releases, chash, progress, worker_warnings)
+    return releases["canary-target"], [releases[name] for name, _, _ in jobs[1:]], seconds
+
+
+def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: int, quiet: bool,
+                       worker_warnings: _WorkerWarnings | None = None) -> dict[str, np.ndarray]:
+    """Every statistic of every document of X under every release: name → (len(releases), documents)."""
+    task = one_cpu_task(ray, statistics_batch)
+    batch = max(1, math.ceil(len(releases) / (4 * max(cpus, 1))))
+    starts = list(range(0, len(releases), batch))
+    refs = {task.remote(X_ref, releases[s:s + batch], tol): s for s in starts}
+    parts: dict[int, dict[str, np.ndarray]] = {}
+    progress = Progress("scoring models", len(releases), quiet=quiet)
+    while refs:
+        done, _ = ray.wait(list(refs), num_returns=1)
+        start = refs.pop(done[0])
+        parts[start], messages = ray.get(done[0])
+        if worker_warnings is not None:
+            worker_warnings.add(messages)
+        progress.advance(len(parts[start]["zeta"]))
+    progress.close()
+    ordered = [parts[s] for s in starts]
+    return {name: np.concatenate([p[name] for p in ordered]) for name in ordered[0]}
+
+
+def execute(exp: Experiment, quiet: bool = False) -> Outcome:
+    """Fit (or reload) every model of the experiment and compute its statistics.
+
+    The run directory is created inside the Ray session, and removed again if
+    an error stops the experiment before any model is saved.
+    """
+    run = exp.run
+    outcome = Outcome()
+    worker_warnings = _WorkerWarnings()
+    size = exp.X.data.nbytes + exp.X.indices.nbytes + exp.X.indptr.nbytes if exp.X is not None else 0
+    session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=8 * size) if exp.needs_ray
+               else nullcontext(None))
+    with removed_on_user_error(run.path), session as ray:
+        outcome.cluster = cluster_description(ray) if ray is not None else {"nodes": 0, "cpus": 0}
+        outcome.versions = package_versions()
+        run.create(exp.record, {
+            "config_hash": exp.config_hash,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "versions": outcome.versions, "seeds": exp.seeds,
+        })
+        if exp.canaries is not None:
+            run.save_arrays("canaries.npz", exp.canaries.arrays())
+            t = time.perf_counter()
+            outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \
+                _fit_canary_releases(ray, exp, quiet, worker_warnings)
+            outcome.timings["canary_fit_wall"] = time.perf_counter() - t
+        if exp.plan is not None:
+            run.keep_plan(exp.plan_arrays if exp.plan_arrays is not None else exp.plan.arrays())
+            X_ref = ray.put(exp.X)
+            t = time.perf_counter()
+            outcome.target_release, outcome.shadows, outcome.timings["fit_cpu"], outcome.n_reused = _fit_plan(
+                ray, exp, X_ref, quiet, worker_warnings)
+            outcome.timings["fit_wall"] = time.perf_counter() - t
+            t = time.perf_counter()
+            scored_ref = X_ref if exp.scored is None else ray.put(exp.scored)
+            outcome.statistics = compute_statistics(
+                ray, scored_ref, [outcome.target_release, *outcome.shadows], exp.tol, outcome.cluster["cpus"],
+                quiet, worker_warnings)
+            outcome.timings["statistics"] = time.perf_counter() - t
+    outcome.worker_warnings = worker_warnings.messages
+    return outcome
