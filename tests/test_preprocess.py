@@ -161,7 +161,7 @@ def test_matches_pheme_clean_vocabulary_on_raw_tweets():
 
 
 def test_shipped_data_is_small_and_carries_the_licence():
-    data = REPO / "audit" / "_data"
+    data = REPO / "audit" / "inputs" / "_data"
     zpath = data / "wordnet-3.0-lemmatizer.zip"
     total = sum(p.stat().st_size for p in data.iterdir() if p.is_file())
     assert total < 600_000, total
