@@ -288,4 +288,4 @@ def test_shipped_zip_rebuilds_identically_from_debian_wordnet(tmp_path):
     if not (DEBIAN_WORDNET / "index.noun").exists():
         pytest.skip("Debian wordnet-base not installed ('apt-get install -y --no-install-recommends wordnet-base')")
     build = _load_build_script()
-    assert build.main(["--source", str(DEBIAN_WORDNET), "--out", str(REPO / "audit" / "_data"), "--check"]) == 0
+    assert build.main(["--source", str(DEBIAN_WORDNET), "--out", str(REPO / "audit" / "inputs" / "_data"), "--check"]) == 0
