@@ -51,7 +51,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = Path("/usr/share/wordnet")
-DEFAULT_OUT = REPO / "audit" / "_data"
+DEFAULT_OUT = REPO / "audit" / "inputs" / "_data"
 ZIP_NAME = "wordnet-3.0-lemmatizer.zip"
 LICENSE_NAME = "WORDNET-LICENSE.txt"
 
