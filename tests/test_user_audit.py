@@ -578,3 +578,31 @@ def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
     assert "6 candidate document(s) have the same word counts as a reference document" in notes
     assert prep.candidates.n_docs == 6
     assert not (tiny / "run").exists()
+
+
+def test_a_configuration_file_gives_the_same_audit_as_the_flags(tiny, ray_cluster, capsys):
+    """`topicaudit audit CONFIG.toml` builds the same configuration as the flags: same identity, same scores.
+
+    Paths in the file are relative to the file; a flag given beside the file overrides it.
+    """
+    code, _, err = run_cli(capsys, *tiny_args(tiny, output="by-flags"), "--quiet")
+    assert code == 0, err
+    (tiny / "audit.toml").write_text(
+        'output = "by-file"\n'
+        '[model]\nphi = "phi.npy"\nvocabulary = "vocab.txt"\n'
+        '[corpus]\npath = "cand.json"\npreprocess = false\n'
+        '[reference]\npath = "ref.json"\n'
+        '[attack]\nshadows = 8\n')
+    code, _, err = run_cli(capsys, tiny / "audit.toml", "--shadows", "4", "--output", tiny / "by-file", "--quiet")
+    assert code == 0, err
+    by_flags = json.loads((tiny / "by-flags" / "audit.json").read_text())
+    by_file = json.loads((tiny / "by-file" / "audit.json").read_text())
+    assert by_file["config_hash"] == by_flags["config_hash"]
+    assert by_file["shadows"]["n_shadows"] == 4
+    assert read_scores(tiny / "by-file" / "scores.csv") == read_scores(tiny / "by-flags" / "scores.csv")
+
+
+def test_run_refuses_a_configuration_that_audits_a_released_model(tiny, capsys):
+    (tiny / "audit.toml").write_text('[model]\nphi = "phi.npy"\n')
+    code = main(["run", str(tiny / "audit.toml")])
+    assert code == 2 and "topicaudit audit CONFIG.toml" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
+from topicaudit.engine.config import Config, load_config
 from topicaudit.engine.user_audit import UserAuditSpec, ranked_table, run_user_audit
 from topicaudit.errors import UserError
 
@@ -16,7 +18,8 @@ def register(commands) -> None:
                     "scores.csv and audit.json in the output directory; an interrupted audit resumes.",
     )
     audit.add_argument("phi", metavar="PHI",
-                       help="Φ, k topics × V words: .npy, .npz (array 'phi' or 'components_'), .csv (k lines of V "
+                       help="a configuration file (.toml, docs/configuration.md: [model], [corpus] = the candidates, "
+                            "[reference], [ranking]; flags override it) or Φ, k topics × V words: .npy, .npz (array 'phi' or 'components_'), .csv (k lines of V "
                             "numbers), a tomotopy LDAModel file (vocabulary and settings from the model), a gensim "
                             "LdaModel saved with save() (needs --trust-pickle), or a joblib-saved scikit-learn "
                             "LatentDirichletAllocation (.joblib/.pkl, needs --trust-pickle)")
@@ -24,15 +27,15 @@ def register(commands) -> None:
                        help="Φ's words in column order: .txt (one per line, or gensim's Dictionary.save_as_text) or "
                             ".json (a list, or word → column index like CountVectorizer.vocabulary_); not needed for "
                             "a CSV whose header names them or a saved tomotopy/gensim model")
-    audit.add_argument("--candidates", required=True, metavar="PATH",
+    audit.add_argument("--candidates", metavar="PATH",
                        help="documents to test for membership (JSON {\"text\": [...]} of strings or of token "
                             "lists, UCI docword, 20news .tar.gz, a folder of text files, or a gensim MmCorpus .mm "
                             "whose term ids are the model's dictionary ids)")
-    audit.add_argument("--reference", required=True, metavar="PATH",
+    audit.add_argument("--reference", metavar="PATH",
                        help="documents from the same distribution, for the shadow models (same formats)")
     audit.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"],
                        help="format of both corpora (default: from each path)")
-    audit.add_argument("--text-field", default="text", help="JSON corpora: field holding the documents (default text)")
+    audit.add_argument("--text-field", help="JSON corpora: field holding the documents (default text)")
     audit.add_argument("--candidates-option", action="append", default=[], metavar="KEY=VALUE",
                        help="loader option for the candidates, e.g. subset=test (20news), encoding=latin-1 (folder)")
     audit.add_argument("--reference-option", action="append", default=[], metavar="KEY=VALUE",
@@ -47,27 +50,27 @@ def register(commands) -> None:
     audit.add_argument("--k", type=int, help="topics of the shadow models (default: Φ's number of rows)")
     audit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="learner parameter, value read as TOML (e.g. max_iter=20, doc_topic_prior=0.1)")
-    audit.add_argument("--shadows", type=int, default=64, help="number of shadow models, even (default 64)")
-    audit.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    audit.add_argument("--normalize", action="store_true",
+    audit.add_argument("--shadows", type=int, help="number of shadow models, even (default 64)")
+    audit.add_argument("--seed", type=int, help="seed of every random choice (default 0)")
+    audit.add_argument("--normalize", action="store_true", default=None,
                        help="divide each row of Φ by its sum (for unnormalised weights like components_)")
-    audit.add_argument("--tolerance", type=float, default=1e-3,
+    audit.add_argument("--tolerance", type=float,
                        help="how far a row of Φ may sum from 1 without --normalize (default 1e-3)")
-    audit.add_argument("--trust-pickle", action="store_true",
+    audit.add_argument("--trust-pickle", action="store_true", default=None,
                        help="allow loading a .joblib/.pkl Φ file; unpickling runs any code in the file, so only "
                             "for files you made or trust")
-    audit.add_argument("--rank-by", default="recommended",
+    audit.add_argument("--rank-by",
                        choices=["recommended", "offline", "offline-global", "online", "online-global",
                                 "offline-shrunk", "online-shrunk", "rmia-online", "rmia-offline"],
                        help="ranking score: offline p-value or online log-likelihood ratio with per-document, "
                             "pooled (-global) or shrunk variance, or RMIA's likelihood ratio; default recommended: "
                             "the attack docs/attacks.md recommends for --shadows (said in the output)")
-    audit.add_argument("--show-text", action="store_true", help="add each candidate's text to scores.csv and the table")
-    audit.add_argument("--top", type=int, default=10, help="rows of the ranking to print and keep in audit.json (default 10)")
+    audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
+    audit.add_argument("--top", type=int, help="rows of the ranking to print and keep in audit.json (default 10)")
     audit.add_argument("--name", help="audit name (default: PHI's file name)")
     audit.add_argument("--output", help="output directory (default runs/audit-NAME)")
     audit.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
-    audit.add_argument("--num-cpus", type=int, default=0, help="size of the local Ray instance (default: all cores)")
+    audit.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     audit.add_argument("--quiet", action="store_true", help="no progress or table; just the output directory")
 
 
@@ -88,24 +91,44 @@ def parse_assignments(items: list[str], flag: str) -> dict:
     return parsed
 
 
-def spec_from_args(args):
+# flag → (section, key) of the configuration it sets; "" is the top level
+FLAG_KEYS = {
+    "vocabulary": ("model", "vocabulary"), "learner": ("model", "learner"), "k": ("model", "k"),
+    "normalize": ("model", "normalize"), "tolerance": ("model", "tolerance"),
+    "trust_pickle": ("model", "trust_pickle"), "candidates": ("corpus", "path"), "reference": ("reference", "path"),
+    "text_field": ("corpus", "text_field"), "preprocess": ("corpus", "preprocess"),
+    "shadows": ("attack", "shadows"), "seed": ("", "seed"), "rank_by": ("ranking", "by"),
+    "show_text": ("ranking", "show_text"), "top": ("ranking", "top"), "name": ("", "name"),
+    "output": ("", "output"), "ray_address": ("ray", "address"), "num_cpus": ("ray", "num_cpus"),
+}
 
-    return UserAuditSpec(
-        phi=args.phi, vocabulary=args.vocabulary, candidates=args.candidates, reference=args.reference,
-        format=args.format, text_field=args.text_field,
-        candidates_options=parse_assignments(args.candidates_option, "--candidates-option"),
-        reference_options=parse_assignments(args.reference_option, "--reference-option"),
-        preprocess=args.preprocess, learner=args.learner, k=args.k,
-        params=parse_assignments(args.param, "--param"), shadows=args.shadows, seed=args.seed,
-        normalize=args.normalize, tolerance=args.tolerance, trust_pickle=args.trust_pickle,
-        rank_by=args.rank_by, show_text=args.show_text, top=args.top, name=args.name, output=args.output,
-        ray_address=args.ray_address or "", num_cpus=args.num_cpus,
-    )
+
+def config_from_args(args) -> Config:
+    """One configuration from the command line: a TOML file given as PHI, with the flags given overriding it."""
+    is_file = str(args.phi).endswith(".toml")
+    config = load_config(args.phi) if is_file else Config()
+    if not is_file:
+        config.model.phi = args.phi
+        config.name = Path(args.phi).name.split(".")[0] or "model"
+    for flag, (section, key) in FLAG_KEYS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            setattr(getattr(config, section) if section else config, key, value)
+    if args.format is not None:
+        config.corpus.format = config.reference.format = args.format
+    if config.reference.format is None:
+        config.reference.format = config.corpus.format
+    config.reference.text_field = config.corpus.text_field
+    config.reference.preprocess = config.corpus.preprocess
+    for flag, table in (("candidates_option", config.corpus.options), ("reference_option", config.reference.options),
+                        ("param", config.model.params)):
+        table.update(parse_assignments(getattr(args, flag), "--" + flag.replace("_", "-")))
+    return config
 
 
 def execute(args) -> int:
 
-    spec = spec_from_args(args)
+    spec = UserAuditSpec.from_config(config_from_args(args))
     result = run_user_audit(spec, quiet=args.quiet)
     if args.quiet:
         print(spec.run_dir)

@@ -74,6 +74,30 @@ class AttackConfig:
 
 
 @dataclass
+class ModelConfig:
+    """[model]: a released model to audit (``topicaudit audit``) instead of a target the run trains.
+
+    The candidates are [corpus], the documents for the shadows [reference].
+    """
+    phi: str | None = None           # Φ file (or a saved gensim/tomotopy/scikit-learn model); None: `run` mode
+    vocabulary: str | None = None    # Φ's words in column order, when the Φ file does not carry them
+    learner: str | None = None       # the learner that trained Φ (None: the saved model's library, else lda)
+    k: int | None = None             # topics of the shadows (None: Φ's rows)
+    params: dict[str, Any] = field(default_factory=dict)  # the shadows' learner parameters
+    normalize: bool = False          # divide each row of Φ by its sum
+    tolerance: float = 1e-3          # how far a row of Φ may sum from 1 without normalize
+    trust_pickle: bool = False       # allow .joblib/.pkl Φ files (unpickling runs their code)
+
+
+@dataclass
+class RankingConfig:
+    """[ranking]: how ``topicaudit audit`` orders and shows the candidates."""
+    by: str = "recommended"
+    top: int = 10
+    show_text: bool = False
+
+
+@dataclass
 class RayConfig:
     address: str = ""   # "": start a local instance (or use RAY_ADDRESS); "auto" or host:port: join a cluster
     num_cpus: int = 0   # local instance size; 0: all cores
@@ -89,6 +113,9 @@ class Config:
     target: TargetConfig = field(default_factory=TargetConfig)
     attack: AttackConfig = field(default_factory=AttackConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    reference: CorpusConfig = field(default_factory=CorpusConfig)
+    ranking: RankingConfig = field(default_factory=RankingConfig)
 
     @property
     def run_dir(self) -> Path:
@@ -100,7 +127,7 @@ class Config:
     def identity(self) -> dict[str, Any]:
         """The parts that determine the numbers (not where or how they are computed)."""
         d = self.to_dict()
-        for key in ("name", "output", "ray"):
+        for key in ("name", "output", "ray", "model", "reference", "ranking"):  # the last three: `audit` only
             d.pop(key)
         d["attack"].pop("attacks")  # which scores are reported does not change the models or statistics
         if self.corpus.path is not None:
@@ -117,8 +144,10 @@ class Config:
 
 
 SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,
-            "attack": AttackConfig, "ray": RayConfig}
-FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params")}  # passed through to loaders and learners
+            "attack": AttackConfig, "ray": RayConfig, "model": ModelConfig, "reference": CorpusConfig,
+            "ranking": RankingConfig}
+FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params"),
+               ("reference", "options"), ("model", "params")}  # passed through to loaders and learners
 NESTED_TABLES = {("attack", "canaries"): CanaryConfig}
 
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -194,14 +223,20 @@ def load_config(path: str | Path) -> Config:
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path} is not valid TOML: {error}") from None
     config = config_from_dict(data, str(path))
-    if config.corpus.path is not None and not Path(config.corpus.path).is_absolute():
-        # Corpus paths in a config file are relative to the file, not to the shell.
-        config.corpus.path = str((path.parent / config.corpus.path))
+    # Paths in a config file are relative to the file, not to the shell.
+    for section, key in (("corpus", "path"), ("reference", "path"), ("model", "phi"), ("model", "vocabulary")):
+        table = getattr(config, section)
+        value = getattr(table, key)
+        if value is not None and not Path(value).is_absolute():
+            setattr(table, key, str(path.parent / value))
     return config
 
 
 def validate(config: Config) -> None:
     """Checks that need no data: numbers in range, names known."""
+    if config.model.phi is not None:
+        raise UserError("[model] phi is set: this configuration audits a released model; run it with "
+                        "`topicaudit audit CONFIG.toml`, or remove [model] to train and audit a target")
     canaries = config.attack.canaries
     if config.attack.shadows % 2 or config.attack.shadows < (0 if canaries.count else 2):
         raise UserError(

@@ -46,6 +46,7 @@ from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.registry import recommended_attack
 from topicaudit.attacks.rmia import population_scores, rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
+from topicaudit.engine.config import Config
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
 from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text
@@ -156,6 +157,26 @@ class UserAuditSpec:
     output: str | None = None
     ray_address: str = ""
     num_cpus: int = 0
+
+    @classmethod
+    def from_config(cls, config: Config) -> "UserAuditSpec":
+        """The audit a configuration describes: [model], [corpus] (the candidates), [reference], [ranking]."""
+        m, c, r = config.model, config.corpus, config.reference
+        if m.phi is None:
+            raise UserError("no model to audit: give PHI on the command line, or [model] phi in the configuration")
+        for role, corpus in (("corpus", c), ("reference", r)):
+            if corpus.path is None:
+                raise UserError(f"[{role}] path is missing: the {'candidates' if role == 'corpus' else 'reference'} "
+                                f"documents (--{'candidates' if role == 'corpus' else 'reference'} PATH)")
+        return cls(
+            phi=m.phi, vocabulary=m.vocabulary, candidates=c.path, reference=r.path,
+            format=c.format, text_field=c.text_field, candidates_options=dict(c.options),
+            reference_options=dict(r.options), preprocess=c.preprocess, learner=m.learner, k=m.k,
+            params=dict(m.params), shadows=config.attack.shadows, seed=config.seed, tol=config.attack.tol,
+            normalize=m.normalize, tolerance=m.tolerance, trust_pickle=m.trust_pickle, rank_by=config.ranking.by,
+            show_text=config.ranking.show_text, top=config.ranking.top,
+            name=None if config.name == Config.name else config.name, output=config.output,
+            ray_address=config.ray.address, num_cpus=config.ray.num_cpus)
 
     @property
     def run_name(self) -> str:
@@ -440,9 +461,12 @@ def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
 
 
 # -- orchestration ----------------------------------------------------------------------------
-def run_user_audit(spec: UserAuditSpec, quiet: bool = False, prepared: Prepared | None = None) -> dict[str, Any]:
+def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: Prepared | None = None
+                   ) -> dict[str, Any]:
     """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
     started = time.perf_counter()
+    if isinstance(spec, Config):
+        spec = UserAuditSpec.from_config(spec)
     prep = prepared if prepared is not None else prepare(spec)
     model, cands, ref, plan = prep.model, prep.candidates, prep.reference, prep.plan
     n_c = cands.n_docs
