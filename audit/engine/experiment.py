@@ -31,7 +31,7 @@ from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_se
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import fit_release, statistics_batch
+from topicaudit.engine.tasks import fit_and_score, fit_release, statistics_batch
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__
@@ -72,7 +72,6 @@ class Outcome:
     """What :func:`execute` hands back to the front end."""
 
     target_release: Release | None = None
-    shadows: list[Release] = field(default_factory=list)
     statistics: dict[str, np.ndarray] | None = None  # name → (1 + N, scored documents): row 0 the target
     canary_release: Release | None = None
     canary_shadows: list[Release] = field(default_factory=list)
@@ -122,18 +121,23 @@ class _WorkerWarnings:
                 warnings.warn(f"in a Ray worker: {message}", RuntimeWarning, stacklevel=2)
 
 
-def _fitted(ray, ref, target, worker_warnings: _WorkerWarnings) -> tuple[Release, float, str]:
-    """A fit task's result; a learner refusing the data (ValueError) becomes a UserError.
+def _learner_refused(target, error: ValueError) -> UserError:
+    """A learner refusing the data (ValueError in its task) as a UserError naming the learner.
 
     Learners check what only the data can tell (e.g. a corpus too large for a
     dense sampler) and raise ValueError with the reason and the fix.
     """
+    cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
+    learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
+    return UserError(f"the learner ({learner}) could not fit this corpus: {cause}")
+
+
+def _fitted(ray, ref, target, worker_warnings: _WorkerWarnings) -> tuple[Release, float, str]:
+    """A fit task's result, its warnings reported."""
     try:
         release, seconds, node, messages = ray.get(ref)
     except ValueError as error:
-        cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
-        learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
-        raise UserError(f"the learner ({learner}) could not fit this corpus: {cause}") from None
+        raise _learner_refused(target, error) from None
     worker_warnings.add(messages)
     return release, seconds, node
 
@@ -156,41 +160,75 @@ def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash
     return seconds
 
 
-def _fit_plan(ray, exp: Experiment, X_ref, quiet: bool, worker_warnings: _WorkerWarnings
-              ) -> tuple[Release, list[Release], float, int]:
-    """The model under audit (given, reloaded or fitted) and every shadow of the plan.
+def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, worker_warnings: _WorkerWarnings,
+                        timings: dict[str, float]) -> tuple[Release, dict[str, np.ndarray], int]:
+    """The model under audit and every shadow of the plan, fitted (or reloaded), with their statistics.
 
-    Returns the releases, their summed fit seconds and how many shadows were reloaded.
+    A model fitted here gets its statistics in the same task, so the driver
+    keeps no shadow's Φ: memory stays flat as N grows. Reloaded and given
+    models are scored in batches afterwards. Returns the target's release, the
+    statistics (name → (1 + N, scored documents), row 0 the target) and how
+    many shadows were reloaded.
     """
-    run, chash, plan, fit = exp.run, exp.config_hash, exp.plan, one_cpu_task(ray, fit_release)
-    seconds = 0.0
+    run, chash, plan = exp.run, exp.config_hash, exp.plan
+    fused = one_cpu_task(ray, fit_and_score)
+    rows: list[dict[str, np.ndarray] | None] = [None] * (1 + plan.n_shadows)
+    to_score: dict[int, Release] = {}  # row → a release whose statistics are still to compute
+
+    def finished(ref, row: int, key) -> Release:
+        try:
+            release, seconds, node, statistics, score_seconds, messages = ray.get(ref)
+        except ValueError as error:
+            raise _learner_refused(exp.target, error) from None
+        worker_warnings.add(messages)
+        run.save_model(key, release, chash, seconds, node)
+        rows[row] = statistics
+        timings["fit_cpu"] += seconds
+        timings["statistics_cpu"] += score_seconds
+        return release
+
     target_release = exp.released
-    if target_release is None:
+    if target_release is not None:
+        to_score[0] = target_release
+    else:
         loaded = run.load_model(None, chash)
         if loaded is None:
-            ref = fit.remote(exp.target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None)
-            target_release, seconds, node = _fitted(ray, ref, exp.target, worker_warnings)
-            run.save_model(None, target_release, chash, seconds, node)
+            target_release = finished(fused.remote(exp.target, X_ref, np.flatnonzero(plan.target_in),
+                                                   plan.target_seed, None, scored_ref, exp.tol), 0, None)
         else:
             target_release, seconds = loaded
+            timings["fit_cpu"] += seconds
+            to_score[0] = target_release
     vocabulary = exp.shadow_vocabulary
     if isinstance(vocabulary, str):
         vocabulary = target_release.vocabulary if vocabulary == "target" else None
-    shadows: list[Release | None] = [None] * plan.n_shadows
     pending = {}
     for i in range(plan.n_shadows):
         loaded = run.load_model(i, chash)
         if loaded is not None:
-            shadows[i], fit_seconds = loaded
-            seconds += fit_seconds
+            to_score[1 + i], seconds = loaded
+            timings["fit_cpu"] += seconds
         else:
-            rows = np.flatnonzero(plan.shadow_in[i])
-            pending[fit.remote(exp.target, X_ref, rows, int(plan.shadow_seeds[i]), vocabulary)] = i
+            pending[fused.remote(exp.target, X_ref, np.flatnonzero(plan.shadow_in[i]), int(plan.shadow_seeds[i]),
+                                 vocabulary, scored_ref, exp.tol)] = i
     n_reused = plan.n_shadows - len(pending)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
     progress.done = n_reused
-    seconds += _collect_fits(ray, run, exp.target, pending, shadows, chash, progress, worker_warnings)
-    return target_release, shadows, seconds, n_reused
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        i = pending.pop(done[0])
+        finished(done[0], 1 + i, i)  # the release itself is dropped here: only its statistics are kept
+        progress.advance()
+    progress.close()
+    if to_score:
+        t = time.perf_counter()
+        order = sorted(to_score)
+        scored = compute_statistics(ray, scored_ref, [to_score[row] for row in order], exp.tol,
+                                    max(int(ray.cluster_resources().get("CPU", 1)), 1), quiet, worker_warnings)
+        for j, row in enumerate(order):
+            rows[row] = {name: values[j] for name, values in scored.items()}
+        timings["statistics"] = time.perf_counter() - t
+    return target_release, {name: np.stack([row[name] for row in rows]) for name in rows[0]}, n_reused
 
 
 def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _WorkerWarnings
@@ -280,15 +318,12 @@ def execute(exp: Experiment, quiet: bool = False) -> Outcome:
         if exp.plan is not None:
             run.keep_plan(exp.plan_arrays if exp.plan_arrays is not None else exp.plan.arrays())
             X_ref = ray.put(exp.X)
-            t = time.perf_counter()
-            outcome.target_release, outcome.shadows, outcome.timings["fit_cpu"], outcome.n_reused = _fit_plan(
-                ray, exp, X_ref, quiet, worker_warnings)
-            outcome.timings["fit_wall"] = time.perf_counter() - t
-            t = time.perf_counter()
             scored_ref = X_ref if exp.scored is None else ray.put(exp.scored)
-            outcome.statistics = compute_statistics(
-                ray, scored_ref, [outcome.target_release, *outcome.shadows], exp.tol, outcome.cluster["cpus"],
-                quiet, worker_warnings)
-            outcome.timings["statistics"] = time.perf_counter() - t
+            t = time.perf_counter()
+            outcome.timings.update(fit_cpu=0.0, statistics_cpu=0.0, statistics=0.0)
+            outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
+                ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
+            # fits and the statistics computed in their tasks; "statistics": reloaded or given models alone
+            outcome.timings["fit_wall"] = time.perf_counter() - t - outcome.timings["statistics"]
     outcome.worker_warnings = worker_warnings.messages
     return outcome

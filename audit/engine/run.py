@@ -255,6 +255,7 @@ def summary_table(results: dict[str, Any]) -> str:
         lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
     t = results["timings_s"]
     parts = [f"{label} {t[key]:.1f} s" for key, label in
-             (("fit_wall", "fits"), ("statistics", "statistics"), ("canary_fit_wall", "canary fit")) if key in t]
+             (("fit_wall", "fits and their statistics"), ("statistics", "statistics of reloaded models"),
+              ("canary_fit_wall", "canary fit")) if t.get(key)]
     lines += ["", f"  wall time {t['total']:.1f} s ({', '.join(parts)})"]
     return "\n".join(lines)

@@ -46,3 +46,18 @@ def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
     with recorded_warnings() as messages:
         rows = [model_statistics(r.dense_phi(X.shape[1]), X, tol) for r in releases]
     return {name: np.stack([row[name] for row in rows]) for name in rows[0]}, messages
+
+
+def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabulary: np.ndarray | None,
+                  X_scored: sp.csr_matrix, tol: float) -> tuple[Release, float, str, dict[str, np.ndarray], float, list[str]]:
+    """Fit one model and compute its statistics on X_scored in the same worker.
+
+    Φ then travels to the driver once (to be saved) and never back out to a
+    statistics task. Returns the release, fit seconds, node, the statistics
+    (name → (documents,)), their seconds and the warnings raised.
+    """
+    release, seconds, node, messages = fit_release(target, X, rows, seed, vocabulary)
+    start = time.perf_counter()
+    with recorded_warnings() as more:
+        statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
+    return release, seconds, node, statistics, time.perf_counter() - start, messages + more
