@@ -606,3 +606,15 @@ def test_run_refuses_a_configuration_that_audits_a_released_model(tiny, capsys):
     (tiny / "audit.toml").write_text('[model]\nphi = "phi.npy"\n')
     code = main(["run", str(tiny / "audit.toml")])
     assert code == 2 and "topicaudit audit CONFIG.toml" in capsys.readouterr().err
+
+
+def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsys):
+    import topicaudit
+
+    code, _, err = run_cli(capsys, *tiny_args(tiny, output="by-cli"), "--quiet")
+    assert code == 0, err
+    result = topicaudit.audit_model(tiny / "phi.npy", tiny / "cand.json", tiny / "ref.json",
+                                    vocabulary=str(tiny / "vocab.txt"), preprocess=False, shadows=4,
+                                    output=str(tiny / "by-api"))
+    assert result["config_hash"] == json.loads((tiny / "by-cli" / "audit.json").read_text())["config_hash"]
+    assert read_scores(tiny / "by-api" / "scores.csv") == read_scores(tiny / "by-cli" / "scores.csv")
