@@ -17,9 +17,7 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,12 +32,13 @@ if __name__ == "__main__" and "--child-compile" not in sys.argv:
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from harness import invocation, pheme_texts, run_child  # noqa: E402
 
 
 def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
     from sklearn.feature_extraction.text import CountVectorizer
 
-    texts = json.loads((DATA / "pheme" / "pheme_clean.json").read_text())["text"]
+    texts = pheme_texts()
     X = CountVectorizer().fit_transform(texts)
     idx = np.random.RandomState(seed).choice(len(texts), len(texts) // 2, replace=False)
     return sp.csr_matrix(X[idx], dtype=np.float64)
@@ -63,12 +62,6 @@ def child_compile() -> None:
     print(json.dumps({"import": t_import, "first": t_first, "later": float(np.median(later))}))
 
 
-def run_child(cache_dir: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, __file__, "--child-compile"], env=env, cwd=REPO,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -82,10 +75,9 @@ def main() -> None:
         return
 
     load_before = os.getloadavg()[0]
-    command = " ".join([".venv/bin/python", "benchmarks/cgs_fit.py"]
-                       + [shlex.quote(a) for a in sys.argv[1:]])
-    cold = run_child(_CACHE)
-    warm = run_child(_CACHE)
+    command = invocation("cgs_fit.py")
+    cold = run_child(__file__, _CACHE)
+    warm = run_child(__file__, _CACHE)
 
     import numba
 

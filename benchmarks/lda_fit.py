@@ -24,9 +24,7 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,26 +40,17 @@ if __name__ == "__main__" and "--child-compile" not in sys.argv:
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from harness import invocation, kos_counts, pheme_texts, run_child  # noqa: E402
 
 
 def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
     from sklearn.feature_extraction.text import CountVectorizer
 
-    texts = json.loads((DATA / "pheme" / "pheme_clean.json").read_text())["text"]
+    texts = pheme_texts()
     idx = np.random.RandomState(seed).choice(len(texts), len(texts) // 2, replace=False)
     return sp.csr_matrix(CountVectorizer().fit_transform([texts[i] for i in idx]),
                          dtype=np.float64)
 
-
-def load_kos() -> sp.csr_matrix:
-    path = DATA / "kos" / "docword.kos.txt"
-    with open(path) as fh:
-        D, W, _ = (int(fh.readline()) for _ in range(3))
-    trip = np.loadtxt(path, skiprows=3, dtype=np.int64, ndmin=2)
-    X = sp.csr_matrix((trip[:, 2].astype(np.float64), (trip[:, 0] - 1, trip[:, 1] - 1)),
-                      shape=(D, W))
-    X.sum_duplicates()
-    return X
 
 
 def child_compile() -> None:
@@ -81,12 +70,6 @@ def child_compile() -> None:
         later.append(time.perf_counter() - t0)
     print(json.dumps({"import": t_import, "first": t_first, "later": float(np.median(later))}))
 
-
-def run_child(cache_dir: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, __file__, "--child-compile"], env=env, cwd=REPO,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def normalise(c):
@@ -134,10 +117,9 @@ def main() -> None:
         return
 
     load_before = os.getloadavg()[0]
-    command = " ".join([".venv/bin/python", "benchmarks/lda_fit.py"]
-                       + [shlex.quote(a) for a in sys.argv[1:]])
-    cold = run_child(_CACHE)
-    warm = run_child(_CACHE)
+    command = invocation("lda_fit.py")
+    cold = run_child(__file__, _CACHE)
+    warm = run_child(__file__, _CACHE)
 
     import numba
     import sklearn
@@ -151,7 +133,7 @@ def main() -> None:
         rows.append(bench("PHEME clean, random half", load_pheme_half(0), 5,
                           args.reps, args.sklearn_reps))
     if "kos" in which:
-        rows.append(bench("KOS, all documents", load_kos(), 10,
+        rows.append(bench("KOS, all documents", kos_counts(), 10,
                           args.reps, args.kos_sklearn_reps))
 
     print()

@@ -51,22 +51,15 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from harness import kos_counts, pheme_texts  # noqa: E402
 
 
 def load_pheme() -> sp.csr_matrix:
     from sklearn.feature_extraction.text import CountVectorizer
 
-    texts = json.loads((DATA / "pheme" / "pheme_clean.json").read_text())["text"]
+    texts = pheme_texts()
     return sp.csr_matrix(CountVectorizer().fit_transform(texts), dtype=np.float64)
 
-
-def load_kos() -> sp.csr_matrix:
-    path = DATA / "kos" / "docword.kos.txt"
-    with open(path) as fh:
-        D, W, _ = (int(fh.readline()) for _ in range(3))
-    trip = np.loadtxt(path, skiprows=3, dtype=np.int64, ndmin=2)
-    return sp.csr_matrix((trip[:, 2].astype(np.float64), (trip[:, 0] - 1, trip[:, 1] - 1)),
-                         shape=(D, W))
 
 
 def fit_phi(X: sp.csr_matrix, k: int, seed: int) -> tuple[np.ndarray, float]:
@@ -173,7 +166,7 @@ def main() -> None:
         phi, fits["pheme"] = fit_phi(X, 5, args.seed)
         rows.append(bench("PHEME", phi, X, args.runs, 0, rng))
     if "kos" in only:
-        X = load_kos()
+        X = kos_counts()
         for k in [int(v) for v in args.kos_k.split(",") if v]:
             phi, fits[f"kos{k}"] = fit_phi(X, k, args.seed)
             rows.append(bench("KOS", phi, X, args.runs, args.kos_slsqp_sample, rng))

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from topicaudit.inputs.corpus import load_corpus
 from topicaudit.targets.vb_lda import _fit, fit_lda_sklearn, fit_lda_vb
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -114,12 +115,8 @@ def _kos(n_docs=None, seed=0):
     path = DATA / "kos" / "docword.kos.txt"
     if not path.exists():
         pytest.skip(f"{path} not available")
-    with open(path) as fh:
-        D, W, _ = (int(fh.readline()) for _ in range(3))
-    trip = np.loadtxt(path, skiprows=3, dtype=np.int64, ndmin=2)
-    X = sp.csr_matrix((trip[:, 2].astype(np.float64), (trip[:, 0] - 1, trip[:, 1] - 1)),
-                      shape=(D, W))
-    X.sum_duplicates()
+    X = load_corpus(path).X
+    D = X.shape[0]
     if n_docs is not None:
         rows = np.sort(np.random.RandomState(seed).choice(D, n_docs, replace=False))
         X = X[rows]

@@ -1,0 +1,43 @@
+"""What the timing scripts share: the corpora they time on, the command that ran them, cold/warm compile children."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def invocation(script: str) -> str:
+    """The command line that ran ``script``, as a reader would type it from the repository root."""
+    return " ".join([".venv/bin/python", f"benchmarks/{script}"] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def run_child(script_path: str, cache_dir: str) -> dict:
+    """Run ``script_path --child-compile`` in a fresh process with this numba cache; its last line is JSON."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, script_path, "--child-compile"], env=env, cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def pheme_texts() -> list[str]:
+    return json.loads((DATA / "pheme" / "pheme_clean.json").read_text())["text"]
+
+
+def kos_counts() -> sp.csr_matrix:
+    """KOS as its UCI file numbers it (documents and words in file order), float64 counts."""
+    path = DATA / "kos" / "docword.kos.txt"
+    with open(path) as fh:
+        D, W, _ = (int(fh.readline()) for _ in range(3))
+    trip = np.loadtxt(path, skiprows=3, dtype=np.int64, ndmin=2)
+    X = sp.csr_matrix((trip[:, 2].astype(np.float64), (trip[:, 0] - 1, trip[:, 1] - 1)), shape=(D, W))
+    X.sum_duplicates()
+    return X
