@@ -538,12 +538,12 @@ def test_control_and_bidi_characters_are_visible_in_reports():
 
 
 def test_more_topics_than_words_is_noted(capsys, tmp_path, monkeypatch):
-    import topicaudit.engine.run
+    import topicaudit.engine.experiment
 
     def stop_before_ray(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(topicaudit.engine.run, "ray_session", stop_before_ray)
+    monkeypatch.setattr(topicaudit.engine.experiment, "ray_session", stop_before_ray)
     (tmp_path / "tiny.json").write_text(json.dumps({"text": [f"w{i % 8} w{(i + 1) % 8}" for i in range(20)]}))
     code, out, err = call(capsys, "run", "--corpus", tmp_path / "tiny.json", "--no-preprocess", "--k", 50,
                           "--output", tmp_path / "run")
