@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-# Adjacency notions under which a guarantee bounds a whole document's membership.
-DOCUMENT_LEVEL = ("document", "local-document")
+from topicaudit.targets.guarantee import Adjacency, Basis, adjacency_of, basis_of
 
 
 def dp_tpr_bound(fpr, epsilon: float, delta: float) -> np.ndarray:
@@ -55,13 +54,13 @@ class Claim:
 
     epsilon: float
     delta: float
-    adjacency: str | None
-    basis: str
+    adjacency: Adjacency | None
+    basis: Basis
     document_level: bool
 
     def label(self) -> str:
         adjacency = self.adjacency or "unspecified adjacency"
-        basis = "" if self.basis in ("theorem", "none") else f", {self.basis}"
+        basis = "" if self.basis in (Basis.THEOREM, Basis.NONE) else f", {self.basis}"
         return f"excluded by claimed ({self.epsilon:g}, {self.delta:g})-DP ({adjacency}{basis})"
 
 
@@ -71,9 +70,9 @@ def claim_of(results: dict[str, Any]) -> Claim | None:
     epsilon = guarantee.get("epsilon")
     if epsilon is None:
         return None
-    adjacency = guarantee.get("adjacency")
+    adjacency = adjacency_of(guarantee.get("adjacency"))
     # A claim with no stated adjacency is read as document-level: the figure then shows what the
     # claim would have to mean to protect documents, and the label says the adjacency is unspecified.
-    document_level = adjacency is None or adjacency in DOCUMENT_LEVEL
+    document_level = adjacency is None or adjacency.document_level
     return Claim(float(epsilon), float(guarantee.get("delta") or 0.0), adjacency,
-                 str(guarantee.get("basis", "none")), document_level)
+                 basis_of(guarantee.get("basis")), document_level)

@@ -5,7 +5,7 @@ import importlib
 import inspect
 
 from topicaudit.errors import UserError
-from topicaudit.targets.base import NO_GUARANTEE, Guarantee, Release, Target
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Release, Target
 from topicaudit.targets.pipeline import Pipeline
 from topicaudit.targets.under_noised import UnderNoised
 
@@ -104,5 +104,5 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     return pipeline
 
 
-__all__ = ["Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "build_learner", "shadow_pipeline",
-           "LEARNERS", "VOCABULARY_STEPS"]
+__all__ = ["Adjacency", "Basis", "Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "build_learner",
+           "shadow_pipeline", "LEARNERS", "VOCABULARY_STEPS"]

@@ -70,6 +70,8 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
+from topicaudit.targets.guarantee import Basis
+
 __all__ = [
     "ACCOUNTANTS",
     "PrivacySpent",
@@ -110,14 +112,14 @@ class PrivacySpent:
     """An (ε, δ) statement and how it was obtained.
 
     accountant: the human-readable name a ``Guarantee`` records. basis:
-    ``"theorem"`` or ``"paper-claim"``. details: intermediate quantities
+    ``Basis.THEOREM`` or ``Basis.PAPER_CLAIM``. details: intermediate quantities
     (per-step ε0, optimal RDP order, ρ, ...), for tables and tests.
     """
 
     epsilon: float
     delta: float
     accountant: str
-    basis: str = "theorem"
+    basis: Basis = Basis.THEOREM
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -236,14 +238,14 @@ def zcdp_park_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
     """
     _check(noise_multiplier, sampling_rate, steps, delta)
     if noise_multiplier == 0:
-        return PrivacySpent(math.inf, delta, _NAMES["zcdp-park"], basis="paper-claim")
+        return PrivacySpent(math.inf, delta, _NAMES["zcdp-park"], basis=Basis.PAPER_CLAIM)
     delta_step = delta / steps                                # δ'
     delta_iter = min(delta_step / sampling_rate, 0.5)         # δ_it
     eps_iter = math.sqrt(2.0 * math.log(1.25 / delta_iter)) / noise_multiplier
     eps_step, _ = amplify_by_sampling(eps_iter, delta_iter, sampling_rate)
     rho_step = eps_step ** 2 / (4.0 * math.log(1.25 / delta_step))
     rho = steps * rho_step
-    return PrivacySpent(zcdp_to_dp(rho, delta), delta, _NAMES["zcdp-park"], basis="paper-claim",
+    return PrivacySpent(zcdp_to_dp(rho, delta), delta, _NAMES["zcdp-park"], basis=Basis.PAPER_CLAIM,
                         details={"epsilon_iter": eps_iter, "delta_iter": delta_iter, "epsilon_step": eps_step,
                                  "delta_step": delta_step, "rho": rho,
                                  "classical_calibration_valid": eps_iter < 1})

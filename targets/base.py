@@ -1,4 +1,4 @@
-"""What a target hands an adversary (Release) and what it promises (Guarantee).
+"""What a target hands an adversary (Release) and what it promises (Guarantee, in targets/guarantee.py).
 
 A target is a whole release pipeline: a vocabulary step followed by a learner.
 The engine only ever calls ``fit`` and ``guarantee``; targets know nothing of
@@ -7,42 +7,15 @@ them and a run directory can rebuild them.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
+from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
 
-@dataclass(frozen=True)
-class Guarantee:
-    """A privacy claim described as data: (ε, δ), its adjacency and its basis.
-
-    ``epsilon = inf`` means no claim (a non-private learner). ``basis`` is one of
-    ``"none"``, ``"theorem"`` (then ``accountant`` names how it was computed),
-    ``"paper-claim"`` or ``"monitor"`` (data-dependent, not a guarantee).
-    """
-
-    epsilon: float = math.inf
-    delta: float = 0.0
-    adjacency: str | None = None
-    basis: str = "none"
-    accountant: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "epsilon": None if math.isinf(self.epsilon) else self.epsilon,
-            "delta": self.delta,
-            "adjacency": self.adjacency,
-            "basis": self.basis,
-            "accountant": self.accountant,
-            "parameters": self.parameters,
-        }
-
-
-NO_GUARANTEE = Guarantee()
+__all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Release", "Target"]
 
 
 @dataclass

@@ -61,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Guarantee
+from topicaudit.targets.base import Basis, Guarantee
 from topicaudit.targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
 from topicaudit.targets.params import integer
 
@@ -238,7 +238,7 @@ def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: fl
     phi /= phi.sum(axis=1, keepdims=True)
     state = GibbsState(doc=doc, word=word, z=z, ndk=ndk, nwk=nwk, nk=nk, phi=phi)
     monitor = {
-        "basis": "monitor",
+        "basis": Basis.MONITOR.value,
         "method": ("Zhao et al. 2019 inherent privacy of CGS: per-draw exponential-mechanism bound from the "
                    "current counts, max over tokens per iteration, summed over iterations (targets/cgs_monitor.py)"),
         "note": "data-dependent diagnostic, not a differential-privacy guarantee",
@@ -293,7 +293,8 @@ class MonitoredCollapsedGibbsLDA:
         return self.fit_with_info(X, seed)[0]
 
     def guarantee(self) -> Guarantee:
-        return Guarantee(epsilon=math.inf, basis="monitor",
+        # No event: the sampler adds no noise, and the monitor's ε is measured on the data.
+        return Guarantee(epsilon=math.inf, basis=Basis.MONITOR,
                          accountant="Zhao et al. 2019 inherent-privacy monitor (data-dependent)",
                          parameters={"learner": "cgs-monitor", "max_doc_length": self.max_doc_length,
                                      "trajectory": "results.json target.monitor"})

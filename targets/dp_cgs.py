@@ -89,7 +89,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.events import laplace_event
 from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
 from topicaudit.targets.params import positive
 
@@ -263,7 +264,9 @@ class ZhuDPCollapsedGibbsLDA:
 
     def guarantee(self) -> Guarantee:
         return Guarantee(
-            epsilon=self.epsilon, delta=0.0, adjacency="document", basis="paper-claim",
+            epsilon=self.epsilon, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM,
+            # What the paper claims the mechanism is: Laplace of scale 2L/ε on counts of L1 sensitivity 2L.
+            event=laplace_event(self.noise_scale, 2.0 * self.max_doc_length),
             accountant="Zhu et al. 2016 (KAIS) claim: Laplace noise in the CGS conditional; not proven here",
             parameters={
                 "learner": "dp-cgs", "max_doc_length": self.max_doc_length,

@@ -74,8 +74,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
-from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.accounting import (ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon,
+                                           subsampled_gaussian_event)
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.vb_lda import (
     _EPS,
@@ -368,8 +369,12 @@ class DPStochasticVariationalLDA:
             return NO_GUARANTEE
         spent = self.spent_
         return Guarantee(
-            epsilon=spent.epsilon, delta=spent.delta, adjacency="document", basis=spent.basis,
+            epsilon=spent.epsilon, delta=spent.delta, adjacency=Adjacency.DOCUMENT, basis=spent.basis,
             accountant=spent.accountant,
+            # The mechanism as the theorem accountants read it; none for a paper's route to ε, which a
+            # pipeline's accountant would otherwise silently replace by the true ε of the mechanism.
+            event=(subsampled_gaussian_event(self.noise_multiplier_, self.sampling_rate, self.n_iter)
+                   if spent.basis is Basis.THEOREM else None),
             parameters={
                 "mechanism": "Poisson-subsampled Gaussian on the minibatch sum of expected "
                              "sufficient statistics (k × V), negatives clamped to 0",

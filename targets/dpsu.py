@@ -67,7 +67,8 @@ from numba import njit
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from topicaudit.targets.base import Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.events import EpsilonDeltaDpEvent
 
 # --------------------------------------------------------------------------
 # analytic Gaussian mechanism (Balle & Wang 2018)
@@ -320,7 +321,7 @@ class _DPSU:
 
     name = "dpsu"
     accountant = ""
-    basis = "theorem"
+    basis = Basis.THEOREM
 
     epsilon: float
     delta: float
@@ -354,8 +355,11 @@ class _DPSU:
                 "rho": self.rho, "Gamma": self.gamma, "noise_scale": self.noise_scale}
 
     def guarantee(self) -> Guarantee:
-        return Guarantee(epsilon=self.epsilon, delta=self.delta, adjacency="document",
-                         basis=self.basis, accountant=self.accountant, parameters=self._parameters())
+        # The event is the theorem's (ε, δ) statement, not "Laplace (or Gaussian) noise plus δ": the
+        # threshold's δ is not an independent mechanism, so only the (ε, δ) pair is known to hold.
+        return Guarantee(epsilon=self.epsilon, delta=self.delta, adjacency=Adjacency.DOCUMENT,
+                         basis=self.basis, accountant=self.accountant, parameters=self._parameters(),
+                         event=EpsilonDeltaDpEvent(self.epsilon, self.delta))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(epsilon={self.epsilon}, delta={self.delta}, "
@@ -499,7 +503,7 @@ class GreedyWeightedPublicCode(_DPSU):
     """
 
     name = "dpsu-gw-public-code"
-    basis = "paper-claim"
+    basis = Basis.PAPER_CLAIM
     accountant = "Carvalho et al. 2022 claim (public code); not valid, see parameters"
 
     def __init__(self, epsilon: float = 3.0, delta: float = 1e-5, alpha: float = 3.0):

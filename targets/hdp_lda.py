@@ -88,7 +88,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Guarantee
+import dp_accounting
+
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
 from topicaudit.targets.cgs import add_token, draw_topic, random_start
 from topicaudit.targets.params import positive
 
@@ -221,7 +224,12 @@ class ZhaoHDPLDA:
     def guarantee(self) -> Guarantee:
         return Guarantee(
             epsilon=epsilon_g(self.n_iter, self.epsilon_l, self.clip, self.beta), delta=0.0,
-            adjacency="word", basis="theorem",
+            adjacency=Adjacency.WORD, basis=Basis.THEOREM,
+            # Per iteration: a Laplace(2/ε_l) release of counts with L1 sensitivity 2, and a sweep whose
+            # one differing draw is pure 2 ln(C/β + 1)-DP; T iterations, composed adaptively.
+            event=dp_accounting.SelfComposedDpEvent(dp_accounting.ComposedDpEvent([
+                laplace_event(2.0 / self.epsilon_l, 2.0),
+                EpsilonDeltaDpEvent(2.0 * math.log(self.clip / self.beta + 1.0))]), self.n_iter),
             accountant=("Zhao et al. 2019 ε_g = T(ε_l + 2 ln(C/β + 1)): basic adaptive composition of "
                         "T Laplace(2/ε_l) releases and T clipped-count sweeps (targets/hdp_lda.py)"),
             parameters={

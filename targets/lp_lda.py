@@ -56,7 +56,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.events import binary_randomized_response_event
 from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.params import positive
 
@@ -222,8 +223,9 @@ class LocallyPrivateLDA:
         return Guarantee(
             epsilon=eps,
             delta=0.0,
-            adjacency="local-word",
-            basis="theorem",
+            adjacency=Adjacency.LOCAL_WORD,
+            basis=Basis.THEOREM,
+            event=binary_randomized_response_event(self.keep_probability),  # one presence bit
             accountant="randomised response per presence bit (Warner 1965; Zhao et al. 2019 Thm 4); "
                        "group privacy over bits for documents",
             parameters={

@@ -1,39 +1,13 @@
 """A target is a release pipeline: a vocabulary step, then a learner (paper Alg. 1)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import NO_GUARANTEE, Guarantee, Release
+from topicaudit.targets.base import Guarantee, Release
+from topicaudit.targets.composition import compose
 
-
-# From strongest to weakest: a composition is only as well founded as its weakest part.
-BASIS_ORDER = ("theorem", "paper-claim", "monitor")
-
-
-def compose(*guarantees: Guarantee) -> Guarantee:
-    """Basic sequential composition: ε and δ add; no claim if any part has none.
-
-    The parts must share an adjacency (document-level DPSU with a word-level
-    learner protects nothing at the document level); the basis is the weakest.
-    A part with no adjacency (ε = 0, data-independent, like a public
-    vocabulary) composes with any adjacency.
-    """
-    if any(math.isinf(g.epsilon) for g in guarantees):
-        return NO_GUARANTEE
-    adjacencies = {g.adjacency for g in guarantees if g.adjacency is not None}
-    if len(adjacencies) > 1:
-        raise ValueError(f"cannot compose guarantees with different adjacencies: {sorted(map(str, adjacencies))}")
-    return Guarantee(
-        epsilon=sum(g.epsilon for g in guarantees),
-        delta=sum(g.delta for g in guarantees),
-        adjacency=next(iter(adjacencies), None),
-        basis=max((g.basis for g in guarantees), key=lambda b: BASIS_ORDER.index(b) if b in BASIS_ORDER else 0),
-        accountant="basic composition",
-        parameters={"parts": [g.to_json() for g in guarantees]},
-    )
+__all__ = ["Pipeline", "compose"]
 
 
 class Pipeline:
@@ -66,4 +40,9 @@ class Pipeline:
         return Release(phi=phi, vocabulary=vocabulary, info=dict(info))
 
     def guarantee(self) -> Guarantee:
-        return compose(self.vocabulary_step.guarantee(), self.learner.guarantee())
+        # The accountant can take half a second; the parts' guarantees are cheap, so key a cache on them.
+        parts = (self.vocabulary_step.guarantee(), self.learner.guarantee())
+        cached = getattr(self, "_guarantee", None)
+        if cached is None or cached[0] != parts:
+            self._guarantee = (parts, compose(*parts))
+        return self._guarantee[1]

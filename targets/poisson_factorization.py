@@ -68,7 +68,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from dp_accounting import dp_event
+
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.bessel import bessel_sample
 
 __all__ = [
@@ -443,8 +445,10 @@ class LocallyPrivatePoissonFactorization:
         return Guarantee(
             epsilon=per_token,
             delta=0.0,
-            adjacency="local-word",
-            basis="theorem",
+            adjacency=Adjacency.LOCAL_WORD,
+            basis=Basis.THEOREM,
+            # Two-sided geometric noise = discrete Laplace, pmf ∝ e^{−a|x|} with a = ln(1/α), on one count.
+            event=dp_event.DiscreteLaplaceDpEvent(noise_parameter=per_token, sensitivity=1),
             accountant="geometric mechanism, Schein et al. 2019 Thm 1: (N, N·ln(1/α))-limited-precision "
                        "local privacy; N = 1 reported",
             parameters={

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.base import NO_GUARANTEE, Basis, Guarantee
+from topicaudit.targets.events import NO_OP_EVENT
 
 
 class ObservedVocabulary:
@@ -26,8 +27,9 @@ class ObservedVocabulary:
 
 # The whole corpus vocabulary does not depend on which documents train the
 # model, so it spends no privacy: ε = 0 under any adjacency.
-PUBLIC_VOCABULARY = Guarantee(epsilon=0.0, delta=0.0, adjacency=None, basis="theorem",
-                              accountant="data-independent (public vocabulary)")
+PUBLIC_VOCABULARY = Guarantee(epsilon=0.0, delta=0.0, adjacency=None, basis=Basis.THEOREM,
+                              accountant="data-independent (public vocabulary)", event=NO_OP_EVENT,
+                              parameters={"step": "all"})
 
 
 class CorpusVocabulary:

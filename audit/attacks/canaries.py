@@ -41,9 +41,9 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
+from topicaudit.targets.guarantee import Adjacency, adjacency_of
 
 KINDS = ("unique-word", "rare-words", "natural", "word")
-WORD_LEVEL_ADJACENCIES = ("word", "local-word")
 # Attributes by which learners cap a document's tokens; a canary that long uses the whole allowance.
 DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
 # The canary stream of a run's seed: SeedSequence(seed) children 0-3 belong to the plan.
@@ -108,11 +108,12 @@ class CanarySet:
                    else {})}
 
 
-def resolve_kind(kind: str, adjacency: str | None) -> str:
+def resolve_kind(kind: str, adjacency: Adjacency | str | None) -> str:
     """``auto``: word canaries for word-level claims, unique-word canaries otherwise."""
     if kind != "auto":
         return kind
-    return "word" if adjacency in WORD_LEVEL_ADJACENCIES else "unique-word"
+    adjacency = adjacency_of(adjacency)
+    return "word" if adjacency is not None and not adjacency.document_level else "unique-word"
 
 
 def default_length(learner, X: sp.csr_matrix) -> int:

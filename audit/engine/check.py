@@ -25,7 +25,6 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from topicaudit.attacks.canaries import WORD_LEVEL_ADJACENCIES
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
@@ -33,6 +32,7 @@ from topicaudit.engine.config import Config, config_from_dict, load_config
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
+from topicaudit.targets.guarantee import adjacency_of
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
@@ -143,7 +143,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
                         "topicaudit — rerun the audit")
     learner = target.get("learner")
     word_canaries = canaries is not None and canaries[2] == "word"
-    word_claim = guarantee.get("adjacency") in WORD_LEVEL_ADJACENCIES and (epsilon is None or word_canaries)
+    adjacency = adjacency_of(guarantee.get("adjacency"))
+    word_claim = adjacency is not None and not adjacency.document_level and (epsilon is None or word_canaries)
     if epsilon is None:
         epsilon = guarantee["epsilon"]
         if epsilon is None:

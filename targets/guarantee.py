@@ -1,0 +1,155 @@
+"""A privacy claim as data: (ε, δ), what it protects (Adjacency), why it holds (Basis), the mechanism (event).
+
+Every learner and vocabulary step reports one ``Guarantee``; a pipeline composes
+its parts' guarantees (``topicaudit.targets.composition``); ``results.json``
+stores ``Guarantee.to_json()`` and readers rebuild it with
+``Guarantee.from_json`` (or read single fields with ``adjacency_of`` and
+``basis_of``). The enums are ``StrEnum``s, so their members compare equal to,
+format as and serialise to the same strings the files always held.
+
+This module does not import dp-accounting (about a second to import): the
+event is carried as an opaque attrs object here and only decoded on demand.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing only: dp-accounting is imported where events are built or accounted
+    from dp_accounting import DpEvent
+
+
+class Adjacency(enum.StrEnum):
+    """Which neighbouring datasets a claim is about."""
+
+    DOCUMENT = "document"      # add or remove one whole document
+    WORD = "word"              # change one token's word in one document (central model)
+    LOCAL_WORD = "local-word"  # change one word (presence bit or count) of one user's data, before it leaves them
+
+    @property
+    def document_level(self) -> bool:
+        """True when the claim bounds what a release reveals about a whole document's membership."""
+        return self is Adjacency.DOCUMENT
+
+
+class Basis(enum.StrEnum):
+    """Why a claim is made; ``strength`` orders them, weakest first."""
+
+    NONE = "none"                # no claim (ε = ∞)
+    MONITOR = "monitor"          # measured on the data, not a guarantee
+    PAPER_CLAIM = "paper-claim"  # stated by a paper, not proven (or known wrong)
+    THEOREM = "theorem"          # proven; ``accountant`` names how ε was computed
+
+    @property
+    def strength(self) -> int:
+        return _BASIS_STRENGTH[self]
+
+
+_BASIS_STRENGTH = {Basis.NONE: 0, Basis.MONITOR: 1, Basis.PAPER_CLAIM: 2, Basis.THEOREM: 3}
+
+
+def weakest_basis(bases) -> Basis:
+    """A composition is only as well founded as its weakest part."""
+    return min((basis_of(b) for b in bases), key=lambda b: b.strength)
+
+
+def adjacency_of(value: Adjacency | str | None) -> Adjacency | None:
+    """The Adjacency named by a results.json string (None stays None); ValueError for an unknown name."""
+    if value is None or isinstance(value, Adjacency):
+        return value
+    try:
+        return Adjacency(value)
+    except ValueError:
+        raise ValueError(f"unknown adjacency {value!r}; known: {', '.join(a.value for a in Adjacency)}") from None
+
+
+def basis_of(value: Basis | str | None) -> Basis:
+    """The Basis named by a results.json string (missing means NONE); ValueError for an unknown name."""
+    if value is None:
+        return Basis.NONE
+    if isinstance(value, Basis):
+        return value
+    try:
+        return Basis(value)
+    except ValueError:
+        raise ValueError(f"unknown basis {value!r}; known: {', '.join(b.value for b in Basis)}") from None
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """A privacy claim described as data.
+
+    ``epsilon = inf`` means no claim (a non-private learner, or a monitor).
+    A finite ε must say why it holds (a ``basis`` other than NONE).
+    ``event`` is the mechanism as a dp-accounting ``DpEvent`` when one
+    describes it (docs/targets.md lists them), else None; a pipeline's
+    accountant composes the events. Strings are accepted for the enums.
+    """
+
+    epsilon: float = math.inf
+    delta: float = 0.0
+    adjacency: Adjacency | None = None
+    basis: Basis = Basis.NONE
+    accountant: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    event: DpEvent | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "adjacency", adjacency_of(self.adjacency))
+        object.__setattr__(self, "basis", basis_of(self.basis))
+        if not (self.epsilon >= 0) or not (0 <= self.delta <= 1):
+            raise ValueError(f"{self._name()}: need ε ≥ 0 and δ in [0, 1] (got ε={self.epsilon}, δ={self.delta})")
+        if math.isfinite(self.epsilon) and self.basis is Basis.NONE:
+            raise ValueError(f"{self._name()} claims ε = {self.epsilon:g} but sets no basis: say why it holds "
+                             "(Basis.THEOREM, Basis.PAPER_CLAIM or Basis.MONITOR)")
+
+    def _name(self) -> str:
+        p = self.parameters
+        name = p.get("learner") or p.get("step") or p.get("mechanism") or self.accountant
+        return f"the guarantee of {name}" if name else "a guarantee (mechanism unnamed)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epsilon": None if math.isinf(self.epsilon) else self.epsilon,
+            "delta": self.delta,
+            "adjacency": None if self.adjacency is None else self.adjacency.value,
+            "basis": self.basis.value,
+            "accountant": self.accountant,
+            "parameters": self.parameters,
+            "event": event_to_json(self.event),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Guarantee:
+        """The Guarantee ``to_json`` wrote (results.json ``target.guarantee``)."""
+        epsilon = data.get("epsilon")
+        event = data.get("event")
+        if event is not None:
+            # dp-accounting takes about a second to import; only needed when an event is read back.
+            from topicaudit.targets.events import event_from_json
+            event = event_from_json(event)
+        return cls(epsilon=math.inf if epsilon is None else float(epsilon), delta=float(data.get("delta") or 0.0),
+                   adjacency=data.get("adjacency"), basis=data.get("basis"), accountant=data.get("accountant"),
+                   parameters=dict(data.get("parameters") or {}), event=event)
+
+
+def event_to_json(event) -> dict[str, Any] | None:
+    """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise."""
+    return None if event is None else _named_tuple_to_json(event.to_named_tuple())
+
+
+def _named_tuple_to_json(value):
+    # dp-accounting's own dependency-free form of an event: a named tuple with its class name.
+    if hasattr(value, "class_name") and hasattr(value, "_fields"):
+        return {"class_name": value.class_name,
+                **{k: _named_tuple_to_json(getattr(value, k)) for k in value._fields
+                   if k not in ("module_name", "class_name")}}
+    if isinstance(value, (list, tuple)):
+        return [_named_tuple_to_json(x) for x in value]
+    return value
+
+
+# A non-private learner's (or an unselected vocabulary's) claim: none.
+NO_GUARANTEE = Guarantee()
