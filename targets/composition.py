@@ -87,18 +87,14 @@ class PLDAccountant(pld.PLDAccountant):
         return super()._maybe_compose(event, count, do_compose)
 
 
-def _name(g: Guarantee) -> str:
-    p = g.parameters
-    return str(p.get("learner") or p.get("step") or p.get("mechanism") or g.accountant or "a part")
-
-
 def compose(*guarantees: Guarantee) -> Guarantee:
     """The guarantee of running every part on the same data (module docstring has the rules)."""
     if any(math.isinf(g.epsilon) for g in guarantees):
         return NO_GUARANTEE
     adjacencies = {g.adjacency for g in guarantees if g.adjacency is not None}
     if len(adjacencies) > 1:
-        raise ValueError(f"cannot compose guarantees with different adjacencies: {sorted(a.value for a in adjacencies)}")
+        raise ValueError("cannot compose guarantees with different adjacencies: "
+                         f"{sorted(a.value for a in adjacencies)}")
     adjacency = next(iter(adjacencies), None)
     basis = weakest_basis(g.basis for g in guarantees)
     parameters = {"parts": [g.to_json() for g in guarantees]}
@@ -124,7 +120,7 @@ def compose(*guarantees: Guarantee) -> Guarantee:
 def _pld_epsilon(spending, event, adjacency, delta) -> tuple[float | None, str | None]:
     """(ε of the composed event at δ by the PLD accountant, None) or (None, why it cannot be used)."""
     if event is None:
-        return None, "no dp-accounting event for " + ", ".join(_name(g) for g in spending if g.event is None)
+        return None, "no dp-accounting event for " + ", ".join(g.mechanism for g in spending if g.event is None)
     if adjacency is None:
         return None, "the parts state no adjacency"
     if delta == 0:

@@ -100,15 +100,18 @@ class Guarantee:
         object.__setattr__(self, "adjacency", adjacency_of(self.adjacency))
         object.__setattr__(self, "basis", basis_of(self.basis))
         if not (self.epsilon >= 0) or not (0 <= self.delta <= 1):
-            raise ValueError(f"{self._name()}: need ε ≥ 0 and δ in [0, 1] (got ε={self.epsilon}, δ={self.delta})")
+            raise ValueError(f"the guarantee of {self.mechanism}: need ε ≥ 0 and δ in [0, 1] "
+                             f"(got ε={self.epsilon}, δ={self.delta})")
         if math.isfinite(self.epsilon) and self.basis is Basis.NONE:
-            raise ValueError(f"{self._name()} claims ε = {self.epsilon:g} but sets no basis: say why it holds "
-                             "(Basis.THEOREM, Basis.PAPER_CLAIM or Basis.MONITOR)")
+            raise ValueError(f"the guarantee of {self.mechanism} claims ε = {self.epsilon:g} but sets no basis: "
+                             "say why it holds (Basis.THEOREM, Basis.PAPER_CLAIM or Basis.MONITOR)")
 
-    def _name(self) -> str:
+    @property
+    def mechanism(self) -> str:
+        """What the guarantee is about, for messages: the learner or step, else the mechanism or accountant."""
         p = self.parameters
         name = p.get("learner") or p.get("step") or p.get("mechanism") or self.accountant
-        return f"the guarantee of {name}" if name else "a guarantee (mechanism unnamed)"
+        return str(name or "an unnamed mechanism")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -86,9 +86,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
-
 import dp_accounting
+from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
