@@ -1,4 +1,4 @@
-"""Mechanisms described as dp-accounting events, and events read back from JSON.
+"""Mechanisms described as dp-accounting events, and events to and from JSON.
 
 dp-accounting describes a mechanism as a ``DpEvent`` (Laplace, Gaussian,
 randomised response, Poisson subsampling, composition, ...) and leaves the
@@ -35,8 +35,24 @@ _EVENT_CLASSES: dict[str, type] = {
 _EVENT_CLASSES[EpsilonDeltaDpEvent.__name__] = EpsilonDeltaDpEvent
 
 
+def event_to_json(event) -> dict[str, Any] | None:
+    """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise."""
+    return None if event is None else _named_tuple_to_json(event.to_named_tuple())
+
+
+def _named_tuple_to_json(value):
+    # dp-accounting's own dependency-free form of an event: a named tuple with its class name.
+    if hasattr(value, "class_name") and hasattr(value, "_fields"):
+        return {"class_name": value.class_name,
+                **{k: _named_tuple_to_json(getattr(value, k)) for k in value._fields
+                   if k not in ("module_name", "class_name")}}
+    if isinstance(value, (list, tuple)):
+        return [_named_tuple_to_json(x) for x in value]
+    return value
+
+
 def event_from_json(data: dict[str, Any]) -> dp_accounting.DpEvent:
-    """The event ``topicaudit.targets.guarantee.event_to_json`` wrote."""
+    """The event ``event_to_json`` wrote."""
     fields = dict(data)
     name = fields.pop("class_name", None)
     if name not in _EVENT_CLASSES:

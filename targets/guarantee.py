@@ -6,19 +6,17 @@ stores ``Guarantee.to_json()`` and readers rebuild it with
 ``Guarantee.from_json`` (or read single fields with ``adjacency_of`` and
 ``basis_of``). The enums are ``StrEnum``s, so their members compare equal to,
 format as and serialise to the same strings the files always held.
-
-This module does not import dp-accounting (about a second to import): the
-event is carried as an opaque attrs object here and only decoded on demand.
 """
 from __future__ import annotations
 
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # typing only: dp-accounting is imported where events are built or accounted
-    from dp_accounting import DpEvent
+from dp_accounting import DpEvent
+
+from topicaudit.targets.events import event_from_json, event_to_json
 
 
 class Adjacency(enum.StrEnum):
@@ -129,29 +127,10 @@ class Guarantee:
         """The Guarantee ``to_json`` wrote (results.json ``target.guarantee``)."""
         epsilon = data.get("epsilon")
         event = data.get("event")
-        if event is not None:
-            # dp-accounting takes about a second to import; only needed when an event is read back.
-            from topicaudit.targets.events import event_from_json
-            event = event_from_json(event)
+        event = None if event is None else event_from_json(event)
         return cls(epsilon=math.inf if epsilon is None else float(epsilon), delta=float(data.get("delta") or 0.0),
                    adjacency=data.get("adjacency"), basis=data.get("basis"), accountant=data.get("accountant"),
                    parameters=dict(data.get("parameters") or {}), event=event)
-
-
-def event_to_json(event) -> dict[str, Any] | None:
-    """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise."""
-    return None if event is None else _named_tuple_to_json(event.to_named_tuple())
-
-
-def _named_tuple_to_json(value):
-    # dp-accounting's own dependency-free form of an event: a named tuple with its class name.
-    if hasattr(value, "class_name") and hasattr(value, "_fields"):
-        return {"class_name": value.class_name,
-                **{k: _named_tuple_to_json(getattr(value, k)) for k in value._fields
-                   if k not in ("module_name", "class_name")}}
-    if isinstance(value, (list, tuple)):
-        return [_named_tuple_to_json(x) for x in value]
-    return value
 
 
 # A non-private learner's (or an unselected vocabulary's) claim: none.
