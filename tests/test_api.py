@@ -27,6 +27,6 @@ def test_run_then_check_return_objects(tmp_path):
 
 def _write(tmp_path):
     path = tmp_path / "audit.toml"
-    path.write_text('output = "run"\n[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nk = 3\n'
+    path.write_text(f'output = "{tmp_path / "run"}"\n[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nk = 3\n'
                     "[attack]\nshadows = 0\n[attack.canaries]\ncount = 100\n")
     return path
