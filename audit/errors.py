@@ -5,8 +5,11 @@ EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED = 0
 EXIT_INTERRUPTED = 130
 
 
-class UserError(Exception):
-    """Bad input or configuration: the CLI prints the message and exits non-zero.
+class UserError(ValueError):
+    """Bad input or configuration; the message says what is wrong, where (file, line, field) and how to fix it.
 
-    Messages say what is wrong, where (file, line, field) and how to fix it.
+    Library code raises it (or FileNotFoundError/ValueError where that is the
+    natural type); being a ValueError, callers of the Python API catch it as one.
+    Only the command line (``topicaudit.cli.main``) turns it into one message
+    and exit 2; any other exception, a plain ValueError included, is a bug (exit 3).
     """

@@ -6,6 +6,7 @@ import inspect
 
 from topicaudit.errors import UserError
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Release, Target
+from topicaudit.targets.params import check_topics
 from topicaudit.targets.pipeline import Pipeline
 from topicaudit.targets.under_noised import UnderNoised
 
@@ -85,8 +86,7 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
         raise UserError(
             f"unknown vocabulary step {vocabulary!r} in [target] vocabulary; known: {', '.join(VOCABULARY_STEPS)}"
         )
-    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
-        raise UserError(f"the number of topics k must be an integer ≥ 2 (got {k!r}); set [target] k or --k")
+    check_topics(k, "k", "set [target] k or --k")
     step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
                       "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
     model = build_learner(learner, k, params)

@@ -39,7 +39,6 @@ dtype; empty documents contribute no tokens and unused words get Φ_kw =
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -48,6 +47,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
+from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
@@ -56,15 +56,8 @@ __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "ran
 
 def tokens_from_counts(X) -> tuple[np.ndarray, np.ndarray]:
     """(doc ids, word ids), int32, one entry per token, in corpus order."""
-    X = sp.csr_matrix(X)
-    if not X.has_canonical_format:
-        X = X.copy()  # never reorder the caller's arrays
-        X.sum_duplicates()  # also sorts the column indices
-    counts = np.asarray(X.data)
-    if counts.size and (np.any(counts < 0) or not np.all(np.isfinite(counts))
-                        or np.any(counts != np.round(counts))):
-        raise ValueError("X must hold non-negative integer counts")
-    counts = np.round(counts).astype(np.int64)
+    X = check_counts(X)
+    counts = X.data.astype(np.int64)
     if max(X.shape) >= np.iinfo(np.int32).max or counts.sum() >= np.iinfo(np.int32).max:
         raise ValueError("corpus too large for int32 token arrays")
     nnz_per_doc = np.diff(X.indptr)
@@ -146,8 +139,7 @@ def _phi(nwk: np.ndarray, nk: np.ndarray, beta: float) -> np.ndarray:
 
 def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -> tuple[float, float]:
     """(α, β) as floats, α = 1/k when None; ValueError for a setting no sampler can run."""
-    if not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    integer("k", k)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
     integer("n_iter", n_iter, 0)

@@ -81,8 +81,6 @@ uses its seed, so with the noise set to zero the result equals
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +90,7 @@ from numba import njit
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import laplace_event
 from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
-from topicaudit.targets.params import positive
+from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -178,16 +176,12 @@ class DPGibbsState:
 
 
 def _check(k, epsilon, max_doc_length, alpha, beta, n_iter):
-    if not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    if isinstance(max_doc_length, bool) or not isinstance(max_doc_length, numbers.Integral) or max_doc_length < 1:
-        raise ValueError(f"max_doc_length must be an integer ≥ 1, got {max_doc_length!r}")
+    integer("k", k)
+    positive("epsilon", epsilon)
+    integer("max_doc_length", max_doc_length)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
-    if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
-        raise ValueError(f"n_iter must be an integer ≥ 1 (the last sweep is the private one), got {n_iter!r}")
+    integer("n_iter", n_iter)  # ≥ 1: the last sweep is the private one
 
 
 def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha: float | None = None,

@@ -77,6 +77,7 @@ from numba import njit
 from topicaudit.targets.accounting import (ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon,
                                            subsampled_gaussian_event)
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.vb_lda import (
     _EPS,
@@ -206,18 +207,6 @@ def minibatch_statistics(X: sp.csr_matrix, lam: np.ndarray, rng: np.random.Gener
     return np.ascontiguousarray(sstats_t.T), norms
 
 
-def _check_counts(X) -> sp.csr_matrix:
-    if not sp.issparse(X):
-        raise TypeError("X must be a scipy.sparse CSR matrix of counts")
-    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-    X.sum_duplicates()
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X has shape {X.shape}; need at least one document and word")
-    if X.nnz and (X.data.min() < 0 or not np.all(np.isfinite(X.data)) or np.any(X.data != np.round(X.data))):
-        raise ValueError("X must hold non-negative integer counts (the token cap draws tokens)")
-    return X
-
-
 # --------------------------------------------------------------------------
 # the learner
 # --------------------------------------------------------------------------
@@ -333,7 +322,7 @@ class DPStochasticVariationalLDA:
     # -- fitting --------------------------------------------------------------------
     def fit_lambda(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """λ (k × V, float64) after J steps; also stored as ``components_``."""
-        X = _check_counts(X)
+        X = check_counts(X, nonempty=True)  # whole counts: the token cap draws tokens
         n_docs, n_words = X.shape
         k = self.k
         eta = 1.0 / k if self.eta is None else float(self.eta)

@@ -69,6 +69,7 @@ from scipy.special import log_ndtr, ndtr, ndtri
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import EpsilonDeltaDpEvent
+from topicaudit.targets.params import non_negative, positive
 
 # --------------------------------------------------------------------------
 # analytic Gaussian mechanism (Balle & Wang 2018)
@@ -306,12 +307,10 @@ def _document_sets(X, rng, delta0, by_count):
 
 
 def _check(epsilon, delta, alpha, delta0=None):
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a positive number (got {epsilon!r})")
+    positive("epsilon", epsilon)
     if not (0 < delta < 0.5):
         raise ValueError(f"delta must lie in (0, 0.5) (got {delta!r})")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise ValueError(f"alpha must be ≥ 0 (got {alpha!r})")
+    non_negative("alpha", alpha)
     if delta0 is not None and (isinstance(delta0, bool) or int(delta0) != delta0 or delta0 < 1):
         raise ValueError(f"delta0 must be an integer ≥ 1 (got {delta0!r})")
 

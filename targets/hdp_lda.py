@@ -81,7 +81,6 @@ the sampler stream is used as ``topicaudit.targets.cgs.run_cgs`` uses its seed.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +91,7 @@ from numba import njit
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
 from topicaudit.targets.cgs import add_token, draw_topic, random_start
-from topicaudit.targets.params import positive
+from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 
@@ -153,16 +152,12 @@ class HDPState:
 
 
 def _check(k, epsilon_l, clip, alpha, beta, n_iter):
-    if not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    if not (isinstance(epsilon_l, numbers.Real) and math.isfinite(epsilon_l) and epsilon_l > 0):
-        raise ValueError(f"epsilon_l must be a positive finite number, got {epsilon_l!r}")
-    if not (isinstance(clip, numbers.Real) and math.isfinite(clip) and clip > 0):
-        raise ValueError(f"clip (C) must be a positive finite number, got {clip!r}")
+    integer("k", k)
+    positive("epsilon_l", epsilon_l)
+    positive("clip (C)", clip)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
-    if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
-        raise ValueError(f"n_iter must be an integer ≥ 1, got {n_iter!r}")
+    integer("n_iter", n_iter)
 
 
 def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0, alpha: float | None = None,

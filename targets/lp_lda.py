@@ -59,7 +59,8 @@ import scipy.sparse as sp
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import binary_randomized_response_event
 from topicaudit.targets.cgs import run_cgs
-from topicaudit.targets.params import positive
+from topicaudit.targets.counts import check_counts
+from topicaudit.targets.params import integer, positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
 
@@ -115,19 +116,6 @@ def reconstruct(received: np.ndarray, p: float, rng: np.random.Generator) -> sp.
     return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, V))
 
 
-def _validated_counts(X) -> sp.csc_matrix:
-    X = sp.csr_matrix(X)
-    data = np.asarray(X.data)
-    if data.size and (np.any(data < 0) or not np.all(np.isfinite(data)) or np.any(data != np.round(data))):
-        raise ValueError("X must hold non-negative integer counts")
-    return X.tocsc()
-
-
-def _check_positive_int(name, value, minimum):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-
-
 class LocallyPrivateLDA:
     """LP-LDA (Zhao et al.): per-bit randomised response on presence vectors, reconstruction, CGS.
 
@@ -147,7 +135,7 @@ class LocallyPrivateLDA:
 
     def __init__(self, k: int, p: float | None = None, epsilon: float | None = None,
                  alpha: float | None = None, beta: float = 0.01, n_iter: int = 200, n_avg: int = 1):
-        _check_positive_int("k", k, 1)
+        integer("k", k, 1)
         if (p is None) == (epsilon is None):
             raise ValueError("give exactly one of p (keep probability) and epsilon (per-bit ε)")
         if p is not None and not (isinstance(p, numbers.Real) and 0.5 < p < 1):
@@ -156,8 +144,8 @@ class LocallyPrivateLDA:
             raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
         positive("alpha", alpha, optional=True)
         positive("beta", beta)
-        _check_positive_int("n_iter", n_iter, 1)
-        _check_positive_int("n_avg", n_avg, 1)
+        integer("n_iter", n_iter, 1)
+        integer("n_avg", n_avg, 1)
         if n_avg > n_iter:
             raise ValueError(f"n_avg ({n_avg}) cannot exceed n_iter ({n_iter})")
         self.k = k
@@ -187,7 +175,7 @@ class LocallyPrivateLDA:
         Works in column blocks (each column's adjustment needs only that
         column), which is the same computation as randomising whole rows.
         """
-        X = _validated_counts(X)
+        X = check_counts(X).tocsc()
         n, V = X.shape
         p = self.keep_probability
         block = max(1, _BLOCK_CELLS // max(n, 1))

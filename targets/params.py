@@ -4,12 +4,18 @@ A learner is built (and so checked) before any data is read or Ray started:
 a NaN, negative or infinite prior, or zero iterations, is refused with the
 parameter's name instead of producing NaN models. Each check raises
 ValueError; ``topicaudit.targets.build_target`` turns it into one message naming where
-the parameter came from ([target.params] or --param).
+the parameter came from ([target.params] or --param). ``check_topics``, the one check of
+the number of topics for configurations, flags and Φ files, takes that place itself.
 """
 from __future__ import annotations
 
 import math
 import numbers
+
+from topicaudit.errors import UserError
+
+# One topic is no model to audit: every document would get the same mixture.
+MIN_TOPICS = 2
 
 
 def _is_real(value) -> bool:
@@ -44,3 +50,11 @@ def choice(name: str, value, options: tuple[str, ...]):
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(options)} (got {value!r})")
     return value
+
+
+def check_topics(k, where: str, fix: str = "") -> int:
+    """The number of topics, an integer ≥ 2; ``where`` names the key, flag or file, ``fix`` says what to do."""
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < MIN_TOPICS:
+        raise UserError(f"{where}, the number of topics, must be an integer ≥ {MIN_TOPICS} (got {k!r})"
+                        + (f"; {fix}" if fix else ""))
+    return int(k)

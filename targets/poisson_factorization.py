@@ -72,6 +72,8 @@ from dp_accounting import dp_event
 
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.bessel import bessel_sample
+from topicaudit.targets.counts import check_counts
+from topicaudit.targets.params import integer, positive
 
 __all__ = [
     "LocallyPrivatePoissonFactorization",
@@ -115,12 +117,8 @@ def privatize_counts(Y, alpha, rng: np.random.Generator) -> np.ndarray:
 
 
 def _as_counts(X, name: str = "X") -> sp.csr_matrix:
-    X = sp.csr_matrix(X)
-    data = np.asarray(X.data)
-    if data.size and (np.any(data < 0) or not np.all(np.isfinite(data)) or np.any(data != np.round(data))):
-        raise ValueError(f"{name} must hold non-negative integer counts")
-    X = sp.csr_matrix((np.round(data).astype(np.int64), X.indices, X.indptr), shape=X.shape)
-    X.sum_duplicates()
+    """The counts as int64 CSR without stored zeros (a copy: the caller's matrix is left alone)."""
+    X = check_counts(X, name).astype(np.int64)
     X.eliminate_zeros()
     return X
 
@@ -308,13 +306,10 @@ def _released_phi(samples: Iterator, n_iter: int, n_avg: int) -> np.ndarray:
 
 # -- learners -------------------------------------------------------------------------
 def _check_common(k, a0, b0, n_iter, n_avg) -> None:
-    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    for name, value in (("a0", a0), ("b0", b0)):
-        if not (isinstance(value, numbers.Real) and value > 0 and math.isfinite(value)):
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not isinstance(n_iter, numbers.Integral) or isinstance(n_iter, bool) or n_iter < 1:
-        raise ValueError(f"n_iter must be an integer ≥ 1, got {n_iter!r}")
+    integer("k", k)
+    positive("a0", a0)
+    positive("b0", b0)
+    integer("n_iter", n_iter)
     if not isinstance(n_avg, numbers.Integral) or isinstance(n_avg, bool) or not 1 <= n_avg <= n_iter:
         raise ValueError(f"n_avg must be an integer in [1, n_iter = {n_iter}], got {n_avg!r}")
 

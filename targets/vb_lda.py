@@ -54,6 +54,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from topicaudit.targets.counts import check_counts
+
 __all__ = ["fit_lda_vb", "fit_lda_sklearn"]
 
 _INIT_GAMMA = 100.0
@@ -265,21 +267,8 @@ def _check_random_state(seed) -> np.random.RandomState:
 
 
 def _check_X(X) -> sp.csr_matrix:
-    if not sp.issparse(X):
-        raise TypeError("X must be a scipy.sparse CSR matrix of counts")
-    X = sp.csr_matrix(X)  # no copy if already CSR
-    if X.dtype != np.float64:
-        X = X.astype(np.float64)
-    if not X.has_canonical_format:
-        # sklearn's fancy-index += would count a duplicated entry once; we sum
-        # duplicates (the correct counts). Canonical input behaves identically.
-        X = X.copy()
-        X.sum_duplicates()
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X has shape {X.shape}; need at least one document and word")
-    if X.data.size and X.data.min() < 0:
-        raise ValueError("negative counts in X")
-    return X
+    # Duplicated entries are summed (sklearn's fancy-index += would count one); weights are allowed, as in sklearn.
+    return check_counts(X, whole=False, nonempty=True)
 
 
 def _fit(X, k, seed, *, doc_topic_prior=None, topic_word_prior=None, max_iter=10,

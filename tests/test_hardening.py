@@ -112,6 +112,8 @@ def test_check_never_exits_1_on_a_failure(capsys, tmp_path):
     (KeyboardInterrupt(), 130, "interrupted"),
     (cli.Terminated(), 130, "interrupted"),
     (MemoryError(), 3, "internal error"),
+    (ValueError("a bug of ours"), 3, "internal error"),  # only UserError means bad input
+    (UserError("[attack] alpha must be in (0, 1)"), 2, "error: [attack] alpha must be in (0, 1)"),
 ])
 def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch, raised, expected_code, words):
     import topicaudit.engine.check
@@ -586,3 +588,14 @@ def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch)
     code, out, err = call(capsys, "run", "--quiet", "--output", tmp_path / "run")
     assert_one_line_error(code, err, expected_code=4)
     assert "timed out during startup" in err and not (tmp_path / "run").exists()
+
+
+def test_library_code_raises_a_standard_exception(tmp_path):
+    """Python callers catch bad input as ValueError (UserError is one); the message still names file and fix."""
+    from topicaudit.inputs.phi_io import load_user_model
+
+    np.save(tmp_path / "phi.npy", np.full((3, 4), np.nan))
+    (tmp_path / "vocab.txt").write_text("a\nb\nc\nd\n")
+    with pytest.raises(ValueError, match=r"phi\.npy: Φ holds 12 NaN") as caught:
+        load_user_model(tmp_path / "phi.npy", tmp_path / "vocab.txt")
+    assert isinstance(caught.value, UserError)

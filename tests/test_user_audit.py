@@ -315,7 +315,7 @@ def _negative():
     (GOOD[0], "must be a 2-D array"),
     (GOOD[None], "must be a 2-D array"),
     (GOOD.T, "words × topics"),
-    (GOOD[:1], "needs k ≥ 2 rows"),
+    (GOOD[:1], "k, the number of topics, must be an integer ≥ 2"),
     (GOOD[:, :-1] / GOOD[:, :-1].sum(axis=1, keepdims=True), "Φ has 19 columns but the vocabulary"),
     (_nan(), "NaN or infinite value(s), first at row 1, column 4"),
     (np.where(GOOD > 0.1, np.inf, GOOD), "NaN or infinite"),

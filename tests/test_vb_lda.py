@@ -265,5 +265,8 @@ def test_rejects_bad_input():
         fit_lda_vb(sp.csr_matrix((0, 5)), 2, 0)
     with pytest.raises(ValueError):
         fit_lda_vb(sp.csr_matrix(np.ones((2, 2))), 0, 0)
-    with pytest.raises(TypeError):
-        fit_lda_vb(np.ones((2, 2)), 2, 0)
+    with pytest.raises(ValueError, match="NaN"):
+        fit_lda_vb(sp.csr_matrix(np.array([[1.0, np.nan]])), 2, 0)
+    # a dense matrix of counts is the same counts (check_counts converts it, as sklearn does)
+    dense, sparse = fit_lda_vb(np.ones((2, 2)), 2, 0), fit_lda_vb(sp.csr_matrix(np.ones((2, 2))), 2, 0)
+    np.testing.assert_array_equal(dense[0], sparse[0])

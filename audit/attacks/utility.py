@@ -55,6 +55,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from topicaudit.inputs.phi_io import check_phi
+from topicaudit.targets.counts import check_counts
+
 __all__ = ["Coherence", "umass_coherence", "infer_theta", "heldout_perplexity", "release_utility"]
 
 _FLOOR = 1e-12
@@ -65,17 +68,6 @@ class Coherence(NamedTuple):
     per_topic: np.ndarray       # (k,) float64
     top_words: np.ndarray       # (k, M) int64 column ids, most probable first
     skipped_pairs: int          # pairs whose higher-ranked word occurs in no reference document
-
-
-def _check_counts(X, n_words: int, name: str) -> sp.csr_matrix:
-    if not sp.issparse(X):
-        raise TypeError(f"{name} must be a scipy.sparse matrix of counts (documents × words)")
-    X = sp.csr_matrix(X)
-    if X.shape[1] != n_words:
-        raise ValueError(f"{name} has {X.shape[1]} columns but Φ has {n_words}; pass the counts over Φ's vocabulary")
-    if X.data.size and (X.data.min() < 0 or not np.all(np.isfinite(X.data))):
-        raise ValueError(f"{name} must hold non-negative finite counts")
-    return X
 
 
 def _top_words(phi: np.ndarray, top_n: int) -> np.ndarray:
@@ -89,12 +81,10 @@ def umass_coherence(phi: np.ndarray, X, top_n: int = 10) -> Coherence:
     phi: (k, V) topic-word matrix; X: (documents × V) counts over the same
     columns. See the module docstring for the formula and conventions.
     """
-    phi = np.asarray(phi, dtype=np.float64)
-    if phi.ndim != 2:
-        raise ValueError(f"phi must be a (k, V) matrix, got shape {phi.shape}")
+    phi = check_phi(phi, "phi")
     if isinstance(top_n, bool) or int(top_n) != top_n or top_n < 2:
         raise ValueError(f"top_n must be an integer ≥ 2, got {top_n!r}")
-    X = _check_counts(X, phi.shape[1], "X")
+    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
     top = _top_words(phi, min(int(top_n), phi.shape[1]))
     words, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)
@@ -191,15 +181,12 @@ def _e_step(indptr, indices, data, phi_t, alpha, max_iter, tol, floor, theta, lo
 def infer_theta(phi: np.ndarray, X, alpha: float | None = None, max_iter: int = 200,
                 tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """θ̂ (documents × k) by the fixed-Φ variational E-step, and each document's Σ_w x_w ln p(w)."""
-    phi = np.asarray(phi, dtype=np.float64)
+    phi = check_phi(phi, "phi")
     k = phi.shape[0]
     alpha = 1.0 / k if alpha is None else float(alpha)
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha!r}")
-    X = _check_counts(X, phi.shape[1], "X")
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
+    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
     theta = np.empty((X.shape[0], k))
     loglik = np.zeros(X.shape[0])
     _e_step(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
@@ -210,7 +197,8 @@ def infer_theta(phi: np.ndarray, X, alpha: float | None = None, max_iter: int = 
 def heldout_perplexity(phi: np.ndarray, X_heldout, alpha: float | None = None, max_iter: int = 200,
                        tol: float = 1e-6) -> float:
     """exp(−Σ log p(w) / N) over the held-out tokens, θ̂ inferred with Φ fixed (module docstring)."""
-    X_heldout = _check_counts(X_heldout, np.shape(phi)[1], "X_heldout")
+    phi = check_phi(phi, "phi")
+    X_heldout = check_counts(X_heldout, "X_heldout", whole=False, n_columns=phi.shape[1], columns_of="Φ")
     n_tokens = float(X_heldout.sum())
     if n_tokens <= 0:
         raise ValueError("the held-out documents have no tokens in Φ's vocabulary; perplexity is undefined")

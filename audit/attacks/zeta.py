@@ -71,6 +71,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from topicaudit.inputs.phi_io import check_phi
+from topicaudit.targets.counts import check_counts
+
 __all__ = [
     "ZetaResult",
     "solve_zeta",
@@ -531,23 +534,8 @@ def _evaluate_all(PT, keep, indptr, indices, data, theta_in, f_out, gap_out):
 
 
 def _prepare(phi, X):
-    phi = np.asarray(phi)
-    if phi.ndim != 2:
-        raise ValueError(f"phi must be a 2-D (k × V) array, got shape {phi.shape}")
-    phi64 = np.asarray(phi, dtype=np.float64)
-    if not np.all(np.isfinite(phi64)) or (phi64 < 0).any():
-        raise ValueError("phi must be finite and non-negative")
-    if not sp.issparse(X):
-        X = sp.csr_matrix(X)
-    X = sp.csr_matrix(X, dtype=np.float64) if (X.format != "csr" or X.dtype != np.float64) else X
-    if X.shape[1] != phi64.shape[1]:
-        raise ValueError(
-            f"X has {X.shape[1]} columns but phi has {phi64.shape[1]} (vocabulary sizes differ)")
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    if X.nnz and not (np.all(np.isfinite(X.data)) and X.data.min() >= 0):
-        raise ValueError("X must hold finite, non-negative word counts")
+    phi64 = check_phi(phi, "phi")
+    X = check_counts(X, "X", whole=False, n_columns=phi64.shape[1], columns_of="phi")
     PT = np.ascontiguousarray(phi64.T)
     keep = np.ascontiguousarray(phi64.sum(axis=0) > 0)
     indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)

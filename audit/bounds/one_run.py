@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numba
-import numpy as np
 
 from topicaudit.bounds.epsilon import (
     EpsilonBound,

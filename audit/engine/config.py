@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.attacks.registry import ATTACK_DESCRIPTIONS, unknown_attacks
-from topicaudit.engine.validation import check_run_config
+from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
+from topicaudit.targets.params import check_topics
 
 
 @dataclass
@@ -238,26 +239,20 @@ def validate(config: Config) -> None:
         raise UserError("[model] phi is set: this configuration audits a released model; run it with "
                         "`topicaudit audit CONFIG.toml`, or remove [model] to train and audit a target")
     canaries = config.attack.canaries
-    if config.attack.shadows % 2 or config.attack.shadows < (0 if canaries.count else 2):
-        raise UserError(
-            f"[attack] shadows must be an even number ≥ 2 (got {config.attack.shadows}): shadow models come "
-            "in complementary pairs so every document is IN exactly half of them; 0 is allowed with canaries "
-            "([attack.canaries] count or --canaries), whose scores need no shadow model"
-        )
+    check_shadows(config.attack.shadows, "[attack] shadows", 0 if canaries.count else 2,
+                  "; 0 is allowed with canaries ([attack.canaries] count or --canaries), whose scores need no "
+                  "shadow model")
     if canaries.count < 0:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
     if canaries.kind not in CANARY_KINDS:
         raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
-    if canaries.shadows < 0 or canaries.shadows % 2:
-        raise UserError(f"[attack.canaries] shadows must be an even number ≥ 0 (got {canaries.shadows}): "
-                        "each canary is in exactly half of the shadow canary releases")
+    check_shadows(canaries.shadows, "[attack.canaries] shadows", 0)
     if canaries.length < 0:
         raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
                         "learner's document cap or the corpus")
     if not config.target.test_under_noise >= 1.0:
         raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
-    if config.target.k < 2:
-        raise UserError(f"[target] k, the number of topics, must be ≥ 2 (got {config.target.k})")
+    check_topics(config.target.k, "[target] k")
     if config.attack.shadow_vocabulary not in ("target", "own"):
         raise UserError(
             f"[attack] shadow_vocabulary must be 'target' or 'own' (got {config.attack.shadow_vocabulary!r})"
@@ -274,11 +269,8 @@ def validate(config: Config) -> None:
         raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACK_DESCRIPTIONS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
-    if config.seed < 0:
-        raise UserError(f"seed must be a non-negative integer (got {config.seed})")
     if config.ray.num_cpus < 0:
         raise UserError(f"[ray] num_cpus must be ≥ 0 (got {config.ray.num_cpus})")
-
     check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.engine.rundir import UNREADABLE_NPZ, atomic_write_bytes
-from topicaudit.engine.validation import check_seed
+from topicaudit.engine.validation import check_seed, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 
@@ -66,11 +66,7 @@ class Plan:
 
 def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
     """Draw the target's members and N/2 complementary pairs of shadow halves."""
-    if n_shadows < 2 or n_shadows % 2:
-        raise UserError(
-            f"the number of shadow models must be an even number ≥ 2 (got {n_shadows}): "
-            "shadows come in complementary pairs so every document is IN exactly half of them"
-        )
+    check_shadows(n_shadows, "the number of shadow models (--shadows)")
     if n_docs < 4:
         raise UserError(f"the corpus has {n_docs} usable documents; an audit needs at least 4")
     check_seed(seed, "the seed (--seed)")

@@ -50,12 +50,14 @@ from topicaudit.engine.config import Config
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
 from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text
-from topicaudit.engine.validation import check_output_directory, check_seed, warn_more_topics_than_words
+from topicaudit.engine.validation import (check_output_directory, check_seed, check_shadows,
+                                         warn_more_topics_than_words)
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, detect_format, load_corpus
 from topicaudit.inputs.phi_io import DEFAULT_ROW_SUM_TOLERANCE, UserModel, load_user_model
 from topicaudit.targets import LEARNERS, shadow_pipeline
 from topicaudit.targets.base import Release
+from topicaudit.targets.params import check_topics
 
 # Columns of scores.csv, in order ("text" only with show_text).
 SCORE_COLUMNS = ("rank", "candidate", "id", "n_tokens", "zeta", "online_llr", "online_llr_global",
@@ -212,13 +214,9 @@ class Prepared:
 def _check_spec(spec: UserAuditSpec) -> None:
     if spec.learner is not None and spec.learner not in LEARNERS:
         raise UserError(f"unknown learner {spec.learner!r} (--learner); known learners: {', '.join(LEARNERS)}")
-    if spec.shadows < 2 or spec.shadows % 2:
-        raise UserError(
-            f"--shadows must be an even number ≥ 2 (got {spec.shadows}): shadow models come in complementary "
-            "pairs so every candidate is IN exactly half of them"
-        )
-    if spec.k is not None and spec.k < 2:
-        raise UserError(f"--k, the number of topics, must be ≥ 2 (got {spec.k}); by default it is Φ's number of rows")
+    check_shadows(spec.shadows, "--shadows")
+    if spec.k is not None:
+        check_topics(spec.k, "--k", "by default it is Φ's number of rows")
     if spec.rank_by not in RANKINGS and spec.rank_by != "recommended":
         raise UserError(f"unknown ranking {spec.rank_by!r} (--rank-by); choose recommended or one of "
                         f"{', '.join(RANKINGS)}")

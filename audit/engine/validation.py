@@ -28,6 +28,17 @@ def check_seed(seed, where: str) -> int:
     return seed
 
 
+def check_shadows(n, where: str, minimum: int = 2, allowed: str = "") -> int:
+    """An even number of shadow models ≥ ``minimum``; ``where`` names the key or flag, ``allowed`` adds when 0 is fine.
+
+    Shadows come in complementary pairs so every document is IN exactly half of them.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < minimum or n % 2:
+        raise UserError(f"{where} must be an even number ≥ {minimum} (got {n!r}): shadow models come in "
+                        f"complementary pairs so every document is IN exactly half of them{allowed}")
+    return n
+
+
 def _nearest_existing(path: Path) -> Path:
     for candidate in (path, *path.parents):
         if candidate.exists():
@@ -109,6 +120,5 @@ def check_synthetic(s) -> None:
 def warn_more_topics_than_words(k: int, n_words: int, flag: str) -> None:
     """k above the vocabulary size leaves topics with nothing of their own to learn: say so."""
     if k > n_words:
-
         warnings.warn(f"{flag} {k} topics for a vocabulary of {n_words} words: at most {n_words} topics can "
                       "differ; the audit runs, but consider a smaller k", UserWarning, stacklevel=2)

@@ -84,6 +84,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import read_vocabulary
 from topicaudit.inputs.preprocess import preprocess_corpus, tokenize_like_countvectorizer
 from topicaudit.memory import check_fits_in_memory
+from topicaudit.targets.counts import check_counts
 
 __all__ = [
     "Corpus",
@@ -315,29 +316,7 @@ def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
             raise UserError(f"{source}: vocabulary entry {i} is {type(v).__name__}, not a string")
         if not v:
             raise UserError(f"{source}: vocabulary entry {i} is an empty string")
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-    else:
-        try:
-            arr = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise UserError(f"{source}: counts are not numeric ({e})") from None
-        if arr.ndim != 2:
-            raise UserError(f"{source}: counts must be a 2-D documents × words matrix, got {arr.ndim}-D")
-        X = sp.csr_matrix(arr)
-    if X.shape[1] != len(vocab):
-        raise UserError(
-            f"{source}: the count matrix has {X.shape[1]} columns but the vocabulary "
-            f"has {len(vocab)} words; they must match"
-        )
-    data = X.data
-    if not np.all(np.isfinite(data)):
-        raise UserError(f"{source}: counts contain NaN or infinity")
-    if np.any(data < 0):
-        raise UserError(f"{source}: counts contain negative values; counts must be >= 0")
-    if np.any(data != np.round(data)):
-        raise UserError(f"{source}: counts contain fractions; counts must be whole numbers")
-    X.sum_duplicates()
+    X = check_counts(X, source, n_columns=len(vocab)).copy()  # copied: zeros are dropped in place
     X.eliminate_zeros()
     vocab_arr = np.array(vocab, dtype=str)
     order = np.argsort(vocab_arr, kind="stable")
@@ -858,13 +837,10 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
                         "MmCorpus.serialize(path, corpus)") from None
     if not sp.issparse(X):
         raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
-    X = sp.csr_matrix(X, dtype=np.float64)
+    X = check_counts(X, str(path))
     if X.shape[1] > len(words):
         raise UserError(f"{path}: term ids go up to {X.shape[1]} but {where} has {len(words)} words; give the "
                         "dictionary the corpus was made with")
-    data = X.data
-    if data.size and (np.any(data < 0) or np.any(data != np.round(data))):
-        raise UserError(f"{path}: counts must be whole numbers ≥ 0 (a bag-of-words corpus, not tf-idf weights)")
     X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], len(words)))
     vocab = np.array(words, dtype=str)
     order = np.argsort(vocab, kind="stable")

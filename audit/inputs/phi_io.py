@@ -30,11 +30,11 @@ words, or an object word → column index such as ``CountVectorizer.vocabulary_`
 or gensim's ``Dictionary.save_as_text`` output (``id<TAB>word<TAB>document
 frequency`` lines after a document-count line; column j is id j).
 
-Checks (:func:`validate_phi`): a 2-D numeric array, k ≥ 2 topics, every value
-finite and non-negative, every row summing to 1 within a tolerance (or
-row-normalised on request, for unnormalised weights such as scikit-learn's
-``components_``), as many columns as vocabulary words, distinct non-empty
-words. Every failure raises :class:`topicaudit.errors.UserError` naming the file
+Checks: a 2-D numeric array, every value finite and non-negative
+(:func:`check_phi`, for every Φ), and for a released model k ≥ 2 topics, every
+row summing to 1 within a tolerance (or row-normalised on request, for
+unnormalised weights such as scikit-learn's ``components_``), as many columns as
+vocabulary words, distinct non-empty words (:func:`validate_phi`). Every failure raises :class:`topicaudit.errors.UserError` naming the file
 and the fix.
 """
 from __future__ import annotations
@@ -53,6 +53,7 @@ import numpy as np
 
 from topicaudit.errors import UserError
 from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
+from topicaudit.targets.params import check_topics
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
                ".joblib": "pickle", ".pkl": "pickle", ".pickle": "pickle"}
@@ -262,45 +263,54 @@ def _read_pickled(path: Path) -> tuple[np.ndarray, bool]:
     return np.asarray(obj.components_), True
 
 
-def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
-                 tolerance: float = DEFAULT_ROW_SUM_TOLERANCE, vocabulary_path: Path | None = None
-                 ) -> tuple[np.ndarray, float]:
-    """Φ as float64 with rows exactly on the simplex, and the largest |row sum − 1| found before rescaling."""
+def check_phi(phi, where) -> np.ndarray:
+    """Φ as a float64 k × V array of finite non-negative numbers (no copy when it is one); ``where`` names its source.
+
+    The checks every Φ gets, a user's file or a learner's release; ``validate_phi``
+    adds those of a released model (k ≥ 2, vocabulary, rows on the simplex).
+    """
     arr = np.asarray(phi)
     if not np.issubdtype(arr.dtype, np.number):
-        raise UserError(f"{path}: Φ holds {arr.dtype} values, not numbers; save a numeric k × V array")
+        raise UserError(f"{where}: Φ holds {arr.dtype} values, not numbers; save a numeric k × V array")
     if arr.ndim != 2:
         raise UserError(
-            f"{path}: Φ must be a 2-D array, topics × words (k × V), but has shape {arr.shape}; "
+            f"{where}: Φ must be a 2-D array, topics × words (k × V), but has shape {arr.shape}; "
             "save the topic-word matrix itself"
         )
-    k, v = arr.shape
-    if n_words is not None and v != n_words and k == n_words:
-        raise UserError(
-            f"{path}: Φ has shape {arr.shape}, words × topics; it must be topics × words (k × V): save its "
-            "transpose (phi.T)"
-        )
-    if k < 2:
-        raise UserError(f"{path}: Φ has {k} topic row(s); a topic model to audit needs k ≥ 2 rows (topics × words)")
-    if v < 1:
-        raise UserError(f"{path}: Φ has no columns; it must have one column per vocabulary word")
     if np.iscomplexobj(arr):
-        raise UserError(f"{path}: Φ holds complex numbers; save a real-valued array")
-    arr = arr.astype(np.float64)
+        raise UserError(f"{where}: Φ holds complex numbers; save a real-valued array")
+    arr = np.asarray(arr, dtype=np.float64)
     bad = ~np.isfinite(arr)
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise UserError(
-            f"{path}: Φ holds {int(bad.sum())} NaN or infinite value(s), first at row {i}, column {j} "
+            f"{where}: Φ holds {int(bad.sum())} NaN or infinite value(s), first at row {i}, column {j} "
             f"({arr[i, j]}); every entry must be a finite probability"
         )
     negative = arr < 0
     if negative.any():
         i, j = np.argwhere(negative)[0]
         raise UserError(
-            f"{path}: Φ holds {int(negative.sum())} negative value(s), first at row {i}, column {j} "
-            f"({arr[i, j]:g}); every entry must be a probability ≥ 0"
+            f"{where}: Φ holds {int(negative.sum())} negative value(s), first at row {i}, column {j} "
+            f"({arr[i, j]:g}); every entry must be a non-negative probability"
         )
+    return arr
+
+
+def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
+                 tolerance: float = DEFAULT_ROW_SUM_TOLERANCE, vocabulary_path: Path | None = None
+                 ) -> tuple[np.ndarray, float]:
+    """Φ as float64 with rows exactly on the simplex, and the largest |row sum − 1| found before rescaling."""
+    arr = check_phi(phi, path)
+    k, v = arr.shape
+    if n_words is not None and v != n_words and k == n_words:
+        raise UserError(
+            f"{path}: Φ has shape {arr.shape}, words × topics; it must be topics × words (k × V): save its "
+            "transpose (phi.T)"
+        )
+    check_topics(k, f"{path}: Φ has {k} row(s); k", "save Φ as topics × words (k × V), one row per topic")
+    if v < 1:
+        raise UserError(f"{path}: Φ has no columns; it must have one column per vocabulary word")
     if n_words is not None and v != n_words:
         where = f"the vocabulary {vocabulary_path}" if vocabulary_path else "the vocabulary"
         raise UserError(
