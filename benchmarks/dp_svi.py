@@ -209,8 +209,8 @@ def accountant_section() -> str:
         lines.append((delta, rdp_epsilon(1.24, q, J, delta, conversion="abadi").epsilon,
                       rdp_epsilon(1.24, q, J, delta).epsilon,
                       compute_epsilon(1.24, q, J, delta, "pld").epsilon))
-    out += [("Seed 000 reports ε = 2.44 for S = 20,000, σ = 1.24, one epoch, without stating δ; the moments "
-            "accountant's conversion of the same RDP curve gives:"), "",
+    out += [("Park et al. (2016a) report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, without stating δ; "
+            "the moments accountant's conversion of the same RDP curve gives:"), "",
             table(["δ", "RDP, moments-accountant conversion", "RDP (optimal conversion)", "PLD"], lines), ""]
     return "\n".join(out)
 

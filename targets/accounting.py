@@ -88,8 +88,6 @@ __all__ = [
     "zcdp_to_dp",
 ]
 
-NEIGHBORING_RELATION = "add-or-remove-one"
-
 
 class _QuietLogA(logging.Filter):
     """Drop dp-accounting's warning that a small fractional RDP order did not converge.

@@ -16,42 +16,7 @@ the release's ``info["monitor"]`` and from there into ``results.json``).
 The sampler is exactly ``topicaudit.targets.cgs`` (same draws from the same seed, so the
 same Φ); the monitor only reads the counts.
 
-The per-draw bound (derived here from the method as Zhao et al. describe it;
-see docs/algorithms.md#cgs-privacy-monitor)
-------------------------------------------------------------------------------
-Token i (document d, word w) is drawn with weights q_j = a_j b_j / c_j,
-a_j = n_dj + α, b_j = n_jw + β, c_j = n_j + Vβ (counts without token i). A
-neighbouring corpus differs by m tokens (m = 1: word level; m = L: document
-level) lying in other documents, so a_j is unchanged (as in Zhao et al., whose
-"topic partition" spreads the differing words over the topic-word counts) and
-b_j, c_j move: in topic j, x_j of the differing tokens have word w and y_j ≥ x_j
-in all, Σ y_j = m. With r_j = ln(q'_j/q_j), ln(p'_j/p_j) = r_j − ln Σ p_l e^{r_l},
-whose absolute value is at most max r − min r (the log-sum lies between the
-extremes). Bounding the extremes, with t = min(m, n_jw) (a removed word-w token
-must exist):
-
-* neighbour with m tokens fewer (removal): r_j ≤ −ln(1 − s_j/c_j) with
-  s_j = min(m, n_j − n_jw) (tokens of other words available), and
-  r_j ≥ −D_j, D_j = ln(1 − t/c_j) − ln(1 − t/b_j) ≥ 0;
-* neighbour with m tokens more (addition): r_j ≤ A_j = ln(1 + m/b_j) −
-  ln(1 + m/c_j) and r_j ≥ −ln(1 + m/c_j).
-
-Each extreme grows with the number of differing tokens in its topic, so
-
-    ε_i(m) = max( max_j −ln(1 − s_j/c_j) + max_j D_j ,  max_j A_j + max_j ln(1 + m/c_j) ).
-
-This bounds the exact per-draw loss max over neighbours of max_j |ln p'_j −
-ln p_j| (the tests enumerate all neighbours on a tiny corpus); it charges both
-extremes the full m tokens, which overstates by at most the first term of each
-sum, O(m/n_j), negligible against the second. Every term grows with m, so the
-word-level value never exceeds the document-level one. Per iteration:
-ε(t) = max_i ε_i(m); reported: the cumulative sums Σ_{s ≤ t} ε(s).
-
-What it does not cover, and why it is not a guarantee: the bound conditions
-on the current counts, which themselves depend on the data (the chains on D
-and D' are not coupled); a token's own document counts a_j are held fixed; the
-neighbour's own tokens (which exist on one side only) are not charged. It is
-a diagnostic of how much each Gibbs draw could reveal, as in the paper.
+The per-draw bound ε_i(m), its derivation and what it does not cover: docs/algorithms.md#cgs-privacy-monitor.
 """
 from __future__ import annotations
 
@@ -70,7 +35,7 @@ __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
 @njit(cache=True)
 def _draw_bound(nwk, nk, w, beta, vbeta, m):
-    """ε_i(m) for a token of word w from the counts without it (see module docstring)."""
+    """ε_i(m) for a token of word w from the counts without it (docs/algorithms.md#cgs-privacy-monitor)."""
     k = nk.shape[0]
     up_remove = 0.0
     down_remove = 0.0

@@ -10,69 +10,8 @@ and claim (ε₁ + ε₂, δ₁)-DP for the release (Φ, vocabulary) by basic
 composition (their Thm 4.1). docs/algorithms.md#dp-cgs lists the defects of the
 public implementation; none is copied here (see "Defects not copied").
 
-The mechanism, exactly as implemented
--------------------------------------
-1. **Length cap.** Every document keeps at most L = ``max_doc_length`` of its
-   tokens: a longer document is replaced by a uniformly random subset of L of
-   its token occurrences (sampling without replacement from the multiset of
-   its tokens; seeded). Shorter documents are untouched. L must be a public
-   bound chosen without looking at the data (e.g. what a tweet can hold).
-2. **Burn-in.** ``n_iter − 1`` ordinary collapsed Gibbs sweeps on the capped
-   corpus, exactly ``topicaudit.targets.cgs`` (same initialisation, same compiled sweep,
-   same uniforms).
-3. **Noise.** Once, after the burn-in, draw independent Laplace noise of scale
-
-       b = 2L / ε
-
-   for every topic-word count, E_wt (V × k values), and for every topic
-   total, e_t (k values). One draw per statistic, not per token, and
-   independent across topics.
-4. **Private sweep.** The final sweep draws every token's topic from the
-   noisy conditional
-
-       p(z_i = t | rest) ∝ (n_dt + α) · ([n_tw + E_wt]₊ + β) / ([n_t + e_t]₊ + Vβ)
-
-   (counts without token i, updated as the sweep moves; the noise stays
-   fixed; [x]₊ = max(x, 0) keeps every weight positive).
-5. **Release.** Φ_t· ∝ [n_t· + E_·t]₊ + β, normalised per row, from the
-   final counts *and the same noise* that entered the sampling distribution.
-   (The noisy topic totals only matter inside the sampler: row normalisation
-   makes Φ independent of them.)
-
-Where the noise goes and why its scale follows L
-------------------------------------------------
-Zhu et al. perturb the two count statistics of the conditional that are
-shared across documents, the topic-word counts n_tw and the topic totals n_t,
-with Lap(2/ε): one token moves one unit of n_tw and one unit of n_t, so the
-pair has L1 sensitivity 2 per token. Adding or removing a whole document of
-at most L tokens (document-level adjacency) moves at most L units of each,
-L1 sensitivity 2L, hence b = 2L/ε. Without the cap the sensitivity is the
-length of the longest document, which is unbounded; with it, b grows linearly
-in L (doubling L doubles the noise) and shrinks as 1/ε. The document-topic
-counts n_dt are not perturbed: they are the document's own statistics, never
-released (θ is not part of the release) and not a statistic of other
-documents. (Perturbing n_tw alone and deriving the totals from the noisy
-matrix would need only L/ε; the factor 2 is kept to follow Zhu et al.)
-
-Why the guarantee is a paper claim, not a theorem
--------------------------------------------------
-The sensitivity argument holds only *conditional on every other token's
-assignment being the same* with and without the document. It is not: the
-burn-in is noiseless, and removing one document changes the distribution of
-the whole chain, so the final counts can differ by far more than 2L, and the
-assignments themselves were drawn from noiseless, data-dependent
-conditionals. So ``guarantee()`` reports ε with basis ``"paper-claim"``,
-adjacency ``"document"``: exactly what an audit should test.
-
-Defects of the public code not copied
--------------------------------------
-* one noise draw per token shared by all topics → independent noise per
-  statistic and topic, drawn once;
-* min-max normalisation of the conditional (zeroes the weakest topic) →
-  ordinary normalisation of positive weights;
-* Φ from the noiseless final counts → Φ from the noisy counts;
-* no document-length cap → cap L, noise scale 2L/ε;
-* ε never reported → ``guarantee()``.
+The mechanism as implemented, why the noise scale is 2L/ε, why the guarantee is a paper claim and
+not a theorem, and the defects of the public code not copied: docs/algorithms.md#dp-cgs.
 
 Randomness: ``np.random.SeedSequence(seed).spawn(3)`` gives (cap, sampler,
 noise) streams; the sampler stream is used exactly as ``topicaudit.targets.cgs.run_cgs``
@@ -186,7 +125,7 @@ def _check(k, epsilon, max_doc_length, alpha, beta, n_iter):
 
 def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha: float | None = None,
                beta: float = 0.01, n_iter: int = 200, noise: bool = True) -> DPGibbsState:
-    """Run Zhu et al.'s DP-CGS on the counts X; see the module docstring.
+    """Run Zhu et al.'s DP-CGS on the counts X; the mechanism: docs/algorithms.md#dp-cgs.
 
     noise=False sets the Laplace noise to exactly zero (for tests: the result
     is then ordinary CGS on the capped corpus).

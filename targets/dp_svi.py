@@ -27,40 +27,8 @@ One step t = 1, ..., J, given the variational topic parameters λ (k × V):
 Φ is λ normalised by row. λ starts from Gamma(100, 1/100) draws (Hoffman et
 al.'s and scikit-learn's initialisation), which do not depend on the data.
 
-Sensitivity (what is perturbed is the minibatch *sum* s = Σ_{d∈B} x_d)
--------------------------------------------------------------------
-Adjacency: add or remove one document, over a fixed vocabulary (the columns
-of X; a data-dependent vocabulary step needs its own guarantee). Given λ
-(public: a function of earlier noisy outputs), each document's x_d depends on
-that document alone: its γ_d fixed point uses only its own counts, and its
-inclusion coin, random initialisation and token cap are i.i.d. across
-documents, so the runs on neighbouring corpora can be coupled to agree on
-every other document. Then removing document u changes s by exactly x_u if u
-was sampled and by nothing otherwise, and
-
-    ‖x_u‖_2 ≤ ‖x_u‖_1 = Σ_v c_uv Σ_k φ_uvk ≤ Σ_v c_uv = N_u ≤ N,
-
-because x_u ≥ 0 and Σ_k φ_uvk ≤ 1 (= 1 up to scikit-learn's 1e-16 guard in
-the normaliser). The bound is attained in the limit by a document that repeats
-one word N times with all its mass on one topic, so Δ = N is the exact
-worst-case L2 sensitivity of the capped sum. With clipping, ‖x_u‖_2 ≤ C, so
-Δ = min(C, N). The noise std is σ = zΔ; each step is the Poisson-subsampled
-Gaussian mechanism with noise multiplier z, which ``topicaudit.targets.accounting``
-composes over J steps.
-
-Equivalently, on the minibatch *mean* s/S of Park et al.'s Algorithm 1 the
-sensitivity is Δ/S (not N/D as the second paper's eq. 4 states; the first
-paper's N/S agrees, dividing by the expected S, which is public).
-
-Deviation from the first paper: its Algorithm 1 clips the *aggregate* s̄ to
-Frobenius norm aN/S and then adds noise for sensitivity aN/S. Projecting the
-aggregate onto a ball of radius r = aN/S does not make its sensitivity r: two
-neighbouring aggregates project to two points of the ball (in the non-negative
-orthant) up to min(N/S, √2·r) apart, so that noise is too small by up to √2
-for a < 1/√2 (with their a = 0.1: the other S − 1 documents' mean at r on one
-coordinate, the added document's N/S on another, gives 1.34·r). Per-document
-clipping (Abadi et al.'s DP-SGD device, step 4) is the sound form of the same
-idea and is what ``clip_norm`` offers.
+Why the sensitivity of the minibatch sum is Δ = min(C, N), and why per-document clipping replaces the
+first paper's aggregate clipping: docs/algorithms.md#dp-svi.
 
 Non-private counterpart: ``epsilon=inf`` or ``noise_multiplier=0`` runs the
 same procedure (sampling, cap, clipping, M-step) with no noise, and claims
@@ -307,7 +275,7 @@ class DPStochasticVariationalLDA:
     # -- the mechanism's constants ------------------------------------------------
     @property
     def sensitivity(self) -> float:
-        """Δ: the L2 sensitivity of the minibatch sum, min(C, N) (module docstring)."""
+        """Δ: the L2 sensitivity of the minibatch sum, min(C, N) (docs/algorithms.md#dp-svi)."""
         n = float(self.max_doc_tokens)
         return n if self.clip_norm is None else min(float(self.clip_norm), n)
 

@@ -433,25 +433,8 @@ class GreedyWeightedDPSU(_DPSU):
     EVERY contributed token is a candidate (weight 0 or not) and gets Lap(1/ε)
     noise; release when above ρ = (1/ε) ln((e^ε + Δ0 − 1)/(2δ)); Γ = ρ + α/ε.
 
-    Why this is DP (the variant is derived for this project, not taken from a paper):
-
-    1. Greedy fill in an order fixed by the document alone is contractive.
-       With gaps g ≥ g' (G ≤ G') and prefix sums C ≥ C', the gap left on the
-       j-th visited token is r_j = min(g_j, max(0, C_j − 1)), monotone in
-       (g_j, C_j), so G_new ≤ G'_new; and Σ(G'_new − G_new) = Σ(G' − G) −
-       (min(1, C) − min(1, C')) ≤ Σ(G' − G). Skipping tokens at Γ is a zero
-       gap. So H ≤ H', Σ(H' − H) ≤ 1: Lap(1/ε) on the shared candidates is ε-DP
-       — provided every token of D is noised whatever its weight (noising only
-       H > 0 would let the cascade after u give small positive weights to
-       unboundedly many tokens that have weight 0 on D).
-    2. Keeping all tokens as candidates is exactly the public code's leak unless
-       their number is bounded: hence the Δ0 cap. The ≤ Δ0 new candidates have
-       weights summing to ≤ 1; see :func:`gw_corrected_threshold` for the union
-       bound ½e^{−ερ}(e^ε + Δ0 − 1) = δ. It is nearly tight (the exact
-       probability for the worst case is 1 − (1 − δe^ε/(e^ε+Δ0−1))(1 −
-       δ/(e^ε+Δ0−1))^{Δ0−1}), so there is nothing worth recovering.
-    Keeping the most frequent tokens rather than a random subset is a
-    per-document choice that depends on nobody else, so the proof is unchanged.
+    Why this is (ε, δ)-DP (derived for this project, not taken from a paper):
+    docs/algorithms.md#dp-set-union-defect.
 
     Parameters
     ----------
@@ -462,7 +445,7 @@ class GreedyWeightedDPSU(_DPSU):
     """
 
     name = "dpsu-gw"
-    accountant = ("derived (targets/dpsu.py): L1-contraction of fixed-order greedy fill "
+    accountant = ("derived (docs/algorithms.md#dp-set-union-defect): L1-contraction of fixed-order greedy fill "
                   "(Gopi et al. 2020 framework, Carvalho et al. 2022 policy) + union bound over ≤ Δ0 "
                   "new candidates, ρ = (1/ε) ln((e^ε + Δ0 − 1)/(2δ))")
 

@@ -10,70 +10,8 @@ per iteration. Over T iterations (docs/algorithms.md#hdp-lda)
 
     ε_g = T (ε_l + 2 ln(C/β + 1)).
 
-The mechanism, exactly as implemented
--------------------------------------
-State: the topic assignment z of every token; true counts n_dt (document ×
-topic), n_tw (word × topic) and n_t (topic totals), always the exact counts of
-z (integers, never noised, never clipped in place).
-
-For iteration t = 1, …, T:
-
-1. **Sweep.** Every token i (document d, word w, current topic z_i) draws a
-   new topic from
-
-       p(z_i = j) ∝ (n_dj + α) · (clip(ñ_wj − [j = z_i], 0, C) + β) / (n_j + Vβ)
-
-   with n_dj, n_j the live counts without token i (they depend on z only) and
-   ñ the noisy counts released at the end of iteration t − 1 (a fixed matrix
-   for the whole sweep; [j = z_i] removes the token's own contribution to
-   that release). In the first iteration nothing has been released yet and the
-   topic-word factor is the constant β (data-independent).
-   The clip is computed inside the conditional; the stored ñ and n are not
-   modified. Every weight is ≥ α·β/(n_j + Vβ) > 0: no negative probability.
-2. **Release.** ñ = n_tw + Lap(2/ε_l), independently for each of the V × k
-   cells, drawn fresh (the noise of earlier iterations is not carried over).
-
-Φ is post-processing of the last release: Φ_t· ∝ [ñ_·t]₊ + β, rows
-normalised.
-
-The privacy argument (theorem; basis ``"theorem"``)
----------------------------------------------------
-Adjacency: *word level by substitution*: D and D' differ in the word of one
-token occurrence τ (document lengths, hence the token positions, are the
-same; this is "differ by one word in one document"). Treat the whole
-transcript, every z and every release, as the output (Φ is post-processing of
-it) and use basic adaptive sequential composition over the draws and the
-releases, conditioning on the transcript so far:
-
-* Given the same transcript, n_dt and n_t are the same on D and D' (they count
-  topics of token positions), and so is ñ. A draw of any token other than τ
-  has the same conditional on both: it costs 0.
-* The draw of τ reads column w of ñ on D and column w' on D'. After clipping,
-  every topic's factor lies in [β, C + β] on both, so each unnormalised weight
-  changes by a factor within [β/(C+β), (C+β)/β] and, with the normaliser,
-  each probability by at most ((C+β)/β)²: ε = 2 ln(C/β + 1) per iteration.
-  (In the first iteration this draw does not read the data: cost 0.)
-* Given the same z, n_tw on D and D' differ in two cells by one (τ's topic
-  moves from word w to word w'): L1 sensitivity 2, so Lap(2/ε_l) on every
-  cell is ε_l-DP.
-
-Sum over T iterations: T·ε_l + (T − 1)·2 ln(C/β + 1) ≤ ε_g, and
-``guarantee()`` reports ε_g, the paper's figure. It is pure ε-DP (δ = 0).
-Two design points make the argument hold and differ from a plain reading of
-the paper: the draws read the *released* noisy counts (live topic-word counts
-would make every draw of word w or w' depend on τ, composing over all their
-tokens), and the adjacency is substitution, not addition/removal of a token
-(with a token added, its own draws exist on one side only). The guarantee
-does not cover add/remove-one-word or document-level neighbours.
-
-Defects of the repository version not copied
---------------------------------------------
-* noise accumulated in the stored counts (added in place, never removed) →
-  noise only ever goes into a fresh release; the sampler's counts stay exact;
-* the clip wrote min(n, C) into a NumPy view of the real counts → the clip is
-  computed on the fly inside the conditional;
-* negative noisy counts gave negative probabilities and a crash → noisy
-  counts are clipped to [0, C] before β is added.
+The mechanism as implemented, why it is ε_g-DP at word level (substitution), and the defects of
+the authors' repository not copied: docs/algorithms.md#hdp-lda.
 
 Randomness: ``SeedSequence(seed).spawn(2)`` gives (sampler, noise) streams;
 the sampler stream is used as ``topicaudit.targets.cgs.run_cgs`` uses its seed.
@@ -162,7 +100,7 @@ def _check(k, epsilon_l, clip, alpha, beta, n_iter):
 
 def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0, alpha: float | None = None,
                 beta: float = 0.01, n_iter: int = 200) -> HDPState:
-    """Run HDP-LDA on the counts X; see the module docstring."""
+    """Run HDP-LDA on the counts X; the mechanism: docs/algorithms.md#hdp-lda."""
     _check(k, epsilon_l, clip, alpha, beta, n_iter)
     alpha = 1.0 / k if alpha is None else float(alpha)
     beta = float(beta)

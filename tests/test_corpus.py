@@ -117,7 +117,7 @@ def test_documents_left_without_words_are_dropped_and_counted():
 @pytest.fixture(scope="module")
 def news_train_raw():
     path = _shared("20news", "20news-bydate-reassembled.tar.gz")
-    texts, _ = corpus_mod._read_20news(path, subset="train", remove=())
+    texts, _, _ = corpus_mod._read_20news_with_ids(path, subset="train", remove=())
     return texts
 
 
@@ -157,7 +157,7 @@ def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path):
 
 def test_20news_test_subset_and_options():
     path = _shared("20news", "20news-bydate-reassembled.tar.gz")
-    texts, source = corpus_mod._read_20news(path, subset="test", remove="headers")
+    texts, source, _ = corpus_mod._read_20news_with_ids(path, subset="test", remove="headers")
     assert len(texts) == 7532 and "subset test" in source
     with user_error("subset must be 'train', 'test' or 'all'"):
         load_corpus(path, subset="validation")

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
+from topicaudit.bounds import one_run
 from topicaudit.bounds.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, margin_guess_counts, one_run_epsilon
 from topicaudit.bounds.one_run import (
     _excess_mass,
     _ndtri,
     eps_lb_fdp_one_run,
     fdp_one_run_bound,
-    fdp_one_run_rejects,
     one_run_ceiling,
 )
 
@@ -246,8 +246,8 @@ def test_scores_api_details_and_edge_cases():
     assert b0.epsilon == 0.0 and b0.details["mu_lb"] > 0 and "note" in b0.details
     p = eps_lb_fdp_one_run(scores, labels, 1e-5, ALPHA, family="pure")
     assert p.method == "fdp-one-run-pure" and 0 < p.epsilon < b.epsilon  # GDP's assumption buys more
-    assert fdp_one_run_rejects(n, p.details["guesses"], p.details["correct"], p.details["alpha_per_test"],
-                               family="pure", param=0.99 * p.epsilon, delta=1e-5)
+    assert one_run._rejects(n, p.details["guesses"], p.details["correct"], p.details["alpha_per_test"],
+                            "pure", 0.99 * p.epsilon, 1e-5)
     # m > n: unscored canaries count as abstentions and the bound can only drop.
     assert eps_lb_fdp_one_run(scores, labels, 1e-5, ALPHA, family="pure", m=5 * n).epsilon <= p.epsilon
     tied = np.zeros(100)

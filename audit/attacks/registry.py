@@ -15,25 +15,10 @@ from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_sco
 # Attacks whose ε lower bound a run reports (each at α/len, so all hold jointly).
 BOUNDED_ATTACKS = ("lira_online", "lira_offline")
 
-ATTACK_DESCRIPTIONS = {
-    "lira_online": "online LiRA on ζ, per-document variances (the paper's attack)",
-    "lira_online_global": "online LiRA on ζ, one variance per side pooled over documents",
-    "lira_offline": "offline LiRA on ζ (OUT shadows only, one-sided), per-document variance",
-    "lira_offline_global": "offline LiRA on ζ, pooled variance",
-    "lira_online_neg_entropy": "online LiRA on the negative entropy of θ̂",
-    "lira_online_logit_max": "online LiRA on logit(max θ̂)",
-    "lira_online_std": "online LiRA on std(θ̂)",
-    "threshold_max_theta": "Huang et al. threshold on max θ̂ under the target alone",
-    "threshold_std_theta": "Huang et al. threshold on std θ̂ under the target alone",
-    "threshold_entropy_theta": "Huang et al. threshold on entropy of θ̂ (lower = member)",
-    "lira_online_shrunk": "online LiRA on ζ, per-document variances shrunk to the pooled one (Bayesian)",
-    "lira_offline_shrunk": "offline LiRA on ζ, OUT variance shrunk to the pooled one (Bayesian)",
-    "rmia_online": "RMIA: per-token likelihood under the target over its mean under all shadows",
-    "rmia_offline": "RMIA offline: over the OUT shadows' mean, IN mean from the fitted a",
-}
-# The attacks for few reference models (docs/attacks.md), computed from ζ and document lengths.
-FEW_MODEL_ATTACKS = ("lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline")
-ATTACKS = tuple(ATTACK_DESCRIPTIONS)
+# Every attack's name; what each computes: docs/run-directory.md (the few-model ones: docs/attacks.md).
+ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_global", "lira_online_neg_entropy",
+           "lira_online_logit_max", "lira_online_std", "threshold_max_theta", "threshold_std_theta",
+           "threshold_entropy_theta", "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline")
 
 
 def recommended_attack(n_shadows: int) -> str:
@@ -62,13 +47,13 @@ def few_model_scores(z_obs: np.ndarray, z_shadow: np.ndarray, shadow_in: np.ndar
 
 
 def unknown_attacks(names) -> list[str]:
-    return [name for name in names if name not in ATTACK_DESCRIPTIONS]
+    return [name for name in names if name not in ATTACKS]
 
 
 def bounded_attacks(names) -> list[str]:
     """The attacks whose ε bound a run reports: the usual ones among ``names``, else all of ``names``."""
     chosen = [name for name in BOUNDED_ATTACKS if name in names]
-    return chosen or [name for name in names if name in ATTACK_DESCRIPTIONS]
+    return chosen or [name for name in names if name in ATTACKS]
 
 
 def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],

@@ -49,10 +49,6 @@ class EpsilonBound:
     delta: float
     details: dict = field(default_factory=dict)
 
-    def violates(self, claimed_epsilon: float) -> bool:
-        """True when the data prove the release is not (claimed_epsilon, δ)-DP."""
-        return self.epsilon > claimed_epsilon
-
     def to_json(self) -> dict:
         return _jsonable(
             {
@@ -119,17 +115,6 @@ def epsilon_from_rates(fpr, fnr, delta):
         e2 = np.where(b > 0, np.log(b) - np.log(fnr), -np.inf)
     out = np.maximum(np.maximum(e1, e2), 0.0)
     return float(out) if out.ndim == 0 else out
-
-
-def dp_roc_bound(fpr, epsilon, delta):
-    """Largest TPR an (ε, δ)-DP release allows at each FPR (for ROC plots).
-
-    TPR ≤ min(e^ε·FPR + δ, 1 − e^{−ε}(1 − δ − FPR)), clipped to [0, 1]: the two
-    inequalities of ``epsilon_from_rates`` solved for TPR = 1 − FNR.
-    """
-    fpr = np.asarray(fpr, float)
-    tpr = np.minimum(np.exp(epsilon) * fpr + delta, 1.0 - np.exp(-epsilon) * (1.0 - delta - fpr))
-    return np.clip(tpr, 0.0, 1.0)
 
 
 def gdp_mu_from_rates(fpr, fnr):
@@ -243,16 +228,8 @@ def _band(n: int, alpha: float, grid_size: int) -> tuple[np.ndarray, np.ndarray,
 def _band_bounds(fp, fn, n_pos, n_neg, alpha, grid_size):
     """FPR/FNR upper bounds at every threshold, all valid together with probability ≥ 1 − alpha.
 
-    *Derived* (not from a paper). Let the non-members' scores be i.i.d. and
-    V_i = P[score > s_i | out] for each non-member i, so V is stochastically
-    below Uniform(0, 1). For any threshold t with j false positives,
-    FPR(t) ≤ V_(j+1), the (j+1)-th smallest V, which is stochastically below
-    Beta(j + 1, n − j). Hence the events FPR(t) ≤ CP_upper(k, n, α') for all t
-    with j ≤ k, for every k in a fixed grid, fail with probability at most
-    α'·|grid|: rounding each count up to the grid and Bonferroni-correcting
-    over the grid (α' = α/(2|grid|), the other α/2 for FNR, same argument on
-    the members) gives bounds valid for every threshold at once, so the
-    threshold may be picked after looking at the labels.
+    Counts are rounded up to a grid and Clopper-Pearson bounds Bonferroni-corrected over it, so the
+    threshold may be picked after looking at the labels; why that is valid: docs/algorithms.md#threshold-bands.
     """
     g_neg, u_neg, t_neg = _band(n_neg, alpha / 2, grid_size)
     g_pos, u_pos, t_pos = _band(n_pos, alpha / 2, grid_size)

@@ -144,18 +144,6 @@ def _check_family(family) -> None:
 # --------------------------------------------------------------------------
 
 
-def fdp_one_run_rejects(m, r, v, alpha, *, family, param, delta=0.0) -> bool:
-    """True when v correct of r guesses on m canaries refute the f-DP claim at level alpha.
-
-    The claim is f_{param, delta} (family "pure", param = ε) or G_param
-    (family "gdp", param = μ; delta ignored). Rejection means every mechanism
-    satisfying the claim makes ≥ v of r guesses correct with probability < alpha.
-    """
-    _check_counts(m, r, v)
-    _check_family(family)
-    return _rejects(m, r, v, alpha, family, param, delta)
-
-
 def fdp_one_run_bound(m, r, v, alpha, *, family, delta=0.0, lo=0.0) -> float:
     """Largest ε (family "pure", curve f_{ε,δ}) or μ (family "gdp") that the outcome refutes; 0 if none.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topicaudit.attacks.registry import ATTACK_DESCRIPTIONS, unknown_attacks
+from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.targets.params import check_topics
@@ -266,7 +266,7 @@ def validate(config: Config) -> None:
 
     unknown = unknown_attacks(config.attack.attacks)
     if unknown:
-        raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACK_DESCRIPTIONS)}")
+        raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
     if config.ray.num_cpus < 0:

@@ -67,7 +67,6 @@ import io
 import json
 import os
 import re
-import stat
 import tarfile
 import warnings
 import zlib
@@ -83,7 +82,7 @@ import scipy.sparse as sp
 from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import read_vocabulary
 from topicaudit.inputs.preprocess import preprocess_corpus, tokenize_like_countvectorizer
-from topicaudit.memory import check_fits_in_memory
+from topicaudit.inputs.files import read_user_file
 from topicaudit.targets.counts import check_counts
 
 __all__ = [
@@ -307,28 +306,11 @@ def corpus_from_counts(X, vocabulary, source: str = "counts") -> Corpus:
     Columns are reordered so the vocabulary is sorted; documents with no count
     are dropped (see ``n_dropped_empty`` and ``doc_index``).
     """
-    try:
-        vocab = [v for v in vocabulary]
-    except TypeError:
-        raise UserError(f"{source}: vocabulary must be a sequence of strings") from None
-    for i, v in enumerate(vocab):
-        if not isinstance(v, str):
-            raise UserError(f"{source}: vocabulary entry {i} is {type(v).__name__}, not a string")
-        if not v:
-            raise UserError(f"{source}: vocabulary entry {i} is an empty string")
-    X = check_counts(X, source, n_columns=len(vocab)).copy()  # copied: zeros are dropped in place
+    vocab_arr = _check_vocabulary(vocabulary, source, sort=False)
+    X = check_counts(X, source, n_columns=len(vocab_arr)).copy()  # copied: zeros are dropped in place
     X.eliminate_zeros()
-    vocab_arr = np.array(vocab, dtype=str)
     order = np.argsort(vocab_arr, kind="stable")
     sorted_vocab = vocab_arr[order]
-    dup = np.flatnonzero(sorted_vocab[1:] == sorted_vocab[:-1])
-    if dup.size:
-        word = str(sorted_vocab[dup[0]])
-        where = [int(i) for i in np.flatnonzero(vocab_arr == word)[:2]]
-        raise UserError(
-            f"{source}: vocabulary word {str(word)!r} appears twice (entries {where[0]} and {where[1]}); "
-            "words must be distinct"
-        )
     if np.any(order != np.arange(len(order))):
         X = X[:, order]
     return _finish(X, sorted_vocab, None, source, np.arange(X.shape[0]))
@@ -360,25 +342,6 @@ def detect_format(path: Path) -> str:
     )
 
 
-def _read_bytes(path: Path, what: str = "corpus file") -> bytes:
-    try:
-        with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):  # /dev/zero, a FIFO: reading would never end
-                raise UserError(f"{path}: not a regular file, but a {what} was expected; give the file's path")
-            check_fits_in_memory(2 * info.st_size, f"reading the {what} {path}",
-                                 "use a smaller corpus, or free memory")
-            return f.read()
-    except FileNotFoundError:
-        raise UserError(f"{path}: {what} not found; check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, but a {what} was expected; give the file's path") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied reading the {what}; make it readable") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
-
-
 def _decode(data: bytes, path: Path, encoding: str, fix: str) -> str:
     try:
         return data.decode(encoding)
@@ -390,8 +353,8 @@ def _decode(data: bytes, path: Path, encoding: str, fix: str) -> str:
         ) from None
 
 
-def _check_vocabulary(vocabulary, source: str = "vocabulary") -> np.ndarray:
-    """A fixed vocabulary as a sorted str array; distinct non-empty strings or a UserError."""
+def _check_vocabulary(vocabulary, source: str = "vocabulary", sort: bool = True) -> np.ndarray:
+    """A vocabulary as a str array, sorted unless ``sort`` is False; distinct non-empty strings or a UserError."""
     if isinstance(vocabulary, (str, bytes)):
         raise UserError(f"{source}: the vocabulary must be a sequence of words, not one string")
     try:
@@ -415,7 +378,7 @@ def _check_vocabulary(vocabulary, source: str = "vocabulary") -> np.ndarray:
             f"{source}: vocabulary word {str(word)!r} appears twice (entries {first} and {second}); "
             "words must be distinct"
         )
-    return ordered
+    return ordered if sort else arr
 
 
 def _restrict_columns(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray) -> sp.csr_matrix:
@@ -550,7 +513,7 @@ _JSON_EXAMPLE = '{"text": ["first document", "second document", ...]}'
 def _read_json(path: Path, text_field: str = "text") -> tuple[list[str], str]:
     if not isinstance(text_field, str) or not text_field:
         raise UserError(f"text_field must be a non-empty string, got {text_field!r}")
-    raw = _read_bytes(path, "JSON corpus file")
+    raw = read_user_file(path, "JSON corpus file")
     text = _decode(raw, path, "utf-8-sig", "save the file as UTF-8 (JSON text must be UTF-8)")
     try:
         obj = json.loads(text)
@@ -603,11 +566,6 @@ def _json_type(obj) -> str:
 # --------------------------------------------------------------------------- #
 
 
-def _read_folder(path: Path, encoding: str = "utf-8") -> tuple[list[str], str]:
-    texts, source, _ = _read_folder_with_ids(path, encoding)
-    return texts, source
-
-
 def _read_folder_with_ids(path: Path, encoding: str = "utf-8") -> tuple[list[str], str, list[str]]:
     """The texts, a description, and each file's path relative to the folder (POSIX form)."""
     try:
@@ -627,7 +585,7 @@ def _read_folder_with_ids(path: Path, encoding: str = "utf-8") -> tuple[list[str
         f"re-save it as {encoding}, or pass the files' encoding with the option encoding= "
         "(e.g. 'latin-1')"
     )
-    texts = [_decode(_read_bytes(f, "text file"), f, encoding, fix) for f in files]
+    texts = [_decode(read_user_file(f, "text file"), f, encoding, fix) for f in files]
     ids = [f.relative_to(path).as_posix() for f in files]
     return texts, f"folder {path} ({len(files)} files, {encoding})", ids
 
@@ -663,11 +621,6 @@ def strip_newsgroup_footer(text: str) -> str:
     return "\n".join(lines[:line_num]) if line_num > 0 else text
 
 
-def _read_20news(path: Path, subset: str = "train", remove=DEFAULT_20NEWS_REMOVE) -> tuple[list[str], str]:
-    texts, source, _ = _read_20news_with_ids(path, subset, remove)
-    return texts, source
-
-
 def _read_20news_with_ids(path: Path, subset: str = "train",
                           remove=DEFAULT_20NEWS_REMOVE) -> tuple[list[str], str, list[str]]:
     """The posts, a description, and each post's name ``20news-bydate-SPLIT/GROUP/ID``."""
@@ -686,7 +639,7 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
             f"choose from {', '.join(TWENTY_NEWS_PARTS)} (or none)"
         )
     splits = ("train", "test") if subset == "all" else (subset,)
-    raw = _read_bytes(path, "20news archive")
+    raw = read_user_file(path, "20news archive")
     posts = []
     try:
         if raw[:2] == b"\x1f\x8b":  # gzip: inflate in memory once (faster than streaming)
@@ -733,7 +686,7 @@ _UCI_FIX = "each line after the header must be 'docID wordID count' (3 positive 
 
 
 def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None) -> Corpus:
-    raw = _read_bytes(path, "UCI docword file")
+    raw = read_user_file(path, "UCI docword file")
     if path.name.endswith(".gz"):
         try:
             raw = gzip.decompress(raw)
@@ -829,7 +782,7 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
         words, where = read_vocabulary(Path(dictionary)), f"dictionary {dictionary}"
     else:
         words, where = [str(w) for w in dictionary], "the model's dictionary"
-    _read_bytes(path, "Matrix Market corpus file")  # clear messages for missing or unreadable files
+    read_user_file(path, "Matrix Market corpus file")  # clear messages for missing or unreadable files
     try:
         X = scipy.io.mmread(str(path))
     except (ValueError, OSError, IndexError, TypeError) as e:
@@ -910,7 +863,7 @@ def _read_uci_vocab(vocab_path: Path, W: int, docword: Path) -> tuple[np.ndarray
             f"{vocab_path}: UCI vocabulary file not found (needed for {docword}); put "
             "vocab.NAME.txt beside docword.NAME.txt or give its path with the option vocab="
         )
-    raw = _read_bytes(vocab_path, "UCI vocabulary file")
+    raw = read_user_file(vocab_path, "UCI vocabulary file")
     text = _decode(raw, vocab_path, "utf-8", "save the vocabulary as UTF-8")
     lines = text.splitlines()
     while lines and not lines[-1].strip():

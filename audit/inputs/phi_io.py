@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
+from topicaudit.inputs.files import read_user_file
 from topicaudit.targets.params import check_topics
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
@@ -104,17 +104,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: {what} not found; check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, but the {what} must be a file") from None
-    except OSError as error:
-        raise UserError(f"{path}: cannot read the {what}: {error.strerror or error}; make it readable") from None
-
-
 # -- Φ --------------------------------------------------------------------------------
 def phi_format(path: Path) -> str:
 
@@ -137,24 +126,18 @@ def read_phi(path: Path, trust_pickle: bool = False) -> tuple[np.ndarray, list[s
     if fmt == "pickle":
         if not trust_pickle:
             raise UserError(f"{path}: refusing to unpickle the Φ file without --trust-pickle: {_PICKLE_RISK}")
-        _read(path, "Φ file")  # clear messages for missing or unreadable files before joblib sees it
+        read_user_file(path, "Φ file")  # clear messages for missing or unreadable files before joblib sees it
         phi, is_components = _read_pickled(path)
         return phi, None, is_components
-    raw = _read(path, "Φ file")
+    raw = read_user_file(path, "Φ file")
     if fmt == "csv":
         phi, header = _read_csv(path, raw)
         return phi, header, False
     try:
         loaded = np.load(io.BytesIO(raw), allow_pickle=False)
-    except ValueError as error:
-        if "pickle" in str(error):
-            raise UserError(
-                f"{path}: holds pickled Python objects, which topicaudit never loads from .npy/.npz files; "
-                "save a numeric array instead, e.g. numpy.save('phi.npy', numpy.asarray(phi, dtype=float))"
-            ) from None
-        raise UserError(f"{path}: not a readable NumPy {fmt} file ({error}); save Φ with numpy.{'save' if fmt == 'npy' else 'savez'}") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as error:
-        raise UserError(f"{path}: not a readable NumPy {fmt} file ({error}); save Φ with numpy.{'save' if fmt == 'npy' else 'savez'}") from None
+    except _NUMPY_ERRORS as error:
+        raise _unreadable(error, f"{path}: holds", f"{path}: not a readable NumPy {fmt} file",
+                          f"save Φ with numpy.{'save' if fmt == 'npy' else 'savez'}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
             return _pick_npz_array(path, loaded), None, False
@@ -175,15 +158,20 @@ def _pick_npz_array(path: Path, archive) -> np.ndarray:
         )
     try:
         return archive[chosen]
-    except ValueError as error:
-        if "pickle" in str(error):
-            raise UserError(
-                f"{path}: array {chosen!r} holds pickled Python objects, which topicaudit never loads; "
-                "save a numeric array instead"
-            ) from None
-        raise UserError(f"{path}: cannot read array {chosen!r} ({error}); save Φ with numpy.savez") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as error:
-        raise UserError(f"{path}: cannot read array {chosen!r} ({error}); save Φ with numpy.savez") from None
+    except _NUMPY_ERRORS as error:
+        raise _unreadable(error, f"{path}: array {chosen!r} holds", f"{path}: cannot read array {chosen!r}",
+                          "save Φ with numpy.savez") from None
+
+
+_NUMPY_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+
+
+def _unreadable(error: Exception, holds: str, unreadable: str, fix: str) -> UserError:
+    """The message for a .npy/.npz that NumPy cannot read; pickled objects are named as such (never loaded)."""
+    if isinstance(error, ValueError) and "pickle" in str(error):
+        return UserError(f"{holds} pickled Python objects, which topicaudit never loads from .npy/.npz files; "
+                         "save a numeric array instead, e.g. numpy.save('phi.npy', numpy.asarray(phi, dtype=float))")
+    return UserError(f"{unreadable} ({error}); {fix}")
 
 
 def _is_number(text: str) -> bool:
@@ -342,7 +330,7 @@ def read_vocabulary(path: Path) -> list[str]:
             f"{path}: unknown vocabulary file type {path.suffix or '(no extension)'!r}; give a .txt file with "
             "one word per line or a .json list of words"
         )
-    raw = _read(path, "vocabulary file")
+    raw = read_user_file(path, "vocabulary file")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -398,7 +386,7 @@ def read_gensim_dictionary(path: Path, text: str | None = None) -> list[str]:
     """Words by id from a gensim ``Dictionary.save_as_text`` file (ids must be 0..n-1, as gensim numbers them)."""
     path = Path(path)
     if text is None:
-        raw = _read(path, "gensim dictionary file")
+        raw = read_user_file(path, "gensim dictionary file")
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -512,7 +500,7 @@ def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: boo
     if vocabulary_path is not None:
         raise UserError(f"{path}: a saved {fmt} model carries its own vocabulary; drop --vocabulary "
                         f"({vocabulary_path})")
-    _read(path, "model file")  # clear messages for unreadable files before the library sees it
+    read_user_file(path, "model file")  # clear messages for unreadable files before the library sees it
     if fmt == "gensim" and not trust_pickle:
         raise refuse_gensim(path)
     saved = load_tomotopy(path) if fmt == "tomotopy" else load_gensim(path)
