@@ -8,56 +8,10 @@ counts x over the vocabulary (n = Σ_w x_w)::
 Words whose Φ column is all zero are outside the model's released vocabulary
 and are dropped; a document with no remaining words has ζ = 0 and θ̂ uniform.
 
-Method (docs/algorithms.md#zeta-statistic)
-------------------------------------------
-f is concave. With p_w = θ·Φ_·w and g_z = ∂f/∂θ_z = Σ_w x_w Φ_zw / p_w we have
-θ·g = n for every θ in the simplex, hence by concavity, for any feasible θ,
-
-    f* − f(θ) ≤ g·(θ* − θ) ≤ max_z g_z − n  =: gap(θ)      (duality-gap certificate)
-
-and gap(θ) = 0 exactly at the optimum (KKT: g_z = n on the support, g_z ≤ n off
-it). Every document is stopped on gap ≤ tol (absolute), never on relative change.
-
-Per document (a numba loop over the CSR rows, one thread, workspace allocated
-once per call):
-
-1. one plain EM step θ ← θ ⊙ g / n from the uniform start (``max_em``; more
-   EM steps were measured to cost more than the Newton steps they save);
-2. then an active-set Newton method on the simplex. The free set F holds the
-   coordinates with θ_z > 0 plus those at 0 whose KKT condition is violated
-   (g_z > n). On F it solves the (|F|+1)×(|F|+1) KKT system
-
-       [ M_FF  1 ] [d]   [g_F − n]
-       [ 1ᵀ    0 ] [μ] = [   0   ],     M = −∇²f = Σ_w x_w Φ_·w Φ_·wᵀ / p_w²
-
-   by Gaussian elimination with partial pivoting. M gets a ridge of 1e-12·max
-   diag so that singular Hessians (fewer distinct words than free topics,
-   duplicated or mixed topics) still give a step; f is constant along M's null
-   directions (there Φ_·w·v = 0 for every word), so nothing is lost. A
-   coordinate at its bound whose step would be negative is put back and the
-   system re-solved, so each freed coordinate enters the support.
-   The step is projected, θ(α) = normalise(max(θ + α d, 0)), so several
-   coordinates can reach the face in one step, and backtracked from α = 1 by
-   Armijo on Δf = Σ x_w log1p((p'_w − p_w)/p_w), summed directly (no
-   cancellation between two sums of size |f| ~ 10³, so Armijo stays checkable
-   down to gains of ~10⁻¹⁴). Tiny weights (≤ ``snap``) with g_z < n are set to 0
-   first (to first order this raises f by θ_z (n − g_z)). When the predicted
-   gain is below rounding, a full step is accepted if it lowers the
-   certificate — safe, because ζ is reported as f(θ̂) and certified by
-   gap(θ̂) whatever path led there.
-3. If Newton stalls (not observed on real data), monotone EM runs as a fallback
-   (``max_fallback`` steps, keeping the best certificate); documents that
-   still end with gap > tol are flagged in ``converged`` and reported with a
-   RuntimeWarning.
-
-Measured on real models (sklearn LDA on half of PHEME, k = 5; on half of KOS,
-k = 10 and 25): every document ends with gap ≤ 1e-8 after 6–9 iterations on
-average, never below SLSQP's (feasible) value by more than 3e-14; see
-benchmarks/zeta_vs_slsqp.py.
-
-The certificate is computed from the returned θ̂ itself, so it is a genuine
-bound up to floating-point rounding of g (≈ k·n·1e-16), far below the default
-tol = 1e-8. Φ may be float32; everything is computed in float64.
+Each document is solved by one EM step, then an active-set Newton method on the simplex, and
+stopped on a duality-gap certificate gap(θ) = max_z g_z − n ≤ tol (absolute), never on relative change;
+Φ may be float32, everything is computed in float64. The method, its certificate and measurements:
+docs/algorithms.md#zeta-statistic.
 
 ``solve_zeta_slsqp`` reproduces the paper's per-document SciPy SLSQP solver
 (nicomanzonelli/topic_model_attacks, ``model_stats.py``) as a reference.

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, special, stats
 
+from topicaudit.errors import UserError
+
 METHODS = ("clopper-pearson-split", "clopper-pearson-bonferroni", "gdp", "one-run")
 
 
@@ -183,11 +185,12 @@ def _prepare(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     return scores, labels
 
 
-def _check_level(alpha, delta) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError("alpha must be in (0, 1)")
+def check_level(alpha, delta, alpha_name: str = "alpha", delta_name: str = "delta") -> None:
+    """The one check of a bound's level: α in (0, 1), δ in [0, 1); the names say which key or flag."""
     if not 0.0 <= delta < 1.0:
-        raise ValueError("delta must be in [0, 1)")
+        raise UserError(f"{delta_name} must be in [0, 1) (got {delta})")
+    if not 0.0 < alpha < 1.0:
+        raise UserError(f"{alpha_name} must be in (0, 1) (got {alpha})")
 
 
 def _errors(scores, labels, thresholds) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -335,7 +338,7 @@ def eps_lb_split(scores, labels, delta, alpha=0.05, *, split=0.5, seed=0) -> Eps
     Clopper–Pearson upper bounds of FPR and FNR, each at α/2, fed to
     ``epsilon_from_rates``. Needs independent trials (module docstring).
     """
-    _check_level(alpha, delta)
+    check_level(alpha, delta)
     scores, labels = _prepare(scores, labels)
     d = _select_split(scores, labels, alpha, delta, "dp", split, seed)
     eps = epsilon_from_rates(d["fpr_ub"], d["fnr_ub"], delta)
@@ -354,7 +357,7 @@ def eps_lb_bonferroni(scores, labels, delta, alpha=0.05, *, thresholds=None, gri
     quantiles of the pooled scores, which depend on the data being bounded.
     Needs independent trials (module docstring).
     """
-    _check_level(alpha, delta)
+    check_level(alpha, delta)
     scores, labels = _prepare(scores, labels)
     d = _select_bonferroni(scores, labels, alpha, delta, "dp", thresholds, grid_size)
     eps = epsilon_from_rates(d["fpr_ub"], d["fnr_ub"], delta)
@@ -376,7 +379,7 @@ def eps_lb_gdp(
     (ε, δ)-DP but not Gaussian-shaped (randomised response, Laplace) can have
     μ_LB far above the μ its (ε, δ) corresponds to: the bound is then invalid.
     """
-    _check_level(alpha, delta)
+    check_level(alpha, delta)
     scores, labels = _prepare(scores, labels)
     if threshold == "bonferroni":
         d = _select_bonferroni(scores, labels, alpha, delta, "gdp", thresholds, grid_size)
@@ -554,7 +557,7 @@ def one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed):
     inclusion was evidently not randomised; claim nothing rather than lean on
     a 2^-n event).
     """
-    _check_level(alpha, delta)
+    check_level(alpha, delta)
     scores, labels = _prepare(scores, labels)
     n = scores.size
     m = n if m is None else int(m)

@@ -28,7 +28,7 @@ import numba
 
 from topicaudit.bounds.epsilon import (
     EpsilonBound,
-    _check_level,
+    check_level,
     gdp_epsilon,
     guess_pairs,
     one_run_details,
@@ -154,8 +154,7 @@ def fdp_one_run_bound(m, r, v, alpha, *, family, delta=0.0, lo=0.0) -> float:
     """
     _check_counts(m, r, v)
     _check_family(family)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError("alpha must be in (0, 1)")
+    check_level(alpha, delta)
     if not _rejects(m, r, v, alpha, family, lo, delta):
         if lo <= 0 or not _rejects(m, r, v, alpha, family, 0.0, delta):
             return 0.0
@@ -256,7 +255,7 @@ def one_run_ceiling(m, alpha, delta, method, *, k_plus=None, k_minus=None, n=Non
     0 at δ = 0). A claim above the ceiling cannot be refuted by this audit,
     whatever the attack: CONSISTENT then means "not refuted", not "private".
     """
-    _check_level(alpha, delta)
+    check_level(alpha, delta)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     n = m if n is None else int(n)

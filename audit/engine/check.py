@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from topicaudit.attacks.registry import bounded_attacks
-from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.bounds.epsilon import EpsilonBound, check_level
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
 from topicaudit.engine.config import Config, config_from_dict, load_config
 from topicaudit.engine.run import run_audit
@@ -164,10 +164,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         alpha = round(1 - recorded["confidence"], 12) if "confidence" in recorded else DEFAULT_ALPHA
     if not (epsilon >= 0 and math.isfinite(epsilon)):
         raise UserError(f"--epsilon must be a finite number ≥ 0 (got {epsilon})")
-    if not 0 <= delta < 1:
-        raise UserError(f"--delta must be in [0, 1) (got {delta})")
-    if not 0 < alpha < 1:
-        raise UserError(f"--alpha must be in (0, 1) (got {alpha})")
+    check_level(alpha, delta, "--alpha", "--delta")
 
     # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
     sources = []

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
+from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.targets.params import check_topics
@@ -259,11 +260,7 @@ def validate(config: Config) -> None:
         )
     if not 0 < config.attack.tol < 1:
         raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
-    if not 0 < config.attack.alpha < 1:
-        raise UserError(f"[attack] alpha must be in (0, 1) (got {config.attack.alpha})")
-    if not 0 <= config.attack.delta < 1:
-        raise UserError(f"[attack] delta must be in [0, 1) (got {config.attack.delta})")
-
+    check_level(config.attack.alpha, config.attack.delta, "[attack] alpha", "[attack] delta")
     unknown = unknown_attacks(config.attack.attacks)
     if unknown:
         raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")

@@ -391,6 +391,16 @@ def _restrict_columns(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray) ->
     return sp.csr_matrix(X @ select)
 
 
+def _count_over(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray, where: str, fix: str
+                ) -> tuple[sp.csr_matrix, np.ndarray, str]:
+    """Counts over a given (sorted) vocabulary, its words, and a note for the source; no token left is an error."""
+    X = _restrict_columns(X, words, fixed)
+    if X.nnz == 0:
+        raise UserError(f"{where}: none of the {X.shape[0]} documents contains a word of the given vocabulary "
+                        f"({len(fixed)} words, e.g. {', '.join(repr(str(w)) for w in fixed[:3])}); {fix}")
+    return X, fixed, f"; counted over a given vocabulary of {len(fixed)} words"
+
+
 def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
                                fixed: np.ndarray | None = None, ids: list[str] | None = None) -> Corpus:
     if not texts:
@@ -403,16 +413,11 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
         how = "already pre-processed, tokenised like CountVectorizer()"
     X, vocab = _vectorize(tokens, len(texts))
     if fixed is not None and X.nnz:
-        X, vocab = _restrict_columns(X, vocab, fixed), fixed
-        how += f"; counted over a given vocabulary of {len(fixed)} words"
-        if X.nnz == 0:
-            raise UserError(
-                f"{source}: none of the {len(texts)} documents contains a word of the given vocabulary "
-                f"({len(fixed)} words, e.g. {', '.join(repr(str(w)) for w in fixed[:3])}) after "
-                f"{'pre-processing' if preprocess else 'tokenising'}; check that the vocabulary belongs to "
-                "these documents and that pre-processing matches how the model's text was prepared "
-                "(--preprocess / --no-preprocess)"
-            )
+        X, vocab, note = _count_over(
+            X, vocab, fixed, source, f"after {'pre-processing' if preprocess else 'tokenising'}, check that the "
+            "vocabulary belongs to these documents and that pre-processing matches how the model's text was "
+            "prepared (--preprocess / --no-preprocess)")
+        how += note
     if X.nnz == 0:
         hint = (
             "check that the documents hold English text" if preprocess else
@@ -431,12 +436,8 @@ def _corpus_from_tokens(token_lists: list[list[str]], source: str, fixed: np.nda
     X, vocab = _vectorize(token_lists, len(token_lists))
     how = "token lists counted as given"
     if fixed is not None and X.nnz:
-        X, vocab = _restrict_columns(X, vocab, fixed), fixed
-        how += f"; counted over a given vocabulary of {len(fixed)} words"
-        if X.nnz == 0:
-            raise UserError(f"{source}: none of the {len(token_lists)} documents contains a token of the given "
-                            f"vocabulary ({len(fixed)} words, e.g. {', '.join(map(repr, fixed[:3]))}); give the "
-                            "tokens the model was trained on")
+        X, vocab, note = _count_over(X, vocab, fixed, source, "give the tokens the model was trained on")
+        how += note
     if X.nnz == 0:
         raise UserError(f"{source}: every one of the {len(token_lists)} token lists is empty")
     texts = [" ".join(tokens) for tokens in token_lists]
@@ -760,14 +761,10 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
         words = words[order]
     source = f"uci {path} (vocabulary {vocab_path}{note})"
     if fixed_vocabulary is not None:
-        X, words = _restrict_columns(X, words, fixed_vocabulary), fixed_vocabulary
-        source += f"; counted over a given vocabulary of {len(words)} words"
-        if X.nnz == 0:
-            raise UserError(
-                f"{path}: none of its {D} documents contains a word of the given vocabulary "
-                f"({len(words)} words, e.g. {', '.join(map(repr, words[:3]))}); its words come from "
-                f"{vocab_path}: check that the vocabulary belongs to this corpus"
-            )
+        X, words, note = _count_over(X, words, fixed_vocabulary, str(path),
+                                     f"its words come from {vocab_path}: check that the vocabulary belongs to "
+                                     "this corpus")
+        source += note
     return _finish(X, words, None, source, np.arange(D), [str(i + 1) for i in range(D)])
 
 
@@ -800,11 +797,9 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
     X, vocab = X[:, order], vocab[order]
     source = f"mm {path} (term ids of {where})"
     if fixed_vocabulary is not None:
-        X, vocab = _restrict_columns(X.tocsr(), vocab, fixed_vocabulary), fixed_vocabulary
-        source += f"; counted over a given vocabulary of {len(vocab)} words"
-        if X.nnz == 0:
-            raise UserError(f"{path}: none of its {X.shape[0]} documents contains a word of the given vocabulary; "
-                            f"check that {where} is the one the corpus was made with")
+        X, vocab, note = _count_over(X.tocsr(), vocab, fixed_vocabulary, str(path),
+                                     f"check that {where} is the one the corpus was made with")
+        source += note
     return _finish(X, vocab, None, source, np.arange(X.shape[0]), [str(i) for i in range(X.shape[0])])
 
 

@@ -34,8 +34,8 @@ Checks: a 2-D numeric array, every value finite and non-negative
 (:func:`check_phi`, for every Φ), and for a released model k ≥ 2 topics, every
 row summing to 1 within a tolerance (or row-normalised on request, for
 unnormalised weights such as scikit-learn's ``components_``), as many columns as
-vocabulary words, distinct non-empty words (:func:`validate_phi`). Every failure raises :class:`topicaudit.errors.UserError` naming the file
-and the fix.
+vocabulary words, distinct non-empty words (:func:`validate_phi`). Every failure
+raises :class:`topicaudit.errors.UserError` naming the file and the fix.
 """
 from __future__ import annotations
 
