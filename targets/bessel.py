@@ -16,30 +16,9 @@ whose successive ratios r(n) = q(n+1)/q(n) = (a/2)² / ((n+1)(n+ν+1)) decrease
 in n, so the distribution is discrete log-concave with mode
 m = ⌊(√(a² + ν²) − ν)/2⌋ (Devroye 2002).
 
-Sampling (``bessel_sample``)
-----------------------------
-* Small spread (σ̂² < 16, with σ̂² = 1/(1/(m+1) + 1/(m+ν+1)) the inverse
-  curvature of ln q at the mode): inversion by sequential search *from the
-  mode* (Devroye 1986, Non-Uniform Random Variate Generation, ch. III),
-  Devroye's small-argument branch (docs/algorithms.md#bessel-sampler): the weights q(n)/q(m) are
-  built outward from the mode by the ratios r(n), their sum Z is taken until the
-  remaining tail is below 1e-16·Z (a bound, since the ratios decrease), then
-  U·Z is located by visiting n in order of decreasing weight (the larger of the
-  two frontier neighbours next). Cost O(σ̂), exact up to the 1e-16 truncation.
-* Otherwise: rejection from a mode-centred hat made from log-concavity alone,
-  after Devroye's (1987, 2002) universal method for discrete log-concave laws.
-  For a step t ≥ 2, concavity of ln q gives for k ≥ t
-
-      q(m ± k)/q(m) ≤ ρ±^k,   ρ± = (q(m ± t)/q(m))^(1/t) < 1,
-
-  and q(m ± k) ≤ q(m) for all k. The hat is flat (= q(m)) for |k| < t and
-  geometric beyond, on both sides (the left side only reaches n = 0). With
-  t ≈ 1.45 σ̂ the hat's mass is about 1.55 times the pmf's (s = t/σ̂ = 1.45
-  minimises s + 2e^{−s²/2}/s, the hat's mass per side in units of σ̂·q(m),
-  for a normal shape), so ~1.5 proposals per draw. The bound
-  holds for every t, so the sampler is exact whatever σ̂'s quality; σ̂ only
-  sets the speed. (*Derived* here: the hat and the constant 1.45; Devroye's
-  paper gives several hats of this kind.)
+Sampling (``bessel_sample``): inversion by sequential search from the mode when the spread is small,
+otherwise rejection from a mode-centred hat built from log-concavity alone (its derivation and the
+constant 1.45: docs/algorithms.md#bessel-sampler).
 
 Both methods are exact samplers of Bes(ν, a); ``tests/test_bessel.py`` checks
 each against the exact pmf over a grid of ν and a, including the regions where
