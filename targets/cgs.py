@@ -48,7 +48,7 @@ from numba import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import integer, positive
+from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
            "tokens_from_counts"]
@@ -143,9 +143,7 @@ def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
     integer("n_iter", n_iter, 0)
-    integer("n_avg", n_avg, 1)
-    if n_avg > max(n_iter, 1):
-        raise ValueError(f"n_avg ({n_avg}) cannot exceed n_iter ({n_iter})")
+    averaged_sweeps(n_avg, n_iter)
     alpha = 1.0 / k if alpha is None else float(alpha)
     return alpha, float(beta)
 

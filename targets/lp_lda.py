@@ -60,7 +60,7 @@ from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.events import binary_randomized_response_event
 from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import integer, positive
+from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
 
@@ -145,9 +145,7 @@ class LocallyPrivateLDA:
         positive("alpha", alpha, optional=True)
         positive("beta", beta)
         integer("n_iter", n_iter, 1)
-        integer("n_avg", n_avg, 1)
-        if n_avg > n_iter:
-            raise ValueError(f"n_avg ({n_avg}) cannot exceed n_iter ({n_iter})")
+        averaged_sweeps(n_avg, n_iter)
         self.k = k
         self.p = p
         self.epsilon = epsilon

@@ -46,6 +46,14 @@ def integer(name: str, value, minimum: int = 1):
     return value
 
 
+def averaged_sweeps(n_avg, n_iter):
+    """n_avg, how many final sweeps a sampler averages Φ over: an integer in [1, max(n_iter, 1)]."""
+    integer("n_avg", n_avg, 1)
+    if n_avg > max(n_iter, 1):
+        raise ValueError(f"n_avg ({n_avg}) cannot exceed n_iter ({n_iter})")
+    return n_avg
+
+
 def choice(name: str, value, options: tuple[str, ...]):
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(options)} (got {value!r})")

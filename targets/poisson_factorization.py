@@ -73,7 +73,7 @@ from dp_accounting import dp_event
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import integer, positive
+from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = [
     "LocallyPrivatePoissonFactorization",
@@ -310,8 +310,7 @@ def _check_common(k, a0, b0, n_iter, n_avg) -> None:
     positive("a0", a0)
     positive("b0", b0)
     integer("n_iter", n_iter)
-    if not isinstance(n_avg, numbers.Integral) or isinstance(n_avg, bool) or not 1 <= n_avg <= n_iter:
-        raise ValueError(f"n_avg must be an integer in [1, n_iter = {n_iter}], got {n_avg!r}")
+    averaged_sweeps(n_avg, n_iter)
 
 
 def _streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

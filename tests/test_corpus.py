@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 import topicaudit.inputs.corpus as corpus_mod
+import topicaudit.inputs.files as files_mod
 from topicaudit.inputs.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, keep_most_frequent_words,
                           load_corpus)
 from topicaudit.errors import UserError
@@ -242,7 +243,7 @@ def test_missing_and_unreadable_files(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(corpus_mod, "open", denied, raising=False)
+    monkeypatch.setattr(files_mod, "open", denied, raising=False)  # the one reader of user files
     with user_error(r"locked\.json: permission denied reading the JSON corpus file; make it readable"):
         load_corpus(p)
 

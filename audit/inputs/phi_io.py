@@ -53,6 +53,7 @@ import numpy as np
 
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
 from topicaudit.targets.params import check_topics
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
