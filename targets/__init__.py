@@ -1,108 +1,25 @@
-"""Targets under audit: release pipelines built by name from configuration."""
+"""What is audited: learners, DP mechanisms, vocabulary steps, and the guarantees they claim.
+
+``build_target`` (``topicaudit.targets.registry``) builds a release pipeline by
+name from a configuration. The registry is loaded on first use: a Ray worker
+unpickling one learner imports that learner's module only, not the registry,
+the accountants or dp-accounting.
+"""
 from __future__ import annotations
 
 import importlib
-import inspect
 
-from topicaudit.errors import UserError
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Release, Target
-from topicaudit.targets.params import check_topics
-from topicaudit.targets.pipeline import Pipeline
-from topicaudit.targets.under_noised import UnderNoised
 
-# Registries name "module:Class" and are imported on use, so a Ray worker that
-# unpickles one target loads that target's code only, not every learner's.
-# learner name → (class, fixed keyword arguments)
-LEARNERS = {
-    "lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "compiled"}),
-    "sklearn-lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "sklearn"}),
-    "cgs": ("topicaudit.targets.cgs:CollapsedGibbsLDA", {}),
-    "gensim-lda": ("topicaudit.targets.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
-    "tomotopy-lda": ("topicaudit.targets.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
-    "cgs-monitor": ("topicaudit.targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
-    "dp-cgs": ("topicaudit.targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
-    "hdp-lda": ("topicaudit.targets.hdp_lda:ZhaoHDPLDA", {}),
-    "dp-svi": ("topicaudit.targets.dp_svi:DPStochasticVariationalLDA", {}),
-    "lp-lda": ("topicaudit.targets.lp_lda:LocallyPrivateLDA", {}),
-    "pf": ("topicaudit.targets.poisson_factorization:PoissonFactorization", {}),
-    "lppf": ("topicaudit.targets.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
-    "lppf-naive": ("topicaudit.targets.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
-}
-VOCABULARY_STEPS = {
-    "observed": "topicaudit.targets.vocabulary:ObservedVocabulary",
-    "all": "topicaudit.targets.vocabulary:CorpusVocabulary",
-    "dpsu-laplace": "topicaudit.targets.dpsu:PolicyLaplaceDPSU",
-    "dpsu-gaussian": "topicaudit.targets.dpsu:PolicyGaussianDPSU",
-    "dpsu-gw": "topicaudit.targets.dpsu:GreedyWeightedDPSU",
-    "dpsu-gw-public-code": "topicaudit.targets.dpsu:GreedyWeightedPublicCode",
-}
+REGISTRY = ("LEARNERS", "VOCABULARY_STEPS", "build_learner", "build_target", "shadow_pipeline")
+__all__ = ["Adjacency", "Basis", "Guarantee", "NO_GUARANTEE", "Release", "Target", *REGISTRY]
 
 
-def _load(path: str):
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
+def __getattr__(name: str):
+    if name in REGISTRY:
+        return getattr(importlib.import_module("topicaudit.targets.registry"), name)
+    raise AttributeError(f"module 'topicaudit.targets' has no attribute {name!r}")
 
 
-def _construct(cls, params: dict, fixed: dict, where: str, what: str):
-    accepted = set(inspect.signature(cls).parameters) - {"k"} - set(fixed)
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise UserError(
-            f"unknown parameter(s) {', '.join(unknown)} for {what} in {where}; "
-            f"accepted: {', '.join(sorted(accepted)) or 'none'}"
-        )
-    try:
-        return cls(**fixed, **params)
-    except (TypeError, ValueError) as error:
-        raise UserError(f"bad parameter for {what} in {where}: {error}") from None
-
-
-def build_learner(learner: str, k: int, params: dict | None = None, where: str = "[target.params]"):
-    """The learner named ``learner`` with ``params``; ``where`` names the place the parameters came from."""
-    path, fixed = LEARNERS[learner]
-    try:
-        cls = _load(path)
-    except ImportError:
-        raise UserError(f"learner {learner!r} is not available in this installation (docs/interop.md); choose "
-                        "one of the installed learners, e.g. lda or cgs") from None
-    return _construct(cls, dict(params or {}), {"k": k, **fixed}, where, f"learner {learner!r}")
-
-
-def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str = "[target.params]") -> Pipeline:
-    """The named learner over a fixed vocabulary (every column it is given): shadows of a model whose words are known."""
-    return Pipeline(_load(VOCABULARY_STEPS["all"])(), build_learner(learner, k, params, where))
-
-
-def build_target(learner: str, k: int, vocabulary: str = "observed", params: dict | None = None,
-                 vocabulary_params: dict | None = None, under_noise: float = 1.0) -> Pipeline:
-    """The target pipeline named by a configuration, with a clear error for typos.
-
-    under_noise > 1 builds a deliberately broken learner for testing an audit
-    (``topicaudit.targets.under_noised``): its noise divided by that factor, its claim unchanged.
-    """
-    if learner not in LEARNERS:
-        raise UserError(f"unknown learner {learner!r} in [target] learner; known learners: {', '.join(LEARNERS)}")
-    if vocabulary not in VOCABULARY_STEPS:
-        raise UserError(
-            f"unknown vocabulary step {vocabulary!r} in [target] vocabulary; known: {', '.join(VOCABULARY_STEPS)}"
-        )
-    check_topics(k, "k", "set [target] k or --k")
-    step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
-                      "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
-    model = build_learner(learner, k, params)
-    if under_noise != 1.0:
-        try:
-            model = UnderNoised(model, under_noise)
-        except ValueError as error:
-            raise UserError(f"[target] test_under_noise: {error}") from None
-    pipeline = Pipeline(step, model)
-    try:
-        pipeline.guarantee()  # refuse an incoherent composition now, not after every fit
-    except ValueError as error:
-        raise UserError(f"vocabulary step {vocabulary!r} and learner {learner!r} cannot be composed: {error}; "
-                        "choose a vocabulary step with the learner's adjacency, or 'all' (public vocabulary)") from None
-    return pipeline
-
-
-__all__ = ["Adjacency", "Basis", "Guarantee", "NO_GUARANTEE", "Release", "Target", "build_target", "build_learner",
-           "shadow_pipeline", "LEARNERS", "VOCABULARY_STEPS"]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *REGISTRY})

@@ -26,8 +26,7 @@ import dataclasses
 import math
 
 import dp_accounting
-from dp_accounting import dp_event
-from dp_accounting import pld
+from dp_accounting import dp_event, pld
 from dp_accounting.pld import privacy_loss_distribution as PLD
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 

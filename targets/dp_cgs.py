@@ -27,8 +27,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
-from topicaudit.targets.events import laplace_event
 from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
+from topicaudit.targets.events import laplace_event
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",

@@ -42,8 +42,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.accounting import (ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon,
-                                           subsampled_gaussian_event)
+from topicaudit.targets.accounting import (
+    ACCOUNTANTS,
+    calibrate_noise_multiplier,
+    compute_epsilon,
+    subsampled_gaussian_event,
+)
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive

@@ -12,11 +12,14 @@ is sound.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attr
 import dp_accounting
 from dp_accounting import dp_event
+
+from topicaudit.targets.guarantee import Guarantee
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -33,22 +36,6 @@ _EVENT_CLASSES: dict[str, type] = {
     if isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)
 }
 _EVENT_CLASSES[EpsilonDeltaDpEvent.__name__] = EpsilonDeltaDpEvent
-
-
-def event_to_json(event) -> dict[str, Any] | None:
-    """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise."""
-    return None if event is None else _named_tuple_to_json(event.to_named_tuple())
-
-
-def _named_tuple_to_json(value):
-    # dp-accounting's own dependency-free form of an event: a named tuple with its class name.
-    if hasattr(value, "class_name") and hasattr(value, "_fields"):
-        return {"class_name": value.class_name,
-                **{k: _named_tuple_to_json(getattr(value, k)) for k in value._fields
-                   if k not in ("module_name", "class_name")}}
-    if isinstance(value, (list, tuple)):
-        return [_named_tuple_to_json(x) for x in value]
-    return value
 
 
 def event_from_json(data: dict[str, Any]) -> dp_accounting.DpEvent:
@@ -81,3 +68,13 @@ def binary_randomized_response_event(keep_probability: float) -> dp_accounting.D
 
 # A step that reads no member's data (a public vocabulary) spends nothing.
 NO_OP_EVENT = dp_accounting.NoOpDpEvent()
+
+
+def guarantee_from_json(data: dict[str, Any]) -> Guarantee:
+    """The Guarantee ``Guarantee.to_json`` wrote (results.json ``target.guarantee``), its event rebuilt."""
+    epsilon = data.get("epsilon")
+    event = data.get("event")
+    return Guarantee(epsilon=math.inf if epsilon is None else float(epsilon), delta=float(data.get("delta") or 0.0),
+                     adjacency=data.get("adjacency"), basis=data.get("basis"), accountant=data.get("accountant"),
+                     parameters=dict(data.get("parameters") or {}),
+                     event=None if event is None else event_from_json(event))

@@ -3,7 +3,7 @@
 Every learner and vocabulary step reports one ``Guarantee``; a pipeline composes
 its parts' guarantees (``topicaudit.targets.composition``); ``results.json``
 stores ``Guarantee.to_json()`` and readers rebuild it with
-``Guarantee.from_json`` (or read single fields with ``adjacency_of`` and
+``topicaudit.targets.events.guarantee_from_json`` (or read single fields with ``adjacency_of`` and
 ``basis_of``). The enums are ``StrEnum``s, so their members compare equal to,
 format as and serialise to the same strings the files always held.
 """
@@ -12,11 +12,10 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dp_accounting import DpEvent
-
-from topicaudit.targets.events import event_from_json, event_to_json
+if TYPE_CHECKING:  # dp-accounting takes ~1 s to import; a Ray worker fitting a non-private learner never needs it
+    from dp_accounting import DpEvent
 
 
 class Adjacency(enum.StrEnum):
@@ -122,15 +121,24 @@ class Guarantee:
             "event": event_to_json(self.event),
         }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Guarantee:
-        """The Guarantee ``to_json`` wrote (results.json ``target.guarantee``)."""
-        epsilon = data.get("epsilon")
-        event = data.get("event")
-        event = None if event is None else event_from_json(event)
-        return cls(epsilon=math.inf if epsilon is None else float(epsilon), delta=float(data.get("delta") or 0.0),
-                   adjacency=data.get("adjacency"), basis=data.get("basis"), accountant=data.get("accountant"),
-                   parameters=dict(data.get("parameters") or {}), event=event)
+
+def event_to_json(event) -> dict[str, Any] | None:
+    """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise.
+
+    Read back with ``topicaudit.targets.events.event_from_json``.
+    """
+    return None if event is None else _named_tuple_to_json(event.to_named_tuple())
+
+
+def _named_tuple_to_json(value):
+    # dp-accounting's own dependency-free form of an event: a named tuple with its class name.
+    if hasattr(value, "class_name") and hasattr(value, "_fields"):
+        return {"class_name": value.class_name,
+                **{k: _named_tuple_to_json(getattr(value, k)) for k in value._fields
+                   if k not in ("module_name", "class_name")}}
+    if isinstance(value, (list, tuple)):
+        return [_named_tuple_to_json(x) for x in value]
+    return value
 
 
 # A non-private learner's (or an unselected vocabulary's) claim: none.

@@ -21,14 +21,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import dp_accounting
 import numpy as np
 import scipy.sparse as sp
-import dp_accounting
 from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
-from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
 from topicaudit.targets.cgs import add_token, draw_topic, random_start
+from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]

@@ -57,9 +57,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
-from topicaudit.targets.events import binary_randomized_response_event
 from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
+from topicaudit.targets.events import binary_randomized_response_event
 from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]

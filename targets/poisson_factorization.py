@@ -66,9 +66,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
-
 from dp_accounting import dp_event
+from numba import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.bessel import bessel_sample

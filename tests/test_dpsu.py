@@ -26,6 +26,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
 from topicaudit.targets.base import Guarantee
+from topicaudit.targets.composition import compose
 from topicaudit.targets.dpsu import (
     DPSU_STEPS,
     GreedyWeightedDPSU,
@@ -43,7 +44,6 @@ from topicaudit.targets.dpsu import (
     gw_public_threshold,
     laplace_policy_threshold,
 )
-from topicaudit.targets.pipeline import compose
 
 PHEME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 ALPHA_CP = 1e-3  # one-sided error of each Clopper–Pearson bound

@@ -19,9 +19,16 @@ from topicaudit.reports.dp_region import claim_of
 from topicaudit.targets import build_target
 from topicaudit.targets.accounting import pld_epsilon, subsampled_gaussian_event
 from topicaudit.targets.composition import NEIGHBORING_RELATIONS, PLDAccountant, compose
-from topicaudit.targets.events import EpsilonDeltaDpEvent
-from topicaudit.targets.guarantee import (NO_GUARANTEE, Adjacency, Basis, Guarantee, adjacency_of, basis_of,
-                                          weakest_basis)
+from topicaudit.targets.events import EpsilonDeltaDpEvent, guarantee_from_json
+from topicaudit.targets.guarantee import (
+    NO_GUARANTEE,
+    Adjacency,
+    Basis,
+    Guarantee,
+    adjacency_of,
+    basis_of,
+    weakest_basis,
+)
 
 DOC = Adjacency.DOCUMENT
 
@@ -68,7 +75,7 @@ def test_every_learners_guarantee_round_trips_through_json(learner, params):
         data = json.loads(json.dumps(g.to_json()))
         assert data["adjacency"] in (None, "document", "word", "local-word")
         assert data["basis"] in ("none", "monitor", "paper-claim", "theorem")
-        back = Guarantee.from_json(data)
+        back = guarantee_from_json(data)
         assert back == g and type(back.adjacency) in (Adjacency, type(None)) and type(back.basis) is Basis
         assert back.event == g.event
 
@@ -77,7 +84,7 @@ def test_a_claim_without_a_basis_is_refused_and_names_its_mechanism():
     with pytest.raises(ValueError, match="the guarantee of my-learner claims ε = 2 but sets no basis"):
         Guarantee(epsilon=2.0, adjacency=DOC, parameters={"learner": "my-learner"})
     with pytest.raises(ValueError, match="sets no basis"):
-        Guarantee.from_json({"epsilon": 1.0, "delta": 0.0, "adjacency": "document"})
+        guarantee_from_json({"epsilon": 1.0, "delta": 0.0, "adjacency": "document"})
     assert NO_GUARANTEE.basis is Basis.NONE and math.isinf(NO_GUARANTEE.epsilon)
     assert Guarantee(epsilon=math.inf, basis=Basis.MONITOR).basis is Basis.MONITOR
     with pytest.raises(ValueError, match="need ε ≥ 0"):

@@ -1,8 +1,8 @@
 import pytest
 
 from topicaudit.errors import UserError
-from topicaudit.targets import LEARNERS, VOCABULARY_STEPS, _load, build_target
 from topicaudit.targets.dpsu import DPSU_STEPS
+from topicaudit.targets.registry import LEARNERS, VOCABULARY_STEPS, _load, build_target
 
 
 def test_every_registered_name_loads_the_class_of_that_name():
