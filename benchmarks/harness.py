@@ -1,6 +1,7 @@
 """What the timing scripts share: the corpora they time on, the command that ran them, cold/warm compile children."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -18,6 +19,21 @@ DATA = REPO.parent / "shared" / "data"
 def invocation(script: str) -> str:
     """The command line that ran ``script``, as a reader would type it from the repository root."""
     return " ".join([".venv/bin/python", f"benchmarks/{script}"] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def parse_or_compile(parser: argparse.ArgumentParser, child_compile) -> argparse.Namespace | None:
+    """The script's flags; None when this process is the compile child (``child_compile`` has then run)."""
+    parser.add_argument("--child-compile", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_compile:
+        child_compile()
+        return None
+    return args
+
+
+def cold_and_warm(script_path: str, cache_dir: str) -> tuple[dict, dict]:
+    """Compile timings of two fresh children sharing an empty numba cache: the first compiles, the second loads."""
+    return run_child(script_path, cache_dir), run_child(script_path, cache_dir)
 
 
 def run_child(script_path: str, cache_dir: str) -> dict:

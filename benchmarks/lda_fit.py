@@ -40,7 +40,7 @@ if __name__ == "__main__" and "--child-compile" not in sys.argv:
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
-from harness import invocation, kos_counts, pheme_texts, run_child  # noqa: E402
+from harness import cold_and_warm, invocation, kos_counts, parse_or_compile, pheme_texts  # noqa: E402
 
 
 def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
@@ -110,16 +110,13 @@ def main() -> None:
     ap.add_argument("--sklearn-reps", type=int, default=3, help="sklearn fits on PHEME")
     ap.add_argument("--kos-sklearn-reps", type=int, default=1, help="sklearn fits on KOS")
     ap.add_argument("--only", default="pheme,kos")
-    ap.add_argument("--child-compile", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child_compile:
-        child_compile()
+    args = parse_or_compile(ap, child_compile)
+    if args is None:
         return
 
     load_before = os.getloadavg()[0]
     command = invocation("lda_fit.py")
-    cold = run_child(__file__, _CACHE)
-    warm = run_child(__file__, _CACHE)
+    cold, warm = cold_and_warm(__file__, _CACHE)
 
     import numba
     import sklearn

@@ -51,7 +51,7 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
-from harness import kos_counts, pheme_texts  # noqa: E402
+from harness import kos_counts, parse_or_compile, pheme_texts  # noqa: E402
 
 
 def load_pheme() -> sp.csr_matrix:
@@ -146,10 +146,8 @@ def main() -> None:
     ap.add_argument("--kos-k", default="10,25")
     ap.add_argument("--kos-slsqp-sample", type=int, default=100)
     ap.add_argument("--only", default="pheme,kos")
-    ap.add_argument("--child-compile", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child_compile:
-        child_compile()
+    args = parse_or_compile(ap, child_compile)
+    if args is None:
         return
     only = set(args.only.split(","))
     load0 = os.getloadavg()
