@@ -29,3 +29,11 @@ def matched_topic_errors(estimate, truth) -> np.ndarray:
     tv = 0.5 * np.abs(np.asarray(estimate, dtype=np.float64)[:, None, :] - truth[None, :, :]).sum(axis=2)
     rows, cols = linear_sum_assignment(tv)
     return tv[rows, cols]
+
+
+def assert_recovers(phi, truth, tolerance: float = 0.1) -> None:
+    """Φ is a float32 topic matrix of the truth's shape whose matched topics are each within ``tolerance`` (TV)."""
+    assert phi.dtype == np.float32 and phi.shape == truth.shape
+    assert np.allclose(phi.sum(axis=1), 1, atol=1e-5)
+    errors = matched_topic_errors(phi, truth)
+    assert np.all(errors < tolerance), errors

@@ -3,17 +3,18 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.special import logit
 
 from topicaudit.bounds.epsilon import (
     EpsilonBound,
     clopper_pearson_upper,
     count_grid,
     default_guess_counts,
-    epsilon_from_rates,
     eps_lb_bonferroni,
     eps_lb_gdp,
     eps_lb_one_run,
     eps_lb_split,
+    epsilon_from_rates,
     gdp_delta,
     gdp_epsilon,
     gdp_mu_for,
@@ -23,10 +24,6 @@ from topicaudit.bounds.epsilon import (
 )
 
 ALPHA = 0.05
-
-
-def logit(p):
-    return math.log(p) - math.log1p(-p)
 
 
 # ---------------------------------------------------------------- building blocks

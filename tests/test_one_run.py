@@ -4,9 +4,16 @@ import math
 import numpy as np
 import pytest
 from scipy import optimize, special, stats
+from scipy.special import logit
 
 from topicaudit.bounds import one_run
-from topicaudit.bounds.epsilon import default_guess_counts, eps_lb_one_run, gdp_epsilon, margin_guess_counts, one_run_epsilon
+from topicaudit.bounds.epsilon import (
+    default_guess_counts,
+    eps_lb_one_run,
+    gdp_epsilon,
+    margin_guess_counts,
+    one_run_epsilon,
+)
 from topicaudit.bounds.one_run import (
     _excess_mass,
     _ndtri,
@@ -16,10 +23,6 @@ from topicaudit.bounds.one_run import (
 )
 
 ALPHA = 0.05
-
-
-def logit(p):
-    return math.log(p) - math.log1p(-p)
 
 
 # ---------------------------------------------------------------- the recursion by hand
