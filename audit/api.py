@@ -12,7 +12,7 @@ from typing import Any
 from topicaudit.engine.check import CheckResult, assert_privacy, check_run
 from topicaudit.engine.config import Config, config_from_dict, load_config
 from topicaudit.engine.run import run_audit
-from topicaudit.engine.user_audit import UserAuditSpec, run_user_audit
+from topicaudit.engine.user_audit import UserAuditSpec, audit_config, run_user_audit
 from topicaudit.reports.build import build_report
 
 
@@ -35,20 +35,17 @@ def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool 
     return run_audit(as_config(config), quiet=quiet)
 
 
-def audit_model(phi: str | Path | None = None, candidates: str | Path | None = None,
-                reference: str | Path | None = None, config: Config | str | Path | dict[str, Any] | None = None,
-                quiet: bool = True, **options: Any) -> dict[str, Any]:
+def audit_model(phi: str | Path | Config, candidates: str | Path | None = None, reference: str | Path | None = None,
+                quiet: bool = True, **settings: Any) -> dict[str, Any]:
     """Rank candidate documents by membership evidence against a released Φ (``topicaudit audit``).
 
-    Either a configuration ([model], [corpus] = candidates, [reference]) or the
-    three paths; ``options`` are ``UserAuditSpec`` fields (vocabulary, shadows,
-    learner, k, params, rank_by, output, …). Returns ``audit.json``'s content.
+    phi: Φ's file, a TOML configuration file, or a Config ([model], [corpus] =
+    the candidates, [reference]); ``settings`` are the command's flags by name
+    (vocabulary, shadows, learner, k, params, rank_by, output, …) and override
+    the file. Returns ``audit.json``'s content.
     """
-    if config is not None:
-        spec = UserAuditSpec.from_config(as_config(config))
-    else:
-        spec = UserAuditSpec(phi=str(phi), candidates=str(candidates), reference=str(reference), **options)
-    return run_user_audit(spec, quiet=quiet)
+    config = audit_config(phi, candidates=candidates, reference=reference, **settings)
+    return run_user_audit(UserAuditSpec.from_config(config), quiet=quiet)
 
 
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
-from topicaudit.engine.config import Config, load_config
-from topicaudit.engine.user_audit import UserAuditSpec, ranked_table, run_user_audit
+from topicaudit.engine.config import Config
+from topicaudit.engine.user_audit import AUDIT_SETTINGS, UserAuditSpec, audit_config, ranked_table, run_user_audit
 from topicaudit.errors import UserError
 
 
@@ -19,8 +18,8 @@ def register(commands) -> None:
     )
     audit.add_argument("phi", metavar="PHI",
                        help="a configuration file (.toml, docs/configuration.md: [model], [corpus] = the candidates, "
-                            "[reference], [ranking]; flags override it) or Φ, k topics × V words: .npy, .npz (array 'phi' or 'components_'), .csv (k lines of V "
-                            "numbers), a tomotopy LDAModel file (vocabulary and settings from the model), a gensim "
+                            "[reference], [ranking]; flags override it) or Φ, k topics × V words: .npy, .npz (array "
+                            "'phi' or 'components_'), .csv (k lines of V numbers), a tomotopy LDAModel file (vocabulary and settings from the model), a gensim "
                             "LdaModel saved with save() (needs --trust-pickle), or a joblib-saved scikit-learn "
                             "LatentDirichletAllocation (.joblib/.pkl, needs --trust-pickle)")
     audit.add_argument("--vocabulary", metavar="FILE",
@@ -91,39 +90,13 @@ def parse_assignments(items: list[str], flag: str) -> dict:
     return parsed
 
 
-# flag → (section, key) of the configuration it sets; "" is the top level
-FLAG_KEYS = {
-    "vocabulary": ("model", "vocabulary"), "learner": ("model", "learner"), "k": ("model", "k"),
-    "normalize": ("model", "normalize"), "tolerance": ("model", "tolerance"),
-    "trust_pickle": ("model", "trust_pickle"), "candidates": ("corpus", "path"), "reference": ("reference", "path"),
-    "text_field": ("corpus", "text_field"), "preprocess": ("corpus", "preprocess"),
-    "shadows": ("attack", "shadows"), "seed": ("", "seed"), "rank_by": ("ranking", "by"),
-    "show_text": ("ranking", "show_text"), "top": ("ranking", "top"), "name": ("", "name"),
-    "output": ("", "output"), "ray_address": ("ray", "address"), "num_cpus": ("ray", "num_cpus"),
-}
-
-
 def config_from_args(args) -> Config:
     """One configuration from the command line: a TOML file given as PHI, with the flags given overriding it."""
-    is_file = str(args.phi).endswith(".toml")
-    config = load_config(args.phi) if is_file else Config()
-    if not is_file:
-        config.model.phi = args.phi
-        config.name = Path(args.phi).name.split(".")[0] or "model"
-    for flag, (section, key) in FLAG_KEYS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            setattr(getattr(config, section) if section else config, key, value)
-    if args.format is not None:
-        config.corpus.format = config.reference.format = args.format
-    if config.reference.format is None:
-        config.reference.format = config.corpus.format
-    config.reference.text_field = config.corpus.text_field
-    config.reference.preprocess = config.corpus.preprocess
-    for flag, table in (("candidates_option", config.corpus.options), ("reference_option", config.reference.options),
-                        ("param", config.model.params)):
-        table.update(parse_assignments(getattr(args, flag), "--" + flag.replace("_", "-")))
-    return config
+    settings = {name: getattr(args, name, None) for name in AUDIT_SETTINGS}
+    for flag, name in (("candidates_option", "candidates_options"), ("reference_option", "reference_options"),
+                       ("param", "params")):
+        settings[name] = parse_assignments(getattr(args, flag), "--" + flag.replace("_", "-"))
+    return audit_config(args.phi, format=args.format, **settings)
 
 
 def execute(args) -> int:

@@ -46,12 +46,11 @@ from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.registry import recommended_attack
 from topicaudit.attacks.rmia import population_scores, rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
-from topicaudit.engine.config import Config
+from topicaudit.engine.config import Config, load_config
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
 from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text
-from topicaudit.engine.validation import (check_output_directory, check_seed, check_shadows,
-                                         warn_more_topics_than_words)
+from topicaudit.engine.validation import check_output_directory, check_seed, check_shadows, warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, detect_format, load_corpus
 from topicaudit.inputs.phi_io import DEFAULT_ROW_SUM_TOLERANCE, UserModel, load_user_model
@@ -128,6 +127,48 @@ RANKING_ORDER = ("strongest evidence first: by the chosen score (offline: smalle
                  "family (online log-ratio, or offline z), then by candidate position")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _RESERVED_OPTIONS = ("path", "format", "preprocess", "vocabulary")
+
+
+# An audit's settings by name (flags, ``topicaudit.audit_model`` keywords) → (section, key) of the Config they set.
+AUDIT_SETTINGS = {
+    "vocabulary": ("model", "vocabulary"), "learner": ("model", "learner"), "k": ("model", "k"),
+    "normalize": ("model", "normalize"), "tolerance": ("model", "tolerance"),
+    "trust_pickle": ("model", "trust_pickle"), "candidates": ("corpus", "path"), "reference": ("reference", "path"),
+    "text_field": ("corpus", "text_field"), "preprocess": ("corpus", "preprocess"),
+    "shadows": ("attack", "shadows"), "tol": ("attack", "tol"), "seed": ("", "seed"), "rank_by": ("ranking", "by"),
+    "show_text": ("ranking", "show_text"), "top": ("ranking", "top"), "name": ("", "name"),
+    "output": ("", "output"), "ray_address": ("ray", "address"), "num_cpus": ("ray", "num_cpus"),
+}
+
+
+def audit_config(phi: str | Path | Config, format: str | None = None, candidates_options: dict | None = None,
+                 reference_options: dict | None = None, params: dict | None = None, **settings: Any) -> Config:
+    """The Config of an audit: from a Config, a TOML file (``*.toml``) or a Φ path, with the settings given
+    (None: not given) overriding it. Flags and ``topicaudit.audit_model`` both build their audit here."""
+    unknown = sorted(set(settings) - set(AUDIT_SETTINGS))
+    if unknown:
+        raise UserError(f"unknown audit setting(s) {', '.join(unknown)}; known: {', '.join(AUDIT_SETTINGS)}")
+    if isinstance(phi, Config):
+        config = phi
+    elif str(phi).endswith(".toml"):
+        config = load_config(phi)
+    else:
+        config = Config(name=Path(phi).name.split(".")[0] or "model")
+        config.model.phi = str(phi)
+    for name, value in settings.items():
+        if value is not None:
+            section, key = AUDIT_SETTINGS[name]
+            setattr(getattr(config, section) if section else config, key, str(value) if key == "path" else value)
+    if format is not None:
+        config.corpus.format = config.reference.format = format
+    if config.reference.format is None:
+        config.reference.format = config.corpus.format
+    config.reference.text_field = config.corpus.text_field
+    config.reference.preprocess = config.corpus.preprocess
+    config.corpus.options.update(candidates_options or {})
+    config.reference.options.update(reference_options or {})
+    config.model.params.update(params or {})
+    return config
 
 
 @dataclass
