@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from topicaudit.attacks.lira import offline_scores, online_scores  # noqa: E402
 from topicaudit.attacks.metrics import summarize  # noqa: E402
+from topicaudit.attacks.quantile import quantile_scores  # noqa: E402
 from topicaudit.attacks.rmia import rmia_scores  # noqa: E402
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores  # noqa: E402
 
@@ -41,7 +42,7 @@ CORPORA = {
 }
 SHADOW_COUNTS = (1, 2, 4, 8, 16, 128)
 ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_global",
-           "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline")
+           "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline", "quantile_regression")
 METRICS = (("auc", "AUC", 1), ("tpr_at_fpr_0.001", "TPR@0.1%", 100), ("tpr_at_fpr_0.01", "TPR@1%", 100))
 
 
@@ -66,11 +67,8 @@ def ensure_run(root: Path, corpus: str, seed: int, shadows: int) -> None:
     print(f"{corpus} seed {seed}: {wall:.1f} s (load {load[0]:.1f} → {os.getloadavg()[0]:.1f})", file=sys.stderr)
 
 
-def document_tokens(path: Path) -> np.ndarray:
-    """Tokens of each document over the target's vocabulary (stored by newer runs, else recounted)."""
-    with np.load(path / "statistics.npz") as z:
-        if "n_tokens" in z.files:
-            return z["n_tokens"]
+def document_counts(path: Path):
+    """Word counts of each document over the target's vocabulary (CSR), recounted from the run's corpus."""
     from topicaudit.inputs.corpus import keep_most_frequent_words, load_corpus
 
     c = tomllib.loads((path / "config.toml").read_text())["corpus"]
@@ -80,10 +78,10 @@ def document_tokens(path: Path) -> np.ndarray:
         corpus = keep_most_frequent_words(corpus, c["max_words"])
     with np.load(path / "models" / "target.npz") as z:
         vocabulary = z["vocabulary"]
-    return np.asarray(corpus.X[:, vocabulary].sum(axis=1), dtype=np.float64).ravel()
+    return corpus.X[:, vocabulary].tocsr()
 
 
-def scores_with(n: int, observed, shadow, shadow_in, n_tokens) -> dict[str, np.ndarray]:
+def scores_with(n: int, observed, shadow, shadow_in, n_tokens, counts) -> dict[str, np.ndarray]:
     """Every attack from the first n shadows (LiRA needs a shadow on both sides: n ≥ 2)."""
     s, i = shadow[:n], shadow_in[:n]
     scores = {}
@@ -96,6 +94,7 @@ def scores_with(n: int, observed, shadow, shadow_in, n_tokens) -> dict[str, np.n
         scores["lira_offline_shrunk"] = shrunk_offline_scores(observed, s, i)
     scores["rmia_online"] = rmia_scores(observed, s, i, n_tokens, online=True)[0]
     scores["rmia_offline"], a = rmia_scores(observed, s, i, n_tokens, online=False)
+    scores["quantile_regression"] = quantile_scores(observed, s, i, counts)
     return scores, a
 
 
@@ -107,12 +106,13 @@ def evaluate(path: Path, counts=SHADOW_COUNTS) -> dict:
         shadow_in = z["shadow_in"]
     with np.load(path / "scores.npz") as z:
         member = z["is_member"]
-    n_tokens = document_tokens(path)
+    word_counts = document_counts(path)
+    n_tokens = np.asarray(word_counts.sum(axis=1), dtype=np.float64).ravel()
     out = {"a": {}}
     for n in counts:
         if n > shadow.shape[0]:
             continue
-        scores, a = scores_with(n, observed, shadow, shadow_in, n_tokens)
+        scores, a = scores_with(n, observed, shadow, shadow_in, n_tokens, word_counts)
         out[n] = {name: summarize(score, member) for name, score in scores.items()}
         out["a"][n] = a
     return out

@@ -9,6 +9,7 @@ import numpy as np
 
 from topicaudit.bounds.epsilon import EpsilonBound, eps_lb_one_run
 from topicaudit.attacks.lira import offline_scores, online_scores
+from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.rmia import rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
 
@@ -18,7 +19,8 @@ BOUNDED_ATTACKS = ("lira_online", "lira_offline")
 # Every attack's name; what each computes: docs/run-directory.md (the few-model ones: docs/attacks.md).
 ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_global", "lira_online_neg_entropy",
            "lira_online_logit_max", "lira_online_std", "threshold_max_theta", "threshold_std_theta",
-           "threshold_entropy_theta", "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline")
+           "threshold_entropy_theta", "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline",
+           "quantile_regression")
 
 
 def recommended_attack(n_shadows: int) -> str:
@@ -58,12 +60,14 @@ def bounded_attacks(names) -> list[str]:
 
 def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
                   shadow_in: np.ndarray, n_tokens: np.ndarray | None = None,
-                  attacks=None) -> dict[str, np.ndarray]:
+                  attacks=None, counts=None) -> dict[str, np.ndarray]:
     """Scores of every attack from target statistics (n_docs,) and shadow ones (n_shadows, n_docs).
 
     n_tokens: each document's tokens within the target's vocabulary (RMIA's
     per-token likelihood); without it the few-model attacks are left out.
     attacks: names to keep (default all).
+    counts: the documents' word counts over the target's vocabulary (sparse,
+    documents × words); with it, ``quantile_regression`` is added.
     """
     z_obs, z_shadow = target["zeta"], shadow["zeta"]
     scores = {
@@ -79,6 +83,8 @@ def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
     scores["threshold_entropy_theta"] = target["neg_entropy"]
     if n_tokens is not None:
         scores.update(few_model_scores(z_obs, z_shadow, shadow_in, n_tokens))
+    if counts is not None and (not attacks or "quantile_regression" in attacks):
+        scores["quantile_regression"] = quantile_scores(z_obs, z_shadow, shadow_in, counts)
     return {name: s for name, s in scores.items() if not attacks or name in attacks}
 
 
