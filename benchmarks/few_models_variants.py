@@ -1,0 +1,171 @@
+"""Variants of offline LiRA tried for few reference models (issue 12), measured but not kept as attacks.
+
+Same saved 128-shadow runs and first-N-shadows rule as benchmarks/few_models.py.
+Each variant changes one thing of ``lira_offline_shrunk`` (docs/attacks.md):
+
+* ``both_sides_variance``: the document's variance from both sides (each
+  centred on its own mean: N − 2 degrees of freedom instead of N/2 − 1),
+  shrunk to the pooled one.
+* ``all_shadow_mean``: the OUT mean from all N shadows, the IN ones moved down
+  by a membership shift regressed on [1, n, log n] across documents.
+* ``feature_prior``: variance shrunk towards a per-document prior, a
+  regression of the (χ²-unbiased) log sample variance on word-count features
+  (topicaudit.attacks.quantile.document_features), instead of the pooled one.
+* ``word_level_prior``: the prior is Σ_w n_dw² v_w, v_w the variance over
+  shadows of log(θ̂·Φ_w) pooled over every document containing word w (ζ's
+  variance if words varied independently), regressed as above; needs the
+  shadows' Φ and θ̂ (ζ is solved again for the N shadows).
+* ``model_offset``: each model's median per-token deviation from the shadows'
+  mean removed (a fit-quality offset per model) before scoring.
+* ``min_with_quantile``: the smaller of the robustly standardised
+  ``lira_offline_shrunk`` and ``quantile_regression`` scores (flag only if
+  both agree).
+
+Nothing here reads the target's membership except the final metrics.
+
+    .venv/bin/python benchmarks/few_models_variants.py --root runs/fm --corpus pheme kos --seeds 0 1 2 3 4
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.special import digamma
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from few_models import METRICS, document_counts, run_dir  # noqa: E402
+from topicaudit.attacks.metrics import summarize  # noqa: E402
+from topicaudit.attacks.quantile import document_features, quantile_scores  # noqa: E402
+from topicaudit.attacks.variance import prior_strength, shrunk_moments, side_moments  # noqa: E402
+from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
+
+VARIANTS = ("lira_offline_shrunk", "both_sides_variance", "all_shadow_mean", "feature_prior",
+            "word_level_prior", "model_offset", "min_with_quantile")
+
+
+def shrink_to(prior: np.ndarray, ss: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    """(ν₀ p_d + S_d)/(ν₀ + dof_d) with ν₀ by marginal likelihood of s_d²/p_d."""
+    s2 = np.where(dof > 0, ss / np.maximum(dof, 1), 0.0)
+    use = (dof > 0) & (s2 > 0)
+    nu = prior_strength(s2[use] / prior[use], dof[use], 1.0)
+    return (nu * prior + ss) / (nu + dof)
+
+
+def regressed_prior(ss: np.ndarray, dof: np.ndarray, design: np.ndarray) -> np.ndarray:
+    """exp(design · β), β from least squares of the χ²-unbiased log sample variance, scaled to the pooled level."""
+    use = (dof > 0) & (ss > 0)
+    s2 = ss[use] / dof[use]
+    target = np.log(s2) - (digamma(dof[use] / 2) - np.log(dof[use] / 2))
+    beta, *_ = np.linalg.lstsq(design[use], target, rcond=None)
+    prior = np.exp(design @ beta)
+    return prior * ss[use].sum() / (dof[use] * prior[use]).sum()
+
+
+def word_level_variance(path: Path, counts, shadow_in: np.ndarray, n: int) -> np.ndarray:
+    """Σ_w n_dw² v_w from the first n shadows' Φ (v_w pooled over documents, each side centred)."""
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    cols = counts.indices
+    logp = []
+    for m in range(n):
+        with np.load(path / "models" / f"shadow-{m + 1:04d}.npz") as z:
+            phi = z["phi"].astype(np.float64)
+        theta = solve_zeta(phi, counts, warn=False).theta
+        logp.append(np.log(np.maximum(np.einsum("ik,ki->i", theta[rows], phi[:, cols]), 1e-300)))
+    logp = np.array(logp)
+    inside = shadow_in[:n][:, rows]
+    resid = np.zeros_like(logp)
+    for side in (True, False):
+        mask = inside == side
+        mean = np.where(mask, logp, 0.0).sum(axis=0) / np.maximum(mask.sum(axis=0), 1)
+        resid += np.where(mask, logp - mean, 0.0)
+    v = np.bincount(cols, (resid ** 2).sum(axis=0), counts.shape[1]) / np.maximum(
+        np.bincount(cols, minlength=counts.shape[1]) * (n - 2), 1)
+    return np.bincount(rows, counts.data ** 2 * v[cols], counts.shape[0])
+
+
+def robust_z(x: np.ndarray) -> np.ndarray:
+    centre = np.median(x)
+    return (x - centre) / (1.4826 * np.median(np.abs(x - centre)))
+
+
+def variants(path: Path, counts, observed, shadow, shadow_in, n: int) -> dict[str, np.ndarray]:
+    s, inside = shadow[:n], shadow_in[:n]
+    tokens = np.maximum(np.asarray(counts.sum(axis=1), dtype=np.float64).ravel(), 1.0)
+    count_in, mu_in, ss_in = side_moments(s, inside)
+    count_out, mu_out, ss_out = side_moments(s, ~inside)
+    base = shrunk_moments(s, inside)
+    out = {"lira_offline_shrunk": (observed - mu_out) / np.sqrt(base["var_out"])}
+    dof_both = (np.maximum(count_in - 1, 0) + np.maximum(count_out - 1, 0)).astype(float)
+    ss_both = ss_in + ss_out
+    pooled = np.full_like(ss_both, ss_both.sum() / dof_both.sum())
+    out["both_sides_variance"] = (observed - mu_out) / np.sqrt(shrink_to(pooled, ss_both, dof_both))
+
+    design = np.column_stack([np.ones_like(tokens), tokens, np.log(tokens)])
+    beta, *_ = np.linalg.lstsq(design, mu_in - mu_out, rcond=None)
+    moved = s - inside * (design @ beta)
+    mean_all = moved.mean(axis=0)
+    ss_all = ((moved - mean_all) ** 2).sum(axis=0)
+    dof_all = np.full_like(ss_all, n - 1.0)
+    out["all_shadow_mean"] = (observed - mean_all) / np.sqrt(
+        shrink_to(np.full_like(ss_all, ss_all.sum() / dof_all.sum()), ss_all, dof_all))
+
+    dof_out = np.maximum(count_out - 1, 0).astype(float)
+    features = np.column_stack([np.ones_like(tokens), document_features(counts)])
+    out["feature_prior"] = (observed - mu_out) / np.sqrt(
+        shrink_to(regressed_prior(ss_out, dof_out, features), ss_out, dof_out))
+    word_level = np.log(np.maximum(word_level_variance(path, counts, shadow_in, n), 1e-12))
+    prior = regressed_prior(ss_both, dof_both, np.column_stack([np.ones_like(tokens), word_level]))
+    out["word_level_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_both, dof_both))
+
+    reference = s.mean(axis=0)
+    offset_s = np.median((s - reference) / tokens, axis=1)
+    offset_t = np.median((observed - reference) / tokens)
+    s2, obs2 = s - offset_s[:, None] * tokens, observed - offset_t * tokens
+    m2 = shrunk_moments(s2, inside)
+    out["model_offset"] = (obs2 - m2["mu_out"]) / np.sqrt(m2["var_out"])
+
+    qr = quantile_scores(observed, s, inside, counts)
+    out["min_with_quantile"] = np.minimum(robust_z(out["lira_offline_shrunk"]), robust_z(qr))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", nargs="+", default=["pheme"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--root", default="runs/few-models")
+    parser.add_argument("--shadows", nargs="+", type=int, default=[4, 8])
+    args = parser.parse_args()
+    print("| corpus | N | variant | AUC | TPR@0.1% | TPR@1% |\n|---|---|---|---|---|---|")
+    for corpus in args.corpus:
+        runs = [run_dir(Path(args.root), corpus, s) for s in args.seeds]
+        runs = [r for r in runs if (r / "results.json").exists()]
+        rows = {n: {v: [] for v in VARIANTS} for n in args.shadows}
+        for path in runs:
+            with np.load(path / "statistics.npz") as z:
+                observed, shadow = z["target_zeta"], z["shadow_zeta"]
+            with np.load(path / "plan.npz") as z:
+                shadow_in = z["shadow_in"]
+            with np.load(path / "scores.npz") as z:
+                member = z["is_member"]
+            counts = document_counts(path)
+            for n in args.shadows:
+                for name, score in variants(path, counts, observed, shadow, shadow_in, n).items():
+                    rows[n][name].append(summarize(score, member))
+        for n in args.shadows:
+            for name in VARIANTS:
+                cells = []
+                for metric, _, scale in METRICS:
+                    xs = np.array([r[metric] for r in rows[n][name]]) * scale
+                    digits = 3 if scale == 1 else 2
+                    cells.append(f"{xs.mean():.{digits}f} ± {xs.std(ddof=1) if xs.size > 1 else 0:.{digits}f}")
+                print(f"| {corpus} ({len(runs)} seeds) | {n} | {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
