@@ -118,6 +118,20 @@ def evaluate(path: Path, counts=SHADOW_COUNTS) -> dict:
     return out
 
 
+def cached_evaluate(path: Path, cache: str | None) -> dict:
+    """evaluate(path), read from (or written to) cache/<run name>.json when a cache directory is given."""
+    if not cache:
+        return evaluate(path)
+    stored = Path(cache) / f"{path.name}.json"
+    if stored.exists():
+        raw = json.loads(stored.read_text())
+        return {(int(k) if k.isdigit() else k): v for k, v in raw.items()}
+    result = evaluate(path)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps(result, default=str) + "\n")
+    return result
+
+
 def table(results: dict[str, list[dict]], counts=SHADOW_COUNTS) -> str:
     lines = ["| corpus | N | attack | AUC | TPR@0.1% | TPR@1% |", "|---|---|---|---|---|---|"]
     for corpus, runs in results.items():
@@ -145,6 +159,7 @@ def main() -> None:
     parser.add_argument("--root", default="runs/few-models", help="where the 128-shadow runs live")
     parser.add_argument("--shadows", type=int, default=128)
     parser.add_argument("--json", help="write the per-run numbers here")
+    parser.add_argument("--cache", help="keep each run's numbers in DIR/<corpus>-s<seed>.json and reuse them")
     args = parser.parse_args()
     root = Path(args.root)
     if args.action == "run":
@@ -155,7 +170,7 @@ def main() -> None:
     results = {}
     for corpus in args.corpus:
         runs = [run_dir(root, corpus, s) for s in args.seeds]
-        results[corpus] = [evaluate(r) for r in runs if (r / "results.json").exists()]
+        results[corpus] = [cached_evaluate(r, args.cache) for r in runs if (r / "results.json").exists()]
     print(table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n")

@@ -17,6 +17,8 @@ Each variant changes one thing of ``lira_offline_shrunk`` (docs/attacks.md):
   shadows' Φ and θ̂ (ζ is solved again for the N shadows).
 * ``model_offset``: each model's median per-token deviation from the shadows'
   mean removed (a fit-quality offset per model) before scoring.
+* ``oracle_*`` (diagnostics, not attacks): the N-shadow mean or variance
+  replaced by the one from all the run's shadows, to see which of the two limits the attack.
 * ``min_with_quantile``: the smaller of the robustly standardised
   ``lira_offline_shrunk`` and ``quantile_regression`` scores (flag only if
   both agree).
@@ -44,7 +46,9 @@ from topicaudit.attacks.quantile import document_features, quantile_scores  # no
 from topicaudit.attacks.variance import prior_strength, shrunk_moments, side_moments  # noqa: E402
 from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
 
-VARIANTS = ("lira_offline_shrunk", "both_sides_variance", "all_shadow_mean", "feature_prior",
+# Diagnostics, not attacks: the first N shadows' mean or variance replaced by the 128 shadows' one.
+ORACLES = ("oracle_mean_128", "oracle_variance_128")
+VARIANTS = ORACLES + ("lira_offline_shrunk", "both_sides_variance", "all_shadow_mean", "feature_prior",
             "word_level_prior", "model_offset", "min_with_quantile")
 
 
@@ -93,13 +97,23 @@ def robust_z(x: np.ndarray) -> np.ndarray:
     return (x - centre) / (1.4826 * np.median(np.abs(x - centre)))
 
 
-def variants(path: Path, counts, observed, shadow, shadow_in, n: int) -> dict[str, np.ndarray]:
+def correlation(prior: np.ndarray, ss: np.ndarray, count: np.ndarray) -> float:
+    """Correlation over documents of log prior and log σ² from all (128) shadows of that side."""
+    var = ss / np.maximum(count - 1, 1)
+    use = (prior > 0) & (var > 0)
+    return float(np.corrcoef(np.log(prior[use]), np.log(var[use]))[0, 1])
+
+
+def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: dict) -> dict[str, np.ndarray]:
     s, inside = shadow[:n], shadow_in[:n]
+    count_all, mu_all, ss_all_out = side_moments(shadow, ~shadow_in)
     tokens = np.maximum(np.asarray(counts.sum(axis=1), dtype=np.float64).ravel(), 1.0)
     count_in, mu_in, ss_in = side_moments(s, inside)
     count_out, mu_out, ss_out = side_moments(s, ~inside)
     base = shrunk_moments(s, inside)
-    out = {"lira_offline_shrunk": (observed - mu_out) / np.sqrt(base["var_out"])}
+    out = {"lira_offline_shrunk": (observed - mu_out) / np.sqrt(base["var_out"]),
+           "oracle_mean_128": (observed - mu_all) / np.sqrt(base["var_out"]),
+           "oracle_variance_128": (observed - mu_out) / np.sqrt(ss_all_out / (count_all - 1))}
     dof_both = (np.maximum(count_in - 1, 0) + np.maximum(count_out - 1, 0)).astype(float)
     ss_both = ss_in + ss_out
     pooled = np.full_like(ss_both, ss_both.sum() / dof_both.sum())
@@ -116,10 +130,13 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int) -> dict[st
 
     dof_out = np.maximum(count_out - 1, 0).astype(float)
     features = np.column_stack([np.ones_like(tokens), document_features(counts)])
-    out["feature_prior"] = (observed - mu_out) / np.sqrt(
-        shrink_to(regressed_prior(ss_out, dof_out, features), ss_out, dof_out))
+    prior = regressed_prior(ss_out, dof_out, features)
+    report.setdefault("feature_prior", []).append(correlation(prior, ss_all_out, count_all))
+    report.setdefault("sample_variance", []).append(correlation(np.where(dof_out > 0, ss_out / np.maximum(dof_out, 1), 0), ss_all_out, count_all))
+    out["feature_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_out, dof_out))
     word_level = np.log(np.maximum(word_level_variance(path, counts, shadow_in, n), 1e-12))
     prior = regressed_prior(ss_both, dof_both, np.column_stack([np.ones_like(tokens), word_level]))
+    report.setdefault("word_level_prior", []).append(correlation(prior, ss_all_out, count_all))
     out["word_level_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_both, dof_both))
 
     reference = s.mean(axis=0)
@@ -146,6 +163,7 @@ def main() -> None:
         runs = [run_dir(Path(args.root), corpus, s) for s in args.seeds]
         runs = [r for r in runs if (r / "results.json").exists()]
         rows = {n: {v: [] for v in VARIANTS} for n in args.shadows}
+        reports = {n: {} for n in args.shadows}
         for path in runs:
             with np.load(path / "statistics.npz") as z:
                 observed, shadow = z["target_zeta"], z["shadow_zeta"]
@@ -155,7 +173,7 @@ def main() -> None:
                 member = z["is_member"]
             counts = document_counts(path)
             for n in args.shadows:
-                for name, score in variants(path, counts, observed, shadow, shadow_in, n).items():
+                for name, score in variants(path, counts, observed, shadow, shadow_in, n, reports[n]).items():
                     rows[n][name].append(summarize(score, member))
         for n in args.shadows:
             for name in VARIANTS:
@@ -165,6 +183,9 @@ def main() -> None:
                     digits = 3 if scale == 1 else 2
                     cells.append(f"{xs.mean():.{digits}f} ± {xs.std(ddof=1) if xs.size > 1 else 0:.{digits}f}")
                 print(f"| {corpus} ({len(runs)} seeds) | {n} | {name} | " + " | ".join(cells) + " |", flush=True)
+        for n in args.shadows:
+            print(f"{corpus} N={n}: correlation over documents of log variance with log σ²_OUT from all shadows: "
+                  + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in reports[n].items()), file=sys.stderr)
 
 
 if __name__ == "__main__":
