@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from scipy.special import digamma
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,16 +49,21 @@ from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
 
 # Diagnostics, not attacks: the first N shadows' mean or variance replaced by the 128 shadows' one.
 ORACLES = ("oracle_mean_128", "oracle_variance_128")
-VARIANTS = ORACLES + ("lira_offline_shrunk", "both_sides_variance", "all_shadow_mean", "feature_prior",
+VARIANTS = ORACLES + ("lira_offline_shrunk", "likelihood_chosen_prior", "both_sides_variance", "all_shadow_mean", "feature_prior",
             "word_level_prior", "model_offset", "min_with_quantile")
 
 
-def shrink_to(prior: np.ndarray, ss: np.ndarray, dof: np.ndarray) -> np.ndarray:
-    """(ν₀ p_d + S_d)/(ν₀ + dof_d) with ν₀ by marginal likelihood of s_d²/p_d."""
+def shrink_to(prior: np.ndarray, ss: np.ndarray, dof: np.ndarray, with_likelihood: bool = False):
+    """(ν₀ p_d + S_d)/(ν₀ + dof_d) with ν₀ by marginal likelihood of s_d²/p_d (and that log-likelihood)."""
     s2 = np.where(dof > 0, ss / np.maximum(dof, 1), 0.0)
     use = (dof > 0) & (s2 > 0)
     nu = prior_strength(s2[use] / prior[use], dof[use], 1.0)
-    return (nu * prior + ss) / (nu + dof)
+    var = (nu * prior + ss) / (nu + dof)
+    if not with_likelihood:
+        return var
+    # log density of the sample variances themselves (Jacobian 1/p_d of the ratio), comparable across priors
+    loglik = (stats.f.logpdf(s2[use] / prior[use], dof[use], nu) - np.log(prior[use])).sum()
+    return var, loglik
 
 
 def regressed_prior(ss: np.ndarray, dof: np.ndarray, design: np.ndarray) -> np.ndarray:
@@ -113,7 +119,7 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
     base = shrunk_moments(s, inside)
     out = {"lira_offline_shrunk": (observed - mu_out) / np.sqrt(base["var_out"]),
            "oracle_mean_128": (observed - mu_all) / np.sqrt(base["var_out"]),
-           "oracle_variance_128": (observed - mu_out) / np.sqrt(ss_all_out / (count_all - 1))}
+           "oracle_variance_128": (observed - mu_out) / np.sqrt(np.maximum(ss_all_out / (count_all - 1), 1e-12))}
     dof_both = (np.maximum(count_in - 1, 0) + np.maximum(count_out - 1, 0)).astype(float)
     ss_both = ss_in + ss_out
     pooled = np.full_like(ss_both, ss_both.sum() / dof_both.sum())
@@ -131,6 +137,11 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
     dof_out = np.maximum(count_out - 1, 0).astype(float)
     features = np.column_stack([np.ones_like(tokens), document_features(counts)])
     prior = regressed_prior(ss_out, dof_out, features)
+    var_pooled, ll_pooled = shrink_to(np.full_like(ss_out, ss_out.sum() / dof_out.sum()), ss_out, dof_out, True)
+    var_feature, ll_feature = shrink_to(prior, ss_out, dof_out, True)
+    report.setdefault("feature_minus_pooled_loglik", []).append(ll_feature - ll_pooled)
+    chosen = var_feature if ll_feature > ll_pooled else var_pooled
+    out["likelihood_chosen_prior"] = (observed - mu_out) / np.sqrt(chosen)
     report.setdefault("feature_prior", []).append(correlation(prior, ss_all_out, count_all))
     report.setdefault("sample_variance", []).append(correlation(np.where(dof_out > 0, ss_out / np.maximum(dof_out, 1), 0), ss_all_out, count_all))
     out["feature_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_out, dof_out))
