@@ -11,7 +11,10 @@ gives the whole row of N, from its statistics.npz and plan.npz.
 
 ``run`` starts each missing run (``topicaudit run``, a fresh process) and
 records its wall time and the load average beside it; ``table`` prints the
-Markdown table of mean ± sd over seeds and writes the numbers as JSON.
+Markdown table of mean ± sd over seeds and writes the numbers as JSON
+(``--cache DIR`` keeps each run's numbers so that adding a seed rescores only
+that run). ``quantile_regression`` needs the documents' word counts, so
+``table`` reloads each run's corpus (its config.toml) from ../shared/data.
 """
 from __future__ import annotations
 
