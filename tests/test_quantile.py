@@ -95,3 +95,12 @@ def test_registry_adds_quantile_regression_only_with_word_counts():
     assert list(attack_scores(target, shadow, IN, n_tokens, ["rmia_online"], counts=COUNTS)) == ["rmia_online"]
     with pytest.raises(ValueError, match="outside a reference model"):
         quantile_scores(SHADOW[0], SHADOW[:1], np.ones((1, 3), dtype=bool), COUNTS)
+
+
+def test_run_computes_quantile_regression_with_few_shadows_or_when_named():
+    from topicaudit.attacks.registry import wants_quantile_regression
+
+    assert wants_quantile_regression(8, [])
+    assert not wants_quantile_regression(64, [])
+    assert wants_quantile_regression(64, ["lira_online", "quantile_regression"])
+    assert not wants_quantile_regression(8, ["lira_online"])

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from topicaudit.bounds.epsilon import EpsilonBound, eps_lb_one_run
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.rmia import rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
+from topicaudit.bounds.epsilon import EpsilonBound, eps_lb_one_run
 
 # Attacks whose ε lower bound a run reports (each at α/len, so all hold jointly).
 BOUNDED_ATTACKS = ("lira_online", "lira_offline")
@@ -56,6 +56,17 @@ def bounded_attacks(names) -> list[str]:
     """The attacks whose ε bound a run reports: the usual ones among ``names``, else all of ``names``."""
     chosen = [name for name in BOUNDED_ATTACKS if name in names]
     return chosen or [name for name in names if name in ATTACKS]
+
+
+# quantile_regression fits gradient boosting on every OUT (shadow, document) pair: ~1 s with 16 shadows on
+# PHEME, ~6 s with 128, where LiRA is stronger anyway. Beyond this many shadows it is computed only when named.
+QUANTILE_REGRESSION_MAX_SHADOWS = 16
+
+
+def wants_quantile_regression(n_shadows: int, attacks) -> bool:
+    """Whether a run computes quantile_regression (it needs the documents' word counts)."""
+    return "quantile_regression" in (attacks or ()) or (
+        n_shadows <= QUANTILE_REGRESSION_MAX_SHADOWS and (not attacks or "quantile_regression" in attacks))
 
 
 def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
