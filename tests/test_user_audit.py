@@ -618,3 +618,12 @@ def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsy
                                     output=str(tiny / "by-api"))
     assert result["config_hash"] == json.loads((tiny / "by-cli" / "audit.json").read_text())["config_hash"]
     assert read_scores(tiny / "by-api" / "scores.csv") == read_scores(tiny / "by-cli" / "scores.csv")
+
+
+def test_quantile_regression_ranks_the_candidates(tiny, ray_cluster, capsys):
+    code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "quantile", "--quiet"))
+    assert code == 0, err
+    rows = read_scores(tiny / "run" / "scores.csv")
+    values = [float(r["quantile_regression"]) for r in rows]
+    assert all(np.isfinite(values)) and values == sorted(values, reverse=True)
+    assert json.loads((tiny / "run" / "audit.json").read_text())["ranking"]["by"] == "quantile_regression"

@@ -60,9 +60,10 @@ def register(commands) -> None:
                             "for files you made or trust")
     audit.add_argument("--rank-by",
                        choices=["recommended", "offline", "offline-global", "online", "online-global",
-                                "offline-shrunk", "online-shrunk", "rmia-online", "rmia-offline"],
+                                "offline-shrunk", "online-shrunk", "rmia-online", "rmia-offline", "quantile"],
                        help="ranking score: offline p-value or online log-likelihood ratio with per-document, "
-                            "pooled (-global) or shrunk variance, or RMIA's likelihood ratio; default recommended: "
+                            "pooled (-global) or shrunk variance, RMIA's likelihood ratio, or quantile regression; "
+                            "default recommended: "
                             "the attack docs/attacks.md recommends for --shadows (said in the output)")
     audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
     audit.add_argument("--top", type=int, help="rows of the ranking to print and keep in audit.json (default 10)")
