@@ -474,7 +474,7 @@ def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, ray_cluste
     assert len(rows) == 30 and list(rows[0]) == ["rank", "candidate", "id", "n_tokens", "zeta", "online_llr",
                                                  "online_llr_global", "offline_p", "offline_p_global",
                                                  "online_shrunk_llr", "offline_shrunk_p", "rmia_online",
-                                                 "rmia_offline", "rmia_population", "text"]
+                                                 "rmia_offline", "rmia_population", "quantile_regression", "text"]
     by_candidate = {int(r["candidate"]): r["text"] for r in rows}
     for i, text in enumerate(TRICKY, start=25):
         text = text.replace("\r\n", "\n")  # no bare carriage return reaches a spreadsheet
