@@ -101,14 +101,20 @@ def scores_with(n: int, observed, shadow, shadow_in, n_tokens, counts) -> dict[s
     return scores, a
 
 
-def evaluate(path: Path, counts=SHADOW_COUNTS) -> dict:
-    """{N: {attack: metrics}, "a": {N: a}} of one finished 128-shadow run."""
+def run_arrays(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """ζ under the target, ζ under each shadow, the shadows' membership and the target's, of one finished run."""
     with np.load(path / "statistics.npz") as z:
         observed, shadow = z["target_zeta"], z["shadow_zeta"]
     with np.load(path / "plan.npz") as z:
         shadow_in = z["shadow_in"]
     with np.load(path / "scores.npz") as z:
         member = z["is_member"]
+    return observed, shadow, shadow_in, member
+
+
+def evaluate(path: Path, counts=SHADOW_COUNTS) -> dict:
+    """{N: {attack: metrics}, "a": {N: a}} of one finished 128-shadow run."""
+    observed, shadow, shadow_in, member = run_arrays(path)
     word_counts = document_counts(path)
     n_tokens = np.asarray(word_counts.sum(axis=1), dtype=np.float64).ravel()
     out = {"a": {}}

@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from few_models import METRICS, document_counts, run_dir  # noqa: E402
+from few_models import METRICS, document_counts, run_arrays, run_dir  # noqa: E402
+
 from topicaudit.attacks.metrics import summarize  # noqa: E402
 from topicaudit.attacks.quantile import document_features, quantile_scores  # noqa: E402
 from topicaudit.attacks.variance import prior_strength, shrunk_moments, side_moments  # noqa: E402
@@ -176,12 +177,7 @@ def main() -> None:
         rows = {n: {v: [] for v in VARIANTS} for n in args.shadows}
         reports = {n: {} for n in args.shadows}
         for path in runs:
-            with np.load(path / "statistics.npz") as z:
-                observed, shadow = z["target_zeta"], z["shadow_zeta"]
-            with np.load(path / "plan.npz") as z:
-                shadow_in = z["shadow_in"]
-            with np.load(path / "scores.npz") as z:
-                member = z["is_member"]
+            observed, shadow, shadow_in, member = run_arrays(path)
             counts = document_counts(path)
             for n in args.shadows:
                 for name, score in variants(path, counts, observed, shadow, shadow_in, n, reports[n]).items():

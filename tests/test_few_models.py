@@ -2,22 +2,19 @@
 import numpy as np
 import pytest
 from scipy import stats
+from small_shadows import IN, SHADOW
 
-from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
 from topicaudit.attacks.metrics import summarize
-from topicaudit.attacks.rmia import (fit_offline_a, offline_log_ratio, online_log_ratio, population_scores, rmia_scores)
-from topicaudit.attacks.variance import (pooled_prior, posterior_variance, prior_strength, shrunk_offline_scores,
-                            shrunk_online_scores)
+from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
+from topicaudit.attacks.rmia import fit_offline_a, offline_log_ratio, population_scores, rmia_scores
+from topicaudit.attacks.variance import (
+    pooled_prior,
+    posterior_variance,
+    prior_strength,
+    shrunk_offline_scores,
+    shrunk_online_scores,
+)
 
-# 4 shadows (two complementary pairs) × 3 documents
-SHADOW = np.array([[-10.0, -5.0, -20.0],
-                   [-12.0, -6.5, -21.0],
-                   [-11.0, -4.0, -19.0],
-                   [-15.0, -7.0, -24.0]])
-IN = np.array([[True, False, True],
-               [False, True, False],
-               [True, False, False],
-               [False, True, True]])
 OBS = np.array([-10.5, -5.5, -19.5])
 N_TOKENS = np.array([4.0, 2.0, 8.0])
 

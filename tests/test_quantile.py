@@ -10,15 +10,7 @@ from topicaudit.attacks.registry import ATTACKS, attack_scores
 COUNTS = sp.csr_matrix(np.array([[2, 1, 0, 0],
                                  [0, 1, 0, 3],
                                  [1, 1, 1, 0]]))
-# 4 shadows in two complementary pairs × 3 documents
-SHADOW = np.array([[-10.0, -5.0, -20.0],
-                   [-12.0, -6.5, -21.0],
-                   [-11.0, -4.0, -19.0],
-                   [-15.0, -7.0, -24.0]])
-IN = np.array([[True, False, True],
-               [False, True, False],
-               [True, False, False],
-               [False, True, True]])
+from small_shadows import IN, SHADOW
 
 
 def test_document_features_by_hand():
