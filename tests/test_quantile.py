@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from small_shadows import IN, SHADOW
 from topicaudit.attacks.quantile import document_features, quantile_scores, training_rows
 from topicaudit.attacks.registry import ATTACKS, attack_scores
 
@@ -10,7 +11,6 @@ from topicaudit.attacks.registry import ATTACKS, attack_scores
 COUNTS = sp.csr_matrix(np.array([[2, 1, 0, 0],
                                  [0, 1, 0, 3],
                                  [1, 1, 1, 0]]))
-from small_shadows import IN, SHADOW
 
 
 def test_document_features_by_hand():
