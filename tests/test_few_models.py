@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 from scipy import stats
-
 from small_shadows import IN, SHADOW
+
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
 from topicaudit.attacks.rmia import fit_offline_a, offline_log_ratio, population_scores, rmia_scores

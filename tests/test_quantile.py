@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from small_shadows import IN, SHADOW
+
 from topicaudit.attacks.quantile import document_features, quantile_scores, training_rows
 from topicaudit.attacks.registry import ATTACKS, attack_scores
 
