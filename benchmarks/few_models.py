@@ -32,6 +32,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from topicaudit.attacks.features import document_features  # noqa: E402
 from topicaudit.attacks.lira import offline_scores, online_scores  # noqa: E402
 from topicaudit.attacks.metrics import summarize  # noqa: E402
 from topicaudit.attacks.quantile import quantile_scores  # noqa: E402
@@ -45,7 +46,8 @@ CORPORA = {
 }
 SHADOW_COUNTS = (1, 2, 4, 8, 16, 128)
 ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_global",
-           "lira_online_shrunk", "lira_offline_shrunk", "rmia_online", "rmia_offline", "quantile_regression")
+           "lira_online_shrunk", "lira_offline_shrunk", "lira_online_shrunk_pooled", "lira_offline_shrunk_pooled",
+           "rmia_online", "rmia_offline", "quantile_regression")
 METRICS = (("auc", "AUC", 1), ("tpr_at_fpr_0.001", "TPR@0.1%", 100), ("tpr_at_fpr_0.01", "TPR@1%", 100))
 
 
@@ -87,14 +89,18 @@ def document_counts(path: Path):
 def scores_with(n: int, observed, shadow, shadow_in, n_tokens, counts) -> dict[str, np.ndarray]:
     """Every attack from the first n shadows (LiRA needs a shadow on both sides: n ≥ 2)."""
     s, i = shadow[:n], shadow_in[:n]
+    features = document_features(counts)
     scores = {}
     if n >= 2:
         scores["lira_online"] = online_scores(observed, s, i)
         scores["lira_online_global"] = online_scores(observed, s, i, global_variance=True)
         scores["lira_offline"] = offline_scores(observed, s, i)
         scores["lira_offline_global"] = offline_scores(observed, s, i, global_variance=True)
-        scores["lira_online_shrunk"] = shrunk_online_scores(observed, s, i)
-        scores["lira_offline_shrunk"] = shrunk_offline_scores(observed, s, i)
+        scores["lira_online_shrunk"] = shrunk_online_scores(observed, s, i, features)
+        scores["lira_offline_shrunk"] = shrunk_offline_scores(observed, s, i, features)
+        # the shrunk attacks as they were before the feature-regressed prior: always the pooled prior
+        scores["lira_online_shrunk_pooled"] = shrunk_online_scores(observed, s, i)
+        scores["lira_offline_shrunk_pooled"] = shrunk_offline_scores(observed, s, i)
     scores["rmia_online"] = rmia_scores(observed, s, i, n_tokens, online=True)[0]
     scores["rmia_offline"], a = rmia_scores(observed, s, i, n_tokens, online=False)
     scores["quantile_regression"] = quantile_scores(observed, s, i, counts)

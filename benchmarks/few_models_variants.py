@@ -44,7 +44,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from few_models import METRICS, document_counts, run_arrays, run_dir  # noqa: E402
 
 from topicaudit.attacks.metrics import summarize  # noqa: E402
-from topicaudit.attacks.quantile import document_features, quantile_scores  # noqa: E402
+from topicaudit.attacks.features import document_features  # noqa: E402
+from topicaudit.attacks.quantile import quantile_scores  # noqa: E402
 from topicaudit.attacks.variance import prior_strength, shrunk_moments, side_moments  # noqa: E402
 from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
 

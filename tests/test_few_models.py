@@ -2,17 +2,22 @@
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.special import digamma
 from small_shadows import IN, SHADOW
 
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
 from topicaudit.attacks.rmia import fit_offline_a, offline_log_ratio, population_scores, rmia_scores
 from topicaudit.attacks.variance import (
+    MIN_REGRESSION_DOCUMENTS,
     pooled_prior,
     posterior_variance,
     prior_strength,
+    regressed_prior,
+    shrunk_moments,
     shrunk_offline_scores,
     shrunk_online_scores,
+    side_moments,
 )
 
 OBS = np.array([-10.5, -5.5, -19.5])
@@ -74,6 +79,65 @@ def test_one_shadow_per_side_uses_half_the_variance_of_in_minus_out():
     np.testing.assert_allclose(shrunk_offline_scores(OBS, shadow, inside), expected, rtol=1e-12)
     on = stats.norm.logpdf(OBS, mu_in, np.sqrt(var)) - stats.norm.logpdf(OBS, mu_out, np.sqrt(var))
     np.testing.assert_allclose(shrunk_online_scores(OBS, shadow, inside), on, rtol=1e-12)
+
+
+def _two_kinds_of_documents(seed=0, n_docs=400, per_side=4):
+    """Half the documents vary with σ² = 1 between fits, half with σ² = 100; a feature tells them apart."""
+    rng = np.random.default_rng(seed)
+    sigma = np.where(np.arange(n_docs) < n_docs // 2, 1.0, 10.0)
+    inside = np.tile(np.array([True, False])[:, None], (per_side, n_docs))
+    inside[:, ::2] = ~inside[:, ::2]  # complementary pairs, documents on both sides
+    shadow = rng.normal(0.0, sigma, size=(2 * per_side, n_docs)) + 3.0 * inside
+    feature = np.log(sigma)[:, None] + 0.01 * rng.normal(size=(n_docs, 1))
+    return shadow, inside, feature, sigma
+
+
+def test_regressed_prior_is_the_bias_corrected_log_variance_regression_at_the_pooled_level():
+    shadow, inside, feature, _ = _two_kinds_of_documents()
+    count, _, ss = side_moments(shadow, ~inside)
+    dof = count - 1.0
+    design = np.column_stack([np.ones(len(feature)), feature])
+    target = np.log(ss / dof) - (digamma(dof / 2) - np.log(dof / 2))
+    beta = np.linalg.lstsq(design, target, rcond=None)[0]
+    expected = np.exp(design @ beta)
+    expected *= ss.sum() / (dof * expected).sum()
+    prior = regressed_prior(count, ss, feature)
+    np.testing.assert_allclose(prior, expected, rtol=1e-10)
+    assert (dof * prior).sum() == pytest.approx(ss.sum())  # the pooled level is kept
+
+
+def test_the_pooled_prior_stays_where_documents_vary_alike_or_are_too_few():
+    shadow, inside, feature, _ = _two_kinds_of_documents()
+    count, _, ss = side_moments(shadow, ~inside)
+    flat = np.random.default_rng(1).normal(size=feature.shape)  # explains nothing: predictions barely spread
+    assert regressed_prior(count, ss, flat) is None
+    few = MIN_REGRESSION_DOCUMENTS - 1
+    assert regressed_prior(count[:few], ss[:few], feature[:few]) is None
+    observed = shadow[0] + 1.0
+    np.testing.assert_array_equal(shrunk_offline_scores(observed, shadow, inside, flat),
+                                  shrunk_offline_scores(observed, shadow, inside))
+
+
+def test_shrunk_scores_with_a_regressed_prior_match_hand_computation():
+    shadow, inside, feature, _ = _two_kinds_of_documents()
+    observed = shadow[0] + 1.0
+    count, mu_out, ss = side_moments(shadow, ~inside)
+    prior = regressed_prior(count, ss, feature)
+    dof = count - 1.0
+    nu = prior_strength(ss / dof, dof, prior)
+    expected = (observed - mu_out) / np.sqrt((nu * prior + ss) / (nu + dof))
+    np.testing.assert_allclose(shrunk_offline_scores(observed, shadow, inside, feature), expected, rtol=1e-12)
+
+
+def test_a_prior_that_follows_the_document_recovers_both_kinds_of_variance():
+    shadow, inside, feature, sigma = _two_kinds_of_documents()
+    with_features = shrunk_moments(shadow, inside, feature)["var_out"]
+    pooled = shrunk_moments(shadow, inside)["var_out"]
+    quiet = sigma == 1.0
+    # The pooled prior (about 50) swamps the quiet documents' own variance; the regressed one does not.
+    assert np.median(pooled[quiet]) > 10
+    assert 0.5 < np.median(with_features[quiet]) < 2
+    assert 50 < np.median(with_features[~quiet]) < 200
 
 
 # -- RMIA ------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ import pytest
 import scipy.sparse as sp
 from small_shadows import IN, SHADOW
 
-from topicaudit.attacks.quantile import document_features, quantile_scores, training_rows
+from topicaudit.attacks.features import document_features
+from topicaudit.attacks.quantile import quantile_scores, training_rows
 from topicaudit.attacks.registry import ATTACKS, attack_scores
 
 # 3 documents × 4 words

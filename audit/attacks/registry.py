@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from topicaudit.attacks.features import document_features
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.rmia import rmia_scores
@@ -37,12 +38,15 @@ def recommended_attack(n_shadows: int) -> str:
 
 
 def few_model_scores(z_obs: np.ndarray, z_shadow: np.ndarray, shadow_in: np.ndarray,
-                     n_tokens: np.ndarray) -> dict[str, np.ndarray]:
-    """Scores of the few-model attacks; the LiRA ones only when every document has IN and OUT shadows."""
+                     n_tokens: np.ndarray, features: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Scores of the few-model attacks; the LiRA ones only when every document has IN and OUT shadows.
+
+    features: the documents' word-count features, for the shrunk variances' prior (docs/attacks.md).
+    """
     scores = {}
     if shadow_in.any(axis=0).all() and (~shadow_in).any(axis=0).all():
-        scores["lira_online_shrunk"] = shrunk_online_scores(z_obs, z_shadow, shadow_in)
-        scores["lira_offline_shrunk"] = shrunk_offline_scores(z_obs, z_shadow, shadow_in)
+        scores["lira_online_shrunk"] = shrunk_online_scores(z_obs, z_shadow, shadow_in, features)
+        scores["lira_offline_shrunk"] = shrunk_offline_scores(z_obs, z_shadow, shadow_in, features)
     scores["rmia_online"] = rmia_scores(z_obs, z_shadow, shadow_in, n_tokens, online=True)[0]
     scores["rmia_offline"] = rmia_scores(z_obs, z_shadow, shadow_in, n_tokens, online=False)[0]
     return scores
@@ -78,7 +82,9 @@ def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
     per-token likelihood); without it the few-model attacks are left out.
     attacks: names to keep (default all).
     counts: the documents' word counts over the target's vocabulary (sparse,
-    documents × words); with it, ``quantile_regression`` is added.
+    documents × words); with it the shrunk variances may follow the documents'
+    features, and ``quantile_regression`` is added where
+    ``wants_quantile_regression`` says so.
     """
     z_obs, z_shadow = target["zeta"], shadow["zeta"]
     scores = {
@@ -92,9 +98,10 @@ def attack_scores(target: dict[str, np.ndarray], shadow: dict[str, np.ndarray],
     scores["threshold_max_theta"] = target["max"]
     scores["threshold_std_theta"] = target["std"]
     scores["threshold_entropy_theta"] = target["neg_entropy"]
+    features = document_features(counts) if counts is not None else None
     if n_tokens is not None:
-        scores.update(few_model_scores(z_obs, z_shadow, shadow_in, n_tokens))
-    if counts is not None and (not attacks or "quantile_regression" in attacks):
+        scores.update(few_model_scores(z_obs, z_shadow, shadow_in, n_tokens, features))
+    if counts is not None and wants_quantile_regression(shadow_in.shape[0], attacks):
         scores["quantile_regression"] = quantile_scores(z_obs, z_shadow, shadow_in, counts)
     return {name: s for name, s in scores.items() if not attacks or name in attacks}
 

@@ -18,7 +18,7 @@ import numpy as np
 from topicaudit.attacks.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.metrics import summarize
-from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds, wants_quantile_regression
+from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
@@ -173,8 +173,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         target_stats = {name: values[0] for name, values in stats.items()}
         shadow_stats = {name: values[1:] for name, values in stats.items()}
         n_tokens = tokens_in_vocabulary(corpus.X, target_release.vocabulary)
-        counts = corpus.X[:, target_release.vocabulary] \
-            if wants_quantile_regression(plan.n_shadows, config.attack.attacks) else None
+        counts = corpus.X[:, target_release.vocabulary]
         scores = attack_scores(target_stats, shadow_stats, plan.shadow_in, n_tokens, config.attack.attacks, counts)
         run.save_arrays("statistics.npz", {
             **{f"target_{name}": v for name, v in target_stats.items()},

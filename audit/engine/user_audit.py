@@ -42,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import ndtr
 
+from topicaudit.attacks.features import document_features
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.registry import recommended_attack, wants_quantile_regression
@@ -77,9 +78,9 @@ COLUMN_DESCRIPTIONS = {
                  "variance (small = likely member); not corrected for multiple testing; values far below "
                  "1/(number of OUT shadows) extrapolate the Gaussian's tail: rank by them, do not read them literally",
     "offline_p_global": "the same with the pooled OUT variance",
-    "online_shrunk_llr": "online LiRA log-likelihood ratio with each variance shrunk towards the pooled one "
-                         "(Bayesian; strong with few shadows)",
-    "offline_shrunk_p": "offline LiRA p-value with the OUT variance shrunk towards the pooled one",
+    "online_shrunk_llr": "online LiRA log-likelihood ratio with each variance shrunk towards a prior (pooled, or "
+                         "regressed on the documents' word-count features; Bayesian; strong with few shadows)",
+    "offline_shrunk_p": "offline LiRA p-value with the OUT variance shrunk towards a prior (as online_shrunk_llr)",
     "rmia_online": "RMIA log ratio: log of the per-token likelihood under Φ over its mean under the shadows",
     "rmia_offline": "RMIA offline log ratio: over the OUT shadows' mean, the IN mean approximated with the fitted a",
     "rmia_population": "RMIA score: fraction of sampled reference documents z (taken as non-members of Φ) whose "
@@ -115,8 +116,8 @@ RANKING_LABELS = {
     "offline-global": "offline LiRA p-value (OUT shadows, pooled variance)",
     "online": "online LiRA log-likelihood ratio (per-document variances)",
     "online-global": "online LiRA log-likelihood ratio (pooled variances)",
-    "offline-shrunk": "offline LiRA p-value (OUT shadows, variance shrunk towards the pooled one)",
-    "online-shrunk": "online LiRA log-likelihood ratio (variances shrunk towards the pooled ones)",
+    "offline-shrunk": "offline LiRA p-value (OUT shadows, variance shrunk towards a prior)",
+    "online-shrunk": "online LiRA log-likelihood ratio (variances shrunk towards a prior)",
     "rmia-online": "RMIA log likelihood ratio (per token, all shadows)",
     "rmia-offline": "RMIA offline log likelihood ratio (per token, OUT shadows and fitted a)",
     "quantile": "quantile regression (per-token ζ against the predicted non-member quantiles)",
@@ -414,21 +415,24 @@ def _dropped_positions(corpus: Corpus) -> list[int]:
 
 # -- scores ----------------------------------------------------------------------------------
 def candidate_scores(model_zeta: np.ndarray, shadow_zeta: np.ndarray, shadow_in: np.ndarray,
-                     n_tokens: np.ndarray | None = None, population: tuple | None = None) -> dict[str, np.ndarray]:
+                     n_tokens: np.ndarray | None = None, population: tuple | None = None,
+                     features: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-candidate scores from ζ under the user's Φ (n,) and the shadows (N, n).
 
     Keys: the score columns of ``scores.csv`` plus ``offline_z``,
     ``offline_z_global`` and ``offline_shrunk_z`` (the z behind each p-value,
     used for ranking). The shrunk and RMIA columns need n_tokens (each
     candidate's tokens); ``rmia_population`` needs population = (ζ under Φ,
-    ζ under the shadows, shadow_in, n_tokens) of reference documents.
+    ζ under the shadows, shadow_in, n_tokens) of reference documents;
+    features (the candidates' word-count features) let the shrunk variances'
+    prior follow the documents.
     """
     z = offline_scores(model_zeta, shadow_zeta, shadow_in)
     z_global = offline_scores(model_zeta, shadow_zeta, shadow_in, global_variance=True)
     extra = {}
     if n_tokens is not None:
-        z_shrunk = shrunk_offline_scores(model_zeta, shadow_zeta, shadow_in)
-        extra = {"online_shrunk_llr": shrunk_online_scores(model_zeta, shadow_zeta, shadow_in),
+        z_shrunk = shrunk_offline_scores(model_zeta, shadow_zeta, shadow_in, features)
+        extra = {"online_shrunk_llr": shrunk_online_scores(model_zeta, shadow_zeta, shadow_in, features),
                  "offline_shrunk_p": ndtr(-z_shrunk), "offline_shrunk_z": z_shrunk,
                  "rmia_online": rmia_scores(model_zeta, shadow_zeta, shadow_in, n_tokens, online=True)[0],
                  "rmia_offline": rmia_scores(model_zeta, shadow_zeta, shadow_in, n_tokens, online=False)[0]}
@@ -544,7 +548,8 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
     shadow_in = plan.shadow_in[:, :n_c]
     zeta, pop = stats["zeta"][:, :n_c], stats["zeta"][:, n_c:]
     population_stats = (pop[0], pop[1:], plan.shadow_in[:, n_c + population], n_tokens[n_c:]) if population.size else None
-    scores = candidate_scores(zeta[0], zeta[1:], shadow_in, n_tokens[:n_c], population_stats)
+    scores = candidate_scores(zeta[0], zeta[1:], shadow_in, n_tokens[:n_c], population_stats,
+                              document_features(cands.X))
     scores.setdefault("rmia_population", np.full(n_c, np.nan))
     if wants_quantile_regression(spec.shadows, ["quantile_regression"] if spec.rank_by == "quantile" else []):
         scores["quantile_regression"] = quantile_scores(zeta[0], zeta[1:], shadow_in, cands.X)
