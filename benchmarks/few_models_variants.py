@@ -1,7 +1,9 @@
 """Variants of offline LiRA tried for few reference models (issue 12), measured but not kept as attacks.
 
 Same saved 128-shadow runs and first-N-shadows rule as benchmarks/few_models.py.
-Each variant changes one thing of ``lira_offline_shrunk`` (docs/attacks.md):
+Each variant changes one thing of ``pooled_prior``: ``lira_offline_shrunk`` with
+its prior always the pooled variance, as it was before the prior that follows
+the document (docs/attacks.md); ``feature_prior`` is that prior used always.
 
 * ``both_sides_variance``: the document's variance from both sides (each
   centred on its own mean: N − 2 degrees of freedom instead of N/2 − 1),
@@ -20,7 +22,7 @@ Each variant changes one thing of ``lira_offline_shrunk`` (docs/attacks.md):
 * ``oracle_*`` (diagnostics, not attacks): the N-shadow mean or variance
   replaced by the one from all the run's shadows, to see which of the two limits the attack.
 * ``min_with_quantile``: the smaller of the robustly standardised
-  ``lira_offline_shrunk`` and ``quantile_regression`` scores (flag only if
+  ``pooled_prior`` and ``quantile_regression`` scores (flag only if
   both agree).
 
 Nothing here reads the target's membership except the final metrics.
@@ -51,7 +53,7 @@ from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
 
 # Diagnostics, not attacks: the first N shadows' mean or variance replaced by the 128 shadows' one.
 ORACLES = ("oracle_mean_128", "oracle_variance_128")
-VARIANTS = ORACLES + ("lira_offline_shrunk", "likelihood_chosen_prior", "both_sides_variance", "all_shadow_mean", "feature_prior",
+VARIANTS = ORACLES + ("pooled_prior", "likelihood_chosen_prior", "both_sides_variance", "all_shadow_mean", "feature_prior",
             "word_level_prior", "model_offset", "min_with_quantile")
 
 
@@ -119,7 +121,7 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
     count_in, mu_in, ss_in = side_moments(s, inside)
     count_out, mu_out, ss_out = side_moments(s, ~inside)
     base = shrunk_moments(s, inside)
-    out = {"lira_offline_shrunk": (observed - mu_out) / np.sqrt(base["var_out"]),
+    out = {"pooled_prior": (observed - mu_out) / np.sqrt(base["var_out"]),
            "oracle_mean_128": (observed - mu_all) / np.sqrt(base["var_out"]),
            "oracle_variance_128": (observed - mu_out) / np.sqrt(np.maximum(ss_all_out / (count_all - 1), 1e-12))}
     dof_both = (np.maximum(count_in - 1, 0) + np.maximum(count_out - 1, 0)).astype(float)
@@ -160,7 +162,7 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
     out["model_offset"] = (obs2 - m2["mu_out"]) / np.sqrt(m2["var_out"])
 
     qr = quantile_scores(observed, s, inside, counts)
-    out["min_with_quantile"] = np.minimum(robust_z(out["lira_offline_shrunk"]), robust_z(qr))
+    out["min_with_quantile"] = np.minimum(robust_z(out["pooled_prior"]), robust_z(qr))
     return out
 
 
