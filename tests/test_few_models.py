@@ -1,10 +1,12 @@
 """Few-model attacks (shrunk-variance LiRA, RMIA) against values computed by hand on small arrays."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 from scipy.special import digamma
 from small_shadows import IN, SHADOW
 
+from topicaudit.attacks.features import document_features
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, recommended_attack
 from topicaudit.attacks.rmia import fit_offline_a, offline_log_ratio, population_scores, rmia_scores
@@ -138,6 +140,27 @@ def test_a_prior_that_follows_the_document_recovers_both_kinds_of_variance():
     assert np.median(pooled[quiet]) > 10
     assert 0.5 < np.median(with_features[quiet]) < 2
     assert 50 < np.median(with_features[~quiet]) < 200
+
+
+def _as_statistics(zeta):
+    return {"zeta": zeta, "neg_entropy": zeta, "logit_max": zeta, "std": zeta, "max": zeta}
+
+
+def test_runs_give_the_shrunk_attacks_the_documents_word_counts():
+    shadow, inside, _, sigma = _two_kinds_of_documents()
+    # Long documents vary more between fits: 3 tokens against 60, over 50 words.
+    rng = np.random.default_rng(2)
+    lengths = np.where(sigma > 1, 60, 3)
+    counts = sp.csr_matrix(np.array([np.bincount(rng.integers(0, 50, n), minlength=50) for n in lengths]))
+    observed = shadow[0] + 1.0
+    scores = attack_scores(_as_statistics(observed), _as_statistics(shadow), inside, lengths.astype(float),
+                           counts=counts)
+    features = document_features(counts)
+    np.testing.assert_array_equal(scores["lira_offline_shrunk"],
+                                  shrunk_offline_scores(observed, shadow, inside, features))
+    np.testing.assert_array_equal(scores["lira_online_shrunk"],
+                                  shrunk_online_scores(observed, shadow, inside, features))
+    assert not np.allclose(scores["lira_offline_shrunk"], shrunk_offline_scores(observed, shadow, inside))
 
 
 # -- RMIA ------------------------------------------------------------------------------------------
