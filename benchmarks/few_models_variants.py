@@ -37,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats
-from scipy.special import digamma
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -48,7 +47,7 @@ from few_models import METRICS, document_counts, run_arrays, run_dir  # noqa: E4
 from topicaudit.attacks.metrics import summarize  # noqa: E402
 from topicaudit.attacks.features import document_features  # noqa: E402
 from topicaudit.attacks.quantile import quantile_scores  # noqa: E402
-from topicaudit.attacks.variance import prior_strength, shrunk_moments, side_moments  # noqa: E402
+from topicaudit.attacks.variance import prior_strength, regressed_variance, shrunk_moments, side_moments  # noqa: E402
 from topicaudit.attacks.zeta import solve_zeta  # noqa: E402
 
 # Diagnostics, not attacks: the first N shadows' mean or variance replaced by the 128 shadows' one.
@@ -68,16 +67,6 @@ def shrink_to(prior: np.ndarray, ss: np.ndarray, dof: np.ndarray, with_likelihoo
     # log density of the sample variances themselves (Jacobian 1/p_d of the ratio), comparable across priors
     loglik = (stats.f.logpdf(s2[use] / prior[use], dof[use], nu) - np.log(prior[use])).sum()
     return var, loglik
-
-
-def regressed_prior(ss: np.ndarray, dof: np.ndarray, design: np.ndarray) -> np.ndarray:
-    """exp(design · β), β from least squares of the χ²-unbiased log sample variance, scaled to the pooled level."""
-    use = (dof > 0) & (ss > 0)
-    s2 = ss[use] / dof[use]
-    target = np.log(s2) - (digamma(dof[use] / 2) - np.log(dof[use] / 2))
-    beta, *_ = np.linalg.lstsq(design[use], target, rcond=None)
-    prior = np.exp(design @ beta)
-    return prior * ss[use].sum() / (dof[use] * prior[use]).sum()
 
 
 def word_level_variance(path: Path, counts, shadow_in: np.ndarray, n: int) -> np.ndarray:
@@ -139,8 +128,7 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
         shrink_to(np.full_like(ss_all, ss_all.sum() / dof_all.sum()), ss_all, dof_all))
 
     dof_out = np.maximum(count_out - 1, 0).astype(float)
-    features = np.column_stack([np.ones_like(tokens), document_features(counts)])
-    prior = regressed_prior(ss_out, dof_out, features)
+    prior = regressed_variance(ss_out, dof_out, document_features(counts))
     var_pooled, ll_pooled = shrink_to(np.full_like(ss_out, ss_out.sum() / dof_out.sum()), ss_out, dof_out, True)
     var_feature, ll_feature = shrink_to(prior, ss_out, dof_out, True)
     report.setdefault("feature_minus_pooled_loglik", []).append(ll_feature - ll_pooled)
@@ -150,7 +138,7 @@ def variants(path: Path, counts, observed, shadow, shadow_in, n: int, report: di
     report.setdefault("sample_variance", []).append(correlation(np.where(dof_out > 0, ss_out / np.maximum(dof_out, 1), 0), ss_all_out, count_all))
     out["feature_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_out, dof_out))
     word_level = np.log(np.maximum(word_level_variance(path, counts, shadow_in, n), 1e-12))
-    prior = regressed_prior(ss_both, dof_both, np.column_stack([np.ones_like(tokens), word_level]))
+    prior = regressed_variance(ss_both, dof_both, word_level[:, None])
     report.setdefault("word_level_prior", []).append(correlation(prior, ss_all_out, count_all))
     out["word_level_prior"] = (observed - mu_out) / np.sqrt(shrink_to(prior, ss_both, dof_both))
 

@@ -72,27 +72,33 @@ def pooled_prior(count: np.ndarray, ss: np.ndarray) -> tuple[float, float]:
     return pooled, prior_strength(sample_var, dof, pooled)
 
 
-def regressed_prior(count: np.ndarray, ss: np.ndarray, features: np.ndarray) -> np.ndarray | None:
-    """Per-document s₀²(d) from word-count features, or None where the pooled s₀² should stay.
+def regressed_variance(ss: np.ndarray, dof: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """Per-document s₀²(d): least squares of log s_d² on [1, features], at the pooled level.
 
-    Least squares of log s_d² on [1, features], corrected for E[log χ²_k / k]
-    (log s² of k degrees of freedom is biased low by ψ(k/2) − log(k/2)), then
-    scaled so that Σ_d (c_d − 1) s₀²(d) = Σ_d S_d, the pooled level. None
-    when too few documents vary or the predictions spread less than
-    UNEQUAL_SPREAD: a near-constant prediction only adds the regression's noise.
+    log s² of k degrees of freedom is biased low by ψ(k/2) − log(k/2), which
+    is added back; the fit is then scaled so that Σ_d dof_d s₀²(d) = Σ_d S_d.
+    Uses the documents with dof > 0 and S > 0.
     """
-    dof = np.maximum(count - 1, 0).astype(float)
     use = (dof > 0) & (ss > 0)
-    if use.sum() < MIN_REGRESSION_DOCUMENTS:
-        return None
     design = np.column_stack([np.ones(len(features)), features])
     log_sample_var = np.log(ss[use] / dof[use]) - (digamma(dof[use] / 2) - np.log(dof[use] / 2))
     beta, *_ = np.linalg.lstsq(design[use], log_sample_var, rcond=None)
     log_prior = design @ beta
-    if np.std(log_prior) <= UNEQUAL_SPREAD:
-        return None
     prior = np.exp(log_prior - log_prior.max())  # relative scale first: no overflow
     return np.maximum(prior * ss[use].sum() / (dof[use] * prior[use]).sum(), VARIANCE_FLOOR)
+
+
+def regressed_prior(count: np.ndarray, ss: np.ndarray, features: np.ndarray) -> np.ndarray | None:
+    """``regressed_variance`` of one side, or None where the pooled s₀² should stay.
+
+    None when too few documents vary or the predictions spread less than
+    UNEQUAL_SPREAD: a near-constant prediction only adds the regression's noise.
+    """
+    dof = np.maximum(count - 1, 0).astype(float)
+    if ((dof > 0) & (ss > 0)).sum() < MIN_REGRESSION_DOCUMENTS:
+        return None
+    prior = regressed_variance(ss, dof, features)
+    return prior if np.std(np.log(prior)) > UNEQUAL_SPREAD else None
 
 
 def side_prior(count: np.ndarray, ss: np.ndarray, features: np.ndarray | None) -> tuple[float | np.ndarray, float]:
