@@ -15,7 +15,29 @@ import scipy.sparse as sp
 
 from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
 
-__all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Release", "Target"]
+__all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Release", "Target", "Transcript"]
+
+
+@dataclass
+class Transcript:
+    """What a DP mechanism released on the way to Φ, for a few observed columns, as the fit computed it.
+
+    A DP claim covers everything its mechanism outputs (every noisy step, every
+    local report), not only the final Φ; an audit that sees those outputs can
+    be as tight as the claim. The learner records them from the very arrays
+    its model is built from, never recomputed beside them.
+
+    kind: which mechanism produced the arrays (``topicaudit.attacks.mechanism``
+        scores each kind by its likelihood ratio).
+    columns: the observed corpus column ids, in the order of the arrays' last axis.
+    arrays: the outputs restricted to those columns (shapes by kind).
+    parameters: the mechanism's public constants as the claim states them (JSON).
+    """
+
+    kind: str
+    columns: np.ndarray
+    arrays: dict[str, np.ndarray]
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -32,6 +54,7 @@ class Release:
     phi: np.ndarray
     vocabulary: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
+    transcript: Transcript | None = None  # the mechanism's outputs, when the fit was asked to observe them
 
     def dense_phi(self, n_words: int) -> np.ndarray:
         """Φ over the whole corpus vocabulary; words outside the release get 0.
@@ -47,12 +70,15 @@ class Release:
 class Target(Protocol):
     """The protocol every target adapter implements."""
 
-    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None) -> Release:
+    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None,
+            observe: np.ndarray | None = None) -> Release:
         """Train on the rows of X (documents × corpus vocabulary, counts).
 
         vocabulary: when given, skip the vocabulary step and learn over exactly
         these corpus column ids (shadows reusing the target's released
         vocabulary, as the paper's code does).
+        observe: corpus column ids whose mechanism outputs the release's
+        ``transcript`` records (learners that can; others ignore it).
         """
         ...
 

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
 from topicaudit.targets.events import laplace_event
 from topicaudit.targets.params import integer, positive
@@ -190,10 +190,23 @@ class ZhuDPCollapsedGibbsLDA:
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
+        return self.fit_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
+
+    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
+        """Φ and the noisy counts n_tw + Lap of ``columns`` (k × columns, kind ``laplace-counts``), unclipped:
+        the mechanism's output that Φ is made from."""
         state = run_dp_cgs(X, self.k, seed, self.epsilon, self.max_doc_length, alpha=self.alpha,
                            beta=self.beta, n_iter=self.n_iter)
+        columns = np.asarray(columns, dtype=np.int64)
+        noisy = (state.nwk[columns] + state.noise_wk[columns]).T
         phi = state.phi.astype(np.float32)
-        return phi / phi.sum(axis=1, keepdims=True)
+        return phi / phi.sum(axis=1, keepdims=True), Transcript(
+            "laplace-counts", columns, {"noisy_counts": noisy},
+            self.mechanism_parameters())
+
+    def mechanism_parameters(self) -> dict:
+        """The constants of the claimed mechanism: Laplace scale b and the document cap L."""
+        return {"scale": self.noise_scale, "document_tokens": self.max_doc_length}
 
     def guarantee(self) -> Guarantee:
         return Guarantee(
@@ -203,6 +216,8 @@ class ZhuDPCollapsedGibbsLDA:
             accountant="Zhu et al. 2016 (KAIS) claim: Laplace noise in the CGS conditional; not proven here",
             parameters={
                 "learner": "dp-cgs", "max_doc_length": self.max_doc_length,
+                # Sensitivity 2L covers replacing one document's L tokens by another's.
+                "neighbours": "replace-one",
                 "noise_scale": self.noise_scale, "noise": "Lap(2L/ε) on every n_tw and n_t, once, final sweep",
                 "n_iter": self.n_iter, "private_sweeps": 1,
                 "why_not_a_theorem": ("the sensitivity 2L holds only if every other token keeps its topic; "

@@ -41,6 +41,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from scipy.special import digamma
 
 from topicaudit.targets.accounting import (
     ACCOUNTANTS,
@@ -48,7 +49,7 @@ from topicaudit.targets.accounting import (
     compute_epsilon,
     subsampled_gaussian_event,
 )
-from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.vb_lda import (
@@ -292,8 +293,14 @@ class DPStochasticVariationalLDA:
         return rng.normal(0.0, self.noise_std, shape) if self.noise_std > 0 else np.zeros(shape)
 
     # -- fitting --------------------------------------------------------------------
-    def fit_lambda(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """λ (k × V, float64) after J steps; also stored as ``components_``."""
+    def fit_lambda(self, X: sp.csr_matrix, seed: int, observe: np.ndarray | None = None) -> np.ndarray:
+        """λ (k × V, float64) after J steps; also stored as ``components_``.
+
+        observe: column ids whose every step is recorded in ``steps_``: the noisy
+        minibatch sums before the clamp (``noisy_sums``, J × k × columns) and
+        E[log β] of those columns under the λ the step's E-step used
+        (``expected_log_beta``), float32.
+        """
         X = check_counts(X, nonempty=True)  # whole counts: the token cap draws tokens
         n_docs, n_words = X.shape
         k = self.k
@@ -304,7 +311,12 @@ class DPStochasticVariationalLDA:
         rng = np.random.default_rng(seed)
         lam = rng.gamma(_INIT_GAMMA, _INIT_VAR, (k, n_words))
         batch_sizes = np.zeros(self.n_iter, dtype=np.int64)
+        observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
+        noisy_sums = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
+        expected_log_beta = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
         for t in range(1, self.n_iter + 1):
+            if observe.size:
+                expected_log_beta[t - 1] = digamma(lam[:, observe]) - digamma(lam.sum(axis=1))[:, None]
             batch = np.flatnonzero(rng.random(n_docs) < q)
             batch_sizes[t - 1] = batch.size
             Xb = cap_tokens(X[batch], self.max_doc_tokens, rng)
@@ -312,18 +324,36 @@ class DPStochasticVariationalLDA:
                                         max_doc_update_iter=self.max_doc_update_iter,
                                         mean_change_tol=self.mean_change_tol)
             s += self._noise(rng, s.shape)
+            noisy_sums[t - 1] = s[:, observe]
             np.maximum(s, 0.0, out=s)
             rho = (self.tau0 + t) ** (-self.kappa)
             lam *= 1.0 - rho
             lam += rho * (eta + s / q)
         self.components_ = lam
         self.batch_sizes_ = batch_sizes
+        self.steps_ = {"noisy_sums": noisy_sums, "expected_log_beta": expected_log_beta}
         return lam
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
         lam = self.fit_lambda(X, seed)
         return (lam / lam.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
+        """Φ and every step's noisy sums of ``columns`` (kind ``subsampled-gaussian-steps``)."""
+        lam = self.fit_lambda(X, seed, columns)
+        phi = (lam / lam.sum(axis=1, keepdims=True)).astype(np.float32)
+        return phi, Transcript("subsampled-gaussian-steps", np.asarray(columns), dict(self.steps_),
+                               self.mechanism_parameters())
+
+    def mechanism_parameters(self) -> dict:
+        """The constants the claim's accountant assumed: what a step's likelihood ratio needs."""
+        alpha = 1.0 / self.k if self.alpha is None else float(self.alpha)
+        return {"noise_std": self.noise_std, "sampling_rate": float(self.sampling_rate),
+                "steps": int(self.n_iter), "document_tokens": int(self.max_doc_tokens),
+                "clip_norm": None if self.clip_norm is None else float(self.clip_norm),
+                "doc_topic_prior": alpha, "max_doc_update_iter": int(self.max_doc_update_iter),
+                "mean_change_tol": float(self.mean_change_tol)}
 
     def guarantee(self) -> Guarantee:
         if self.spent_ is None:

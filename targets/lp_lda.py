@@ -56,7 +56,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.events import binary_randomized_response_event
@@ -166,30 +166,57 @@ class LocallyPrivateLDA:
             return float(self.epsilon)
         return math.log(self.p / (1.0 - self.p))
 
+    # The users' keep probability; only the test-only bug variants (targets/bug_variants.py) set it apart
+    # from the server's, to model a randomiser deleted while the server still de-noises.
+    randomiser_keep_probability: float | None = None
+
     def privatize_and_reconstruct(self, X, randomize_rng: np.random.Generator,
-                                  server_rng: np.random.Generator) -> sp.csr_matrix:
+                                  server_rng: np.random.Generator,
+                                  observe: np.ndarray | None = None) -> sp.csr_matrix:
         """Users randomise their presence vectors; the server reconstructs (steps 1–4).
 
         Works in column blocks (each column's adjustment needs only that
         column), which is the same computation as randomising whole rows.
+        observe: column ids whose received reports are kept in ``self.received_``
+        (users × len(observe), bool): the very bits the server reconstructs from.
         """
         X = check_counts(X).tocsc()
         n, V = X.shape
         p = self.keep_probability
+        p_user = p if self.randomiser_keep_probability is None else self.randomiser_keep_probability
+        observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
+        received_observed = np.zeros((n, observe.size), dtype=bool)
         block = max(1, _BLOCK_CELLS // max(n, 1))
         parts = []
         for start in range(0, V, block):
             presence = X[:, start:start + block].toarray() > 0
-            received = randomize_presence(presence, p, randomize_rng)
+            received = randomize_presence(presence, p_user, randomize_rng)
+            inside = (observe >= start) & (observe < start + presence.shape[1])
+            received_observed[:, inside] = received[:, observe[inside] - start]
             parts.append(reconstruct(received, p, server_rng))
+        self.received_ = received_observed
         if not parts:
             return sp.csr_matrix((n, V))
         return sp.hstack(parts, format="csr")
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32, rows on the simplex) from the locally randomised rows of X."""
+        return self._fit(X, seed, None)
+
+    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
+        """Φ and the users' randomised presence bits of ``columns`` (kind ``randomized-response``)."""
+        phi = self._fit(X, seed, columns)
+        return phi, Transcript("randomized-response", np.asarray(columns), {"reports": self.received_},
+                               self.mechanism_parameters())
+
+    def mechanism_parameters(self) -> dict:
+        """The claimed randomiser: each presence bit kept with this probability."""
+        return {"keep_probability": self.keep_probability}
+
+    def _fit(self, X, seed, observe):
         randomize, server, cgs = np.random.SeedSequence(seed).spawn(3)
-        recon = self.privatize_and_reconstruct(X, np.random.default_rng(randomize), np.random.default_rng(server))
+        recon = self.privatize_and_reconstruct(X, np.random.default_rng(randomize), np.random.default_rng(server),
+                                               observe)
         state = run_cgs(recon, self.k, int(cgs.generate_state(1)[0]), alpha=self.alpha, beta=self.beta,
                         n_iter=self.n_iter, n_avg=self.n_avg)
         phi = state.phi.astype(np.float32)

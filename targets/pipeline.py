@@ -17,7 +17,13 @@ class Pipeline:
         self.learner = learner
         self._guarantee = guarantee
 
-    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None) -> Release:
+    @property
+    def observes_mechanism(self) -> bool:
+        """True when the learner can record its mechanism's outputs (``fit_observed``)."""
+        return hasattr(self.learner, "fit_observed") and getattr(self.learner, "records_transcript", True)
+
+    def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None,
+            observe: np.ndarray | None = None) -> Release:
         vocabulary_seed, learner_seed = (
             int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2)
         )
@@ -33,11 +39,19 @@ class Pipeline:
         # A learner with something to report beyond Φ (a privacy monitor's
         # trajectory) offers ``fit_with_info(X, seed) -> (phi, info)``; its
         # ``fit`` stays the plain protocol method. Other learners are unchanged.
-        if hasattr(self.learner, "fit_with_info"):
+        transcript = None
+        if observe is not None and self.observes_mechanism:
+            # Observed columns the vocabulary step left out have no mechanism output to record.
+            observe = np.asarray(observe, dtype=np.int64)
+            kept = observe[np.isin(observe, vocabulary)]
+            phi, transcript = self.learner.fit_observed(X, learner_seed, np.searchsorted(vocabulary, kept))
+            transcript.columns = kept
+            info = {}
+        elif hasattr(self.learner, "fit_with_info"):
             phi, info = self.learner.fit_with_info(X, learner_seed)
         else:
             phi, info = self.learner.fit(X, learner_seed), {}
-        return Release(phi=phi, vocabulary=vocabulary, info=dict(info))
+        return Release(phi=phi, vocabulary=vocabulary, info=dict(info), transcript=transcript)
 
     def guarantee(self) -> Guarantee:
         return self._guarantee

@@ -69,7 +69,7 @@ import scipy.sparse as sp
 from dp_accounting import dp_event
 from numba import njit
 
-from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import averaged_sweeps, integer, positive
@@ -399,6 +399,10 @@ class LocallyPrivatePoissonFactorization:
         self.n_iter = n_iter
         self.n_avg = n_avg
 
+    # Set only by the test-only bug variants (targets/bug_variants.py): users send their true counts while the
+    # server still de-noises with α.
+    randomiser_dropped: bool = False
+
     @property
     def mechanism_alpha(self) -> float:
         """The geometric mechanism's α."""
@@ -412,12 +416,28 @@ class LocallyPrivatePoissonFactorization:
                 f"private sampler (max_cells = {self.max_cells:,}); restrict the vocabulary with "
                 "[corpus] max_words, or raise [target.params] max_cells if the memory is there"
             )
+        if self.randomiser_dropped:
+            return X.toarray().astype(np.int64)
         return privatize_counts(X, self.mechanism_alpha, rng)
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Privatise X's rows locally, then Φ (k × n_words, float32) by Schein et al.'s sampler."""
+        return self.fit_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
+
+    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
+        """Φ and the users' privatised counts of ``columns`` (kind ``geometric-counts``), as the sampler saw them."""
         privatize_rng, rng = _streams(seed)
         y_noisy = self._privatize(X, privatize_rng)
+        reports = y_noisy[:, np.asarray(columns, dtype=np.int64)].astype(np.int64)
+        phi = self._infer(y_noisy, rng)
+        return phi, Transcript("geometric-counts", np.asarray(columns), {"reports": reports},
+                               self.mechanism_parameters())
+
+    def mechanism_parameters(self) -> dict:
+        """The claimed two-sided geometric noise: P(x) ∝ α^|x| on every count."""
+        return {"alpha": self.mechanism_alpha}
+
+    def _infer(self, y_noisy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         samples = lppf_samples(y_noisy, self.mechanism_alpha, self.k, rng, self.n_iter, self.a0, self.b0)
         return _released_phi(samples, self.n_iter, self.n_avg)
 
@@ -464,8 +484,6 @@ class NaiveLocallyPrivatePoissonFactorization(LocallyPrivatePoissonFactorization
     same privatised data as ``lppf``.
     """
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        privatize_rng, rng = _streams(seed)
-        truncated = np.maximum(self._privatize(X, privatize_rng), 0)
-        samples = pf_samples(sp.csr_matrix(truncated), self.k, rng, self.n_iter, self.a0, self.b0)
+    def _infer(self, y_noisy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        samples = pf_samples(sp.csr_matrix(np.maximum(y_noisy, 0)), self.k, rng, self.n_iter, self.a0, self.b0)
         return _released_phi(samples, self.n_iter, self.n_avg)

@@ -8,7 +8,7 @@ from topicaudit.errors import UserError
 from topicaudit.targets.composition import compose
 from topicaudit.targets.params import check_topics
 from topicaudit.targets.pipeline import Pipeline
-from topicaudit.targets.under_noised import UnderNoised
+from topicaudit.targets.bug_variants import BrokenLearner, under_noised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
 # unpickles one target loads that target's code only, not every learner's.
@@ -75,11 +75,12 @@ def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str
 
 
 def build_target(learner: str, k: int, vocabulary: str = "observed", params: dict | None = None,
-                 vocabulary_params: dict | None = None, under_noise: float = 1.0) -> Pipeline:
+                 vocabulary_params: dict | None = None, under_noise: float = 1.0, bug: str = "") -> Pipeline:
     """The target pipeline named by a configuration, with a clear error for typos.
 
-    under_noise > 1 builds a deliberately broken learner for testing an audit
-    (``topicaudit.targets.under_noised``): its noise divided by that factor, its claim unchanged.
+    under_noise > 1 and bug build a deliberately broken learner for testing an audit
+    (``topicaudit.targets.bug_variants``): its noise divided by that factor, or the named bug
+    planted, its claim unchanged.
     """
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r} in [target] learner; known learners: {', '.join(LEARNERS)}")
@@ -93,9 +94,14 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
     model = build_learner(learner, k, params)
     if under_noise != 1.0:
         try:
-            model = UnderNoised(model, under_noise)
+            model = under_noised(model, under_noise)
         except ValueError as error:
             raise UserError(f"[target] test_under_noise: {error}") from None
+    if bug:
+        try:
+            model = BrokenLearner(model, bug)
+        except ValueError as error:
+            raise UserError(f"[target] test_bug: {error}") from None
     try:
         guarantee = compose(step.guarantee(), model.guarantee())  # an incoherent composition is refused now
     except ValueError as error:

@@ -22,6 +22,10 @@ Kinds (``[attack.canaries] kind``):
 ``natural``      held-out documents of the corpus.
 ``word``         one occurrence of a fresh word inserted into one document of
                  the fixed set: the neighbour of a word-level claim.
+``paired``       two unique-word documents on two fresh words; the coin picks
+                 which one trains (the other never does): the neighbour of a
+                 replace-one claim, whose whole sensitivity a present/absent
+                 canary cannot exercise.
 
 Scores need no shadow model: ``zeta`` is ζ of the canary under the canary
 release (a token whose word the release leaves out has likelihood 0, so it
@@ -43,9 +47,11 @@ from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
 from topicaudit.targets.guarantee import Adjacency, adjacency_of
 
-KINDS = ("unique-word", "rare-words", "natural", "word")
-# Attributes by which learners cap a document's tokens; a canary that long uses the whole allowance.
+KINDS = ("unique-word", "rare-words", "natural", "word", "paired")
+# Attributes by which learners cap a document's tokens.
 DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
+# A canary this many times longer than the cap: a correct learner truncates it, a missing cap shows.
+CAP_MULTIPLE = 4
 # The canary stream of a run's seed: SeedSequence(seed) children 0-3 belong to the plan.
 CANARY_SPAWN_KEY = 4
 # A token on a word the release leaves out: likelihood 0, i.e. below any ζ a released word can give.
@@ -66,6 +72,7 @@ class CanarySet:
     fit_seed: int
     shadow_in: np.ndarray | None = None   # (N, m) bool: which shadow canary release trains on which canary
     shadow_seeds: np.ndarray | None = None
+    alternates: sp.csr_matrix | None = None  # paired kind: the document that trains when the coin is tails
 
     @property
     def count(self) -> int:
@@ -81,10 +88,23 @@ class CanarySet:
 
     @property
     def words(self) -> np.ndarray | None:
-        """The fresh column of each unique-word or word canary (None for other kinds)."""
-        if self.kind not in ("unique-word", "word"):
+        """The fresh column of each unique-word, word or paired canary (its heads word; None for other kinds)."""
+        if self.kind not in ("unique-word", "word", "paired"):
             return None
         return self.n_corpus_words + self.ids
+
+    @property
+    def alternate_words(self) -> np.ndarray | None:
+        """A paired canary's tails word (None for other kinds)."""
+        return self.n_corpus_words + self.count + self.ids if self.kind == "paired" else None
+
+    @property
+    def observed_columns(self) -> np.ndarray:
+        """The fresh columns whose mechanism outputs a mechanism audit records."""
+        if self.words is None:
+            return np.zeros(0, dtype=np.int64)
+        alternates = self.alternate_words
+        return self.words if alternates is None else np.concatenate([self.words, alternates])
 
     def training_matrix(self, X: sp.csr_matrix, coins: np.ndarray | None = None) -> sp.csr_matrix:
         """The fixed rows with the canaries whose coin is heads (default: the canary release's coins)."""
@@ -95,6 +115,8 @@ class CanarySet:
             inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self.words[coins])),
                                      shape=fixed.shape)
             return (fixed + inserted).tocsr()
+        if self.kind == "paired":
+            return sp.vstack([fixed, self.documents[coins], self.alternates[~coins]], format="csr")
         return sp.vstack([fixed, self.documents[coins]], format="csr")
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -105,23 +127,27 @@ class CanarySet:
                 "length": np.int64(self.length), "fit_seed": np.int64(self.fit_seed),
                 "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape),
                 **({"shadow_in": self.shadow_in, "shadow_seeds": self.shadow_seeds} if self.shadow_in is not None
-                   else {})}
+                   else {}),
+                **({"alternate_data": self.alternates.data, "alternate_indices": self.alternates.indices,
+                    "alternate_indptr": self.alternates.indptr} if self.alternates is not None else {})}
 
 
-def resolve_kind(kind: str, adjacency: Adjacency | str | None) -> str:
-    """``auto``: word canaries for word-level claims, unique-word canaries otherwise."""
+def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str | None = None) -> str:
+    """``auto``: word canaries for word-level claims, paired ones for replace-one claims, unique-word otherwise."""
     if kind != "auto":
         return kind
     adjacency = adjacency_of(adjacency)
-    return "word" if adjacency is not None and not adjacency.document_level else "unique-word"
+    if adjacency is not None and not adjacency.document_level:
+        return "word"
+    return "paired" if neighbours == "replace-one" else "unique-word"
 
 
 def default_length(learner, X: sp.csr_matrix) -> int:
-    """The learner's document cap when it has one, else the corpus's median document length."""
+    """4× the learner's document cap when it has one (a missing cap then shows), else the median document."""
     for name in DOCUMENT_CAPS:
         cap = getattr(learner, name, None)
         if cap:
-            return int(cap)
+            return CAP_MULTIPLE * int(cap)
     return max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
 
 
@@ -136,6 +162,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     if kind not in KINDS:
         raise ValueError(f"unknown canary kind {kind!r}; known: {', '.join(KINDS)}")
     n_docs, n_words = X.shape
+    alternates = None
     coin_seq, draw_seq, fit_seq, shadow_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
     coins = np.random.default_rng(coin_seq).random(count) < 0.5
     rng = np.random.default_rng(draw_seq)
@@ -161,8 +188,11 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         if kind == "word":
             length = 1
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
+        n_columns = n_words + (2 if kind == "paired" else 1) * count
         cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
-        documents = _rows(cols, n_words + count)
+        documents = _rows(cols, n_columns)
+        if kind == "paired":
+            alternates = _rows(cols + count, n_columns)
     shadow_in = shadow_seeds = None
     if shadows:
         pairs_seq, seeds_seq = shadow_seq.spawn(2)
@@ -171,7 +201,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         shadow_seeds = seeds_seq.generate_state(shadows).astype(np.int64)
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
                      n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
-                     shadow_in=shadow_in, shadow_seeds=shadow_seeds)
+                     shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates)
 
 
 def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:
@@ -187,12 +217,23 @@ def canary_scores(release: Release, canaries: CanarySet, tol: float = 1e-8) -> d
     released = np.zeros(canaries.n_columns, dtype=bool)
     released[release.vocabulary] = True
     docs = canaries.documents
-    unreleased_tokens = docs @ (~released).astype(np.float64)
-    zeta = solve_zeta(phi, docs, tol=tol).zeta if release.vocabulary.size else np.zeros(canaries.count)
-    scores = {"zeta": zeta - UNRELEASED_PENALTY * unreleased_tokens}
+    scores = {"zeta": _zeta(phi, released, canaries.documents, tol)}
     words = canaries.words
     if words is not None:
-        mass = phi[:, words].astype(np.float64).sum(axis=0)
-        with np.errstate(divide="ignore"):
-            scores["column"] = np.where(released[words] & (mass > 0), np.log(mass), -UNRELEASED_PENALTY)
+        scores["column"] = _column(phi, released, words)
+    if canaries.alternates is not None:  # paired: evidence for heads minus evidence for tails
+        scores["zeta"] = scores["zeta"] - _zeta(phi, released, canaries.alternates, tol)
+        scores["column"] = scores["column"] - _column(phi, released, canaries.alternate_words)
     return scores
+
+
+def _zeta(phi: np.ndarray, released: np.ndarray, docs: sp.csr_matrix, tol: float) -> np.ndarray:
+    unreleased_tokens = docs @ (~released).astype(np.float64)
+    zeta = solve_zeta(phi, docs, tol=tol).zeta if released.any() else np.zeros(docs.shape[0])
+    return zeta - UNRELEASED_PENALTY * unreleased_tokens
+
+
+def _column(phi: np.ndarray, released: np.ndarray, words: np.ndarray) -> np.ndarray:
+    mass = phi[:, words].astype(np.float64).sum(axis=0)
+    with np.errstate(divide="ignore"):
+        return np.where(released[words] & (mass > 0), np.log(mass), -UNRELEASED_PENALTY)

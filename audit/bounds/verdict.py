@@ -20,6 +20,21 @@ from topicaudit.bounds.one_run import eps_lb_fdp_one_run
 VALID_BOUNDS = {"one-run": eps_lb_one_run, "fdp-one-run-pure": partial(eps_lb_fdp_one_run, family="pure")}
 
 
+# What a canary audit observed, in the words every verdict uses.
+THREAT_MODELS = {
+    "mechanism": "everything the mechanism releases, as its proof assumes",
+    "release": "the released Φ",
+}
+
+
+def canary_verdict_scores(scores: dict[str, np.ndarray], observe: str) -> dict[str, np.ndarray]:
+    """The canary scores a verdict rests on: the mechanism's likelihood ratio when the audit observed the
+    mechanism, else every score of the release (α is split over those only)."""
+    if observe == "mechanism":
+        return {"mechanism": scores["mechanism"]}
+    return {name: values for name, values in scores.items() if name != "mechanism"}
+
+
 def two_means_split(scores: np.ndarray) -> int:
     """How many scores sit in the upper of the two groups that best split them (1-D 2-means).
 

@@ -51,17 +51,23 @@ class TargetConfig:
     vocabulary_params: dict[str, Any] = field(default_factory=dict)
     # For testing the audit only: the learner's noise divided by this factor, its claim unchanged.
     test_under_noise: float = 1.0
+    # For testing the audit only: a planted bug (topicaudit.targets.bug_variants.BUGS), its claim unchanged.
+    test_bug: str = ""
 
 
 @dataclass
 class CanaryConfig:
     count: int = 0       # canaries in the canary release (0: none); each is in its training with probability ½
     kind: str = "auto"   # auto | unique-word | rare-words | natural | word (auto: word for word-level claims)
-    length: int = 0      # tokens per canary document; 0: the learner's document cap, else the median document
+    length: int = 0      # tokens per canary document; 0: 4× the learner's document cap, else the median document
+    # What the canaries are scored on: mechanism (everything the DP mechanism releases, as its proof
+    # assumes), release (the released Φ only), auto (mechanism when the learner records it).
+    observe: str = "auto"
     shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
 
 
 CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word")
+OBSERVE = ("auto", "mechanism", "release")
 
 
 @dataclass
@@ -142,6 +148,10 @@ class Config:
             d["attack"].pop("canaries")
         if self.target.test_under_noise == 1.0:
             d["target"].pop("test_under_noise")
+        if not self.target.test_bug:
+            d["target"].pop("test_bug")
+        if "canaries" in d["attack"] and self.attack.canaries.observe == "auto":
+            d["attack"]["canaries"].pop("observe")
         return d
 
 
@@ -245,6 +255,8 @@ def validate(config: Config) -> None:
                   "shadow model")
     if canaries.count < 0:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
+    if canaries.observe not in OBSERVE:
+        raise UserError(f"[attack.canaries] observe must be one of {', '.join(OBSERVE)} (got {canaries.observe!r})")
     if canaries.kind not in CANARY_KINDS:
         raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
     check_shadows(canaries.shadows, "[attack.canaries] shadows", 0)

@@ -54,6 +54,7 @@ class Experiment:
     scored: sp.csr_matrix | None = None  # documents whose statistics are computed (default: the pool)
     canaries: CanarySet | None = None
     canary_X: sp.csr_matrix | None = None  # the corpus canary training sets are built from
+    observe: np.ndarray | None = None      # columns whose mechanism outputs the canary releases record
     tol: float = 1e-8
     ray_address: str = ""
     num_cpus: int = 0
@@ -253,10 +254,11 @@ def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _Wo
         X_train = canaries.training_matrix(exp.canary_X, coins)
         rows = np.arange(X_train.shape[0])
         if ray is not None:
-            pending[one_cpu_task(ray, fit_release).remote(exp.target, X_train, rows, seed, None)] = name
+            pending[one_cpu_task(ray, fit_release).remote(exp.target, X_train, rows, seed, None, exp.observe)] = name
             continue
         try:
-            releases[name], fit_seconds, node, messages = fit_release(exp.target, X_train, rows, seed, None)
+            releases[name], fit_seconds, node, messages = fit_release(exp.target, X_train, rows, seed, None,
+                                                                      exp.observe)
         except ValueError as error:
             raise UserError(f"the learner could not fit the canary training set: {error}") from None
         worker_warnings.add(messages)

@@ -17,11 +17,12 @@ import numpy as np
 
 from topicaudit.attacks.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from topicaudit.attacks.lira import offline_scores, online_scores
+from topicaudit.attacks.mechanism import mechanism_scores
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
-from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
+from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.config import Config, config_hash, validate
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
@@ -39,7 +40,7 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
     c = config.attack.canaries
     if not c.count:
         return None
-    kind = resolve_kind(c.kind, adjacency)
+    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"))
     length = c.length or default_length(target.learner, X)
     try:
         return make_canaries(X, c.count, kind, length, config.seed, c.shadows)
@@ -47,9 +48,31 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
         raise UserError(f"[attack.canaries]: {error}") from None
 
 
+def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bool:
+    """Whether the canaries are scored on the mechanism's outputs (``[attack.canaries] observe``).
+
+    ``auto`` observes the mechanism whenever the learner records it and the
+    canaries have fresh columns to observe; ``mechanism`` insists (a clear
+    error where it cannot); ``release`` scores the released Φ only.
+    """
+    if canaries is None:
+        return False
+    mode = config.attack.canaries.observe
+    possible = target.observes_mechanism and canaries.observed_columns.size > 0
+    if mode == "mechanism" and not possible:
+        why = ("learner {!r} does not record its mechanism's outputs".format(config.target.learner)
+               if not target.observes_mechanism else
+               "only unique-word, paired and word canaries have mechanism outputs to observe")
+        raise UserError(f"[attack.canaries] observe = \"mechanism\": {why}; use observe = \"release\"")
+    return possible and mode != "release"
+
+
 def all_canary_scores(release: Release, shadows: list[Release], canaries: CanarySet, tol: float) -> dict[str, np.ndarray]:
-    """Shadow-free scores, plus online and offline LiRA on ζ when there are shadow canary releases."""
+    """Shadow-free scores, plus online and offline LiRA on ζ when there are shadow canary releases,
+    plus ``mechanism`` (the claimed mechanism's likelihood ratio) when the release has a transcript."""
     scores = canary_scores(release, canaries, tol)
+    if release.transcript is not None:
+        scores["mechanism"] = mechanism_scores(release.transcript, canaries)
     if shadows:
         zeta = np.stack([canary_scores(r, canaries, tol)["zeta"] for r in shadows])
         scores["lira_online"] = online_scores(scores["zeta"], zeta, canaries.shadow_in)
@@ -58,12 +81,20 @@ def all_canary_scores(release: Release, shadows: list[Release], canaries: Canary
 
 
 def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
-                   alpha: float) -> dict[str, Any]:
-    """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling."""
+                   alpha: float, observe: str = "release") -> dict[str, Any]:
+    """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling.
+
+    The bounds use the scores of what the audit observes (the mechanism's
+    outputs or the released Φ); the other scores' metrics are reported beside.
+    """
     coins = canaries.coins
-    share = alpha / (len(scores) * len(VALID_BOUNDS))
-    bounds = bound_tests(scores, coins, delta, share) if 0 < coins.sum() < coins.size else {}
+    tested = canary_verdict_scores(scores, observe)
+    share = alpha / (len(tested) * len(VALID_BOUNDS))
+    bounds = bound_tests(tested, coins, delta, share) if 0 < coins.sum() < coins.size else {}
     return {
+        "observe": observe,
+        "threat_model": THREAT_MODELS[observe],
+        "paired": canaries.kind == "paired",
         "kind": canaries.kind,
         "count": canaries.count,
         "length": canaries.length,
@@ -104,11 +135,13 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     validate(config)
     corpus = load_audit_corpus(config)
     t = config.target
-    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise)
+    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
+                          t.test_bug)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     guarantee = target.guarantee()
     canaries = build_canaries(config, corpus.X, target, guarantee.adjacency)
     plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None
+    observe = observed_mechanism(config, target, canaries)
     fingerprint = corpus_fingerprint(corpus)
     experiment = Experiment(
         run=RunDirectory(config.run_dir), config_hash=config_hash(config, fingerprint), record=config.to_dict(),
@@ -116,6 +149,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
                **({"canary_fit": canaries.fit_seed} if canaries else {})},
         X=corpus.X if plan is not None else None, target=target, plan=plan,
         shadow_vocabulary=config.attack.shadow_vocabulary, canaries=canaries, canary_X=corpus.X,
+        observe=canaries.observed_columns if observe else None,
         tol=config.attack.tol, ray_address=config.ray.address, num_cpus=config.ray.num_cpus)
     resuming = experiment.resuming()
     load_seconds = time.perf_counter() - started
@@ -153,6 +187,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
             "vocabulary_step": config.target.vocabulary,
             "guarantee": guarantee.to_json(),
             **({"test_under_noise": config.target.test_under_noise} if config.target.test_under_noise != 1 else {}),
+            **({"test_bug": config.target.test_bug} if config.target.test_bug else {}),
         },
         "shadows": {
             "n_shadows": config.attack.shadows,
@@ -208,7 +243,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         scores = all_canary_scores(outcome.canary_release, outcome.canary_shadows, canaries, config.attack.tol)
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
         results["canaries"] = canary_results(canaries, scores, outcome.canary_release, bound_delta,
-                                             config.attack.alpha)
+                                             config.attack.alpha, "mechanism" if observe else "release")
         timings["canary_scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
@@ -254,6 +289,8 @@ def summary_table(results: dict[str, Any]) -> str:
         lines.append(f"  warning from a Ray worker: {message}")
     if "test_under_noise" in target:
         lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
+    if "test_bug" in target:
+        lines.append(f"  TEST MECHANISM: bug {target['test_bug']!r} planted, claim unchanged; never release it")
     t = results["timings_s"]
     parts = [f"{label} {t[key]:.1f} s" for key, label in
              (("fit_wall", "fits and their statistics"), ("statistics", "statistics of reloaded models"),

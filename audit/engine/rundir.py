@@ -32,7 +32,7 @@ from topicaudit.engine.config import Config, to_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.synthetic import synthetic_corpus
-from topicaudit.targets.base import Release
+from topicaudit.targets.base import Release, Transcript
 
 RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
 USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"    # audit.json of `topicaudit audit`
@@ -186,6 +186,8 @@ class RunDirectory:
         """One model file; the learner's ``info`` (if any) as a JSON string array ``info``;
         ``node``: the id of the Ray node that fitted it."""
         extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
+        if release.transcript is not None:
+            extra.update(transcript_arrays(release.transcript))
         if node:
             extra["node"] = np.str_(node)
         atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
@@ -203,7 +205,8 @@ class RunDirectory:
                     raise UserError(f"{path} was made by a different configuration; delete it to refit")
                 # Files written before learners could report info have no "info" entry.
                 info = json.loads(str(z["info"])) if "info" in z.files else {}
-                return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info),
+                return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
+                                transcript=transcript_from_arrays(z)),
                         float(z["fit_seconds"]))
         except UNREADABLE_NPZ as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
@@ -252,3 +255,21 @@ class RunDirectory:
 
     def save_results(self, results: dict[str, Any]) -> None:
         atomic_write_text(self.path / "results.json", json.dumps(results, indent=2) + "\n")
+
+
+def transcript_arrays(transcript: Transcript) -> dict[str, np.ndarray]:
+    """A mechanism transcript as model-file entries (``transcript.*``), JSON for its parameters."""
+    return {"transcript.kind": np.str_(transcript.kind),
+            "transcript.columns": np.asarray(transcript.columns, dtype=np.int64),
+            "transcript.parameters": np.str_(json.dumps(transcript.parameters, sort_keys=True)),
+            **{f"transcript.array.{name}": values for name, values in transcript.arrays.items()}}
+
+
+def transcript_from_arrays(z) -> Transcript | None:
+    """The transcript stored by ``transcript_arrays`` in an open model file; None when it has none."""
+    if "transcript.kind" not in z.files:
+        return None
+    prefix = "transcript.array."
+    return Transcript(str(z["transcript.kind"]), z["transcript.columns"],
+                      {name[len(prefix):]: z[name] for name in z.files if name.startswith(prefix)},
+                      json.loads(str(z["transcript.parameters"])))

@@ -30,11 +30,16 @@ def recorded_warnings():
 
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
-                vocabulary: np.ndarray | None) -> tuple[Release, float, str, list[str]]:
-    """The release, its fit seconds, the id of the Ray node that fitted it ("" outside Ray) and its warnings."""
+                vocabulary: np.ndarray | None, observe: np.ndarray | None = None
+                ) -> tuple[Release, float, str, list[str]]:
+    """The release, its fit seconds, the id of the Ray node that fitted it ("" outside Ray) and its warnings.
+
+    observe: corpus columns whose mechanism outputs the release's transcript records (canary audits).
+    """
     start = time.perf_counter()
     with recorded_warnings() as messages:
-        release = target.fit(X[rows], seed, vocabulary)
+        release = target.fit(X[rows], seed, vocabulary, observe) if observe is not None \
+            else target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
     return release, time.perf_counter() - start, node, messages

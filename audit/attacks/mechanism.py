@@ -1,0 +1,179 @@
+"""Canary scores on what a DP mechanism released: the likelihood ratio of the claimed mechanism.
+
+A DP claim covers every output of its mechanism (each noisy step of DP-SVI,
+the local reports of LP-LDA and LPPF, DP-CGS's noisy counts), and the final Φ
+is only a blurred function of them; an audit that scores the outputs
+themselves, by the log-likelihood ratio of "the canary trained" against "it
+did not" under the mechanism the claim describes, is as strong as a test of
+that mechanism can be (Neyman–Pearson). The scores read only the transcript
+and public constants, never the coins, so every one-run bound stays valid.
+
+One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
+
+``randomized-response``  a word canary's presence bit in its host's report:
+                         ±ε_b (bit 1 / bit 0).
+``geometric-counts``     a word canary's count in its host's noisy report y:
+                         a·(|y| − |y − 1|), a = ln(1/α): +a for y ≥ 1, −a for y ≤ 0.
+``laplace-counts``       the canary word's noisy column (k topics) with L tokens
+                         (the claimed cap) in one unknown topic:
+                         log mean_t exp((|y_t| − |y_t − L|)/b).
+``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
+                         contribution v_t is its E-step under that step's
+                         E[log β], clipped as claimed; the step is
+                         log(1 − q + q·exp((⟨y_t, v_t⟩ − ‖v_t‖²/2)/σ²)),
+                         summed over steps.
+
+Paired canaries (replace-one claims) score heads-word minus tails-word. A
+canary whose column the transcript lacks (a vocabulary step dropped it)
+scores 0: no evidence either way.
+
+``simulate_scores`` draws the same scores from the claimed mechanism with its
+privacy loss multiplied by a factor, for the verdict's power estimate.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import digamma, logsumexp
+
+from topicaudit.attacks.canaries import CanarySet
+from topicaudit.targets.base import Transcript
+
+KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "subsampled-gaussian-steps")
+# The E-step of a one-word document converges in a few passes; these bound the loop.
+_E_STEP_PASSES = 100
+_E_STEP_TOL = 1e-3
+
+
+def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
+    """Each canary's log-likelihood ratio (heads against tails) under the claimed mechanism; (m,) float64."""
+    if transcript.kind not in KINDS:
+        raise ValueError(f"no scorer for transcript kind {transcript.kind!r}; known: {', '.join(KINDS)}")
+    scores = _column_scores(transcript, canaries, canaries.words)
+    if canaries.alternate_words is not None:
+        scores = scores - _column_scores(transcript, canaries, canaries.alternate_words)
+    return scores
+
+
+def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarray) -> np.ndarray:
+    """The log-likelihood ratio of each canary word's column having trained (0 where it was not observed)."""
+    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
+    at = np.array([position.get(int(w), -1) for w in words], dtype=np.int64)
+    seen = at >= 0
+    out = np.zeros(words.size)
+    if not seen.any():
+        return out
+    p, a = transcript.parameters, transcript.arrays
+    if transcript.kind in ("randomized-response", "geometric-counts"):
+        if canaries.kind != "word":
+            raise ValueError(f"{transcript.kind} transcripts score word canaries (one word in a host's report)")
+        reports = np.asarray(a["reports"])[canaries.hosts[seen], at[seen]]
+        if transcript.kind == "randomized-response":
+            q = float(p["keep_probability"])
+            out[seen] = np.where(reports, 1.0, -1.0) * math.log(q / (1.0 - q))
+        else:
+            loss = math.log(1.0 / float(p["alpha"]))
+            out[seen] = np.where(reports >= 1, loss, -loss)
+        return out
+    tokens = min(canaries.length, int(p["document_tokens"]))
+    if transcript.kind == "laplace-counts":
+        y = np.asarray(a["noisy_counts"], dtype=np.float64)[:, at[seen]]          # (k, seen)
+        out[seen] = laplace_column_llr(y, tokens, float(p["scale"]))
+        return out
+    y = np.asarray(a["noisy_sums"], dtype=np.float64)[:, :, at[seen]]             # (T, k, seen)
+    elog_beta = np.asarray(a["expected_log_beta"], dtype=np.float64)[:, :, at[seen]]
+    v = one_word_contribution(elog_beta, tokens, float(p["doc_topic_prior"]), p.get("clip_norm"))
+    out[seen] = subsampled_gaussian_llr(y, v, float(p["noise_std"]), float(p["sampling_rate"]))
+    return out
+
+
+def laplace_column_llr(y: np.ndarray, tokens: int, scale: float) -> np.ndarray:
+    """log mean_t exp((|y_t| − |y_t − L|)/b) over the k rows of y (k × canaries)."""
+    ratio = (np.abs(y) - np.abs(y - tokens)) / scale
+    return logsumexp(ratio, axis=0) - math.log(y.shape[0])
+
+
+def one_word_contribution(elog_beta: np.ndarray, tokens: int, doc_topic_prior: float,
+                          clip_norm: float | None) -> np.ndarray:
+    """x = N·φ, a document of N copies of one word under E[log β] (… × k × canaries, k on axis −2), clipped.
+
+    The variational E-step restricted to that document: φ_t ∝ exp(E[log θ_t] +
+    E[log β_tw]), γ = α + N·φ, iterated to the learner's tolerance.
+    """
+    gamma = np.ones_like(elog_beta)
+    for _ in range(_E_STEP_PASSES):
+        elog_theta = digamma(gamma) - digamma(gamma.sum(axis=-2, keepdims=True))
+        logits = elog_theta + elog_beta
+        phi = np.exp(logits - logits.max(axis=-2, keepdims=True))
+        phi /= phi.sum(axis=-2, keepdims=True)
+        new = doc_topic_prior + tokens * phi
+        change = np.abs(new - gamma).mean(axis=-2).max()
+        gamma = new
+        if change < _E_STEP_TOL:
+            break
+    x = tokens * phi
+    if clip_norm is not None:
+        norm = np.sqrt((x * x).sum(axis=-2, keepdims=True))
+        x = x * np.minimum(1.0, float(clip_norm) / np.maximum(norm, 1e-300))
+    return x
+
+
+def subsampled_gaussian_llr(y: np.ndarray, v: np.ndarray, sigma: float, q: float) -> np.ndarray:
+    """Σ_t log(1 − q + q·exp((⟨y_t, v_t⟩ − ‖v_t‖²/2)/σ²)) for y, v of shape (T, k, canaries)."""
+    z = ((y * v).sum(axis=1) - 0.5 * (v * v).sum(axis=1)) / sigma**2
+    out = np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
+    return out.sum(axis=0)
+
+
+# --------------------------------------------------------------------------
+# Simulation of the claimed mechanism, for power estimates
+# --------------------------------------------------------------------------
+
+
+def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
+                    rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
+    """Scores the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
+
+    The claimed mechanism with its noise divided by ``factor`` (randomised
+    response and geometric noise at factor·ε), scored as the real audit
+    scores it (by the claimed constants). Idealised where the audit meets
+    the model's own randomness: a Laplace or Gaussian canary's tokens sit in
+    one topic, and a DP-SVI step's contribution is the full N in one topic.
+    """
+    coins = np.asarray(coins, dtype=bool)
+    m = coins.size
+    if kind in ("randomized-response", "geometric-counts"):
+        if kind == "randomized-response":
+            q = float(parameters["keep_probability"])
+            loss = math.log(q / (1 - q))
+        else:
+            loss = math.log(1.0 / float(parameters["alpha"]))
+        # P(report says "present" | present) at factor·ε: e^{fε}/(1 + e^{fε}) for both kinds (the geometric
+        # count reads "present" when y ≥ 1, i.e. when its noise is ≥ 0).
+        keep = 1.0 / (1.0 + math.exp(-factor * loss))
+        says = np.where(coins, rng.random(m) < keep, rng.random(m) >= keep)
+        return np.where(says, loss, -loss)
+
+    def column(present: np.ndarray) -> np.ndarray:
+        if kind == "laplace-counts":
+            scale = float(parameters["scale"])
+            y = rng.laplace(0.0, scale / factor, (k, m))
+            y[rng.integers(0, k, m), np.arange(m)] += tokens * present
+            return laplace_column_llr(y, tokens, scale)
+        sigma, q, steps = float(parameters["noise_std"]), float(parameters["sampling_rate"]), int(parameters["steps"])
+        clip = parameters.get("clip_norm")
+        size = tokens if clip is None else min(tokens, float(clip))
+        total = np.zeros(m)
+        for _ in range(steps):   # one topic's coordinate carries the contribution; the others are noise only
+            y = rng.normal(0.0, sigma / factor, m) + size * (present & (rng.random(m) < q))
+            z = (y * size - 0.5 * size**2) / sigma**2
+            total += np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
+        return total
+
+    if kind not in KINDS:
+        raise ValueError(f"no simulator for transcript kind {kind!r}")
+    scores = column(coins)
+    if paired:
+        scores = scores - column(~coins)
+    return scores

@@ -1,0 +1,170 @@
+"""Deliberately broken DP learners, for testing an audit only: the mechanism is wrong, the claim is not.
+
+A privacy gate that passes every learner proves nothing; these learners carry
+the bugs real DP code ships with (noise a factor off, composition forgotten, a
+cap or clipping skipped, a randomiser deleted while the server still
+de-noises) and keep claiming the correct learner's guarantee, so tests and
+benchmarks can measure how often the gate catches each one. ``[target]
+test_under_noise`` and ``[target] test_bug`` select them; ``results.json``
+records the bug in the guarantee's parameters and every command that runs one
+prints a warning. Never release a model trained this way: its guarantee is
+false by construction.
+
+"Noise divided by f" for each mechanism: Laplace and Gaussian scales divided
+by f; randomised response and the geometric mechanism run at f times their ε
+(their noise has no scale to divide: running at f·ε is the same bug, a budget
+misread by a factor f).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+
+from topicaudit.targets.accounting import calibrate_noise_multiplier
+
+# A divisor this large leaves no noise worth the name (the geometric and randomised-response
+# mechanisms at 10⁶·ε keep every count and bit).
+NO_NOISE = 1e6
+
+
+def _dp_cgs(learner, factor):      # Laplace(2L/ε) on the final sweep's counts
+    learner.epsilon *= factor
+
+
+def _hdp_lda(learner, factor):     # Laplace(2/ε_l) release every iteration
+    learner.epsilon_l *= factor
+
+
+def _dp_svi(learner, factor):      # Gaussian noise of std noise_multiplier × sensitivity
+    learner.noise_multiplier_ /= factor
+
+
+def _lp_lda(learner, factor):      # randomised response at ε_b per presence bit
+    learner.epsilon, learner.p = min(learner.epsilon_per_word * factor, 700.0), None
+
+
+def _lppf(learner, factor):        # two-sided geometric noise, α = e^{−ε} per token
+    learner.alpha, learner.epsilon = max(learner.mechanism_alpha ** factor, 1e-300), None
+
+
+# Learner class name → how to divide its noise.
+NOISE_KNOBS = {
+    "ZhuDPCollapsedGibbsLDA": _dp_cgs,
+    "ZhaoHDPLDA": _hdp_lda,
+    "DPStochasticVariationalLDA": _dp_svi,
+    "LocallyPrivateLDA": _lp_lda,
+    "LocallyPrivatePoissonFactorization": _lppf,
+    "NaiveLocallyPrivatePoissonFactorization": _lppf,
+}
+
+
+def _composition_forgotten(learner):
+    """DP-SVI's noise multiplier calibrated for one step while every step runs."""
+    eps = learner.spent_.epsilon
+    learner.noise_multiplier_ = calibrate_noise_multiplier(eps, learner.delta, learner.sampling_rate, 1,
+                                                           learner.accountant)
+
+
+def _steps_20x(learner):
+    """DP-SVI running 20× the steps its accountant saw, with the same noise."""
+    learner.n_iter *= 20
+
+
+def _cap_skipped(learner):
+    """The per-document token cap not applied; the noise stays what the claimed cap calibrated."""
+    if type(learner).__name__ == "ZhuDPCollapsedGibbsLDA":
+        scale = learner.noise_scale
+        learner.max_doc_length = 10**9
+        learner.epsilon = 2.0 * learner.max_doc_length / scale  # same Laplace scale 2L/ε
+    else:
+        std = learner.noise_std
+        learner.max_doc_tokens = 10**9
+        learner.noise_multiplier_ = std / learner.sensitivity
+
+
+def _clipping_skipped(learner):
+    """DP-SVI with clip_norm set but clipping skipped: the noise is calibrated to C, contributions are not."""
+    if learner.clip_norm is None:
+        raise ValueError("clipping-skipped needs a learner with clip_norm set")
+    std = learner.noise_std
+    learner.clip_norm = None
+    learner.noise_multiplier_ = std / learner.sensitivity
+
+
+def _randomiser_dropped(learner):
+    """The local randomiser deleted while the server still de-noises as if it ran."""
+    if type(learner).__name__ == "LocallyPrivateLDA":
+        learner.randomiser_keep_probability = 1.0
+    else:
+        learner.randomiser_dropped = True
+
+
+# Bug name → (the learners it applies to, how to plant it).
+BUGS = {
+    "no-noise": (tuple(NOISE_KNOBS), lambda learner: NOISE_KNOBS[type(learner).__name__](learner, NO_NOISE)),
+    "noise-halved": (tuple(NOISE_KNOBS), lambda learner: NOISE_KNOBS[type(learner).__name__](learner, 2.0)),
+    "composition-forgotten": (("DPStochasticVariationalLDA",), _composition_forgotten),
+    "steps-20x": (("DPStochasticVariationalLDA",), _steps_20x),
+    "cap-skipped": (("DPStochasticVariationalLDA", "ZhuDPCollapsedGibbsLDA"), _cap_skipped),
+    "clipping-skipped": (("DPStochasticVariationalLDA",), _clipping_skipped),
+    "randomiser-dropped": (("LocallyPrivateLDA", "LocallyPrivatePoissonFactorization",
+                            "NaiveLocallyPrivatePoissonFactorization"), _randomiser_dropped),
+}
+
+
+class BrokenLearner:
+    """A learner whose mechanism carries a planted bug while it claims the correct learner's guarantee."""
+
+    def __init__(self, learner, bug: str, factor: float | None = None):
+        name = type(learner).__name__
+        self.claimed = learner
+        self.mechanism = copy.copy(learner)
+        if factor is not None:
+            if name not in NOISE_KNOBS:
+                raise ValueError(f"{name} has no privacy noise to divide; test_under_noise applies to "
+                                 f"the DP learners only")
+            if not (factor >= 1 and math.isfinite(factor)):
+                raise ValueError(f"the noise divisor must be a finite number ≥ 1, got {factor!r}")
+            NOISE_KNOBS[name](self.mechanism, float(factor))
+        else:
+            if bug not in BUGS:
+                raise ValueError(f"unknown bug {bug!r}; known: {', '.join(BUGS)}")
+            applies, plant = BUGS[bug]
+            if name not in applies:
+                raise ValueError(f"the bug {bug!r} does not apply to {name}")
+            plant(self.mechanism)
+        self.bug = bug
+        self.factor = factor
+        self.k = learner.k
+
+    def __getattr__(self, name):
+        # Settings the engine reads (document caps, k) are the claimed learner's.
+        if name.startswith("__") or "claimed" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["claimed"], name)
+
+    @property
+    def records_transcript(self) -> bool:
+        return hasattr(self.mechanism, "fit_observed")
+
+    def fit(self, X, seed: int):
+        return self.mechanism.fit(X, seed)
+
+    def fit_observed(self, X, seed: int, columns):
+        """The buggy mechanism's outputs, described by the claimed mechanism's constants (as its code would)."""
+        phi, transcript = self.mechanism.fit_observed(X, seed, columns)
+        return phi, dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
+
+    def guarantee(self):
+        g = self.claimed.guarantee()
+        planted = {"test_under_noise": self.factor} if self.factor is not None else {"test_bug": self.bug}
+        return dataclasses.replace(g, parameters={**g.parameters, **planted})
+
+    def __repr__(self) -> str:
+        return f"BrokenLearner({self.claimed!r}, bug={self.bug!r})"
+
+
+def under_noised(learner, factor: float) -> BrokenLearner:
+    """The learner with its noise divided by ``factor`` and its claim unchanged."""
+    return BrokenLearner(learner, f"noise divided by {factor:g}", factor=factor)
