@@ -29,9 +29,10 @@ import dp_accounting
 from dp_accounting import dp_event, pld
 from dp_accounting.pld import privacy_loss_distribution as PLD
 from dp_accounting.pld.common import DifferentialPrivacyParameters
+import numpy as np
 
 from topicaudit.targets.events import EpsilonDeltaDpEvent
-from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Guarantee, weakest_basis
+from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, weakest_basis
 
 _RELATION = dp_accounting.NeighboringRelation
 # How dp-accounting should read each adjacency's neighbours. Word-level claims
@@ -46,6 +47,8 @@ NEIGHBORING_RELATIONS = {
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
 
 BASIC = "basic composition (ε and δ add)"
+# Coarser for a privacy profile: 10× faster, and the pessimistic discretisation keeps every δ an upper bound.
+PROFILE_DISCRETIZATION_INTERVAL = 1e-3
 
 
 class PLDAccountant(pld.PLDAccountant):
@@ -130,3 +133,25 @@ def _pld_epsilon(spending, event, adjacency, delta) -> tuple[float | None, str |
         return None, f"the PLD accountant does not support these events under {relation.name}"
     accountant.compose(event)
     return float(accountant.get_epsilon(delta)), None
+
+
+def privacy_profile(guarantee: Guarantee, points: int = 48) -> tuple[np.ndarray, np.ndarray] | None:
+    """(ε_i, δ(ε_i)) pairs the guarantee's mechanism satisfies, by the PLD accountant; None without one.
+
+    The pairs describe the claimed mechanism's whole trade-off curve, not just
+    its headline (ε, δ), so an audit can test the mechanism itself. Only
+    Gaussian mechanisms get one (their curve is what the (ε, δ) family misses
+    most); the discretisation is the accountant's pessimistic one, so each δ
+    is an upper bound and the profile errs on the claim's side.
+    """
+    event = guarantee.event
+    if event is None or guarantee.adjacency is None or guarantee.basis is not Basis.THEOREM \
+            or "GaussianDpEvent" not in repr(event):
+        return None
+    accountant = PLDAccountant(NEIGHBORING_RELATIONS[guarantee.adjacency], PROFILE_DISCRETIZATION_INTERVAL)
+    if not accountant.supports(event):
+        return None
+    accountant.compose(event)
+    epsilons = np.linspace(0.0, 4.0 * guarantee.epsilon, points)
+    deltas = np.array([accountant.get_delta(float(e)) for e in epsilons])
+    return np.append(epsilons, guarantee.epsilon), np.append(deltas, guarantee.delta)

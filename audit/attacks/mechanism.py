@@ -143,6 +143,7 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
     """
     coins = np.asarray(coins, dtype=bool)
     m = coins.size
+    tokens = min(tokens, int(parameters.get("document_tokens", tokens)))  # a correct learner caps the canary
     if kind in ("randomized-response", "geometric-counts"):
         if kind == "randomized-response":
             q = float(parameters["keep_probability"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 
 from topicaudit.bounds.epsilon import (
     EpsilonBound,
@@ -121,6 +122,88 @@ def _excess_mass(m, k, c, tau, family, param, delta):
         if r + h > cap:
             break
     return (r + h) / cap - 1.0
+
+
+@numba.njit(cache=True)
+def _excess_mass_profile(m, k, c, tau, epsilons, deltas, scale):
+    """``_excess_mass`` for a curve given as the (ε_i, δ_i) pairs it satisfies, every ε_i multiplied by scale.
+
+    f̄ = min_i f̄_{ε_i, δ_i}, so f̄⁻¹(r) is the largest of the pairs' inverses.
+    A finite set of the pairs a mechanism satisfies bounds its curve from the
+    safe side: fewer constraints only make an outcome easier to explain.
+    """
+    cap = k / m
+    r = tau * c / m
+    h = tau * (k - c) / m
+    for i in range(c - 1, -1, -1):
+        need = 0.0
+        for j in range(epsilons.shape[0]):
+            e = scale * epsilons[j]
+            d = deltas[j]
+            need = max(need, (r - d) * math.exp(-e), 1.0 - d - math.exp(e) * (1.0 - r))
+        if need <= h:
+            break
+        r += i / (k - i) * (need - h)
+        h = need
+        if r + h > cap:
+            break
+    return (r + h) / cap - 1.0
+
+
+def profile_one_run_bound(m, r, v, alpha, epsilons, deltas) -> float:
+    """The largest s such that the curve of pairs (s·ε_i, δ_i) is refuted by r guesses with v right; 0 if none.
+
+    s ≥ 1 refutes the claimed curve itself (s = 1). Bisection to 1e-7 keeps the
+    lower end refuted, as ``fdp_one_run_bound`` does.
+    """
+    _check_counts(m, r, v)
+    eps = np.ascontiguousarray(epsilons, dtype=np.float64)
+    dels = np.ascontiguousarray(deltas, dtype=np.float64)
+
+    def rejects(s):
+        return v > 0 and _excess_mass_profile(int(m), int(r), int(v), float(alpha), eps, dels, float(s)) > 0.0
+
+    if not rejects(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejects(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e4:
+            return math.inf
+    while hi - lo > _PARAM_TOL * max(1.0, lo):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if rejects(mid) else (lo, mid)
+    return float(lo)
+
+
+def eps_lb_profile_one_run(scores, labels, profile, claimed_epsilon, alpha=0.05, *, k_plus=None, k_minus=None,
+                           m=None, seed=0) -> EpsilonBound:
+    """The claimed mechanism's own trade-off curve tested by the one-run experiment (f-DP analysis).
+
+    profile: (ε_i, δ_i) pairs the claimed mechanism satisfies (its privacy-loss
+    profile, e.g. from the PLD accountant). The family scales every ε_i by s;
+    the bound is s_LB·ε_claim, so it exceeds the claimed ε exactly when the
+    claimed curve itself is refuted. Valid only for a release whose mechanism
+    is the claimed one (or dominated by it): a refutation says the mechanism
+    is not the one claimed, not that every (ε, δ) reading of it fails.
+    Method name "fdp-one-run-curve".
+    """
+    epsilons, deltas = (np.asarray(x, dtype=np.float64) for x in profile)
+    m, results, a = one_run_guesses(scores, labels, 0.0, alpha, k_plus, k_minus, m, seed)
+    if isinstance(results, str):
+        return EpsilonBound(0.0, "fdp-one-run-curve", 1.0 - alpha, 0.0, {"m": m, "reason": results})
+    best, best_i = 0.0, 0
+    for i, (_, _, r, v) in enumerate(results):
+        if v * 2 <= r:
+            continue
+        b = profile_one_run_bound(m, r, v, a, epsilons, deltas)
+        if b > best:
+            best, best_i = b, i
+    details = {**one_run_details(m, results, best_i, a, seed), "curve_scale_lb": best,
+               "assumes": "the release's mechanism is the claimed one (its privacy-loss profile)",
+               "profile_points": int(epsilons.size)}
+    return EpsilonBound(best * float(claimed_epsilon), "fdp-one-run-curve", 1.0 - alpha,
+                        float(deltas.min()) if deltas.size else 0.0, details)
 
 
 def _rejects(m, r, v, alpha, family, param, delta) -> bool:

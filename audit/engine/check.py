@@ -16,33 +16,59 @@ any outcome of its coins could have proven.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
+from scipy import stats
 
+from topicaudit.attacks.mechanism import simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, check_level
-from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
+from topicaudit.bounds.one_run import eps_lb_profile_one_run
+from topicaudit.bounds.verdict import (
+    THREAT_MODELS,
+    VALID_BOUNDS,
+    bound_ceiling,
+    bound_tests,
+    canary_verdict_scores,
+    guess_family,
+)
 from topicaudit.engine.config import Config, config_from_dict, load_config
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
+from topicaudit.targets.composition import privacy_profile
+from topicaudit.targets.events import guarantee_from_json
 from topicaudit.targets.guarantee import adjacency_of
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
 NATURAL_METHODS = ("one-run",)
+# The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
+CURVE = "fdp-one-run-curve"
+# Simulated audits per power estimate, and their seed (the estimate is reproducible).
+POWER_REPLICATES = 20
+POWER_SEED = 20240613
 
 
 
 @dataclass(frozen=True)
 class CheckResult:
+    """The verdict on one claim: every test's bound, what the tests observed, and how strong they were.
+
+    ``violated`` is the verdict; ``no_signal`` says the scores did not separate
+    the candidates at all (then CONSISTENT would overstate what was tested);
+    ``power`` is the simulated chance that this design refutes a mechanism
+    2× and 10× less private than claimed (mechanism audits only).
+    """
+
     run_dir: Path
     claimed_epsilon: float
     delta: float
@@ -50,6 +76,9 @@ class CheckResult:
     bounds: dict[str, EpsilonBound]  # test ("natural/lira_online:one-run", "canaries/zeta:one-run") → bound
     ceiling: float = math.inf        # the largest ε any outcome of these tests could prove
     adjacency: str = "document"      # the claim's adjacency, which chose the tests
+    observed: dict[str, str] = field(default_factory=dict)  # test prefix → what its scores observed
+    no_signal: bool = False
+    power: dict[str, float] | None = None  # "2x" / "10x" → share of simulated audits that refute
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -63,16 +92,41 @@ class CheckResult:
     def violated(self) -> bool:
         return self.epsilon_lower_bound > self.claimed_epsilon
 
+    @property
+    def verdict(self) -> str:
+        """VIOLATED, NO SIGNAL or CONSISTENT."""
+        return "VIOLATED" if self.violated else "NO SIGNAL" if self.no_signal else "CONSISTENT"
+
+    @property
+    def threat_model(self) -> str:
+        """What the strongest test observed, in words."""
+        return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
+
     def message(self) -> str:
         level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
+        observed = f"observed: {self.threat_model}"
         if self.violated:
+            best = self.bounds[self.strongest_attack]
+            if best.method == "fdp-one-run-curve":
+                return (f"VIOLATED: {self.strongest_attack} refutes the claimed mechanism's own trade-off curve "
+                        f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
+                        f"one; {level}); this refutes the mechanism the claim describes, not every (ε, δ) reading "
+                        f"of it; {observed} [{self.run_dir}]")
             return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
-                    f"> claimed ε = {self.claimed_epsilon:g} [{self.run_dir}]")
-        reach = (f"this audit could refute claims up to ε = {self.ceiling:.2f}" if self.ceiling > self.claimed_epsilon
-                 else f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
-                      "add canaries, --canaries M)")
+                    f"> claimed ε = {self.claimed_epsilon:g}; {observed} [{self.run_dir}]")
+        if self.no_signal:
+            return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
+                    f"cannot refute any claim; {observed} [{self.run_dir}]")
+        if self.power is not None:
+            reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
+                     f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
+        elif self.ceiling > self.claimed_epsilon:
+            reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
+        else:
+            reach = (f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
+                     "add canaries, --canaries M)")
         return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {reach} [{self.run_dir}]")
+                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach} [{self.run_dir}]")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,13 +140,19 @@ class CheckResult:
             "strongest_attack": self.strongest_attack,
             "ceiling": self.ceiling,
             "violated": self.violated,
+            "verdict": self.verdict,
+            "no_signal": self.no_signal,
+            "observed": self.observed,
+            "threat_model": self.threat_model,
+            "power": self.power,
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
     def to_junit(self) -> str:
         """One test case per run, failed when the claim is violated (any CI renders this)."""
         failure = (f'<failure message={quoteattr(self.message())} type="PrivacyClaimViolated">'
-                   f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else ""
+                   f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else (
+            f"<skipped message={quoteattr(self.message())}/>" if self.no_signal else "")
         name = quoteattr(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})")
         return ('<?xml version="1.0" encoding="utf-8"?>\n'
                 f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
@@ -167,9 +227,20 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     check_level(alpha, delta, "--alpha", "--delta")
 
     # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
-    sources = []
+    sources, observed, mechanism = [], {}, None
     if canaries is not None and word_canaries == word_claim:
-        sources.append(("canaries/", canaries[0], canaries[1], tuple(VALID_BOUNDS), guess_family))
+        recorded_canaries = results.get("canaries", {})
+        observe = recorded_canaries.get("observe", "release")
+        methods = tuple(VALID_BOUNDS)
+        mechanism = recorded_canaries.get("mechanism") if observe == "mechanism" else None
+        profile = None
+        if mechanism is not None and epsilon == guarantee["epsilon"]:
+            profile = privacy_profile(guarantee_from_json(guarantee))
+            if profile is not None:
+                methods += (CURVE,)
+        sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
+                        guess_family))
+        observed["canaries/"] = f"canaries on {THREAT_MODELS[observe]}"
     if scores_path.exists() and not word_claim:
         natural = _load_arrays(scores_path)
         if "is_member" not in natural:
@@ -184,22 +255,85 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
             raise UserError(f"{scores_path} holds no attack scores; rerun the audit")
         sources.append(("natural/", {a: natural[a] for a in chosen}, natural["is_member"],
                         NATURAL_METHODS, None))
+        observed["natural/"] = f"natural documents on {THREAT_MODELS['release']}"
     if not sources:
         raise UserError(f"{run_dir} has only word canaries, which test word-level claims; the target claims "
                         f"{guarantee.get('adjacency') or 'nothing'}-level privacy: rerun with document canaries "
                         "([attack.canaries] kind = \"unique-word\") or shadow models")
     alpha_each = alpha / sum(len(scores) * len(methods) for _, scores, _, methods, _ in sources)
-    bounds, ceiling = {}, 0.0
+    bounds, ceiling, signal = {}, 0.0, False
     for prefix, scores, labels, methods, family in sources:
         if labels.all() or not labels.any():
             continue  # one class only: these coins prove nothing
-        tests = bound_tests(scores, labels, delta, alpha_each, methods, family)
+        valid = [m for m in methods if m != CURVE]
+        tests = bound_tests(scores, labels, delta, alpha_each, valid, family)
+        if CURVE in methods:
+            tests.update(curve_tests(scores, labels, profile, float(epsilon), alpha_each, family))
         bounds.update({prefix + name: b for name, b in tests.items()})
-        ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, methods, family))
+        ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, valid, family))
+        signal = signal or any(separates(values, labels, alpha) for values in scores.values())
     if not bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
-    return CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,
-                       "word" if word_claim else "document")
+    power = None
+    if mechanism is not None:
+        labels = sources[0][2]
+        power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, profile)
+    result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,
+                         "word" if word_claim else "document", observed, False, power)
+    # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
+    # mechanism says what this design can catch (a correct mechanism audited well is often at chance).
+    tied = all(np.all(v == v[0]) for _, scores, _, _, _ in sources for v in scores.values())
+    no_signal = not result.violated and (tied or (not signal and power is None))
+    return dataclasses.replace(result, no_signal=no_signal)
+
+
+def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:
+    """Whether the scores rank members above non-members better than chance (one-sided rank test at α).
+
+    Tied scores never do; an audit whose every test fails this has no
+    signal, and its verdict must not read as a test that could have refuted.
+    """
+    scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf)
+    if np.all(scores == scores[0]) or labels.all() or not labels.any():
+        return False
+    return bool(stats.mannwhitneyu(scores[labels], scores[~labels], alternative="greater").pvalue < alpha)
+
+
+def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, claimed_epsilon: float,
+                alpha_each: float, family) -> dict[str, EpsilonBound]:
+    """The f-DP one-run test of the claimed mechanism's own trade-off curve, for each score."""
+    out = {}
+    for name, values in scores.items():
+        k_plus, k_minus = family(values)
+        out[f"{name}:{CURVE}"] = eps_lb_profile_one_run(values, labels, profile, claimed_epsilon, alpha_each,
+                                                        k_plus=k_plus, k_minus=k_minus)
+    return out
+
+
+def simulated_power(mechanism: dict, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
+                    profile, replicates: int = POWER_REPLICATES) -> dict[str, float]:
+    """The share of simulated audits of this design that refute a mechanism 2× and 10× less private.
+
+    The claimed mechanism is simulated with its privacy loss multiplied by the
+    factor, scored and bounded exactly as the audit was (same coins' count,
+    same tests at the same α); a refutation is a bound above the claimed ε.
+    """
+    rng = np.random.default_rng(POWER_SEED)
+    out = {}
+    for factor in (2.0, 10.0):
+        hits = 0
+        for _ in range(replicates):
+            coins = rng.random(labels.size) < 0.5
+            scores = {"mechanism": simulate_scores(mechanism["kind"], mechanism["parameters"], coins,
+                                                   int(mechanism["tokens"]), factor, rng,
+                                                   paired=bool(mechanism["paired"]), k=int(mechanism["topics"]))}
+            tests = bound_tests(scores, coins, delta, alpha_each)
+            if profile is not None:
+                tests.update(curve_tests(scores, coins, profile, epsilon, alpha_each, guess_family))
+            hits += max(b.epsilon for b in tests.values()) > epsilon
+        out[f"{factor:g}x"] = hits / replicates
+    out["replicates"] = replicates
+    return out
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:

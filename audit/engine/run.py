@@ -91,10 +91,15 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     tested = canary_verdict_scores(scores, observe)
     share = alpha / (len(tested) * len(VALID_BOUNDS))
     bounds = bound_tests(tested, coins, delta, share) if 0 < coins.sum() < coins.size else {}
+    transcript = release.transcript
     return {
         "observe": observe,
         "threat_model": THREAT_MODELS[observe],
         "paired": canaries.kind == "paired",
+        # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
+        **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
+                          "topics": int(release.phi.shape[0]), "paired": canaries.kind == "paired"}}
+           if observe == "mechanism" and transcript is not None else {}),
         "kind": canaries.kind,
         "count": canaries.count,
         "length": canaries.length,

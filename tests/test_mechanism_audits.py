@@ -1,0 +1,245 @@
+"""Mechanism audits: transcripts are what the model consumed, scores match hand computation, paired
+canaries, the claimed curve's bound, "no signal", and the gate's verdict on correct and buggy learners."""
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import digamma
+
+from topicaudit.attacks.canaries import make_canaries
+from topicaudit.attacks.mechanism import (
+    laplace_column_llr,
+    mechanism_scores,
+    one_word_contribution,
+    simulate_scores,
+    subsampled_gaussian_llr,
+)
+from topicaudit.bounds.one_run import eps_lb_fdp_one_run, eps_lb_profile_one_run
+from topicaudit.cli.main import main
+from topicaudit.engine.check import check_run
+from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.run import run_audit
+from topicaudit.targets import build_target
+from topicaudit.targets.base import Transcript
+from topicaudit.targets.bug_variants import BUGS, BrokenLearner
+from topicaudit.targets.cgs import run_cgs
+from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
+from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
+from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts
+from topicaudit.targets.poisson_factorization import LocallyPrivatePoissonFactorization, _streams, lppf_samples
+from topicaudit.targets.poisson_factorization import _released_phi
+
+SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
+
+
+def _counts(seed=0, n_docs=60, n_words=40):
+    rng = np.random.default_rng(seed)
+    X = rng.poisson(0.4, (n_docs, n_words)).astype(float)
+    X[np.arange(n_docs), rng.integers(0, n_words, n_docs)] += 1.0  # no empty document
+    return sp.csr_matrix(X)
+
+
+# -- the transcript is what the model consumed ----------------------------------------------------
+def test_dp_svi_records_the_very_noisy_sums_and_expectations_its_updates_used():
+    X = _counts()
+    learner = DPStochasticVariationalLDA(3, epsilon=2.0, n_iter=6, sampling_rate=0.5)
+    columns = np.arange(X.shape[1])
+    phi, transcript = learner.fit_observed(X, 11, columns)
+    y, elog = transcript.arrays["noisy_sums"].astype(np.float64), transcript.arrays["expected_log_beta"]
+    # Replay the stochastic M-step from the data-independent start using only the recorded sums.
+    lam = np.random.default_rng(11).gamma(100.0, 1.0 / 100.0, (3, X.shape[1]))
+    for t in range(1, 7):
+        assert np.allclose(elog[t - 1], digamma(lam) - digamma(lam.sum(axis=1))[:, None], atol=1e-5)
+        rho = (learner.tau0 + t) ** (-learner.kappa)
+        lam = (1 - rho) * lam + rho * (1.0 / 3 + np.maximum(y[t - 1], 0.0) / 0.5)
+    assert np.allclose(lam / lam.sum(axis=1, keepdims=True), phi, rtol=1e-4)
+    assert np.array_equal(phi, learner.fit(X, 11))  # observing does not change the model
+
+
+def test_lp_lda_records_the_reports_the_server_reconstructed_from():
+    X = _counts()
+    learner = LocallyPrivateLDA(3, epsilon=1.0, n_iter=5)
+    columns = np.array([2, 5, 17])
+    randomize, server, _ = np.random.SeedSequence(4).spawn(3)
+    recon = learner.privatize_and_reconstruct(X, np.random.default_rng(randomize), np.random.default_rng(server),
+                                              columns)
+    reports = learner.received_
+    target = np.clip(np.rint(estimate_counts(reports.sum(axis=0), X.shape[0], learner.keep_probability)), 0,
+                     X.shape[0])
+    assert np.array_equal(np.asarray(recon[:, columns].sum(axis=0)).ravel(), target)
+    phi, transcript = learner.fit_observed(X, 4, columns)
+    assert np.array_equal(transcript.arrays["reports"], reports) and np.array_equal(phi, learner.fit(X, 4))
+
+
+def test_lppf_records_the_noisy_counts_its_sampler_saw():
+    X = _counts()
+    learner = LocallyPrivatePoissonFactorization(3, epsilon=1.0, n_iter=4)
+    phi, transcript = learner.fit_observed(X, 9, np.arange(X.shape[1]))
+    _, rng = _streams(9)
+    samples = lppf_samples(transcript.arrays["reports"], learner.mechanism_alpha, 3, rng, 4, learner.a0, learner.b0)
+    assert np.array_equal(_released_phi(samples, 4, 1), phi)
+
+
+def test_dp_cgs_records_the_noisy_counts_phi_is_made_of():
+    X = _counts()
+    learner = ZhuDPCollapsedGibbsLDA(3, epsilon=1.0, n_iter=5)
+    phi, transcript = learner.fit_observed(X, 2, np.array([3, 8]))
+    weights = np.maximum(transcript.arrays["noisy_counts"], 0) + learner.beta
+    assert np.allclose(phi[:, 3] / phi[:, 8], weights[:, 0] / weights[:, 1], rtol=1e-5)
+
+
+# -- scores against hand computation ----------------------------------------------------------------
+def _word_canaries(hosts, n_words=10):
+    c = make_canaries(_counts(n_docs=20, n_words=n_words), len(hosts), "word", 1, seed=0)
+    object.__setattr__(c, "hosts", np.asarray(hosts, dtype=np.int64))
+    return c
+
+
+def test_randomized_response_and_geometric_scores_are_the_likelihood_ratio_of_the_host_report():
+    c = _word_canaries([0, 3, 5])
+    reports = np.zeros((20, 3), dtype=bool)
+    reports[0, 0] = reports[5, 2] = True
+    reports[3, 0] = True  # another user's bit in canary 0's column: no evidence about canary 0
+    rr = Transcript("randomized-response", c.words, {"reports": reports}, {"keep_probability": 0.75})
+    assert np.allclose(mechanism_scores(rr, c), [math.log(3), -math.log(3), math.log(3)])
+    counts = np.zeros((20, 3), dtype=np.int64)
+    counts[0, 0], counts[3, 1], counts[5, 2] = 2, 0, -1
+    geo = Transcript("geometric-counts", c.words, {"reports": counts}, {"alpha": 0.5})
+    assert np.allclose(mechanism_scores(geo, c), [math.log(2), -math.log(2), -math.log(2)])
+    # a column the transcript lacks (a vocabulary step dropped it) gives no evidence
+    partial = Transcript("geometric-counts", c.words[:2], {"reports": counts[:, :2]}, {"alpha": 0.5})
+    assert mechanism_scores(partial, c)[2] == 0.0
+
+
+def test_laplace_and_gaussian_scores_match_hand_computation():
+    y = np.array([[10.0, -3.0], [2.0, 50.0]])
+    L, b = 8, 4.0
+    by_hand = [math.log(0.5 * (math.exp((10 - 2) / b) + math.exp((2 - 6) / b))),
+               math.log(0.5 * (math.exp((3 - 11) / b) + math.exp((50 - 42) / b)))]
+    assert np.allclose(laplace_column_llr(y, L, b), by_hand)
+    y = np.array([[[1.0], [2.0]], [[-1.0], [0.5]]])     # (T=2, k=2, one canary)
+    v = np.array([[[3.0], [0.0]], [[1.0], [1.0]]])
+    sigma, q = 2.0, 0.1
+    z = [(3.0 - 4.5) / 4, (-0.5 - 1.0) / 4]
+    assert subsampled_gaussian_llr(y, v, sigma, q)[0] == pytest.approx(
+        sum(math.log(1 - q + q * math.exp(zi)) for zi in z))
+
+
+def test_a_one_word_documents_contribution_follows_its_e_step_and_the_clip():
+    elog = np.log(np.array([[0.7], [0.2], [0.1]]))[None]      # (T=1, k=3, one word)
+    x = one_word_contribution(elog, 50, 0.1, None)[0, :, 0]
+    assert x.sum() == pytest.approx(50) and np.argmax(x) == 0
+    gamma = 0.1 + x   # a fixed point of the E-step
+    phi = np.exp(digamma(gamma) - digamma(gamma.sum())) * np.exp(elog[0, :, 0])
+    assert np.allclose(x, 50 * phi / phi.sum(), atol=0.05)
+    clipped = one_word_contribution(elog, 50, 0.1, 10.0)[0, :, 0]
+    assert np.linalg.norm(clipped) == pytest.approx(10.0) and np.allclose(clipped / 10, x / np.linalg.norm(x))
+
+
+# -- paired canaries -----------------------------------------------------------------------------------
+def test_paired_canaries_train_exactly_one_document_of_each_pair():
+    X = _counts()
+    c = make_canaries(X, 30, "paired", 6, seed=1)
+    train = c.training_matrix(X)
+    fresh = train[X.shape[0]:, X.shape[1]:].toarray()
+    assert train.shape == (X.shape[0] + 30, X.shape[1] + 60)
+    heads = fresh[:, :30].sum(axis=0) > 0
+    tails = fresh[:, 30:].sum(axis=0) > 0
+    assert np.array_equal(heads, c.coins) and np.array_equal(tails, ~c.coins)
+    assert np.all(fresh.sum(axis=1) == 6)
+    assert np.array_equal(c.observed_columns, np.r_[c.words, c.alternate_words])
+    noisy = np.zeros((2, 60))
+    noisy[0, np.r_[c.words[c.coins], c.alternate_words[~c.coins]] - X.shape[1]] = 6.0
+    scores = mechanism_scores(Transcript("laplace-counts", c.observed_columns, {"noisy_counts": noisy},
+                                         {"scale": 1.0, "document_tokens": 6}), c)
+    assert np.all((scores > 0) == c.coins)  # heads word's evidence minus tails word's
+
+
+def test_replace_one_claims_get_paired_canaries_longer_than_the_cap(tmp_path):
+    results = run_audit(config_from_dict({
+        **SMALL_CORPUS, "output": str(tmp_path / "r"),
+        "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all", "params": {"epsilon": 2.0, "n_iter": 10,
+                                                                                  "max_doc_length": 8}},
+        "attack": {"shadows": 0, "canaries": {"count": 40}}}), quiet=True)
+    c = results["canaries"]
+    assert c["kind"] == "paired" and c["length"] == 32 and c["observe"] == "mechanism"
+    assert c["threat_model"].startswith("everything the mechanism releases")
+
+
+# -- bounds ---------------------------------------------------------------------------------------------
+def test_the_curve_bound_of_a_pure_profile_is_the_pure_f_dp_bound():
+    rng = np.random.default_rng(0)
+    labels = rng.random(400) < 0.5
+    scores = labels + rng.normal(0, 0.6, 400)
+    pure = eps_lb_fdp_one_run(scores, labels, 0.0, 0.05, family="pure", k_plus=[50], k_minus=[50])
+    curve = eps_lb_profile_one_run(scores, labels, ([2.0], [0.0]), 2.0, 0.05, k_plus=[50], k_minus=[50])
+    assert pure.epsilon > 0 and curve.epsilon == pytest.approx(pure.epsilon, abs=1e-5)
+
+
+def test_tied_scores_give_no_signal_and_never_a_ceiling(tmp_path, capsys):
+    run_audit(config_from_dict({**SMALL_CORPUS, "output": str(tmp_path / "t"),
+                                "target": {"learner": "lda", "k": 3, "vocabulary": "all"},
+                                "attack": {"shadows": 0, "canaries": {"count": 60}}}), quiet=True)
+    scores = dict(np.load(tmp_path / "t" / "canary_scores.npz"))
+    np.savez(tmp_path / "t" / "canary_scores.npz", **{k: (v if k == "ids" else np.zeros_like(v))
+                                                     for k, v in scores.items()})
+    assert main(["check", str(tmp_path / "t"), "--epsilon", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("NO SIGNAL") and "could refute" not in out
+    verdict = json.loads((tmp_path / "t" / "check.json").read_text())
+    assert verdict["no_signal"] and verdict["verdict"] == "NO SIGNAL"
+    assert "<skipped" in (tmp_path / "t" / "check.junit.xml").read_text()
+
+
+def test_power_simulation_scores_like_the_audit_and_grows_with_the_factor():
+    coins = np.random.default_rng(0).random(2000) < 0.5
+    params = {"keep_probability": 1 / (1 + math.exp(-1.0))}
+    auc = []
+    for factor in (1.0, 3.0):
+        s = simulate_scores("randomized-response", params, coins, 1, factor, np.random.default_rng(1))
+        assert set(np.unique(s)) <= {-1.0, 1.0}
+        auc.append(np.mean(s[coins] > 0) - np.mean(s[~coins] > 0))
+    # P(bit | in) − P(bit | out) = tanh(fε/2)
+    assert auc[0] == pytest.approx(math.tanh(0.5), abs=0.05) and auc[1] == pytest.approx(math.tanh(1.5), abs=0.05)
+
+
+# -- the gate: correct learners pass, planted bugs are caught --------------------------------------
+def _gate(tmp_path, name, learner, params, bug="", count=400, k=3):
+    run_audit(config_from_dict({
+        **SMALL_CORPUS, "output": str(tmp_path / name),
+        "target": {"learner": learner, "k": k, "vocabulary": "all", "params": params, "test_bug": bug},
+        "attack": {"shadows": 0, "canaries": {"count": count}}}), quiet=True)
+    return main(["check", str(tmp_path / name)])
+
+
+@pytest.mark.parametrize("learner, params, bugs", [
+    ("lp-lda", {"epsilon": 1.0, "n_iter": 5}, ["noise-halved", "randomiser-dropped"]),
+    ("lppf", {"epsilon": 1.0, "n_iter": 5}, ["noise-halved", "randomiser-dropped"]),
+    ("dp-cgs", {"epsilon": 3.0, "n_iter": 10, "max_doc_length": 8}, ["no-noise", "cap-skipped"]),
+    ("dp-svi", {"epsilon": 3.0, "n_iter": 100, "sampling_rate": 0.3, "max_doc_tokens": 20},
+     ["composition-forgotten", "no-noise"]),
+])
+def test_the_gate_passes_correct_learners_and_catches_planted_bugs(tmp_path, capsys, learner, params, bugs):
+    assert _gate(tmp_path, "ok", learner, params) == 0
+    for bug in bugs:
+        assert _gate(tmp_path, bug, learner, params, bug) == 1, bug
+        assert capsys.readouterr().out.splitlines()[-1].startswith("VIOLATED")
+    planted = json.loads((tmp_path / bugs[0] / "results.json").read_text())["target"]
+    assert planted["test_bug"] == bugs[0] and f'"test_bug": "{bugs[0]}"' in json.dumps(planted["guarantee"])
+
+
+def test_bugs_keep_the_claim_and_refuse_learners_they_do_not_apply_to():
+    learner = DPStochasticVariationalLDA(3, epsilon=2.0, clip_norm=5.0)
+    for bug in ("composition-forgotten", "steps-20x", "cap-skipped", "clipping-skipped", "noise-halved"):
+        broken = BrokenLearner(learner, bug)
+        assert broken.guarantee().epsilon == learner.guarantee().epsilon
+        assert broken.mechanism is not learner and broken.mechanism_parameters() == learner.mechanism_parameters()
+    assert BrokenLearner(learner, "cap-skipped").mechanism.noise_std == pytest.approx(learner.noise_std)
+    with pytest.raises(ValueError, match="does not apply"):
+        BrokenLearner(LocallyPrivateLDA(3, epsilon=1.0), "cap-skipped")
+    with pytest.raises(ValueError, match="unknown bug"):
+        BrokenLearner(learner, "typo")
+    assert set(BUGS) >= {"no-noise", "noise-halved", "composition-forgotten", "cap-skipped", "randomiser-dropped"}
+    assert build_target("dp-svi", 3, "all", {"epsilon": 2.0}, bug="steps-20x").learner.mechanism.n_iter == 4000
