@@ -165,6 +165,63 @@ class BrokenLearner:
         return f"BrokenLearner({self.claimed!r}, bug={self.bug!r})"
 
 
+def _dpsu_noise(step, factor):
+    step.noise_scale /= factor
+
+
+def _dpsu_threshold_halved(step):
+    """ρ halved (and the cap Γ = ρ + α·scale with it): new candidates are released far more often than δ."""
+    step.rho /= 2.0
+    step.gamma = step.rho + step.alpha * step.noise_scale
+
+
+def _dpsu_delta0_skipped(step):
+    step.delta0 = None
+
+
+DPSU_STEPS = ("PolicyLaplaceDPSU", "PolicyGaussianDPSU", "GreedyWeightedDPSU")
+# Bugs of a DP vocabulary step (DP set union): name → how to plant it.
+VOCABULARY_BUGS = {
+    "dpsu-noise-halved": lambda step: _dpsu_noise(step, 2.0),
+    "dpsu-noise-tenth": lambda step: _dpsu_noise(step, 10.0),
+    "dpsu-threshold-halved": _dpsu_threshold_halved,
+    "dpsu-delta0-skipped": _dpsu_delta0_skipped,
+}
+
+
+class BrokenVocabulary:
+    """A DP vocabulary step with a planted bug that claims the correct step's guarantee."""
+
+    def __init__(self, step, bug: str):
+        name = type(step).__name__
+        if bug not in VOCABULARY_BUGS:
+            raise ValueError(f"unknown vocabulary bug {bug!r}; known: {', '.join(VOCABULARY_BUGS)}")
+        if name not in DPSU_STEPS:
+            raise ValueError(f"the bug {bug!r} applies to the DP set union steps ({', '.join(DPSU_STEPS)}), "
+                             f"not to {name}")
+        self.claimed = step
+        self.mechanism = copy.copy(step)
+        VOCABULARY_BUGS[bug](self.mechanism)
+        self.bug = bug
+
+    def __getattr__(self, name):
+        # The threshold and cap the audit designs its canaries from are the claimed step's.
+        if name.startswith("__") or "claimed" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["claimed"], name)
+
+    def select(self, X, seed: int):
+        return self.mechanism.select(X, seed)
+
+    def select_observed(self, X, seed: int, columns):
+        selected, transcript = self.mechanism.select_observed(X, seed, columns)
+        return selected, dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
+
+    def guarantee(self):
+        g = self.claimed.guarantee()
+        return dataclasses.replace(g, parameters={**g.parameters, "test_bug": self.bug})
+
+
 def under_noised(learner, factor: float) -> BrokenLearner:
     """The learner with its noise divided by ``factor`` and its claim unchanged."""
     return BrokenLearner(learner, f"noise divided by {factor:g}", factor=factor)

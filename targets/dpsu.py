@@ -67,7 +67,7 @@ from numba import njit
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.events import EpsilonDeltaDpEvent
 from topicaudit.targets.params import non_negative, positive
 
@@ -341,13 +341,27 @@ class _DPSU:
 
     def select(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Sorted int64 corpus column ids released for the documents (rows) of X."""
+        return self.select_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
+
+    def select_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
+        """The selection, and for ``columns`` (kind ``dpsu``) the mechanism's outputs it was made from:
+        whether each is a candidate, its noisy weight H + noise, and whether it was released."""
         rng = np.random.default_rng(seed)
         n_docs, n_words = X.shape
         indptr, indices, candidates = _document_sets(X, rng, self.delta0, self._by_count())
         order = rng.permutation(n_docs).astype(np.int64)
         H = self._histogram(indptr, indices, order, n_words)
         noisy = H + self._noise(rng, n_words)
-        return np.flatnonzero(candidates & (noisy > self.rho)).astype(np.int64)
+        released = candidates & (noisy > self.rho)
+        columns = np.asarray(columns, dtype=np.int64)
+        transcript = Transcript("dpsu", columns, {"candidate": candidates[columns], "noisy_weights": noisy[columns],
+                                                  "released": released[columns]}, self.mechanism_parameters())
+        return np.flatnonzero(released).astype(np.int64), transcript
+
+    def mechanism_parameters(self) -> dict:
+        """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ)."""
+        return {"noise": "gaussian" if self.name == "dpsu-gaussian" else "laplace", "scale": self.noise_scale,
+                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta}
 
     def _parameters(self) -> dict:
         return {"step": self.name, "alpha": self.alpha, "delta0": self.delta0,

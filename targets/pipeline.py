@@ -18,6 +18,11 @@ class Pipeline:
         self._guarantee = guarantee
 
     @property
+    def observes_vocabulary(self) -> bool:
+        """True when the vocabulary step is a DP mechanism that records its outputs (``select_observed``)."""
+        return hasattr(self.vocabulary_step, "select_observed")
+
+    @property
     def observes_mechanism(self) -> bool:
         """True when the learner can record its mechanism's outputs (``fit_observed``)."""
         return hasattr(self.learner, "fit_observed") and getattr(self.learner, "records_transcript", True)
@@ -27,20 +32,24 @@ class Pipeline:
         vocabulary_seed, learner_seed = (
             int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2)
         )
-        if vocabulary is None:
+        vocabulary_transcript = None
+        if vocabulary is None and observe is not None and self.observes_vocabulary:
+            vocabulary, vocabulary_transcript = self.vocabulary_step.select_observed(
+                X, vocabulary_seed, np.asarray(observe, dtype=np.int64))
+        elif vocabulary is None:
             vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
         vocabulary = np.asarray(vocabulary, dtype=np.int64)
         if vocabulary.size == 0:
             # A DP vocabulary step may release no word at all: then the release
             # is empty (k × 0) and every document's likelihood is the same.
             return Release(phi=np.zeros((self.learner.k, 0), dtype=np.float32), vocabulary=vocabulary,
-                           info={"empty_vocabulary": True})
+                           info={"empty_vocabulary": True}, transcript=vocabulary_transcript)
         X = X[:, vocabulary].tocsr()
         # A learner with something to report beyond Φ (a privacy monitor's
         # trajectory) offers ``fit_with_info(X, seed) -> (phi, info)``; its
         # ``fit`` stays the plain protocol method. Other learners are unchanged.
-        transcript = None
-        if observe is not None and self.observes_mechanism:
+        transcript = vocabulary_transcript  # a private vocabulary step is the stage its canaries audit
+        if observe is not None and transcript is None and self.observes_mechanism:
             # Observed columns the vocabulary step left out have no mechanism output to record.
             observe = np.asarray(observe, dtype=np.int64)
             kept = observe[np.isin(observe, vocabulary)]

@@ -8,7 +8,7 @@ from topicaudit.errors import UserError
 from topicaudit.targets.composition import compose
 from topicaudit.targets.params import check_topics
 from topicaudit.targets.pipeline import Pipeline
-from topicaudit.targets.bug_variants import BrokenLearner, under_noised
+from topicaudit.targets.bug_variants import VOCABULARY_BUGS, BrokenLearner, BrokenVocabulary, under_noised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
 # unpickles one target loads that target's code only, not every learner's.
@@ -99,7 +99,10 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
             raise UserError(f"[target] test_under_noise: {error}") from None
     if bug:
         try:
-            model = BrokenLearner(model, bug)
+            if bug in VOCABULARY_BUGS:
+                step = BrokenVocabulary(step, bug)
+            else:
+                model = BrokenLearner(model, bug)
         except ValueError as error:
             raise UserError(f"[target] test_bug: {error}") from None
     try:

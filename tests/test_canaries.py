@@ -120,12 +120,15 @@ def test_the_gate_passes_a_correct_mechanism_and_catches_it_under_noised(tmp_pat
         results = run_audit(_config(tmp_path, name, "dp-cgs", {"epsilon": 1.0, "n_iter": 30}, under_noise=factor),
                             quiet=True)
         assert results["ray"]["address"].startswith("none")  # a canary-only audit starts no cluster
-        assert results["canaries"]["kind"] == "unique-word" and results["canaries"]["length"] == 32
+        # dp-cgs claims replace-one privacy: paired canaries, 4× its cap of 32 tokens, scored on its noisy counts
+        assert results["canaries"]["kind"] == "paired" and results["canaries"]["length"] == 128
+        assert results["canaries"]["observe"] == "mechanism"
         assert main(["check", str(tmp_path / name)]) == code
         out = capsys.readouterr().out
         assert out.startswith("VIOLATED" if code else "CONSISTENT")
+        assert "observed: canaries on everything the mechanism releases" in out
         if not code:
-            assert "could refute claims up to ε = " in out
+            assert "power: a mechanism 2× less private than claimed is refuted in " in out
     target = json.loads((tmp_path / "broken" / "results.json").read_text())["target"]
     assert target["guarantee"]["epsilon"] == 1.0 and target["test_under_noise"] == 10.0
     assert '"test_under_noise": 10.0' in json.dumps(target["guarantee"])  # the learner's part says so too

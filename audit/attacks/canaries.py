@@ -22,6 +22,12 @@ Kinds (``[attack.canaries] kind``):
 ``natural``      held-out documents of the corpus.
 ``word``         one occurrence of a fresh word inserted into one document of
                  the fixed set: the neighbour of a word-level claim.
+``threshold``    a one-token document of a fresh word, for DP vocabulary steps:
+                 half of them anchored by fixed one-word documents of their
+                 word (about ρ − ½ of them, so the canary's own document
+                 decides the word's fate near the threshold: DPSU's ε), half
+                 fresh (a word no other document holds is released only with
+                 probability δ: DPSU's δ and threshold).
 ``paired``       two unique-word documents on two fresh words; the coin picks
                  which one trains (the other never does): the neighbour of a
                  replace-one claim, whose whole sensitivity a present/absent
@@ -47,7 +53,7 @@ from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
 from topicaudit.targets.guarantee import Adjacency, adjacency_of
 
-KINDS = ("unique-word", "rare-words", "natural", "word", "paired")
+KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "threshold")
 # Attributes by which learners cap a document's tokens.
 DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
 # A canary this many times longer than the cap: a correct learner truncates it, a missing cap shows.
@@ -73,6 +79,7 @@ class CanarySet:
     shadow_in: np.ndarray | None = None   # (N, m) bool: which shadow canary release trains on which canary
     shadow_seeds: np.ndarray | None = None
     alternates: sp.csr_matrix | None = None  # paired kind: the document that trains when the coin is tails
+    anchors: np.ndarray | None = None  # threshold kind: (m,) fixed one-word documents of each canary's word
 
     @property
     def count(self) -> int:
@@ -89,7 +96,7 @@ class CanarySet:
     @property
     def words(self) -> np.ndarray | None:
         """The fresh column of each unique-word, word or paired canary (its heads word; None for other kinds)."""
-        if self.kind not in ("unique-word", "word", "paired"):
+        if self.kind not in ("unique-word", "word", "paired", "threshold"):
             return None
         return self.n_corpus_words + self.ids
 
@@ -117,6 +124,11 @@ class CanarySet:
             return (fixed + inserted).tocsr()
         if self.kind == "paired":
             return sp.vstack([fixed, self.documents[coins], self.alternates[~coins]], format="csr")
+        if self.kind == "threshold":
+            rows = np.repeat(np.arange(self.count), self.anchors)
+            anchors = sp.csr_matrix((np.ones(rows.size), (np.arange(rows.size), self.words[rows])),
+                                    shape=(rows.size, self.n_columns))
+            return sp.vstack([fixed, anchors, self.documents[coins]], format="csr")
         return sp.vstack([fixed, self.documents[coins]], format="csr")
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -128,6 +140,7 @@ class CanarySet:
                 "data": d.data, "indices": d.indices, "indptr": d.indptr, "shape": np.array(d.shape),
                 **({"shadow_in": self.shadow_in, "shadow_seeds": self.shadow_seeds} if self.shadow_in is not None
                    else {}),
+                **({"anchors": self.anchors} if self.anchors is not None else {}),
                 **({"alternate_data": self.alternates.data, "alternate_indices": self.alternates.indices,
                     "alternate_indptr": self.alternates.indptr} if self.alternates is not None else {})}
 
@@ -151,10 +164,13 @@ def default_length(learner, X: sp.csr_matrix) -> int:
     return max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
 
 
-def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int, shadows: int = 0) -> CanarySet:
+def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int, shadows: int = 0,
+                  anchors: int = 0) -> CanarySet:
     """Draw ``count`` canaries of one kind and their coins, all from the run's seed.
 
     shadows: N shadow canary releases in complementary pairs (each canary in exactly N/2).
+    anchors: threshold kind: the fixed one-word documents of each even-numbered canary's word
+        (odd-numbered ones get none); a choice made before the coins, so it cannot favour them.
 
     Raises ValueError when the corpus cannot hold them (natural canaries need
     at least as many documents left in the fixed set).
@@ -162,7 +178,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     if kind not in KINDS:
         raise ValueError(f"unknown canary kind {kind!r}; known: {', '.join(KINDS)}")
     n_docs, n_words = X.shape
-    alternates = None
+    alternates = anchor_counts = None
     coin_seq, draw_seq, fit_seq, shadow_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
     coins = np.random.default_rng(coin_seq).random(count) < 0.5
     rng = np.random.default_rng(draw_seq)
@@ -188,6 +204,9 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         if kind == "word":
             length = 1
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
+        if kind == "threshold":
+            length = 1
+            anchor_counts = np.where(np.arange(count) % 2 == 0, int(anchors), 0).astype(np.int64)
         n_columns = n_words + (2 if kind == "paired" else 1) * count
         cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
         documents = _rows(cols, n_columns)
@@ -201,7 +220,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         shadow_seeds = seeds_seq.generate_state(shadows).astype(np.int64)
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
                      n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
-                     shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates)
+                     shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates, anchors=anchor_counts)
 
 
 def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:

@@ -17,6 +17,12 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
 ``laplace-counts``       the canary word's noisy column (k topics) with L tokens
                          (the claimed cap) in one unknown topic:
                          log mean_t exp((|y_t| − |y_t − L|)/b).
+``dpsu``                 a DP vocabulary step: an anchored canary word (F fixed
+                         one-word documents) is a candidate either way, and
+                         its noisy weight y is Laplace (Gaussian) around
+                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio;
+                         any other canary word scores by its release alone
+                         (released: certainly trained; else 0).
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
                          contribution v_t is its E-step under that step's
                          E[log β], clipped as claimed; the step is
@@ -40,7 +46,9 @@ from scipy.special import digamma, logsumexp
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.targets.base import Transcript
 
-KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "subsampled-gaussian-steps")
+KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "subsampled-gaussian-steps", "dpsu")
+# The score of a released word that no fixed document holds: under the claim only δ could have released it.
+RELEASED_FRESH = 1e6
 # The E-step of a one-word document converges in a few passes; these bound the loop.
 _E_STEP_PASSES = 100
 _E_STEP_TOL = 1e-3
@@ -76,6 +84,11 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
             loss = math.log(1.0 / float(p["alpha"]))
             out[seen] = np.where(reports >= 1, loss, -loss)
         return out
+    if transcript.kind == "dpsu":
+        anchors = canaries.anchors[seen] if canaries.anchors is not None else np.zeros(int(seen.sum()), np.int64)
+        out[seen] = dpsu_scores(np.asarray(a["noisy_weights"], dtype=np.float64)[at[seen]],
+                                np.asarray(a["released"], dtype=bool)[at[seen]], anchors, p)
+        return out
     tokens = min(canaries.length, int(p["document_tokens"]))
     if transcript.kind == "laplace-counts":
         y = np.asarray(a["noisy_counts"], dtype=np.float64)[:, at[seen]]          # (k, seen)
@@ -86,6 +99,30 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
     v = one_word_contribution(elog_beta, tokens, float(p["doc_topic_prior"]), p.get("clip_norm"))
     out[seen] = subsampled_gaussian_llr(y, v, float(p["noise_std"]), float(p["sampling_rate"]))
     return out
+
+
+def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, parameters: dict) -> np.ndarray:
+    """DP vocabulary canaries: the noisy weight's likelihood ratio where anchored, the release otherwise.
+
+    A one-word document adds min(1, Γ − H) to its word whatever the policy, so F
+    anchors give H = min(F, Γ) without the canary and min(F + 1, Γ) with it.
+    """
+    gamma, scale = float(parameters["gamma"]), float(parameters["scale"])
+    h_out, h_in = np.minimum(anchors, gamma), np.minimum(anchors + 1.0, gamma)
+    if parameters["noise"] == "gaussian":
+        weight_llr = ((noisy - h_out) ** 2 - (noisy - h_in) ** 2) / (2.0 * scale**2)
+    else:
+        weight_llr = (np.abs(noisy - h_out) - np.abs(noisy - h_in)) / scale
+    return np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0))
+
+
+def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
+    """(released, count) of the canary words no fixed document holds, for the δ-tail test."""
+    fresh = canaries.words if canaries.anchors is None else canaries.words[canaries.anchors == 0]
+    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
+    at = np.array([position[int(w)] for w in fresh if int(w) in position], dtype=np.int64)
+    released = np.asarray(transcript.arrays["released"], dtype=bool)[at] if at.size else np.zeros(0, bool)
+    return int(released.sum()), int(fresh.size)
 
 
 def laplace_column_llr(y: np.ndarray, tokens: int, scale: float) -> np.ndarray:

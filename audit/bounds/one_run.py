@@ -206,6 +206,21 @@ def eps_lb_profile_one_run(scores, labels, profile, claimed_epsilon, alpha=0.05,
                         float(deltas.min()) if deltas.size else 0.0, details)
 
 
+def delta_tail_bound(released: int, fresh: int, delta: float, alpha: float) -> EpsilonBound:
+    """The δ of a claim tested by words that only a canary holds: any release refutes it when rare enough.
+
+    Without canary i its word is in no document, so an (ε, δ)-DP step releases
+    it with probability 0 without it and ≤ δ with it; each canary trains with
+    probability ½, so the count X of such releases has E[X] ≤ fresh·δ/2 and
+    P[X ≥ x] ≤ fresh·δ/(2x) (Markov), whatever the dependence between them.
+    When that is ≤ α the claim fails for every ε: the bound is ∞. Method "delta-tail".
+    """
+    p_value = fresh * delta / (2.0 * released) if released else 1.0
+    refuted = released > 0 and p_value <= alpha
+    return EpsilonBound(math.inf if refuted else 0.0, "delta-tail", 1.0 - alpha, delta,
+                        {"fresh_canaries": fresh, "released": released, "p_value": min(1.0, p_value)})
+
+
 def _rejects(m, r, v, alpha, family, param, delta) -> bool:
     if v == 0:
         return False

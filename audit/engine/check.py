@@ -30,7 +30,7 @@ from scipy import stats
 from topicaudit.attacks.mechanism import simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, check_level
-from topicaudit.bounds.one_run import eps_lb_profile_one_run
+from topicaudit.bounds.one_run import delta_tail_bound, eps_lb_profile_one_run
 from topicaudit.bounds.verdict import (
     THREAT_MODELS,
     VALID_BOUNDS,
@@ -53,6 +53,8 @@ DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 NATURAL_METHODS = ("one-run",)
 # The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
 CURVE = "fdp-one-run-curve"
+# The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
+DELTA_TAIL = "delta-tail"
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
@@ -107,6 +109,11 @@ class CheckResult:
         observed = f"observed: {self.threat_model}"
         if self.violated:
             best = self.bounds[self.strongest_attack]
+            if best.method == DELTA_TAIL:
+                d = best.details
+                return (f"VIOLATED: {d['released']} of {d['fresh_canaries']} canary words that no other document "
+                        f"holds were released (p ≤ {d['p_value']:.2g} under the claim): its δ = {self.delta:g} "
+                        f"fails, for every ε; {observed} [{self.run_dir}]")
             if best.method == "fdp-one-run-curve":
                 return (f"VIOLATED: {self.strongest_attack} refutes the claimed mechanism's own trade-off curve "
                         f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
@@ -205,6 +212,12 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     word_canaries = canaries is not None and canaries[2] == "word"
     adjacency = adjacency_of(guarantee.get("adjacency"))
     word_claim = adjacency is not None and not adjacency.document_level and (epsilon is None or word_canaries)
+    stage = results.get("canaries", {}).get("mechanism") or {}
+    if stage.get("stage") == "vocabulary" and results["canaries"].get("observe") == "mechanism":
+        # The canaries observed the DP vocabulary step: by default, hold it to its own claim.
+        guarantee = {**guarantee, "epsilon": stage["parameters"]["epsilon"], "delta": stage["parameters"]["delta"],
+                     "event": None}
+        learner = f"{target.get('vocabulary_step')} (the vocabulary step's own claim)"
     if epsilon is None:
         epsilon = guarantee["epsilon"]
         if epsilon is None:
@@ -234,10 +247,12 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         methods = tuple(VALID_BOUNDS)
         mechanism = recorded_canaries.get("mechanism") if observe == "mechanism" else None
         profile = None
-        if mechanism is not None and epsilon == guarantee["epsilon"]:
+        if mechanism is not None and epsilon == guarantee["epsilon"] and guarantee.get("event"):
             profile = privacy_profile(guarantee_from_json(guarantee))
             if profile is not None:
                 methods += (CURVE,)
+        if mechanism is not None and "fresh_released" in mechanism:
+            methods += (DELTA_TAIL,)
         sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
                         guess_family))
         observed["canaries/"] = f"canaries on {THREAT_MODELS[observe]}"
@@ -265,17 +280,20 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     for prefix, scores, labels, methods, family in sources:
         if labels.all() or not labels.any():
             continue  # one class only: these coins prove nothing
-        valid = [m for m in methods if m != CURVE]
+        valid = [m for m in methods if m not in (CURVE, DELTA_TAIL)]
         tests = bound_tests(scores, labels, delta, alpha_each, valid, family)
         if CURVE in methods:
             tests.update(curve_tests(scores, labels, profile, float(epsilon), alpha_each, family))
+        if DELTA_TAIL in methods:
+            released, fresh = mechanism["fresh_released"]
+            tests[f"mechanism:{DELTA_TAIL}"] = delta_tail_bound(released, fresh, float(delta), alpha_each)
         bounds.update({prefix + name: b for name, b in tests.items()})
         ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, valid, family))
         signal = signal or any(separates(values, labels, alpha) for values in scores.values())
     if not bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
     power = None
-    if mechanism is not None:
+    if mechanism is not None and mechanism["kind"] != "dpsu":
         labels = sources[0][2]
         power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, profile)
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,

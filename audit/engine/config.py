@@ -58,7 +58,7 @@ class TargetConfig:
 @dataclass
 class CanaryConfig:
     count: int = 0       # canaries in the canary release (0: none); each is in its training with probability ½
-    kind: str = "auto"   # auto | unique-word | rare-words | natural | word (auto: word for word-level claims)
+    kind: str = "auto"   # auto | unique-word | rare-words | natural | word | paired | threshold (docs/canaries.md)
     length: int = 0      # tokens per canary document; 0: 4× the learner's document cap, else the median document
     # What the canaries are scored on: mechanism (everything the DP mechanism releases, as its proof
     # assumes), release (the released Φ only), auto (mechanism when the learner records it).
@@ -66,7 +66,7 @@ class CanaryConfig:
     shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
 
 
-CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word")
+CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word", "paired", "threshold")
 OBSERVE = ("auto", "mechanism", "release")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from topicaudit.attacks.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
 from topicaudit.attacks.lira import offline_scores, online_scores
-from topicaudit.attacks.mechanism import mechanism_scores
+from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
@@ -42,8 +42,14 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
         return None
     kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"))
     length = c.length or default_length(target.learner, X)
+    # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold.
+    rho = getattr(target.vocabulary_step, "rho", None)
+    anchors = max(0, round(rho - 0.5)) if kind == "threshold" and rho is not None else 0
+    if kind == "threshold" and rho is None:
+        raise UserError("[attack.canaries] kind = \"threshold\" audits a DP vocabulary step; "
+                        f"[target] vocabulary = {config.target.vocabulary!r} has no threshold (choose a dpsu-* step)")
     try:
-        return make_canaries(X, c.count, kind, length, config.seed, c.shadows)
+        return make_canaries(X, c.count, kind, length, config.seed, c.shadows, anchors)
     except ValueError as error:
         raise UserError(f"[attack.canaries]: {error}") from None
 
@@ -58,10 +64,10 @@ def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bo
     if canaries is None:
         return False
     mode = config.attack.canaries.observe
-    possible = target.observes_mechanism and canaries.observed_columns.size > 0
+    possible = (target.observes_mechanism or target.observes_vocabulary) and canaries.observed_columns.size > 0
     if mode == "mechanism" and not possible:
         why = ("learner {!r} does not record its mechanism's outputs".format(config.target.learner)
-               if not target.observes_mechanism else
+               if not (target.observes_mechanism or target.observes_vocabulary) else
                "only unique-word, paired and word canaries have mechanism outputs to observe")
         raise UserError(f"[attack.canaries] observe = \"mechanism\": {why}; use observe = \"release\"")
     return possible and mode != "release"
@@ -90,7 +96,17 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     coins = canaries.coins
     tested = canary_verdict_scores(scores, observe)
     share = alpha / (len(tested) * len(VALID_BOUNDS))
-    bounds = bound_tests(tested, coins, delta, share) if 0 < coins.sum() < coins.size else {}
+    both_classes = 0 < coins.sum() < coins.size
+    bounds = bound_tests(tested, coins, delta, share) if both_classes else {}
+    beside = {}
+    if observe == "mechanism" and both_classes:  # the release (Φ) audit of the same canaries, for comparison
+        release_scores = canary_verdict_scores(scores, "release")
+        release_share = alpha / (len(release_scores) * len(VALID_BOUNDS))
+        release_bounds = bound_tests(release_scores, coins, delta, release_share)
+        beside = {"release_epsilon_lower_bounds": {
+            "confidence": 1 - alpha, "delta": delta,
+            "epsilon": max(b.epsilon for b in release_bounds.values()),
+            "by_test": {name: b.to_json() for name, b in release_bounds.items()}}}
     transcript = release.transcript
     return {
         "observe": observe,
@@ -98,7 +114,10 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         "paired": canaries.kind == "paired",
         # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
         **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
-                          "topics": int(release.phi.shape[0]), "paired": canaries.kind == "paired"}}
+                          "topics": int(release.phi.shape[0]), "paired": canaries.kind == "paired",
+                          "stage": "vocabulary" if transcript.kind == "dpsu" else "learner",
+                          **({"fresh_released": released_fresh_canaries(transcript, canaries)}
+                             if transcript.kind == "dpsu" else {})}}
            if observe == "mechanism" and transcript is not None else {}),
         "kind": canaries.kind,
         "count": canaries.count,
@@ -116,6 +135,7 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
             "ceiling": bound_ceiling(coins, delta, share) if bounds else 0.0,
             "by_test": {name: b.to_json() for name, b in bounds.items()},
         },
+        **beside,
     }
 
 
