@@ -42,6 +42,12 @@ LEARNERS = {
     "dp-cgs": ({"n_iter": 50}, ["noise-halved", "cap-skipped"]),
     "dp-svi": ({}, ["noise-halved", "composition-forgotten", "steps-20x", "cap-skipped"]),
 }
+# DP vocabulary steps, audited with threshold canaries in front of a non-private learner (lda): each step is
+# held to its own claim.
+DPSU_STEPS = {"dpsu-laplace", "dpsu-gaussian", "dpsu-gw"}
+DPSU_BUGS = ["dpsu-noise-halved", "dpsu-noise-tenth", "dpsu-threshold-halved", "dpsu-delta0-skipped"]
+for _step in DPSU_STEPS:
+    LEARNERS[_step] = ({}, DPSU_BUGS)
 # LPPF privatises every count densely: its audits use the corpus's 400 most frequent words.
 MAX_WORDS = {"lppf": 400}
 
@@ -51,12 +57,16 @@ def config(corpus, learner, epsilon, variant, seed, canaries):
     corpus_table = dict(CORPORA[corpus])
     if learner in MAX_WORDS:
         corpus_table["max_words"] = MAX_WORDS[learner]
+    bug = {"test_bug": variant} if variant != "ok" else {}
+    if learner in DPSU_STEPS:
+        target = {"learner": "lda", "k": 5, "vocabulary": learner, "vocabulary_params": {"epsilon": epsilon}, **bug}
+    else:
+        target = {"learner": learner, "k": 5, "vocabulary": "all", "params": {**params, "epsilon": epsilon}, **bug}
     return {
         "name": f"{learner}-{corpus}-e{epsilon:g}-{variant}-s{seed}",
-        "seed": seed, "corpus": corpus_table,
-        "target": {"learner": learner, "k": 5, "vocabulary": "all", "params": {**params, "epsilon": epsilon},
-                   **({"test_bug": variant} if variant != "ok" else {})},
-        "attack": {"shadows": 0, "canaries": {"count": canaries}},
+        "seed": seed, "corpus": corpus_table, "target": target,
+        "attack": {"shadows": 0, "canaries": {"count": canaries,
+                                              **({"kind": "threshold"} if learner in DPSU_STEPS else {})}},
     }
 
 

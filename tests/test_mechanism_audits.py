@@ -10,6 +10,7 @@ from scipy.special import digamma
 
 from topicaudit.attacks.canaries import make_canaries
 from topicaudit.attacks.mechanism import (
+    dpsu_scores,
     laplace_column_llr,
     mechanism_scores,
     one_word_contribution,
@@ -27,6 +28,7 @@ from topicaudit.targets.bug_variants import BUGS, BrokenLearner
 from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
+from topicaudit.targets.dpsu import PolicyLaplaceDPSU
 from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.poisson_factorization import LocallyPrivatePoissonFactorization, _streams, lppf_samples
 from topicaudit.targets.poisson_factorization import _released_phi
@@ -243,3 +245,44 @@ def test_bugs_keep_the_claim_and_refuse_learners_they_do_not_apply_to():
         BrokenLearner(learner, "typo")
     assert set(BUGS) >= {"no-noise", "noise-halved", "composition-forgotten", "cap-skipped", "randomiser-dropped"}
     assert build_target("dp-svi", 3, "all", {"epsilon": 2.0}, bug="steps-20x").learner.mechanism.n_iter == 4000
+
+
+# -- DP vocabulary steps ---------------------------------------------------------------------------------
+def test_threshold_canaries_anchor_half_their_words_in_fixed_one_word_documents():
+    X = _counts()
+    c = make_canaries(X, 20, "threshold", 1, seed=2, anchors=4)
+    assert np.array_equal(c.anchors, np.tile([4, 0], 10))
+    train = c.training_matrix(X)
+    fresh = np.asarray(train[:, X.shape[1]:].sum(axis=0)).ravel()
+    assert np.array_equal(fresh, c.anchors + c.coins)  # anchors always, the canary's own token by its coin
+    assert train.shape[0] == X.shape[0] + 40 + c.coins.sum()
+
+
+def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_likelihood_ratio():
+    X = _counts()
+    step = PolicyLaplaceDPSU(epsilon=2.0, delta0=8)
+    columns = np.arange(X.shape[1])
+    selected, transcript = step.select_observed(X, 5, columns)
+    a = transcript.arrays
+    assert np.array_equal(selected, np.flatnonzero(a["candidate"] & (a["noisy_weights"] > step.rho)))
+    assert np.array_equal(selected, step.select(X, 5)) and a["released"][selected].all()
+    p = {"noise": "laplace", "scale": 0.5, "gamma": 5.0}
+    scores = dpsu_scores(np.array([4.2, 6.0, 0.0, 9.0]), np.array([False, True, False, True]),
+                         np.array([4, 4, 0, 0]), p)
+    assert np.allclose(scores[:2], [(0.2 - 0.8) / 0.5, (2.0 - 1.0) / 0.5])  # H: 4 without, min(5, Γ) = 5 with
+    assert scores[2] == 0.0 and scores[3] > 1e5  # a fresh word: only its release says anything
+
+
+def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys):
+    def audit(name, bug=""):
+        run_audit(config_from_dict({
+            **SMALL_CORPUS, "output": str(tmp_path / name),
+            "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-laplace", "vocabulary_params": {"epsilon": 2.0},
+                       "test_bug": bug},
+            "attack": {"shadows": 0, "canaries": {"count": 600, "kind": "threshold"}}}), quiet=True)
+        return main(["check", str(tmp_path / name)]), capsys.readouterr().out
+    code, out = audit("ok")
+    assert code == 0 and "claimed ε = 2" in out
+    assert audit("noise", "dpsu-noise-tenth")[0] == 1
+    code, out = audit("threshold", "dpsu-threshold-halved")
+    assert code == 1 and "that no other document holds were released" in out

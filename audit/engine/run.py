@@ -307,6 +307,7 @@ def summary_table(results: dict[str, Any]) -> str:
         for name, m in c["scores"].items():
             lines.append(f"  {'canary ' + name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}"
                          f"{m['tpr_at_fpr_0.01']:>12.2%}")
+        lines.append(f"  canaries scored on {c.get('threat_model', 'the released Φ')}")
         lines.append(f"  empirical ε ≥ {eps['epsilon']:.2f} ({c['adjacency']}-level, {eps['confidence']:.0%} "
                      f"confidence, δ = {eps['delta']:g}; this audit can prove at most {eps['ceiling']:.2f}); "
                      f"claimed ε: {claim}")
