@@ -33,6 +33,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 CORPORA = {
     "pheme": {"path": str(DATA / "pheme" / "pheme_clean.json"), "preprocess": False},
     "kos": {"path": str(DATA / "kos" / "docword.kos.txt")},
+    # The local learners randomise every (document, word) cell: 20news keeps its 2,000 most frequent words.
+    "20news": {"path": str(DATA / "20news" / "20news-bydate-reassembled.tar.gz"), "max_words": 2000},
 }
 # The learners' inference after the mechanism (CGS on LP-LDA's reconstruction, LPPF's sampler) does not
 # change what the mechanism released, so those run short; DP-CGS's chain and DP-SVI's steps are the mechanism.
