@@ -29,6 +29,7 @@ from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, check_level
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests, guess_family
 from topicaudit.engine.config import Config, config_from_dict, load_config
+from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
@@ -237,6 +238,7 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
         config.output = str(output)
     if canaries is not None:
         config.attack.canaries.count = canaries
+    check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
     run_audit(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     assert not result.violated, result.message()

@@ -154,7 +154,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
         if {**stored_spec, "replicates": replicates} != spec:
             raise UserError(
                 f"{output} holds a different sweep (other parameter, values or base configuration); "
-                "choose another --output, or delete that directory to start over"
+                "choose another output (--output), or delete that directory to start over"
             )
         if replicates < stored_spec.get("replicates", 0):
             raise UserError(
@@ -162,7 +162,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
                 f"not removed: ask for --replicates {stored_spec['replicates']} or more"
             )
     elif output.exists() and any(output.iterdir()):
-        raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another --output")
+        raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another output (--output)")
     output.mkdir(parents=True, exist_ok=True)
 
     index = {

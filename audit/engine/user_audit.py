@@ -539,7 +539,7 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
               f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
               f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
               file=sys.stderr)
-        print(f"shadow settings ({prep.settings_from}): {settings_text(prep.params)}", file=sys.stderr)
+        print(settings_line(prep.settings_from, prep.params), file=sys.stderr)
     outcome = execute(experiment, quiet)
     run, stats = experiment.run, outcome.statistics
 
@@ -637,6 +637,13 @@ def settings_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{name}={show(value)}" for name, value in params.items()) or "defaults"
 
 
+def settings_line(settings_from: str, params: dict[str, Any]) -> str:
+    """Where the shadows' settings came from and what they are, without saying "defaults" twice."""
+    if not params:
+        return f"shadow settings: {settings_from}" if "default" in settings_from else "shadow settings: defaults"
+    return f"shadow settings ({settings_from}): {settings_text(params)}"
+
+
 def _printable(text: str, width: int) -> str:
     """One line of corpus text safe for a terminal: control characters escaped, whitespace folded."""
     flat = " ".join(text.split())
@@ -654,7 +661,7 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
         (f"  {s['n_candidates']} candidates scored{dropped}; {inputs['reference']['n_used']} reference documents; "
          f"{result['learner']['name']} k={result['learner']['k']}, {result['shadows']['n_shadows']} shadow models "
          f"on {result['shadows']['training_docs']} documents each"),
-        f"  shadow settings ({result['learner']['settings_from']}): {settings_text(result['learner']['params'])}",
+        "  " + settings_line(result["learner"]["settings_from"], result["learner"]["params"]),
         f"  ranked by {RANKING_LABELS[result['ranking']['rank_by']]}, strongest membership evidence first",
         *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
            "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
