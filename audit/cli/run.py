@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, load_config
 from topicaudit.engine.run import run_audit, summary_table
 from topicaudit.reports.roc import write_roc_figure
@@ -68,14 +69,13 @@ def config_from_args(args):
 
 
 def execute(args) -> int:
-
     config = config_from_args(args)
     results = run_audit(config, quiet=args.quiet)
     figure = write_roc_figure(config.run_dir) if results["attacks"] else None
     if args.quiet:
         print(config.run_dir)
     else:
-        print(summary_table(results))
+        print(summary_table(results, own_claim_check(config.run_dir)))
         print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
     return 0
 
