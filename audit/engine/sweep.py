@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import math
 import sys
@@ -128,6 +129,17 @@ def _specification(config: Config, parameter: str, values: list[Any], replicates
     base.pop("output")
     base.pop("ray")
     return {"parameter": parameter, "values": values, "replicates": replicates, "base_config": base}
+
+
+def default_output(config: Config, parameter: str, values: list[Any]) -> Path:
+    """runs/<corpus or name>-sweep-<key>-<6 hex>: named after what is swept, the same for the same sweep.
+
+    Replicates are left out of the hash, so adding some resumes the same directory.
+    """
+    spec = _specification(config, parameter, values, 0)
+    spec["base_config"]["corpus"]["path"] = config.short_hash()  # the corpus's place, however it is spelled
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return Path("runs") / f"{config.stem}-sweep-{parameter.split('.')[-1]}-{digest}"
 
 
 def _json_safe(value: Any) -> Any:
