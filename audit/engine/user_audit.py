@@ -458,105 +458,32 @@ def ranking(scores: dict[str, np.ndarray], rank_by: str = DEFAULT_RANKING) -> np
     return np.lexsort((np.arange(scores[key].size), -scores[other], -scores[key]))
 
 
-def benjamini_hochberg_count(p: np.ndarray, q: float = 0.05) -> int:
-    """How many hypotheses Benjamini–Hochberg rejects at false-discovery rate q."""
-    m = p.size
-    if m == 0:
-        return 0
-    ordered = np.sort(p)
-    passing = np.flatnonzero(ordered <= q * np.arange(1, m + 1) / m)
-    return int(passing[-1] + 1) if passing.size else 0
+# Per-document variances rest on N/2 shadows a side: below this many shadows they are too noisy to read.
+RELIABLE_PER_DOCUMENT_SHADOWS = 16
+PER_DOCUMENT_COLUMNS = ("online_llr", "offline_p")
 
 
-_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t])(?=[=+\-@])")
+def unreliable_columns(n_shadows: int) -> dict[str, str]:
+    """Score columns that cannot be read literally with this many shadows, and why (docs/user-audit.md)."""
+    why = {"offline_p": "not calibrated p-values (the Gaussian's tail is extrapolated far beyond the shadows): "
+                        "rank by them, never count or correct them for multiple testing",
+           "offline_p_global": "as offline_p", "offline_shrunk_p": "as offline_p"}
+    if n_shadows < RELIABLE_PER_DOCUMENT_SHADOWS:
+        few = (f"per-document variances from {n_shadows // 2} shadow(s) a side: values like LLR 1e14 or p = 0 "
+               "are artefacts of a variance estimated near 0")
+        why.update({"online_llr": few, "offline_p": few + "; " + why["offline_p"]})
+    return why
 
 
-def _csv_cell(text: str) -> str:
-    """Corpus text as a CSV cell that spreadsheets display rather than evaluate (OWASP CSV injection).
-
-    A cell starting like a formula gets a ``'`` prefix. So does a formula
-    character after a line break, ``;``, ``,`` or tab inside the cell: a
-    spreadsheet assuming another separator or line ending would start a cell
-    there. ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _FORMULA_AFTER_BREAK.sub("'", text)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+def _score_text(column: str, value: float) -> str:
+    """A score for the screen: p-values and log-ratios beyond what the shadows can support shown as bounds."""
+    if column.endswith("_p"):
+        return "< 1e-12" if value < 1e-12 else f"{value:.2e}"
+    if abs(value) >= 1e6:
+        return "> 1e6" if value > 0 else "< -1e6"
+    return f"{value:.3f}"
 
 
-def _number(x: float) -> str:
-    return format(float(x), ".10g")
-
-
-def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
-    columns = SCORE_COLUMNS + (("text",) if show_text else ())
-    out = io.StringIO()
-    # Every cell quoted (OWASP): a "\r" (not in the line terminator, so QUOTE_MINIMAL left it bare),
-    # a ";=" or a "\t=" inside a cell stays inside it whatever separator or line ending a reader assumes.
-    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    writer.writerow(columns)
-    for row in rows:
-        cells = []
-        for c in columns:
-            value = row[c]
-            if c in ("id", "text"):
-                cells.append(_csv_cell(str(value)))
-            elif isinstance(value, float):
-                cells.append(_number(value))
-            else:
-                cells.append(str(value))
-        writer.writerow(cells)
-    return out.getvalue()
-
-
-# -- orchestration ----------------------------------------------------------------------------
-def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: Prepared | None = None
-                   ) -> dict[str, Any]:
-    """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
-    started = time.perf_counter()
-    if isinstance(spec, Config):
-        spec = UserAuditSpec.from_config(spec)
-    prep = prepared if prepared is not None else prepare(spec)
-    model, cands, ref, plan = prep.model, prep.candidates, prep.reference, prep.plan
-    n_c = cands.n_docs
-    # RMIA's population: a seeded sample of reference documents, scored with the candidates.
-    population = np.sort(np.random.default_rng(spec.seed).permutation(ref.n_docs)[:POPULATION_SIZE])
-    scored = sp.vstack([cands.X, ref.X[population]], format="csr")
-    all_words = np.arange(model.vocabulary.size, dtype=np.int64)
-    experiment = Experiment(
-        run=RunDirectory(spec.run_dir), config_hash=prep.config_hash, record=prep.config, seeds={"seed": spec.seed},
-        X=sp.vstack([cands.X, ref.X], format="csr"), target=prep.target, plan=plan,
-        plan_arrays={"seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
-                     "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs)},
-        released=Release(phi=model.phi, vocabulary=all_words), shadow_vocabulary=all_words, scored=scored,
-        tol=spec.tol, ray_address=spec.ray_address, num_cpus=spec.num_cpus)
-    resuming = experiment.resuming()
-    for note in prep.notes:
-        warnings.warn(note, UserWarning, stacklevel=2)
-    load_seconds = time.perf_counter() - started
-    if not quiet:
-        print(f"{'resuming' if resuming else 'auditing'} {model.phi_path} (k={model.k}, {model.vocabulary.size} words): "
-              f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
-              f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
-              file=sys.stderr)
-        print(settings_line(prep.settings_from, prep.params), file=sys.stderr)
-    outcome = execute(experiment, quiet)
-    run, stats = experiment.run, outcome.statistics
-
-    t = time.perf_counter()
-    n_tokens = np.asarray(scored.sum(axis=1), dtype=np.float64).ravel()
-    shadow_in = plan.shadow_in[:, :n_c]
-    zeta, pop = stats["zeta"][:, :n_c], stats["zeta"][:, n_c:]
-    population_stats = (pop[0], pop[1:], plan.shadow_in[:, n_c + population], n_tokens[n_c:]) if population.size else None
-    scores = candidate_scores(zeta[0], zeta[1:], shadow_in, n_tokens[:n_c], population_stats,
-                              document_features(cands.X))
-    scores.setdefault("rmia_population", np.full(n_c, np.nan))
-    if wants_quantile_regression(spec.shadows, ["quantile_regression"] if spec.rank_by == "quantile" else []):
-        scores["quantile_regression"] = quantile_scores(zeta[0], zeta[1:], shadow_in, cands.X)
-    scores.setdefault("quantile_regression", np.full(n_c, np.nan))
-    rank_by, recommended = resolve_ranking(spec.rank_by, spec.shadows)
-    order = ranking(scores, rank_by)
-    n_tokens = n_tokens[:n_c]
     ids = cands.doc_ids if cands.doc_ids is not None else [str(i) for i in cands.doc_index]
     rows = []
     for rank, i in enumerate(order, start=1):
@@ -574,7 +501,6 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
     })
     scoring_seconds = time.perf_counter() - t
 
-    p = scores["offline_p"]
     guarantee = prep.target.learner.guarantee()
     result = {
         "schema": USER_AUDIT_SCHEMA,
@@ -605,10 +531,8 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
                                                      SCORE_COLUMNS + (("text",) if spec.show_text else ())}},
         "summary": {
             "n_candidates": n_c,
-            "n_online_llr_positive": int((scores["online_llr"] > 0).sum()),
-            "n_offline_p_below_0.01": int((p < 0.01).sum()),
-            "n_offline_p_below_0.05": int((p < 0.05).sum()),
-            "n_benjamini_hochberg_0.05": benjamini_hochberg_count(p, 0.05),
+            # No count of members or discoveries: these scores are not calibrated tests (docs/user-audit.md).
+            "unreliable": unreliable_columns(spec.shadows),
         },
         "top": rows[: spec.top],
         "statistics": {"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": spec.tol},
@@ -672,18 +596,23 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
     show_id = any(str(r["id"]) != str(r["candidate"]) for r in top)
     id_width = min(max([len(str(r["id"])) for r in top] + [2]), 30)
     id_head = f"{'id':<{id_width}}  " if show_id else ""
-    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {'online LLR':>10}  "
-                 f"{'offline p':>9}" + ("  text" if show_text else ""))
+    column = result["ranking"]["by"]
+    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {column:>17}"
+                 + ("  text" if show_text else ""))
     for r in top:
         id_cell = f"{_printable(str(r['id']), id_width):<{id_width}}  " if show_id else ""
         line = (f"  {r['rank']:>5}  {r['candidate']:>9}  {id_cell}{r['n_tokens']:>6}  {r['zeta']:>10.3f}  "
-                f"{r['online_llr']:>10.3f}  {r['offline_p']:>9.2e}")
+                f"{_score_text(column, r[column]):>17}")
         lines.append(line + (f"  {_printable(r['text'], 60)}" if show_text else ""))
+    unreliable = s.get("unreliable", {})
     lines += [
         "",
-        (f"  offline p < 0.05: {s['n_offline_p_below_0.05']} of {s['n_candidates']} "
-         f"(Benjamini–Hochberg at 5% FDR: {s['n_benjamini_hochberg_0.05']}); "
-         f"online LLR > 0: {s['n_online_llr_positive']}"),
+        (f"  the shown scores ({column}) are the ranking's own; the ranking is evidence, not a test: it claims "
+         "no number of members"),
+        *[f"  unreliable with {result['shadows']['n_shadows']} shadows: {name} ({why})"
+          for name, why in unreliable.items() if name in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in why],
+        *(["  this ranking rests on an unreliable statistic: --rank-by recommended ranks by one that holds up"]
+          if column in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in unreliable.get(column, "") else []),
         (f"  wall time {result['timings_s']['total']:.1f} s (fits {result['timings_s']['fit_wall']:.1f} s, "
          f"statistics {result['timings_s']['statistics']:.1f} s)"),
         "",
