@@ -35,3 +35,13 @@ def test_sweep_default_output_follows_the_sweep_not_its_replicates():
     assert a == default_output(Config(), "target.k", [5, 10]) and a.name.startswith("demo-sweep-k-")
     assert a != default_output(config, "target.k", [5, 20])
     assert a != default_output(config_from_dict({"attack": {"shadows": 8}}), "target.k", [5, 10])
+
+
+def test_the_every_key_block_of_configuration_md_sets_the_defaults():
+    """docs/configuration.md's first block says "every key, with its default": it must be Config()."""
+    import re
+    import tomllib
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, flags=re.S).group(1)
+    assert config_from_dict(tomllib.loads(block)).to_dict() == Config().to_dict()

@@ -484,6 +484,95 @@ def _score_text(column: str, value: float) -> str:
     return f"{value:.3f}"
 
 
+_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t])(?=[=+\-@])")
+
+
+def _csv_cell(text: str) -> str:
+    """Corpus text as a CSV cell that spreadsheets display rather than evaluate (OWASP CSV injection).
+
+    A cell starting like a formula gets a ``'`` prefix. So does a formula
+    character after a line break, ``;``, ``,`` or tab inside the cell: a
+    spreadsheet assuming another separator or line ending would start a cell
+    there. ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _FORMULA_AFTER_BREAK.sub("'", text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _number(x: float) -> str:
+    return format(float(x), ".10g")
+
+
+def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
+    columns = SCORE_COLUMNS + (("text",) if show_text else ())
+    out = io.StringIO()
+    # Every cell quoted (OWASP): a "\r" (not in the line terminator, so QUOTE_MINIMAL left it bare),
+    # a ";=" or a "\t=" inside a cell stays inside it whatever separator or line ending a reader assumes.
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    writer.writerow(columns)
+    for row in rows:
+        cells = []
+        for c in columns:
+            value = row[c]
+            if c in ("id", "text"):
+                cells.append(_csv_cell(str(value)))
+            elif isinstance(value, float):
+                cells.append(_number(value))
+            else:
+                cells.append(str(value))
+        writer.writerow(cells)
+    return out.getvalue()
+
+
+# -- orchestration ----------------------------------------------------------------------------
+def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: Prepared | None = None
+                   ) -> dict[str, Any]:
+    """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
+    started = time.perf_counter()
+    if isinstance(spec, Config):
+        spec = UserAuditSpec.from_config(spec)
+    prep = prepared if prepared is not None else prepare(spec)
+    model, cands, ref, plan = prep.model, prep.candidates, prep.reference, prep.plan
+    n_c = cands.n_docs
+    # RMIA's population: a seeded sample of reference documents, scored with the candidates.
+    population = np.sort(np.random.default_rng(spec.seed).permutation(ref.n_docs)[:POPULATION_SIZE])
+    scored = sp.vstack([cands.X, ref.X[population]], format="csr")
+    all_words = np.arange(model.vocabulary.size, dtype=np.int64)
+    experiment = Experiment(
+        run=RunDirectory(spec.run_dir), config_hash=prep.config_hash, record=prep.config, seeds={"seed": spec.seed},
+        X=sp.vstack([cands.X, ref.X], format="csr"), target=prep.target, plan=plan,
+        plan_arrays={"seed": np.int64(spec.seed), "shadow_in": plan.shadow_in, "shadow_seeds": plan.shadow_seeds,
+                     "n_candidates": np.int64(n_c), "n_reference": np.int64(ref.n_docs)},
+        released=Release(phi=model.phi, vocabulary=all_words), shadow_vocabulary=all_words, scored=scored,
+        tol=spec.tol, ray_address=spec.ray_address, num_cpus=spec.num_cpus)
+    resuming = experiment.resuming()
+    for note in prep.notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
+    load_seconds = time.perf_counter() - started
+    if not quiet:
+        print(f"{'resuming' if resuming else 'auditing'} {model.phi_path} (k={model.k}, {model.vocabulary.size} words): "
+              f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
+              f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
+              file=sys.stderr)
+        print(settings_line(prep.settings_from, prep.params), file=sys.stderr)
+    outcome = execute(experiment, quiet)
+    run, stats = experiment.run, outcome.statistics
+
+    t = time.perf_counter()
+    n_tokens = np.asarray(scored.sum(axis=1), dtype=np.float64).ravel()
+    shadow_in = plan.shadow_in[:, :n_c]
+    zeta, pop = stats["zeta"][:, :n_c], stats["zeta"][:, n_c:]
+    population_stats = (pop[0], pop[1:], plan.shadow_in[:, n_c + population], n_tokens[n_c:]) if population.size else None
+    scores = candidate_scores(zeta[0], zeta[1:], shadow_in, n_tokens[:n_c], population_stats,
+                              document_features(cands.X))
+    scores.setdefault("rmia_population", np.full(n_c, np.nan))
+    if wants_quantile_regression(spec.shadows, ["quantile_regression"] if spec.rank_by == "quantile" else []):
+        scores["quantile_regression"] = quantile_scores(zeta[0], zeta[1:], shadow_in, cands.X)
+    scores.setdefault("quantile_regression", np.full(n_c, np.nan))
+    rank_by, recommended = resolve_ranking(spec.rank_by, spec.shadows)
+    order = ranking(scores, rank_by)
+    n_tokens = n_tokens[:n_c]
     ids = cands.doc_ids if cands.doc_ids is not None else [str(i) for i in cands.doc_index]
     rows = []
     for rank, i in enumerate(order, start=1):
