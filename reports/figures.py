@@ -18,6 +18,7 @@ import numpy as np
 
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
+from topicaudit.engine.check import canary_evidence  # the one reader of canary files
 from topicaudit.reports.dp_region import Claim, claim_of, dp_tpr_bound
 
 IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
@@ -158,8 +159,6 @@ def draw_roc(data: dict[str, Any]):
 # -- canary scores of the canaries in and out of the canary release ---------------------------------------
 def canary_data(run) -> dict[str, Any] | None:
     """Each canary score, split by the canaries' coins (in the release or not); None without canaries."""
-    from topicaudit.engine.check import canary_evidence  # the one reader of canary files
-
     evidence = canary_evidence(run.path)
     if evidence is None:
         return None
@@ -196,8 +195,8 @@ def draw_canary_histograms(data: dict[str, Any], title: str):
 
 def _overlap_legend(ax, fontsize: float = 6) -> None:
     """The legend with the colour where the IN and OUT bars overlap named too."""
-    from matplotlib.colors import to_rgb
-    from matplotlib.patches import Patch
+    from matplotlib.colors import to_rgb  # see _new_figure
+    from matplotlib.patches import Patch  # see _new_figure
 
     white = np.ones(3)
     out = 0.6 * np.array(to_rgb(OUT_COLOR)) + 0.4 * white

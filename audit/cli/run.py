@@ -1,7 +1,6 @@
 """``topicaudit run``: run (or resume) a LiRA membership audit."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config
