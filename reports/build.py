@@ -120,9 +120,13 @@ def _verdict_section(collection: Collection) -> Section:
     section = Section("Verdict" if len(collection.groups) == 1 else "Verdicts", anchor="verdict")
     for group in collection.groups:
         run = group.representative
-        card = run_verdict(run)
         if len(collection.groups) > 1:
             section.add(Paragraph(f"{group.label} ({run.path}):"))
+        try:
+            card = run_verdict(run)
+        except UserError as error:  # e.g. only word canaries and no word-level claim: no test applies
+            section.add(Paragraph(f"No verdict: {error}"))
+            continue
         section.add(Headline(card.status, card.headline))
         items = [("claim", card.claim), ("ceiling", card.ceiling)]
         if card.power is not None:

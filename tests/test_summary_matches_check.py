@@ -35,3 +35,13 @@ def test_summary_bound_and_ceiling_equal_checks(tmp_path, capsys):
     assert float(found.group(3)) == round(check["ceiling"], 2)
     assert any(name.startswith("natural/") for name in check["bounds"])  # both experiments, α split over both
     assert any(name.startswith("canaries/") for name in check["bounds"])
+
+
+def test_a_run_whose_bound_no_test_can_state_still_finishes(tmp_path, capsys):
+    """Word canaries on a target with no word-level claim: the audit succeeds, the summary says why no bound."""
+    config = tmp_path / "word.toml"
+    config.write_text("[synthetic]\nn_docs = 200\nn_words = 500\n[target]\nk = 3\n[attack]\nshadows = 0\n"
+                      "[attack.canaries]\ncount = 60\nkind = \"word\"\n")
+    assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "no ε bound:" in out and "word canaries" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config
 from topicaudit.engine.run import run_audit, summary_table
+from topicaudit.errors import UserError
 from topicaudit.reports.roc import write_roc_figure
 
 
@@ -75,7 +76,13 @@ def execute(args) -> int:
     if args.quiet:
         print(config.run_dir)
     else:
-        print(summary_table(results, own_claim_check(config.run_dir)))
+        try:
+            verdict, untestable = own_claim_check(config.run_dir), None
+        except UserError as error:  # the audit is done; only its bound cannot be stated
+            verdict, untestable = None, str(error)
+        print(summary_table(results, verdict))
+        if untestable:
+            print(f"\n  no ε bound: {untestable}")
         print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
     return 0
 
