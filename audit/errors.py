@@ -13,3 +13,7 @@ class UserError(ValueError):
     Only the command line (``topicaudit.cli.main``) turns it into one message
     and exit 2; any other exception, a plain ValueError included, is a bug (exit 3).
     """
+
+
+# Libraries' notices about their own API (tomotopy's, numba's): for developers, never relayed to users as notes.
+DEVELOPER_WARNINGS = (DeprecationWarning, PendingDeprecationWarning)

@@ -7,7 +7,7 @@ learner's own claim. The release (Φ) audit of the same run is reported beside
 it (the bounds of the release scores, α split the same way).
 
   .venv/bin/python benchmarks/mechanism_audit.py --out runs/mechanism --seeds 5
-  .venv/bin/python benchmarks/mechanism_audit.py --out runs/mechanism --analyse-only
+  .venv/bin/python benchmarks/mechanism_audit.py --analyse-only
 
 Groups: learner × corpus × claimed ε × variant (ok, or a planted bug from
 topicaudit.targets.bug_variants) × seed. Rerunning resumes (finished run
@@ -99,7 +99,14 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", default=None, help="ok and bug names (default: ok and each "
                                                                      "learner's bugs)")
     parser.add_argument("--tag", default="mechanism_audit")
+    parser.add_argument("--analyse-only", action="store_true",
+                        help="summarise benchmarks/results/TAG.jsonl (every audit recorded so far) and stop")
     args = parser.parse_args()
+    if args.analyse_only:
+        rows = [json.loads(line) for line in (RESULTS / f"{args.tag}.jsonl").read_text().splitlines() if line]
+        latest = {r["name"] + f"-m{r['canaries']}": r for r in rows}  # a rerun of an audit replaces its row
+        print(summary(list(latest.values())))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     log = RESULTS / f"{args.tag}.jsonl"

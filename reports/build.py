@@ -17,9 +17,10 @@ from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk
 from topicaudit.reports.collect import Collection, CorpusCache, Group, collect
-from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table
+from topicaudit.reports.document import Definitions, FigureRef, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
+from topicaudit.reports.verdict import run_verdict
 from topicaudit.version import __version__
 
 REPORT_FILES = {"report.html", "report.md", "figures"}
@@ -47,13 +48,16 @@ class _Figures:
 
 def _check_attack(collection: Collection, attack: str) -> None:
     for run in collection.runs:
-        if not run.results.get("attacks") and "canaries" in run.results:
-            raise UserError(f"run {run.path} is a canary-only audit (--shadows 0): reports draw the attacks on "
-                            "natural documents; its canary results are in results.json (\"canaries\") and "
-                            f"`topicaudit check {run.path}` gives the verdict")
+        if not run.results.get("attacks"):
+            continue  # a canary-only audit (--shadows 0): its verdict and canary scores are reported
         if attack not in run.score_attacks():
             raise UserError(f"run {run.path} has no scores for attack {attack!r}; "
                             f"it has: {', '.join(run.score_attacks())}")
+
+
+def _natural(run) -> bool:
+    """True when the run attacked natural documents (it has shadow models), not canaries only."""
+    return bool(run.results.get("attacks"))
 
 
 def _target_dir(output: Path) -> None:
@@ -111,6 +115,31 @@ def _roc_caption(roc) -> str:
     return caption + " The target claims no ε, so no DP region is drawn."
 
 
+def _verdict_section(collection: Collection) -> Section:
+    """The answer first: one verdict card per group (its first finished replicate)."""
+    section = Section("Verdict" if len(collection.groups) == 1 else "Verdicts", anchor="verdict")
+    for group in collection.groups:
+        run = group.representative
+        if len(collection.groups) > 1:
+            section.add(Paragraph(f"{group.label} ({run.path}):"))
+        try:
+            card = run_verdict(run)
+        except UserError as error:  # e.g. only word canaries and no word-level claim: no test applies
+            section.add(Paragraph(f"No verdict: {error}"))
+            continue
+        section.add(Headline(card.status, card.headline))
+        items = [("claim", card.claim), ("ceiling", card.ceiling)]
+        if card.power is not None:
+            items.append(("power", card.power))
+        section.add(Definitions(items))
+        section.add(Table(["test", "what it observed", "ε ≥", "method"], card.bounds,
+                          "Every ε lower bound, as `topicaudit check` computes them (α split over all of them)"))
+        if card.strongest:
+            section.add(Table(["experiment", "strongest attack", "TPR@0.1%FPR", "TPR@1%FPR", "AUC"],
+                              card.strongest, "The attack with the highest TPR at 0.1% FPR in each experiment"))
+    return section
+
+
 def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: CorpusCache, attack: str,
                    top: int, show_text: bool, notes: list[str]) -> Section:
     run = group.representative
@@ -122,9 +151,22 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
     if len(group.runs) > 1:
         section.add(Paragraph(f"Replicate {run.replicate + 1} (seed {run.seed}) of the {len(group.runs)} finished "
                               "ones is shown; the ledger lists them all."))
+    canaries = figures.canary_data(run)
+    if canaries is not None:
+        section.add(figs.add(
+            figures.draw_canary_histograms(canaries, f"{canaries['kind']} canaries, {group.label}"),
+            _stem("canaries", group.label), f"Canary scores in and out of the canary release, {group.label}",
+            "Each canary entered the canary release's training with probability ½ (its coin, canaries.npz); "
+            "histograms of every score of canary_scores.npz for the canaries in (blue) and out (orange). "
+            "Separated histograms are what the canary bounds of the verdict measure."))
+    if not _natural(run):
+        notes.append(f"{group.label}: a canary-only audit (no shadow models): no ROC of natural documents, "
+                     "ζ histograms or most exposed documents.")
+        return section
     roc = figures.roc_data(run)
-    section.add(figs.add(figures.draw_roc(roc), _stem("roc", group.label), f"ROC of every attack, {group.label}",
-                         _roc_caption(roc)))
+    emphasised = ", ".join(roc["emphasised"]) or "none"
+    section.add(figs.add(figures.draw_roc(roc), _stem("roc", group.label), f"ROC, {group.label}",
+                         _roc_caption(roc) + f" Bold: {emphasised}; the other attacks faded grey."))
     examples = figures.zeta_examples(run, corpus.X, attack) if corpus is not None else {}
     if examples:
         kinds = "; ".join(f"{k}: {figures.KIND_DESCRIPTIONS[k]}" for k in examples)
@@ -132,7 +174,8 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
             figures.draw_zeta_examples(examples, f"ζ under IN and OUT shadow models, {group.label}"),
             _stem("zeta", group.label), f"ζ(Φ, d) of example documents, {group.label}",
             "As the paper's Figure 1: for one document of each kind, the histogram of ζ over the shadow models "
-            "trained with it (IN, blue) and without it (OUT, orange), from statistics.npz and plan.npz; dotted: "
+            "trained with it (IN, blue) and without it (OUT, orange; where both overlap the bars blend), from "
+            "statistics.npz and plan.npz; y: number of shadow models; dotted: "
             f"the target's ζ. Kinds — {kinds}."))
     elif corpus is None:
         notes.append(f"{group.label}: ζ histograms by document kind left out — {why}")
@@ -207,21 +250,23 @@ def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, sh
     rows = ledger.ledger_rows(collection, attack)
     headers, body = ledger.formatted(rows)
     ledger_section = Section("Privacy ledger", anchor="ledger")
-    ledger_section.add(Paragraph(f"One row per run; metrics of {attack}, all from the run's results.json."))
+    ledger_section.add(Paragraph(f"One row per run; metrics of {attack} on natural documents, all from the run's "
+                                 "results.json (a canary-only run has none; its bound is the canaries')."))
     ledger_section.add(Table(headers, body))
     ledger_section.add(Definitions([(heading, meaning) for _, heading, meaning in ledger.COLUMNS]))
-    sections = [ledger_section]
     multiple = len(collection.groups) > 1
     if not multiple and len(collection.runs) > 1:  # one value, several replicates: their mean ± sd here
         headers, rows = ledger.group_summary(collection)
         ledger_section.add(Table(headers, rows, "Mean ± standard deviation over the replicates"))
+    sections = [_verdict_section(collection)]
     progress = Progress("report sections", len(collection.groups) + multiple, quiet=quiet)
-    if multiple:
+    if multiple and all(_natural(run) for run in collection.runs):
         sections.append(_comparison(collection, figs, attack, notes))
         progress.advance()
     for group in collection.groups:
         sections.append(_group_section(group, multiple, figs, corpora, attack, top, show_text, notes))
         progress.advance()
     progress.close()
+    sections.append(ledger_section)  # the details last: the answer is the verdict above
     title = "topicaudit report" + (f": {collection.legend_title()}" if collection.varies else f": {collection.runs[0].name}")
     return Report(title, summary, warnings, sections, notes)

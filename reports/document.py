@@ -33,11 +33,18 @@ class Paragraph:
 
 
 @dataclass
+class Headline:
+    """The answer a section leads with: a status word (VIOLATED, CONSISTENT, …) and its sentence."""
+    status: str
+    text: str
+
+
+@dataclass
 class Definitions:
     items: list[tuple[str, str]]  # term, meaning
 
 
-Block = Paragraph | Table | FigureRef | Definitions
+Block = Paragraph | Table | FigureRef | Definitions | Headline
 
 
 @dataclass

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from topicaudit.attacks.metrics import roc_curve
+from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
+from topicaudit.engine.check import canary_evidence  # the one reader of canary files
 from topicaudit.reports.dp_region import Claim, claim_of, dp_tpr_bound
 
 IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
@@ -68,8 +70,11 @@ def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
     if claim is not None and claim.document_level:
         grid = np.logspace(np.log10(floor), 0, 400)
         boundary = (grid, dp_tpr_bound(grid, claim.epsilon, claim.delta))
+    emphasised = emphasised_attacks(run, names)
+    n_shadows = int((run.results.get("shadows") or {}).get("n_shadows") or 0)
     return {"title": run.name, "curves": curves, "metrics": {n: run.results["attacks"].get(n, {}) for n in names},
-            "floor": floor, "claim": claim, "boundary": boundary}
+            "floor": floor, "claim": claim, "boundary": boundary, "emphasised": emphasised,
+            "recommended": recommended_attack(n_shadows) if n_shadows >= 1 else None}
 
 
 def _new_figure(width: float, height: float):
@@ -115,27 +120,89 @@ def corners(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
+def emphasised_attacks(run, names) -> list[str]:
+    """The attacks a ROC draws boldly: the one recommended for the run's shadows, and the paper's online LiRA."""
+    n_shadows = int((run.results.get("shadows") or {}).get("n_shadows") or 0)
+    wanted = ([recommended_attack(n_shadows)] if n_shadows >= 1 else []) + ["lira_online"]
+    return [name for name in dict.fromkeys(wanted) if name in names]
+
+
 def draw_roc(data: dict[str, Any]):
-    """Log-log ROC of every attack (LiRA solid, global thresholds dashed), chance, DP region."""
+    """Log-log ROC: the emphasised attacks bold and labelled, every other one faded grey; chance; DP region."""
     fig = _new_figure(6.4, 5.4)
     ax = fig.add_subplot()
     floor = data["floor"]
     _chance(ax, floor)
     _draw_claim(ax, data["claim"], data["boundary"], floor)
-    colors = _palette(len(data["curves"]))
-    for color, (name, (fpr, tpr)) in zip(colors, data["curves"].items()):
+    bold = data.get("emphasised") or list(data["curves"])
+    faded = [name for name in data["curves"] if name not in bold]
+    for i, name in enumerate(faded):
+        fpr, tpr = data["curves"][name]
+        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=0.8, color="0.62", alpha=0.55,
+                label=f"{len(faded)} other attacks (faded; metrics in results.json)" if i == 0 else None)
+    for color, name in zip(("#b00020", "#1f4e9c", "#2e7d32", "#6a1b9a"), bold):
+        fpr, tpr = data["curves"][name]
         m = data["metrics"].get(name, {})
-        label = name
+        label = name + (" (recommended)" if name == data.get("recommended") else "") + \
+            (" (the paper's LiRA)" if name == "lira_online" else "")
         if "auc" in m:
             label += f": AUC {m['auc']:.3f}, TPR@0.1% {_format_percent(m['tpr_at_fpr_0.001'])}"
-        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=1.3, color=color,
-                ls="-" if name.startswith("lira") else "--", label=label)
+        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=2.0, color=color, label=label)
     title = data["title"]
     if data["claim"] is not None and data["boundary"] is None:
         title += f"\n(claimed ε = {data['claim'].epsilon:g} is {data['claim'].adjacency}-level: no document bound)"
     _loglog(ax, floor, title)
-    ax.legend(fontsize=6.3, loc="lower right")
+    ax.legend(fontsize=6.8, loc="lower right")
     return fig
+
+
+# -- canary scores of the canaries in and out of the canary release ---------------------------------------
+def canary_data(run) -> dict[str, Any] | None:
+    """Each canary score, split by the canaries' coins (in the release or not); None without canaries."""
+    evidence = canary_evidence(run.path)
+    if evidence is None:
+        return None
+    scores, coins, kind = evidence
+    coins = coins.astype(bool)
+    return {"kind": kind, "panels": {name: {"in": values[coins], "out": values[~coins]}
+                                     for name, values in scores.items()}}
+
+
+def draw_canary_histograms(data: dict[str, Any], title: str):
+    panels = list(data["panels"].items())
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    fig = _new_figure(3.4 * cols, 2.6 * rows + 0.4)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (name, d) in zip(axes, panels):
+        values = np.concatenate([d["in"], d["out"]])
+        values = values[np.isfinite(values)]
+        bins = np.histogram_bin_edges(values, bins=30) if values.size else 10
+        ax.hist(d["out"][np.isfinite(d["out"])], bins=bins, color=OUT_COLOR, alpha=0.6,
+                label=f"out of the release ({d['out'].size})")
+        ax.hist(d["in"][np.isfinite(d["in"])], bins=bins, color=IN_COLOR, alpha=0.6,
+                label=f"in the release ({d['in'].size})")
+        _overlap_legend(ax)
+        ax.set_title(f"score: {name}", fontsize=8)
+        ax.set_xlabel("canary score (higher: more likely in)", fontsize=7)
+        ax.set_ylabel("canaries", fontsize=7)
+        ax.tick_params(labelsize=6.5)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def _overlap_legend(ax, fontsize: float = 6) -> None:
+    """The legend with the colour where the IN and OUT bars overlap named too."""
+    from matplotlib.colors import to_rgb  # see _new_figure
+    from matplotlib.patches import Patch  # see _new_figure
+
+    white = np.ones(3)
+    out = 0.6 * np.array(to_rgb(OUT_COLOR)) + 0.4 * white
+    both = 0.6 * np.array(to_rgb(IN_COLOR)) + 0.4 * out  # IN drawn over OUT, both at alpha 0.6
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend([*handles, Patch(color=both)], [*labels, "both (bars overlap)"], fontsize=fontsize)
 
 
 def _palette(n: int, sequential: bool = False):
@@ -343,8 +410,9 @@ def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
                    label=f"target ({'member' if d['member'] else 'non-member'})")
         ax.set_title(f"{kind}: document {d['doc_index']}, {d['length']} words", fontsize=8)
         ax.set_xlabel("ζ(Φ, d)", fontsize=7)
+        ax.set_ylabel("shadow models", fontsize=7)
         ax.tick_params(labelsize=6.5)
-        ax.legend(fontsize=6)
+        _overlap_legend(ax)
     for ax in axes[len(kinds):]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=9)

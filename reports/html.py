@@ -13,7 +13,8 @@ from __future__ import annotations
 import base64
 import html
 
-from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
+from topicaudit.reports.document import (Definitions, FigureRef, Headline, Paragraph, Report, Section, Table,
+                                         visible_controls)
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -23,7 +24,8 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: 
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 h3 { margin-top: 1.6em; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 12px; }
-th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.wide { min-width: 28em; max-width: 48em; overflow-wrap: anywhere; white-space: pre-wrap; }
 .scroll { overflow-x: auto; }
@@ -32,6 +34,11 @@ figcaption { font-size: 12px; color: #555; max-width: 60em; }
 .warning { background: #fff3cd; border: 1px solid #e0c060; padding: .6em 1em; border-radius: 4px; }
 dl { font-size: 12px; } dt { font-weight: 600; float: left; clear: left; width: 11em; } dd { margin-left: 12em; }
 .notes li { font-size: 12px; color: #444; }
+.verdict { font-size: 16px; padding: .7em 1em; border-radius: 4px; border: 2px solid #999; background: #f6f6f6; }
+.verdict strong { letter-spacing: .04em; margin-right: .4em; }
+.verdict-violated { border-color: #b00020; background: #fdecee; }
+.verdict-consistent { border-color: #2e7d32; background: #edf7ee; }
+.verdict-no-claim, .verdict-no-signal { border-color: #8a6d00; background: #fff8e1; }
 """
 
 
@@ -73,6 +80,11 @@ def _section(section: Section, level: int) -> str:
     for block in section.blocks:
         if isinstance(block, Paragraph):
             parts.append(f"<p>{esc(block.text)}</p>")
+        elif isinstance(block, Headline):
+            status = esc(block.status)
+            kind = "".join(c if c.isalnum() else "-" for c in block.status.lower())
+            rest = block.text[len(block.status):].lstrip(": ") if block.text.startswith(block.status) else block.text
+            parts.append(f'<p class="verdict verdict-{esc(kind)}"><strong>{status}</strong>{esc(rest)}</p>')
         elif isinstance(block, Definitions):
             parts.append("<dl>" + "".join(f"<dt>{esc(t)}</dt><dd>{esc(d)}</dd>" for t, d in block.items) + "</dl>")
         elif isinstance(block, Table):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import html
 import re
 
-from topicaudit.reports.document import Definitions, FigureRef, Paragraph, Report, Section, Table, visible_controls
+from topicaudit.reports.document import (Definitions, FigureRef, Headline, Paragraph, Report, Section, Table,
+                                         visible_controls)
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
 _ORDERED_ITEM = re.compile(r"(\d{1,9})([.)])(\s|$)")
@@ -47,6 +48,8 @@ def _section(section: Section, level: int) -> list[str]:
     for block in section.blocks:
         if isinstance(block, Paragraph):
             lines += [md_text(block.text), ""]
+        elif isinstance(block, Headline):
+            lines += [f"> {md_text(block.text, line_start=False)}", ""]
         elif isinstance(block, Definitions):
             lines += [f"- **{md_text(t)}**: {md_text(d)}" for t, d in block.items] + [""]
         elif isinstance(block, Table):

@@ -192,3 +192,54 @@ def test_report_opens_from_disk_without_errors(report, tmp_path):
 
     screenshot = (report / "screenshot.png").read_bytes()
     assert screenshot[:8] == b"\x89PNG\r\n\x1a\n" and len(screenshot) > 10_000
+
+
+LAYOUT = """JSON.stringify({
+  verdict: (document.querySelector('.verdict') || {getBoundingClientRect: () => null}).getBoundingClientRect(),
+  verdictText: (document.querySelector('.verdict') || {innerText: ''}).innerText,
+  ledger: (document.getElementById('ledger') || {getBoundingClientRect: () => null}).getBoundingClientRect(),
+  pageWidth: document.documentElement.scrollWidth,
+  viewport: window.innerWidth,
+})"""
+
+
+@pytest.fixture(scope="module")
+def canary_report(tmp_path_factory):
+    """A run with shadow models and canaries: its verdict comes from both, its ledger has every column."""
+    tmp = tmp_path_factory.mktemp("browser-canaries")
+    run_audit(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
+                                "attack": {"shadows": 4, "canaries": {"count": 200}}, "ray": {"num_cpus": 1},
+                                "output": str(tmp / "run")}), quiet=True)
+    return build_report([tmp / "run"], tmp / "report")
+
+
+def _open(browser, page: Path, width: int, height: int) -> str:
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    browser.send("Page.enable", session=session)
+    browser.send("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+    browser.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
+    browser.wait_for("Page.loadEventFired", session)
+    return session
+
+
+def test_the_verdict_is_on_the_first_screen_and_the_page_fits_1400px(canary_report, tmp_path):
+    browser = DevTools(CHROMIUM, tmp_path / "profile")
+    try:
+        session = _open(browser, canary_report / "report.html", 1400, 900)
+        layout = json.loads(browser.send("Runtime.evaluate", {"expression": LAYOUT, "returnByValue": True},
+                                         session=session)["result"]["value"])
+        shot = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)  # the first screen
+    finally:
+        browser.close()
+    assert layout["verdict"] is not None and layout["ledger"] is not None
+    assert layout["verdict"]["top"] < layout["ledger"]["top"]         # the answer before the details
+    assert layout["verdict"]["bottom"] <= 900                          # on the first screen
+    assert "canaries" in layout["verdictText"]                         # the canary bound is the answer here
+    assert layout["pageWidth"] <= layout["viewport"] == 1400           # no sideways scrolling
+    png = base64.b64decode(shot["data"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    target = os.environ.get("TOPICAUDIT_REPORT_SCREENSHOT")  # e.g. docs/report-first-screen.png, to refresh it
+    if target:
+        Path(target).write_bytes(png)

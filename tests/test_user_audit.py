@@ -552,14 +552,6 @@ def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
     assert ranking(scores, "offline").tolist() == [3, 0, 1, 2]  # ...yet ranked by z
 
 
-def test_benjamini_hochberg_count():
-    from topicaudit.engine.user_audit import benjamini_hochberg_count
-
-    assert benjamini_hochberg_count(np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205]), 0.05) == 2
-    assert benjamini_hochberg_count(np.array([0.9, 0.8]), 0.05) == 0
-    assert benjamini_hochberg_count(np.array([]), 0.05) == 0
-
-
 def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
     from topicaudit.engine.user_audit import UserAuditSpec, prepare
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from topicaudit.engine.check import check_run, write_reports
 from topicaudit.engine.config import load_config
+from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.validation import check_output_file
 from topicaudit.errors import UserError
@@ -31,9 +32,11 @@ def register(commands) -> None:
     check.add_argument("--quiet", action="store_true", help="no progress while auditing")
 
 
+FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attacks": "--attack",
+         "canaries": "--canaries"}
+
+
 def execute(args) -> int:
-
-
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
         if path is not None:
             check_output_file(path, flag)  # before an audit runs, not after
@@ -44,12 +47,12 @@ def execute(args) -> int:
                             "the canaries it was audited with")
         run_dir = target
     else:
-
         config = load_config(target)
         if args.output:
             config.output = args.output
         if args.canaries is not None:
             config.attack.canaries.count = args.canaries
+        check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
         run_audit(config, quiet=args.quiet)
         run_dir = config.run_dir
     result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from topicaudit.engine import parallel
 from topicaudit.errors import (  # noqa: F401
+    DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -35,6 +36,7 @@ from topicaudit.errors import (  # noqa: F401
     EXIT_USER_ERROR,
     UserError,
 )
+from topicaudit.version import __version__
 
 # subcommand → module under topicaudit.cli, in the order ``--help`` lists them
 COMMANDS = ("run", "check", "sweep", "audit", "report")
@@ -54,6 +56,7 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 success/consistent, 1 claim refuted (check), 2 bad input, 3 internal error, "
                "4 Ray failed, 130 interrupted",
     )
+    parser.add_argument("--version", action="version", version=f"topicaudit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"topicaudit.cli.{name}").register(commands)
@@ -61,6 +64,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _show_note(message, category, filename, lineno, file=None, line=None):
+    """Loaders' warnings about the user's input as notes; libraries' deprecation notices are not the user's."""
+    if issubclass(category, DEVELOPER_WARNINGS):
+        return
     print(f"topicaudit: note: {message}", file=sys.stderr)
 
 

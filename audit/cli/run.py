@@ -1,10 +1,11 @@
 """``topicaudit run``: run (or resume) a LiRA membership audit."""
 from __future__ import annotations
 
-from pathlib import Path
 
-from topicaudit.engine.config import Config, load_config
+from topicaudit.engine.check import own_claim_check
+from topicaudit.engine.config import Config, corpus_stem, load_config
 from topicaudit.engine.run import run_audit, summary_table
+from topicaudit.errors import UserError
 from topicaudit.reports.roc import write_roc_figure
 
 
@@ -30,7 +31,8 @@ def register(commands) -> None:
     add_canary_flag(run)
     run.add_argument("--attacks", help="comma-separated attacks to report (default all; see docs/attacks.md)")
     run.add_argument("--name", help="run name (default: from the config or corpus)")
-    run.add_argument("--output", help="run directory (default: runs/NAME)")
+    run.add_argument("--output", help="run directory (default: runs/NAME-LEARNER-kK-sSEED-HASH, named after the "
+                                      "audit; the same command resumes it)")
     run.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     run.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     run.add_argument("--quiet", action="store_true", help="no progress or summary; just the run directory")
@@ -50,7 +52,7 @@ def config_from_args(args):
     if args.corpus is not None:
         config.corpus.path = args.corpus
         if args.name is None and not args.config:
-            config.name = Path(args.corpus).name.split(".")[0] or "audit"
+            config.name = corpus_stem(args.corpus)
     for flag, section, key in (
         ("format", config.corpus, "format"), ("preprocess", config.corpus, "preprocess"),
         ("learner", config.target, "learner"), ("k", config.target, "k"),
@@ -68,14 +70,19 @@ def config_from_args(args):
 
 
 def execute(args) -> int:
-
     config = config_from_args(args)
     results = run_audit(config, quiet=args.quiet)
     figure = write_roc_figure(config.run_dir) if results["attacks"] else None
     if args.quiet:
         print(config.run_dir)
     else:
-        print(summary_table(results))
+        try:
+            verdict, untestable = own_claim_check(config.run_dir), None
+        except UserError as error:  # the audit is done; only its bound cannot be stated
+            verdict, untestable = None, str(error)
+        print(summary_table(results, verdict))
+        if untestable:
+            print(f"\n  no ε bound: {untestable}")
         print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
     return 0
 

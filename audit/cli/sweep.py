@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from topicaudit.engine.config import load_config
-from topicaudit.engine.sweep import load_sweep, parse_values, run_sweep, sweep_table
+from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
 
@@ -23,25 +23,25 @@ def register(commands) -> None:
     sweep.add_argument("--values", required=True,
                        help="comma-separated values, read as TOML (5 is an integer, 0.5 a number, inf infinity)")
     sweep.add_argument("--replicates", type=int, default=1, help="audits per value, seeds SEED+0, SEED+1, … (default 1)")
-    sweep.add_argument("--output", help="sweep directory (default runs/NAME-sweep-KEY)")
+    sweep.add_argument("--output", help="sweep directory (default runs/NAME-sweep-KEY-HASH, named after the sweep)")
     sweep.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     sweep.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     sweep.add_argument("--quiet", action="store_true", help="no progress or summary; just the sweep directory")
 
 
 def execute(args) -> int:
-
     config = load_config(args.config)
     if args.ray_address is not None:
         config.ray.address = args.ray_address
     if args.num_cpus is not None:
         config.ray.num_cpus = args.num_cpus
     if args.output is not None and not args.output.strip():
-
-        raise UserError("--output is empty; give a sweep directory, or leave --output out for runs/NAME-sweep-KEY")
-    output = Path(args.output or Path("runs") / f"{config.name}-sweep-{args.param.split('.')[-1]}")
+        raise UserError("--output is empty; give a sweep directory, or leave --output out for "
+                        "runs/NAME-sweep-KEY-HASH")
+    values = parse_values(args.values)
+    output = Path(args.output) if args.output else default_output(config, args.param, values)
     check_output_directory(output, "--output")
-    run_sweep(config, args.param, parse_values(args.values), args.replicates, output, quiet=args.quiet)
+    run_sweep(config, args.param, values, args.replicates, output, quiet=args.quiet)
     if args.quiet:
         print(output)
     else:

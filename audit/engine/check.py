@@ -40,6 +40,7 @@ from topicaudit.bounds.verdict import (
     guess_family,
 )
 from topicaudit.engine.config import Config, config_from_dict, load_config
+from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
@@ -356,6 +357,19 @@ def simulated_power(mechanism: dict, labels: np.ndarray, epsilon: float, delta: 
     return out
 
 
+def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
+    """The run's bounds and ceiling exactly as ``check`` computes them; and whether its own claim was tested.
+
+    The one code path behind the run summary, the report's verdict and
+    ``check``: against the target's own claim when these tests can hold it to
+    it, else at no claim (ε = 0 stands in; the bounds do not depend on it).
+    """
+    try:
+        return check_run(run_dir), True
+    except UserError:
+        return check_run(run_dir, epsilon=0.0), False  # no claim, or one only word canaries could test
+
+
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
     written = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
@@ -391,6 +405,7 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
         config.output = str(output)
     if canaries is not None:
         config.attack.canaries.count = canaries
+    check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
     run_audit(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     assert not result.violated, result.message()

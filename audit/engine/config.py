@@ -115,7 +115,7 @@ class RayConfig:
 class Config:
     name: str = "demo"
     seed: int = 0
-    output: str | None = None  # run directory; default runs/<name>
+    output: str | None = None  # run directory; default runs/<name>-<learner>-k<k>-s<seed>-<hash>
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     target: TargetConfig = field(default_factory=TargetConfig)
@@ -127,7 +127,28 @@ class Config:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.output if self.output else Path("runs") / self.name)
+        """``output``, else a directory named after what is audited, so that two audits never share one.
+
+        runs/<corpus or name>-<learner>-k<k>-s<seed>-<6 hex of the configuration>: the same
+        configuration (the same command) finds its directory again and resumes.
+        """
+        if self.output:
+            return Path(self.output)
+        return Path("runs") / (f"{self.stem}-{self.target.learner}-k{self.target.k}-s{self.seed}-"
+                               f"{self.short_hash()}")
+
+    @property
+    def stem(self) -> str:
+        """The name a default directory starts with: ``name``, or the corpus file's when ``name`` is unset."""
+        if self.name != Config.name or self.corpus.path is None:
+            return self.name
+        return corpus_stem(self.corpus.path)
+
+    def short_hash(self) -> str:
+        """Six hex digits of the numbers-determining settings and the corpus's place (no file is read)."""
+        where = None if self.corpus.path is None else str(Path(self.corpus.path).resolve())
+        payload = json.dumps({"config": self.identity(), "corpus": where}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:6]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -153,6 +174,13 @@ class Config:
         if "canaries" in d["attack"] and self.attack.canaries.observe == "auto":
             d["attack"]["canaries"].pop("observe")
         return d
+
+
+def corpus_stem(path: str) -> str:
+    """A corpus file's short name: pheme_clean.json → pheme_clean, docword.kos.txt (UCI) → kos."""
+    parts = Path(path).name.split(".")
+    stem = parts[1] if parts[0] == "docword" and len(parts) > 2 else parts[0]
+    return stem or "audit"
 
 
 SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,

@@ -278,8 +278,12 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     return results
 
 
-def summary_table(results: dict[str, Any]) -> str:
-    """The one-screen summary printed at the end of a run."""
+def summary_table(results: dict[str, Any], verdict=None) -> str:
+    """The one-screen summary printed at the end of a run.
+
+    verdict: ``topicaudit.engine.check.own_claim_check``'s (result, claim tested), so
+    the bound and ceiling printed are ``check``'s own; without it no bound is printed.
+    """
     target, guarantee = results["target"], results["target"]["guarantee"]
     claim = "none" if guarantee["epsilon"] is None else f"{guarantee['epsilon']:g}"
     if guarantee["epsilon"] is not None and guarantee["adjacency"]:
@@ -295,12 +299,8 @@ def summary_table(results: dict[str, Any]) -> str:
         ]
         for name, m in results["attacks"].items():
             lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
-        eps = results["epsilon_lower_bounds"]
-        lines += ["", f"  empirical ε ≥ {eps['epsilon']:.2f} (one-run, document-level, {eps['confidence']:.0%} "
-                      f"confidence, δ = {eps['delta']:g}); claimed ε: {claim}"]
     if "canaries" in results:
         c = results["canaries"]
-        eps = c["epsilon_lower_bounds"]
         lines += ["", f"  canaries: {c['count']} {c['kind']} ({c['length']} tokens each), {c['members']} in the "
                       f"canary release beside {c['fixed_training_documents']} fixed documents; "
                       f"{target['learner']} k={target['k']}"]
@@ -308,9 +308,8 @@ def summary_table(results: dict[str, Any]) -> str:
             lines.append(f"  {'canary ' + name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}"
                          f"{m['tpr_at_fpr_0.01']:>12.2%}")
         lines.append(f"  canaries scored on {c.get('threat_model', 'the released Φ')}")
-        lines.append(f"  empirical ε ≥ {eps['epsilon']:.2f} ({c['adjacency']}-level, {eps['confidence']:.0%} "
-                     f"confidence, δ = {eps['delta']:g}; this audit can prove at most {eps['ceiling']:.2f}); "
-                     f"claimed ε: {claim}")
+    if verdict is not None:
+        lines += ["", *verdict_lines(*verdict, claim)]
     for message in results.get("warnings", []):
         lines.append(f"  warning from a Ray worker: {message}")
     if "test_under_noise" in target:
@@ -323,3 +322,18 @@ def summary_table(results: dict[str, Any]) -> str:
               ("canary_fit_wall", "canary fit")) if t.get(key)]
     lines += ["", f"  wall time {t['total']:.1f} s ({', '.join(parts)})"]
     return "\n".join(lines)
+
+
+def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
+    """The bound, the ceiling and the verdict, as ``check`` computes them (α split over every test)."""
+    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    strength = (f"power against a mechanism 2× / 10× less private: {result.power['2x']:.0%} / "
+                f"{result.power['10x']:.0%} of simulated audits" if result.power is not None
+                else f"this audit can prove at most {result.ceiling:.2f}")
+    lines = [f"  empirical ε ≥ {result.epsilon_lower_bound:.3f} ({result.strongest_attack}; {level}); {strength}",
+             f"  claimed ε: {claim}"]
+    if claim_tested:
+        lines.append(f"  {result.message().split(':', 1)[0]} (topicaudit check gives the same verdict)")
+    else:
+        lines.append("  no claim tested here: `topicaudit check RUN_DIR --epsilon E` tests one")
+    return lines

@@ -141,7 +141,7 @@ class RunDirectory:
         except (OSError, KeyError, TypeError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             raise UserError(
                 f"{config} cannot be read ({type(error).__name__}: {error}), so this run directory cannot be "
-                "resumed safely; delete the directory to start over, or choose another --output"
+                "resumed safely; delete the directory to start over, or choose another output (--output)"
             ) from None
 
     def check_compatible(self, config_hash: str) -> bool:
@@ -149,19 +149,19 @@ class RunDirectory:
         if not self.path.exists():
             return False
         if not self.path.is_dir():
-            raise UserError(f"output {self.path} exists and is not a directory; choose another --output")
+            raise UserError(f"output {self.path} exists and is not a directory; choose another output (--output)")
         stored = self.stored_hash()
         if stored is None:
             if any(self.path.iterdir()):
                 raise UserError(
                     f"output directory {self.path} is not empty and is not a topicaudit run; "
-                    "choose another --output"
+                    "choose another output (--output)"
                 )
             return False
         if stored != config_hash:
             raise UserError(
                 f"output directory {self.path} holds a run with a different configuration "
-                f"(config hash {stored}, this one {config_hash}); choose another --output, "
+                f"(config hash {stored}, this one {config_hash}); choose another output (--output), "
                 "or delete that directory to start over"
             )
         return True

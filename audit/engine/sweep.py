@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import math
 import sys
@@ -130,6 +131,17 @@ def _specification(config: Config, parameter: str, values: list[Any], replicates
     return {"parameter": parameter, "values": values, "replicates": replicates, "base_config": base}
 
 
+def default_output(config: Config, parameter: str, values: list[Any]) -> Path:
+    """runs/<corpus or name>-sweep-<key>-<6 hex>: named after what is swept, the same for the same sweep.
+
+    Replicates are left out of the hash, so adding some resumes the same directory.
+    """
+    spec = _specification(config, parameter, values, 0)
+    spec["base_config"]["corpus"]["path"] = config.short_hash()  # the corpus's place, however it is spelled
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return Path("runs") / f"{config.stem}-sweep-{parameter.split('.')[-1]}-{digest}"
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
@@ -154,7 +166,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
         if {**stored_spec, "replicates": replicates} != spec:
             raise UserError(
                 f"{output} holds a different sweep (other parameter, values or base configuration); "
-                "choose another --output, or delete that directory to start over"
+                "choose another output (--output), or delete that directory to start over"
             )
         if replicates < stored_spec.get("replicates", 0):
             raise UserError(
@@ -162,7 +174,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
                 f"not removed: ask for --replicates {stored_spec['replicates']} or more"
             )
     elif output.exists() and any(output.iterdir()):
-        raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another --output")
+        raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another output (--output)")
     output.mkdir(parents=True, exist_ok=True)
 
     index = {

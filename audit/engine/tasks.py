@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.statistics import model_statistics
+from topicaudit.errors import DEVELOPER_WARNINGS
 from topicaudit.targets.base import Release
 
 
@@ -26,23 +27,26 @@ def recorded_warnings():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield messages
-    messages.extend(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    messages.extend(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught
+                                  if not issubclass(w.category, DEVELOPER_WARNINGS)))
 
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
                 vocabulary: np.ndarray | None, observe: np.ndarray | None = None
                 ) -> tuple[Release, float, str, list[str]]:
-    """The release, its fit seconds, the id of the Ray node that fitted it ("" outside Ray) and its warnings.
+    """The release, its fit's CPU seconds, the id of the Ray node that fitted it ("" outside Ray), its warnings.
 
+    CPU time of this process (every thread of it), so the run's ``*_cpu``
+    timings are CPU time wherever the fit ran, not the wall time of a task.
     observe: corpus columns whose mechanism outputs the release's transcript records (canary audits).
     """
-    start = time.perf_counter()
+    start = time.process_time()
     with recorded_warnings() as messages:
         release = target.fit(X[rows], seed, vocabulary, observe) if observe is not None \
             else target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
-    return release, time.perf_counter() - start, node, messages
+    return release, time.process_time() - start, node, messages
 
 
 def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
@@ -62,7 +66,7 @@ def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabul
     (name → (documents,)), their seconds and the warnings raised.
     """
     release, seconds, node, messages = fit_release(target, X, rows, seed, vocabulary)
-    start = time.perf_counter()
+    start = time.process_time()
     with recorded_warnings() as more:
         statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
-    return release, seconds, node, statistics, time.perf_counter() - start, messages + more
+    return release, seconds, node, statistics, time.process_time() - start, messages + more

@@ -458,14 +458,30 @@ def ranking(scores: dict[str, np.ndarray], rank_by: str = DEFAULT_RANKING) -> np
     return np.lexsort((np.arange(scores[key].size), -scores[other], -scores[key]))
 
 
-def benjamini_hochberg_count(p: np.ndarray, q: float = 0.05) -> int:
-    """How many hypotheses Benjamini–Hochberg rejects at false-discovery rate q."""
-    m = p.size
-    if m == 0:
-        return 0
-    ordered = np.sort(p)
-    passing = np.flatnonzero(ordered <= q * np.arange(1, m + 1) / m)
-    return int(passing[-1] + 1) if passing.size else 0
+# Per-document variances rest on N/2 shadows a side: below this many shadows they are too noisy to read.
+RELIABLE_PER_DOCUMENT_SHADOWS = 16
+PER_DOCUMENT_COLUMNS = ("online_llr", "offline_p")
+
+
+def unreliable_columns(n_shadows: int) -> dict[str, str]:
+    """Score columns that cannot be read literally with this many shadows, and why (docs/user-audit.md)."""
+    why = {"offline_p": "not calibrated p-values (the Gaussian's tail is extrapolated far beyond the shadows): "
+                        "rank by them, never count or correct them for multiple testing",
+           "offline_p_global": "as offline_p", "offline_shrunk_p": "as offline_p"}
+    if n_shadows < RELIABLE_PER_DOCUMENT_SHADOWS:
+        few = (f"per-document variances from {n_shadows // 2} shadow(s) a side: values like LLR 1e14 or p = 0 "
+               "are artefacts of a variance estimated near 0")
+        why.update({"online_llr": few, "offline_p": few + "; " + why["offline_p"]})
+    return why
+
+
+def _score_text(column: str, value: float) -> str:
+    """A score for the screen: p-values and log-ratios beyond what the shadows can support shown as bounds."""
+    if column.endswith("_p"):
+        return "< 1e-12" if value < 1e-12 else f"{value:.2e}"
+    if abs(value) >= 1e6:
+        return "> 1e6" if value > 0 else "< -1e6"
+    return f"{value:.3f}"
 
 
 _FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t])(?=[=+\-@])")
@@ -539,7 +555,7 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
               f"{n_c} candidates, {ref.n_docs} reference documents; {prep.learner} k={prep.k}, "
               f"{spec.shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
               file=sys.stderr)
-        print(f"shadow settings ({prep.settings_from}): {settings_text(prep.params)}", file=sys.stderr)
+        print(settings_line(prep.settings_from, prep.params), file=sys.stderr)
     outcome = execute(experiment, quiet)
     run, stats = experiment.run, outcome.statistics
 
@@ -574,7 +590,6 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
     })
     scoring_seconds = time.perf_counter() - t
 
-    p = scores["offline_p"]
     guarantee = prep.target.learner.guarantee()
     result = {
         "schema": USER_AUDIT_SCHEMA,
@@ -605,10 +620,8 @@ def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: 
                                                      SCORE_COLUMNS + (("text",) if spec.show_text else ())}},
         "summary": {
             "n_candidates": n_c,
-            "n_online_llr_positive": int((scores["online_llr"] > 0).sum()),
-            "n_offline_p_below_0.01": int((p < 0.01).sum()),
-            "n_offline_p_below_0.05": int((p < 0.05).sum()),
-            "n_benjamini_hochberg_0.05": benjamini_hochberg_count(p, 0.05),
+            # No count of members or discoveries: these scores are not calibrated tests (docs/user-audit.md).
+            "unreliable": unreliable_columns(spec.shadows),
         },
         "top": rows[: spec.top],
         "statistics": {"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": spec.tol},
@@ -637,6 +650,13 @@ def settings_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{name}={show(value)}" for name, value in params.items()) or "defaults"
 
 
+def settings_line(settings_from: str, params: dict[str, Any]) -> str:
+    """Where the shadows' settings came from and what they are, without saying "defaults" twice."""
+    if not params:
+        return f"shadow settings: {settings_from}" if "default" in settings_from else "shadow settings: defaults"
+    return f"shadow settings ({settings_from}): {settings_text(params)}"
+
+
 def _printable(text: str, width: int) -> str:
     """One line of corpus text safe for a terminal: control characters escaped, whitespace folded."""
     flat = " ".join(text.split())
@@ -654,7 +674,7 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
         (f"  {s['n_candidates']} candidates scored{dropped}; {inputs['reference']['n_used']} reference documents; "
          f"{result['learner']['name']} k={result['learner']['k']}, {result['shadows']['n_shadows']} shadow models "
          f"on {result['shadows']['training_docs']} documents each"),
-        f"  shadow settings ({result['learner']['settings_from']}): {settings_text(result['learner']['params'])}",
+        "  " + settings_line(result["learner"]["settings_from"], result["learner"]["params"]),
         f"  ranked by {RANKING_LABELS[result['ranking']['rank_by']]}, strongest membership evidence first",
         *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
            "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
@@ -665,18 +685,23 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
     show_id = any(str(r["id"]) != str(r["candidate"]) for r in top)
     id_width = min(max([len(str(r["id"])) for r in top] + [2]), 30)
     id_head = f"{'id':<{id_width}}  " if show_id else ""
-    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {'online LLR':>10}  "
-                 f"{'offline p':>9}" + ("  text" if show_text else ""))
+    column = result["ranking"]["by"]
+    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {column:>17}"
+                 + ("  text" if show_text else ""))
     for r in top:
         id_cell = f"{_printable(str(r['id']), id_width):<{id_width}}  " if show_id else ""
         line = (f"  {r['rank']:>5}  {r['candidate']:>9}  {id_cell}{r['n_tokens']:>6}  {r['zeta']:>10.3f}  "
-                f"{r['online_llr']:>10.3f}  {r['offline_p']:>9.2e}")
+                f"{_score_text(column, r[column]):>17}")
         lines.append(line + (f"  {_printable(r['text'], 60)}" if show_text else ""))
+    unreliable = s.get("unreliable", {})
     lines += [
         "",
-        (f"  offline p < 0.05: {s['n_offline_p_below_0.05']} of {s['n_candidates']} "
-         f"(Benjamini–Hochberg at 5% FDR: {s['n_benjamini_hochberg_0.05']}); "
-         f"online LLR > 0: {s['n_online_llr_positive']}"),
+        (f"  the shown scores ({column}) are the ranking's own; the ranking is evidence, not a test: it claims "
+         "no number of members"),
+        *[f"  unreliable with {result['shadows']['n_shadows']} shadows: {name} ({why})"
+          for name, why in unreliable.items() if name in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in why],
+        *(["  this ranking rests on an unreliable statistic: --rank-by recommended ranks by one that holds up"]
+          if column in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in unreliable.get(column, "") else []),
         (f"  wall time {result['timings_s']['total']:.1f} s (fits {result['timings_s']['fit_wall']:.1f} s, "
          f"statistics {result['timings_s']['statistics']:.1f} s)"),
         "",

@@ -94,7 +94,7 @@ def check_run_config(config) -> None:
     """What ``topicaudit run`` can refuse from the configuration alone (``topicaudit.engine.config.validate`` calls it)."""
     check_seed(config.seed, "seed (--seed)")
     if config.output is not None and str(config.output).strip() == "":
-        raise UserError("output (--output) is empty; give a run directory, or leave it out for runs/NAME")
+        raise UserError("output (--output) is empty; give a run directory, or leave it out for a directory named after the audit")
     check_output_directory(config.run_dir, "--output")
     if config.corpus.path is None:
         check_synthetic(config.synthetic)

@@ -1,0 +1,137 @@
+"""The answer a report leads with: one verdict card per run, computed as ``topicaudit check`` computes it.
+
+The card holds the claim (ε, δ, what it protects), every ε bound with what it
+observed (natural documents, canaries on the release, canaries on the
+mechanism), the verdict (VIOLATED, CONSISTENT, NO CLAIM, NO SIGNAL), the
+audit's ceiling, and the strongest attack with its TPR at 0.1% and 1% FPR and
+AUC. The bounds come from ``topicaudit.engine.check`` (the claim of the run's
+``check.json`` when ``check`` was run on it, else the target's own), so the
+page and ``check`` never disagree.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from topicaudit.engine.check import check_run, own_claim_check
+from topicaudit.engine.rundir import read_json
+from topicaudit.errors import UserError
+
+# What each family of tests observed, by the prefix of its name in CheckResult.bounds.
+OBSERVED = {
+    "natural": "natural documents on the released Φ (LiRA with shadow models)",
+    "canaries": "canaries on the released Φ",
+    "mechanism": "canaries on what the mechanism releases (its own noisy statistics)",
+}
+STATUSES = ("VIOLATED", "CONSISTENT", "NO CLAIM", "NO SIGNAL")
+
+
+@dataclass
+class Verdict:
+    status: str                  # one of STATUSES
+    headline: str                # one sentence: the answer
+    claim: str                   # ε, δ, adjacency and basis, or "none"
+    bounds: list[list[str]]      # test, what it observed, ε ≥, method
+    ceiling: str
+    strongest: list[list[str]] = field(default_factory=list)  # experiment, attack, TPR@0.1%, TPR@1%, AUC
+    power: str | None = None     # the audit's measured power, when the check reports it
+
+
+def _observed(result, name: str) -> str:
+    """What a test observed: the check's own ``observe`` when it has one, else read from the test's name."""
+    source = name.split("/", 1)[0]
+    observe = getattr(result, "observe", None)
+    if isinstance(observe, dict):
+        text = observe.get(name, observe.get(source))
+        if text:
+            return str(text)
+    text = getattr(result.bounds[name], "observe", None)
+    return str(text) if text else OBSERVED.get(source, source)
+
+
+def _status(result, claim_tested: bool) -> str:
+    verdict = getattr(result, "verdict", None)
+    if isinstance(verdict, str) and verdict.strip():
+        named = verdict.strip().replace("_", " ").replace("-", " ").upper()
+        if named in STATUSES and (claim_tested or named == "NO SIGNAL"):
+            return named
+    if getattr(result, "no_signal", False):
+        return "NO SIGNAL"
+    if not claim_tested:
+        return "NO CLAIM"
+    return "VIOLATED" if result.violated else "CONSISTENT"
+
+
+def _recorded_claim(run) -> tuple[float, float, float] | None:
+    """The claim ``check`` last tested on this run (its check.json), if any."""
+    path = run.path / "check.json"
+    if not path.exists():
+        return None
+    try:
+        data = read_json(path)
+        return float(data["claimed_epsilon"]), float(data["delta"]), float(data["alpha"])
+    except (UserError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _strongest(results: dict[str, Any]) -> list[list[str]]:
+    """The attack with the highest TPR at 0.1% FPR (then AUC) in each experiment of the run."""
+    rows = []
+    for experiment, metrics in (("natural documents", results.get("attacks") or {}),
+                                ("canaries", (results.get("canaries") or {}).get("scores") or {})):
+        if not metrics:
+            continue
+        name = max(metrics, key=lambda a: (metrics[a].get("tpr_at_fpr_0.001", 0), metrics[a].get("auc", 0)))
+        m = metrics[name]
+        rows.append([experiment, name, f"{100 * m['tpr_at_fpr_0.001']:.2f}%", f"{100 * m['tpr_at_fpr_0.01']:.2f}%",
+                     f"{m['auc']:.3f}"])
+    return rows
+
+
+def run_verdict(run) -> Verdict:
+    """The verdict card of a finished run (a ``topicaudit.reports.collect.Run``)."""
+    guarantee = (run.results.get("target") or {}).get("guarantee") or {}
+    recorded = _recorded_claim(run)
+    result, tested = None, False
+    if recorded is not None:
+        try:
+            result, tested = check_run(run.path, *recorded), True
+        except UserError:
+            result = None
+    if result is None:
+        result, tested = own_claim_check(run.path)
+    status = _status(result, tested)
+    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    if tested:
+        basis = guarantee.get("basis") if recorded is None else "as given to `topicaudit check`"
+        claim = (f"ε = {result.claimed_epsilon:g}, δ = {result.delta:g}, {result.adjacency}-level neighbours"
+                 + (f" ({basis})" if basis and basis != "none" else ""))
+    else:
+        claim = ("none: the target claims no ε" if guarantee.get("epsilon") is None else
+                 f"ε = {guarantee['epsilon']:g} per {guarantee.get('adjacency')} (not testable by these tests)")
+    best = result.strongest_attack
+    strongest_source = _observed(result, best)
+    if status == "VIOLATED":
+        headline = (f"VIOLATED: the claim ε = {result.claimed_epsilon:g} is refuted; {strongest_source} prove "
+                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}).")
+    elif status == "CONSISTENT":
+        reach = (f"this audit could refute claims up to ε = {result.ceiling:.2f}"
+                 if result.ceiling > result.claimed_epsilon else
+                 f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
+                 "add canaries")
+        headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
+                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}.")
+    elif status == "NO SIGNAL":
+        headline = (f"NO SIGNAL: the tests could not tell members from non-members; the bound ε ≥ "
+                    f"{result.epsilon_lower_bound:.2f} says nothing about the claim either way ({level}).")
+    else:
+        headline = (f"NO CLAIM to test: the audit proves ε ≥ {result.epsilon_lower_bound:.2f} from "
+                    f"{strongest_source} ({level}); `topicaudit check {run.path} --epsilon E` tests a claim.")
+    bounds = [[name, _observed(result, name), f"{b.epsilon:.3f}", b.method]
+              for name, b in sorted(result.bounds.items(), key=lambda item: -item[1].epsilon)]
+    power = getattr(result, "power", None)
+    return Verdict(status, headline, claim, bounds,
+                   f"ε = {result.ceiling:.2f}: the largest ε any outcome of these tests could prove"
+                   if math.isfinite(result.ceiling) else "unbounded",
+                   _strongest(run.results), None if power is None else str(power))
