@@ -65,10 +65,16 @@ def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bo
         return False
     mode = config.attack.canaries.observe
     possible = (target.observes_mechanism or target.observes_vocabulary) and canaries.observed_columns.size > 0
+    # A local learner's reports are scored per host (word canaries); a document canary has no host.
+    adjacency = target.guarantee().adjacency
+    if adjacency is not None and not adjacency.document_level and canaries.kind != "word" \
+            and not target.observes_vocabulary:
+        possible = False
     if mode == "mechanism" and not possible:
         why = ("learner {!r} does not record its mechanism's outputs".format(config.target.learner)
                if not (target.observes_mechanism or target.observes_vocabulary) else
-               "only unique-word, paired and word canaries have mechanism outputs to observe")
+               "only unique-word, paired, threshold and word canaries (word canaries for a word-level claim) "
+               "have mechanism outputs to observe")
         raise UserError(f"[attack.canaries] observe = \"mechanism\": {why}; use observe = \"release\"")
     return possible and mode != "release"
 
