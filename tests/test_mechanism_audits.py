@@ -92,6 +92,21 @@ def test_dp_cgs_records_the_noisy_counts_phi_is_made_of():
     assert np.allclose(phi[:, 3] / phi[:, 8], weights[:, 0] / weights[:, 1], rtol=1e-5)
 
 
+def test_hdp_lda_records_every_release_and_phi_is_made_of_the_last():
+    from topicaudit.targets.hdp_lda import ZhaoHDPLDA
+    X = _counts()
+    learner = ZhaoHDPLDA(3, n_iter=6)
+    phi, transcript = learner.fit_observed(X, 3, np.array([1, 4]))
+    releases = transcript.arrays["releases"]
+    assert releases.shape == (6, 3, 2) and np.array_equal(phi, learner.fit(X, 3))
+    weights = np.maximum(releases[-1].astype(np.float64), 0) + learner.beta
+    assert np.allclose(phi[:, 1] / phi[:, 4], weights[:, 0] / weights[:, 1], rtol=1e-4)
+    c = make_canaries(X, 2, "word", 1, seed=0)
+    moved = Transcript("laplace-count-releases", c.words, {"releases": releases}, learner.mechanism_parameters())
+    by_hand = sum(laplace_column_llr(step.astype(np.float64), 1, 2.0 / learner.epsilon_l) for step in releases)
+    assert np.allclose(mechanism_scores(moved, c), by_hand)
+
+
 # -- scores against hand computation ----------------------------------------------------------------
 def _word_canaries(hosts, n_words=10):
     c = make_canaries(_counts(n_docs=20, n_words=n_words), len(hosts), "word", 1, seed=0)

@@ -23,6 +23,8 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
                          min(F, Γ) or min(F + 1, Γ): their likelihood ratio;
                          any other canary word scores by its release alone
                          (released: certainly trained; else 0).
+``laplace-count-releases``  HDP-LDA's every release of the column: the
+                         ``laplace-counts`` ratio of each, summed over releases.
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
                          contribution v_t is its E-step under that step's
                          E[log β], clipped as claimed; the step is
@@ -46,7 +48,8 @@ from scipy.special import digamma, logsumexp
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.targets.base import Transcript
 
-KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "subsampled-gaussian-steps", "dpsu")
+KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "laplace-count-releases",
+         "subsampled-gaussian-steps", "dpsu")
 # The score of a released word that no fixed document holds: under the claim only δ could have released it.
 RELEASED_FRESH = 1e6
 # The E-step of a one-word document converges in a few passes; these bound the loop.
@@ -93,6 +96,10 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
     if transcript.kind == "laplace-counts":
         y = np.asarray(a["noisy_counts"], dtype=np.float64)[:, at[seen]]          # (k, seen)
         out[seen] = laplace_column_llr(y, tokens, float(p["scale"]))
+        return out
+    if transcript.kind == "laplace-count-releases":
+        y = np.asarray(a["releases"], dtype=np.float64)[:, :, at[seen]]          # (T, k, seen)
+        out[seen] = sum(laplace_column_llr(step, tokens, float(p["scale"])) for step in y)
         return out
     y = np.asarray(a["noisy_sums"], dtype=np.float64)[:, :, at[seen]]             # (T, k, seen)
     elog_beta = np.asarray(a["expected_log_beta"], dtype=np.float64)[:, :, at[seen]]
@@ -194,11 +201,14 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
         return np.where(says, loss, -loss)
 
     def column(present: np.ndarray) -> np.ndarray:
-        if kind == "laplace-counts":
+        if kind in ("laplace-counts", "laplace-count-releases"):
             scale = float(parameters["scale"])
-            y = rng.laplace(0.0, scale / factor, (k, m))
-            y[rng.integers(0, k, m), np.arange(m)] += tokens * present
-            return laplace_column_llr(y, tokens, scale)
+            total = np.zeros(m)
+            for _ in range(int(parameters.get("releases", 1))):
+                y = rng.laplace(0.0, scale / factor, (k, m))
+                y[rng.integers(0, k, m), np.arange(m)] += tokens * present
+                total += laplace_column_llr(y, tokens, scale)
+            return total
         sigma, q, steps = float(parameters["noise_std"]), float(parameters["sampling_rate"]), int(parameters["steps"])
         clip = parameters.get("clip_norm")
         size = tokens if clip is None else min(tokens, float(clip))
