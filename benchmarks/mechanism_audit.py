@@ -40,7 +40,7 @@ CORPORA = {
 # change what the mechanism released, so those run short; DP-CGS's chain and DP-SVI's steps are the mechanism.
 LEARNERS = {
     "lp-lda": ({"n_iter": 20}, ["noise-halved", "randomiser-dropped"]),
-    "lppf": ({"n_iter": 20}, ["noise-halved", "randomiser-dropped"]),
+    "lppf": ({"n_iter": 2}, ["noise-halved", "randomiser-dropped"]),
     "dp-cgs": ({"n_iter": 50}, ["noise-halved", "cap-skipped"]),
     "dp-svi": ({}, ["noise-halved", "composition-forgotten", "steps-20x", "cap-skipped"]),
 }

@@ -22,7 +22,6 @@ from topicaudit.errors import UserError
 OBSERVED = {
     "natural": "natural documents on the released Φ (LiRA with shadow models)",
     "canaries": "canaries on the released Φ",
-    "mechanism": "canaries on what the mechanism releases (its own noisy statistics)",
 }
 STATUSES = ("VIOLATED", "CONSISTENT", "NO CLAIM", "NO SIGNAL")
 
@@ -39,24 +38,21 @@ class Verdict:
 
 
 def _observed(result, name: str) -> str:
-    """What a test observed: the check's own ``observe`` when it has one, else read from the test's name."""
+    """What a test observed, as ``check`` states it (``CheckResult.observed``, by the test's prefix)."""
     source = name.split("/", 1)[0]
-    observe = getattr(result, "observe", None)
-    if isinstance(observe, dict):
-        text = observe.get(name, observe.get(source))
-        if text:
-            return str(text)
-    text = getattr(result.bounds[name], "observe", None)
-    return str(text) if text else OBSERVED.get(source, source)
+    return result.observed.get(source + "/") or OBSERVED.get(source, source)
+
+
+def _power(power: dict | None) -> str | None:
+    """A mechanism audit's simulated power, in words."""
+    if power is None:
+        return None
+    return (f"a mechanism 2× less private than claimed is refuted in {power['2x']:.0%} of "
+            f"{power['replicates']} simulated audits of this design, 10× in {power['10x']:.0%}")
 
 
 def _status(result, claim_tested: bool) -> str:
-    verdict = getattr(result, "verdict", None)
-    if isinstance(verdict, str) and verdict.strip():
-        named = verdict.strip().replace("_", " ").replace("-", " ").upper()
-        if named in STATUSES and (claim_tested or named == "NO SIGNAL"):
-            return named
-    if getattr(result, "no_signal", False):
+    if result.no_signal:
         return "NO SIGNAL"
     if not claim_tested:
         return "NO CLAIM"
@@ -116,7 +112,8 @@ def run_verdict(run) -> Verdict:
         headline = (f"VIOLATED: the claim ε = {result.claimed_epsilon:g} is refuted; {strongest_source} prove "
                     f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}).")
     elif status == "CONSISTENT":
-        reach = (f"this audit could refute claims up to ε = {result.ceiling:.2f}"
+        reach = (f"power: {_power(result.power)}" if result.power is not None else
+                 f"this audit could refute claims up to ε = {result.ceiling:.2f} with a perfect attack"
                  if result.ceiling > result.claimed_epsilon else
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
                  "add canaries")
@@ -130,8 +127,7 @@ def run_verdict(run) -> Verdict:
                     f"{strongest_source} ({level}); `topicaudit check {run.path} --epsilon E` tests a claim.")
     bounds = [[name, _observed(result, name), f"{b.epsilon:.3f}", b.method]
               for name, b in sorted(result.bounds.items(), key=lambda item: -item[1].epsilon)]
-    power = getattr(result, "power", None)
     return Verdict(status, headline, claim, bounds,
                    f"ε = {result.ceiling:.2f}: the largest ε any outcome of these tests could prove"
                    if math.isfinite(result.ceiling) else "unbounded",
-                   _strongest(run.results), None if power is None else str(power))
+                   _strongest(run.results), _power(result.power))

@@ -144,7 +144,9 @@ class CheckResult:
             "delta": self.delta,
             "alpha": self.alpha,
             "adjacency": self.adjacency,
-            "epsilon_lower_bound": self.epsilon_lower_bound,
+            # ∞ (a δ-tail refutation) as the string "inf", as every bound's JSON has it: strict JSON has no ∞
+            "epsilon_lower_bound": (self.epsilon_lower_bound if math.isfinite(self.epsilon_lower_bound)
+                                    else str(self.epsilon_lower_bound)),
             "strongest_attack": self.strongest_attack,
             "ceiling": self.ceiling,
             "violated": self.violated,
