@@ -20,12 +20,13 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 2em auto;
-       max-width: 1180px; padding: 0 1.2em; }
+       max-width: 1320px; padding: 0 1.2em; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 h3 { margin-top: 1.6em; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
+td:first-child { overflow-wrap: anywhere; min-width: 8em; }  /* run paths: the one cell that may break in a word */
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.wide { min-width: 28em; max-width: 48em; overflow-wrap: anywhere; white-space: pre-wrap; }
 .scroll { overflow-x: auto; }

@@ -199,6 +199,7 @@ LAYOUT = """JSON.stringify({
   verdictText: (document.querySelector('.verdict') || {innerText: ''}).innerText,
   ledger: (document.getElementById('ledger') || {getBoundingClientRect: () => null}).getBoundingClientRect(),
   pageWidth: document.documentElement.scrollWidth,
+  scrolled: Array.from(document.querySelectorAll('.scroll')).filter(d => d.scrollWidth > d.clientWidth).length,
   viewport: window.innerWidth,
 })"""
 
@@ -237,7 +238,8 @@ def test_the_verdict_is_on_the_first_screen_and_the_page_fits_1400px(canary_repo
     assert layout["verdict"]["top"] < layout["ledger"]["top"]         # the answer before the details
     assert layout["verdict"]["bottom"] <= 900                          # on the first screen
     assert "canaries" in layout["verdictText"]                         # the canary bound is the answer here
-    assert layout["pageWidth"] <= layout["viewport"] == 1400           # no sideways scrolling
+    assert layout["pageWidth"] <= layout["viewport"] == 1400           # no sideways scrolling: not the page,
+    assert layout["scrolled"] == 0                                     # nor a table (the ledger) in its box
     png = base64.b64decode(shot["data"])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     target = os.environ.get("TOPICAUDIT_REPORT_SCREENSHOT")  # e.g. docs/report-first-screen.png, to refresh it
