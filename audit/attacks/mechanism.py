@@ -221,6 +221,13 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
 
     if kind not in KINDS:
         raise ValueError(f"no simulator for transcript kind {kind!r}")
+    if kind == "dpsu":  # even-numbered canaries anchored by `anchors` one-word documents, odd ones fresh
+        anchors = np.where(np.arange(m) % 2 == 0, int(parameters["anchors"]), 0)
+        scale = float(parameters["scale"]) / factor
+        noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
+        weight = np.minimum(anchors + coins, float(parameters["gamma"])) + noise
+        released = coins & (anchors == 0) & (weight > float(parameters["rho"]))
+        return dpsu_scores(weight, released, anchors, parameters)
     scores = column(coins)
     if paired:
         scores = scores - column(~coins)

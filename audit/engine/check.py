@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 from scipy import stats
 
-from topicaudit.attacks.mechanism import simulate_scores
+from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, check_level
 from topicaudit.bounds.one_run import delta_tail_bound, eps_lb_profile_one_run
@@ -297,7 +297,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if not bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
     power = None
-    if mechanism is not None and mechanism["kind"] != "dpsu":
+    if mechanism is not None and (mechanism["kind"] != "dpsu" or "anchors" in mechanism):
         labels = sources[0][2]
         methods = [m for m in sources[0][3] if m not in (CURVE, DELTA_TAIL)]
         power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, profile, methods)
@@ -347,10 +347,14 @@ def simulated_power(mechanism: dict, labels: np.ndarray, epsilon: float, delta: 
         hits = 0
         for _ in range(replicates):
             coins = rng.random(labels.size) < 0.5
-            scores = {"mechanism": simulate_scores(mechanism["kind"], mechanism["parameters"], coins,
+            parameters = {**mechanism["parameters"], "anchors": mechanism.get("anchors", 0)}
+            scores = {"mechanism": simulate_scores(mechanism["kind"], parameters, coins,
                                                    int(mechanism["tokens"]), factor, rng,
                                                    paired=bool(mechanism["paired"]), k=int(mechanism["topics"]))}
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
+            if mechanism["kind"] == "dpsu":
+                released = int((scores["mechanism"] >= RELEASED_FRESH).sum())
+                tests["delta-tail"] = delta_tail_bound(released, coins.size // 2, delta, alpha_each)
             if profile is not None:
                 tests.update(curve_tests(scores, coins, profile, epsilon, alpha_each, guess_family))
             hits += max(b.epsilon for b in tests.values()) > epsilon

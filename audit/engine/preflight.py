@@ -37,14 +37,19 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
     if unknown:
         raise UserError(f"{names['attacks']} {unknown[0]}: unknown attack; known: {', '.join(ATTACKS)}")
     t = config.target
-    guarantee = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params,
-                             t.test_under_noise).guarantee()
+    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
+    guarantee = target.guarantee()
+    if config.attack.canaries.count and config.attack.canaries.kind == "threshold" \
+            and config.attack.canaries.observe != "release" and target.observes_vocabulary:
+        # Threshold canaries observe the DP vocabulary step, which check holds to its own claim.
+        guarantee = target.vocabulary_step.guarantee()
     claimed = None if math.isinf(guarantee.epsilon) else guarantee.epsilon
     if epsilon is None and claimed is None:
         raise UserError(f"the target ({t.learner}) claims no ε, so there is nothing to check; pass the claim "
                         f"to test with {names['epsilon']} (and {names['delta']})")
     canaries = config.attack.canaries
-    kind = resolve_kind(canaries.kind, guarantee.adjacency) if canaries.count else None
+    kind = resolve_kind(canaries.kind, guarantee.adjacency,
+                        target.learner.guarantee().parameters.get("neighbours")) if canaries.count else None
     adjacency = adjacency_of(guarantee.adjacency)
     word_level = adjacency is not None and not adjacency.document_level
     if word_level and epsilon is None and kind != "word":

@@ -122,7 +122,9 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
                           "topics": int(release.phi.shape[0]), "paired": canaries.kind == "paired",
                           "stage": "vocabulary" if transcript.kind == "dpsu" else "learner",
-                          **({"fresh_released": released_fresh_canaries(transcript, canaries)}
+                          **({"fresh_released": released_fresh_canaries(transcript, canaries),
+                              "anchors": int(canaries.anchors.max(initial=0)) if canaries.anchors is not None
+                              else 0}
                              if transcript.kind == "dpsu" else {})}}
            if observe == "mechanism" and transcript is not None else {}),
         "kind": canaries.kind,
