@@ -104,7 +104,7 @@ def test_hdp_lda_records_every_release_and_phi_is_made_of_the_last():
     c = make_canaries(X, 2, "word", 1, seed=0)
     moved = Transcript("laplace-count-releases", c.words, {"releases": releases}, learner.mechanism_parameters())
     by_hand = sum(laplace_column_llr(step.astype(np.float64), 1, 2.0 / learner.epsilon_l) for step in releases)
-    assert np.allclose(mechanism_scores(moved, c), by_hand)
+    assert np.allclose(mechanism_scores(moved, c)["mechanism"], by_hand)
 
 
 # -- scores against hand computation ----------------------------------------------------------------
@@ -120,14 +120,14 @@ def test_randomized_response_and_geometric_scores_are_the_likelihood_ratio_of_th
     reports[0, 0] = reports[5, 2] = True
     reports[3, 0] = True  # another user's bit in canary 0's column: no evidence about canary 0
     rr = Transcript("randomized-response", c.words, {"reports": reports}, {"keep_probability": 0.75})
-    assert np.allclose(mechanism_scores(rr, c), [math.log(3), -math.log(3), math.log(3)])
+    assert np.allclose(mechanism_scores(rr, c)["mechanism"], [math.log(3), -math.log(3), math.log(3)])
     counts = np.zeros((20, 3), dtype=np.int64)
     counts[0, 0], counts[3, 1], counts[5, 2] = 2, 0, -1
     geo = Transcript("geometric-counts", c.words, {"reports": counts}, {"alpha": 0.5})
-    assert np.allclose(mechanism_scores(geo, c), [math.log(2), -math.log(2), -math.log(2)])
+    assert np.allclose(mechanism_scores(geo, c)["mechanism"], [math.log(2), -math.log(2), -math.log(2)])
     # a column the transcript lacks (a vocabulary step dropped it) gives no evidence
     partial = Transcript("geometric-counts", c.words[:2], {"reports": counts[:, :2]}, {"alpha": 0.5})
-    assert mechanism_scores(partial, c)[2] == 0.0
+    assert mechanism_scores(partial, c)["mechanism"][2] == 0.0
 
 
 def test_laplace_and_gaussian_scores_match_hand_computation():
@@ -171,7 +171,10 @@ def test_paired_canaries_train_exactly_one_document_of_each_pair():
     noisy[0, np.r_[c.words[c.coins], c.alternate_words[~c.coins]] - X.shape[1]] = 6.0
     scores = mechanism_scores(Transcript("laplace-counts", c.observed_columns, {"noisy_counts": noisy},
                                          {"scale": 1.0, "document_tokens": 6}), c)
-    assert np.all((scores > 0) == c.coins)  # heads word's evidence minus tails word's
+    assert set(scores) == {"mechanism", "mechanism_mass"}
+    for values in scores.values():
+        assert np.all((values > 0) == c.coins)  # heads word's evidence minus tails word's
+    assert np.allclose(np.abs(scores["mechanism_mass"]), math.log(6 + 1e-3) - math.log(1e-3))
 
 
 def test_replace_one_claims_get_paired_canaries_longer_than_the_cap(tmp_path):

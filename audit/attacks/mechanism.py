@@ -16,7 +16,9 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
                          a·(|y| − |y − 1|), a = ln(1/α): +a for y ≥ 1, −a for y ≤ 0.
 ``laplace-counts``       the canary word's noisy column (k topics) with L tokens
                          (the claimed cap) in one unknown topic:
-                         log mean_t exp((|y_t| − |y_t − L|)/b).
+                         log mean_t exp((|y_t| − |y_t − L|)/b); and, as
+                         ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens
+                         the sampler spread over several topics.
 ``dpsu``                 a DP vocabulary step: an anchored canary word (F fixed
                          one-word documents) is a candidate either way, and
                          its noisy weight y is Laplace (Gaussian) around
@@ -57,14 +59,34 @@ _E_STEP_PASSES = 100
 _E_STEP_TOL = 1e-3
 
 
-def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
-    """Each canary's log-likelihood ratio (heads against tails) under the claimed mechanism; (m,) float64."""
+def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
+    """Each canary's scores on the transcript, heads against tails: ``mechanism`` (the claimed mechanism's
+    log-likelihood ratio) and, for noisy counts, ``mechanism_mass``; (m,) float64 each."""
     if transcript.kind not in KINDS:
         raise ValueError(f"no scorer for transcript kind {transcript.kind!r}; known: {', '.join(KINDS)}")
-    scores = _column_scores(transcript, canaries, canaries.words)
+    scores = {"mechanism": _column_scores(transcript, canaries, canaries.words)}
+    if transcript.kind == "laplace-counts":
+        scores["mechanism_mass"] = _positive_mass(transcript, canaries.words)
     if canaries.alternate_words is not None:
-        scores = scores - _column_scores(transcript, canaries, canaries.alternate_words)
+        scores["mechanism"] = scores["mechanism"] - _column_scores(transcript, canaries, canaries.alternate_words)
+        if "mechanism_mass" in scores:
+            scores["mechanism_mass"] = scores["mechanism_mass"] - _positive_mass(transcript, canaries.alternate_words)
     return scores
+
+
+def _positive_mass(transcript: Transcript, words: np.ndarray) -> np.ndarray:
+    """log Σ_t max(y_t, 0) of each word's noisy column (0 mass counts as the smallest, 1e-3).
+
+    The likelihood ratio assumes the canary's tokens sit in one topic; a
+    sampler that spreads them over several (DP-CGS's noisy sweep draws them
+    towards the topics whose noise is high) is better seen in the column's
+    positive mass, which is what Φ's column keeps.
+    """
+    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
+    at = np.array([position.get(int(w), -1) for w in words], dtype=np.int64)
+    y = np.asarray(transcript.arrays["noisy_counts"], dtype=np.float64)
+    mass = np.where(at >= 0, np.maximum(y[:, np.maximum(at, 0)], 0.0).sum(axis=0), 0.0)
+    return np.log(mass + 1e-3)
 
 
 def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarray) -> np.ndarray:

@@ -30,9 +30,10 @@ THREAT_MODELS = {
 def canary_verdict_scores(scores: dict[str, np.ndarray], observe: str) -> dict[str, np.ndarray]:
     """The canary scores a verdict rests on: the mechanism's likelihood ratio when the audit observed the
     mechanism, else every score of the release (α is split over those only)."""
+    on_mechanism = {name: values for name, values in scores.items() if name.startswith("mechanism")}
     if observe == "mechanism":
-        return {"mechanism": scores["mechanism"]}
-    return {name: values for name, values in scores.items() if name != "mechanism"}
+        return on_mechanism
+    return {name: values for name, values in scores.items() if name not in on_mechanism}
 
 
 def two_means_split(scores: np.ndarray) -> int:

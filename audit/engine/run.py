@@ -84,7 +84,7 @@ def all_canary_scores(release: Release, shadows: list[Release], canaries: Canary
     plus ``mechanism`` (the claimed mechanism's likelihood ratio) when the release has a transcript."""
     scores = canary_scores(release, canaries, tol)
     if release.transcript is not None:
-        scores["mechanism"] = mechanism_scores(release.transcript, canaries)
+        scores.update(mechanism_scores(release.transcript, canaries))
     if shadows:
         zeta = np.stack([canary_scores(r, canaries, tol)["zeta"] for r in shadows])
         scores["lira_online"] = online_scores(scores["zeta"], zeta, canaries.shadow_in)
