@@ -33,6 +33,7 @@ from topicaudit.engine.rundir import RESULTS_SCHEMA, UNREADABLE_NPZ, load_audit_
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
+from topicaudit.inputs.files import check_regular
 
 # configuration keys that say where and how a run was computed, never what it computed
 _NOT_IDENTITY = ("name", "output", "ray", "provenance")
@@ -63,6 +64,7 @@ class Run:
 
     def _arrays(self, filename: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         path = self.path / filename
+        check_regular(path)
         try:
             with np.load(path, allow_pickle=False) as z:
                 arrays = {key: z[key] for key in z.files}
@@ -148,6 +150,7 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                             "`topicaudit run` command to finish it, then report")
         raise UserError(f"{path} is not a topicaudit run or sweep directory (no results.json, config.toml "
                         "or sweep.json)")
+    check_regular(results_path, config_path)
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

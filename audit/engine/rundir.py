@@ -31,6 +31,8 @@ import numpy as np
 from topicaudit.engine.config import Config, to_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.files import check_regular
+from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release
 
@@ -102,6 +104,7 @@ UNREADABLE_NPZ = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, z
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
+    check_regular(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -116,8 +119,9 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
+    check_regular(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is decompressed
             return {name: z[name] for name in z.files}
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None

@@ -61,7 +61,6 @@ file, the line or field, and the fix.
 from __future__ import annotations
 
 import codecs
-import gzip
 import hashlib
 import io
 import json
@@ -83,6 +82,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import read_vocabulary
 from topicaudit.inputs.preprocess import preprocess_corpus, tokenize_like_countvectorizer
 from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.sizes import check_bytes, gunzip
 from topicaudit.targets.counts import check_counts
 
 __all__ = [
@@ -643,8 +643,8 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
     raw = read_user_file(path, "20news archive")
     posts = []
     try:
-        if raw[:2] == b"\x1f\x8b":  # gzip: inflate in memory once (faster than streaming)
-            raw = gzip.decompress(raw)
+        if raw[:2] == b"\x1f\x8b":  # gzip: inflate in memory once (faster than streaming), size capped
+            raw = gunzip(raw, str(path))
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tf:
             for member in tf:  # streamed: nothing is written to disk
                 m = _NEWS_MEMBER.fullmatch(member.name)
@@ -690,7 +690,7 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
     raw = read_user_file(path, "UCI docword file")
     if path.name.endswith(".gz"):
         try:
-            raw = gzip.decompress(raw)
+            raw = gunzip(raw, str(path))
         except (OSError, EOFError, zlib.error) as e:
             raise UserError(f"{path}: not a valid gzip file ({e}); give the .txt or an intact .txt.gz") from None
     vocab_path = Path(vocab) if vocab is not None else _uci_vocab_path(path)
@@ -719,6 +719,9 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
         raise UserError(f"{path}, line 1: D = 0, the corpus has no documents")
     if W == 0:
         raise UserError(f"{path}, line 2: W = 0, the vocabulary is empty")
+    check_bytes(_BYTES_PER_DOCUMENT * D + _BYTES_PER_WORD * W + _BYTES_PER_ENTRY * NNZ,
+                f"{path}: the header's D = {D} documents, W = {W} words and NNZ = {NNZ} counts",
+                "check the three header lines against the file")
 
     entries = _parse_uci_body(raw, pos, path)
     n = entries.shape[0]
@@ -779,14 +782,16 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
         words, where = read_vocabulary(Path(dictionary)), f"dictionary {dictionary}"
     else:
         words, where = [str(w) for w in dictionary], "the model's dictionary"
-    read_user_file(path, "Matrix Market corpus file")  # clear messages for missing or unreadable files
+    raw = read_user_file(path, "Matrix Market corpus file")
+    _check_mm_header(path, raw)
     try:
-        X = scipy.io.mmread(str(path))
+        X = scipy.io.mmread(io.BytesIO(raw))
+    except OverflowError as e:
+        raise UserError(f"{path}: a count too large for a 64-bit integer ({e}); counts are word occurrences "
+                        "in one document: fix that line") from None
     except (ValueError, OSError, IndexError, TypeError) as e:
         raise UserError(f"{path}: not a readable Matrix Market corpus ({e}); write it with gensim's "
                         "MmCorpus.serialize(path, corpus)") from None
-    if not sp.issparse(X):
-        raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
     X = check_counts(X, str(path))
     if X.shape[1] > len(words):
         raise UserError(f"{path}: term ids go up to {X.shape[1]} but {where} has {len(words)} words; give the "
@@ -801,6 +806,40 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
                                      f"check that {where} is the one the corpus was made with")
         source += note
     return _finish(X, vocab, None, source, np.arange(X.shape[0]), [str(i) for i in range(X.shape[0])])
+
+
+_MM_FIX = "write it with gensim's MmCorpus.serialize(path, corpus)"
+
+
+def _check_mm_header(path: Path, raw: bytes) -> None:
+    """A Matrix Market header a corpus can have, and the sizes it declares checked against memory, before parsing.
+
+    A corpus is a ``coordinate`` matrix of ``integer`` or ``real`` counts with
+    ``general`` symmetry (what gensim writes). A ``symmetric`` (or skew,
+    Hermitian) header would make the reader mirror every count across the
+    diagonal, and a ``complex`` or ``pattern`` one holds no counts: all are
+    refused rather than changed silently.
+    """
+    try:
+        rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(io.BytesIO(raw))
+    except (ValueError, OSError, IndexError, TypeError, OverflowError) as e:
+        raise UserError(f"{path}: not a readable Matrix Market header ({e}); {_MM_FIX}") from None
+    if layout != "coordinate":
+        raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
+    if field not in ("integer", "real"):
+        raise UserError(f"{path}: the header declares {field} values, but a corpus holds word counts (integer or "
+                        f"real); {_MM_FIX}")
+    if symmetry != "general":
+        raise UserError(f"{path}: the header declares a {symmetry} matrix, which the reader would mirror across the "
+                        "diagonal, inventing counts; a corpus (documents × terms) is 'general': fix the header's "
+                        f"last word, or {_MM_FIX}")
+    check_bytes(_BYTES_PER_DOCUMENT * rows + _BYTES_PER_WORD * cols + _BYTES_PER_ENTRY * entries,
+                f"{path}: the header's {rows} documents × {cols} terms with {entries} counts",
+                "check the header line (rows, columns, entries) against the file")
+
+
+# Memory a corpus row, column and stored count take on their way in (indptr, positions, ids, copies).
+_BYTES_PER_DOCUMENT, _BYTES_PER_WORD, _BYTES_PER_ENTRY = 100, 100, 64
 
 
 def _uci_vocab_path(path: Path) -> Path:
