@@ -13,3 +13,14 @@ class UserError(ValueError):
     Only the command line (``topicaudit.cli.main``) turns it into one message
     and exit 2; any other exception, a plain ValueError included, is a bug (exit 3).
     """
+
+
+def user_message(error: UserError) -> str:
+    """A UserError's one-line message, also when Ray re-raised it from a task.
+
+    Ray wraps a task's exception in a class derived from both ``RayTaskError``
+    and the original type, whose text is the worker's whole traceback (with
+    terminal colours); the original exception is its ``cause``.
+    """
+    cause = getattr(error, "cause", None)
+    return str(cause) if isinstance(cause, UserError) else str(error)

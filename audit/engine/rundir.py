@@ -32,6 +32,7 @@ from topicaudit.engine.config import Config, to_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.files import check_regular
+from topicaudit.inputs.phi_io import check_saved_phi
 from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release
@@ -207,13 +208,15 @@ class RunDirectory:
                     raise UserError(f"{path} was made by a different configuration; delete it to refit")
                 # Files written before learners could report info have no "info" entry.
                 info = json.loads(str(z["info"])) if "info" in z.files else {}
-                return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info),
-                        float(z["fit_seconds"]))
+                loaded = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info),
+                          float(z["fit_seconds"]))
         except UNREADABLE_NPZ as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
             warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
             path.unlink(missing_ok=True)
             return None
+        check_saved_phi(loaded[0].phi, path)
+        return loaded
 
     # -- plan -----------------------------------------------------------------
     def keep_plan(self, arrays: dict[str, np.ndarray], name: str = "plan.npz") -> None:

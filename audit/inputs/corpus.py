@@ -401,10 +401,40 @@ def _count_over(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray, where: s
     return X, fixed, f"; counted over a given vocabulary of {len(fixed)} words"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(docs: list, source: str) -> list:
+    """Documents (strings or token lists) with every lone surrogate replaced by U+FFFD, and a note when any was.
+
+    A JSON escape such as ``\\ud800`` without its pair decodes to a lone
+    surrogate, which is not a character: no UTF-8 file, page or terminal can
+    hold it. Replaced here, where the text enters, nothing later fails on it.
+    """
+    first, count = None, 0
+    out = []
+    for i, doc in enumerate(docs):
+        if isinstance(doc, str):
+            fixed, n = _SURROGATE.subn("\ufffd", doc)
+        else:
+            pairs = [_SURROGATE.subn("\ufffd", token) for token in doc]
+            fixed, n = [token for token, _ in pairs], sum(k for _, k in pairs)
+        if n and first is None:
+            first = i
+        count += n
+        out.append(fixed if n else doc)
+    if count:
+        warnings.warn(f"{source}: {count} lone surrogate code point(s) (a \\uD800-\\uDFFF escape without its pair; "
+                      f"the first in document {first}, 0-based) are not characters and were replaced by U+FFFD; "
+                      "fix the file's escapes to keep the original characters", UserWarning, stacklevel=2)
+    return out
+
+
 def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
                                fixed: np.ndarray | None = None, ids: list[str] | None = None) -> Corpus:
     if not texts:
         raise UserError(f"{source}: the corpus has no documents; give at least one document")
+    texts = _replace_surrogates(texts, source)
     if preprocess:
         tokens = preprocess_corpus(texts)
         how = "pre-processed (lower-case, letters a-z, stop words, 3-15 letters, WordNet lemmas)"
@@ -433,6 +463,7 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
 
 def _corpus_from_tokens(token_lists: list[list[str]], source: str, fixed: np.ndarray | None) -> Corpus:
     """Already-tokenised documents, every token counted as given (the model's own tokens)."""
+    token_lists = _replace_surrogates(token_lists, source)
     X, vocab = _vectorize(token_lists, len(token_lists))
     how = "token lists counted as given"
     if fixed is not None and X.nnz:
@@ -587,8 +618,19 @@ def _read_folder_with_ids(path: Path, encoding: str = "utf-8") -> tuple[list[str
         "(e.g. 'latin-1')"
     )
     texts = [_decode(read_user_file(f, "text file"), f, encoding, fix) for f in files]
-    ids = [f.relative_to(path).as_posix() for f in files]
+    ids = [printable_name(f.relative_to(path).as_posix()) for f in files]
     return texts, f"folder {path} ({len(files)} files, {encoding})", ids
+
+
+def printable_name(name: str) -> str:
+    """A file name as text any UTF-8 file can hold: bytes that are not UTF-8 (a Latin-1 name, which Python
+    carries as lone surrogates) shown as ``\\xNN``. Distinct names stay distinct."""
+    if not _SURROGATE.search(name):
+        return name
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return _SURROGATE.sub("\ufffd", name)
 
 
 def _raise_walk_error(err: OSError):
@@ -666,7 +708,7 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
         )
     posts.sort(key=lambda p: p[0])
     texts = []
-    ids = [f"20news-bydate-{splits[s]}/{group}/{name}" for (s, group, name), _ in posts]
+    ids = [printable_name(f"20news-bydate-{splits[s]}/{group}/{name}") for (s, group, name), _ in posts]
     for _, text in posts:
         if "headers" in remove:
             text = strip_newsgroup_header(text)

@@ -312,6 +312,11 @@ def load_gensim(path: Path) -> LibraryModel:
     if not isinstance(model, LdaModel):
         raise UserError(f"{path}: a gensim {type(model).__name__}, not an LdaModel; only LdaModel and "
                         "LdaMulticore are supported")
+    if getattr(model, "state", None) is None:  # gensim loads without its .state file, then fails on first use
+        raise UserError(
+            f"{path}: the gensim model's state is missing (the file {path.name}.state that LdaModel.save wrote beside "
+            f"it); copy it next to {path.name}, or export the model: {_GENSIM_EXPORT}"
+        )
     if model.id2word is None:
         raise UserError(f"{path}: the gensim model has no dictionary (id2word); train it with id2word=dictionary")
     n_terms = int(model.num_terms)
@@ -320,6 +325,22 @@ def load_gensim(path: Path) -> LibraryModel:
     except KeyError as error:
         raise UserError(f"{path}: the model's dictionary has no word for id {error}; ids must be 0..{n_terms - 1}") \
             from None
+    try:
+        phi, settings = _gensim_phi_and_settings(model)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, OverflowError) as error:
+        raise UserError(f"{path}: cannot read the gensim model ({type(error).__name__}: {error}); the saved files "
+                        f"are damaged or from an unsupported gensim version: export it: {_GENSIM_EXPORT}") from None
+    notes = []
+    if type(model).__name__ == "LdaMulticore":
+        notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
+                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
+    if settings["alpha"] == "auto" or settings["eta"] == "auto":
+        notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
+    return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)
+
+
+def _gensim_phi_and_settings(model) -> tuple[np.ndarray, dict[str, Any]]:
+    """Φ and the training settings of a loaded gensim LdaModel (any attribute may be damaged)."""
     phi = model.get_topics().astype(np.float64)
     eta = np.asarray(model.eta, dtype=np.float64)
     settings = {
@@ -332,10 +353,4 @@ def load_gensim(path: Path) -> LibraryModel:
         "eval_every": None if model.eval_every is None else int(model.eval_every),
         "minimum_probability": float(model.minimum_probability), "dtype": np.dtype(model.dtype).name,
     }
-    notes = []
-    if type(model).__name__ == "LdaMulticore":
-        notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
-                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
-    if settings["alpha"] == "auto" or settings["eta"] == "auto":
-        notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
-    return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)
+    return phi, settings

@@ -267,6 +267,19 @@ def check_phi(phi, where) -> np.ndarray:
     return arr
 
 
+def check_saved_phi(phi, path: Path) -> None:
+    """A Φ reloaded from a run directory: finite and non-negative, or one message naming the file.
+
+    Checked where the file is read, so a damaged file is named here rather
+    than failing later inside a Ray task that knows no file name.
+    """
+    try:
+        check_phi(phi, path)
+    except UserError as error:
+        raise UserError(f"{error}; the file is damaged: delete it and rerun the same command to refit that model") \
+            from None
+
+
 def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
                  tolerance: float = DEFAULT_ROW_SUM_TOLERANCE, vocabulary_path: Path | None = None
                  ) -> tuple[np.ndarray, float]:
