@@ -494,8 +494,8 @@ def _csv_cell(text: str) -> str:
     ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    prefix = "'" if text.startswith(_FORMULA_START) or _FORMULA_AT_START.match(text) else ""
-    return prefix + _FORMULA_AFTER_BREAK.sub("'", text)
+    text = _FORMULA_AFTER_BREAK.sub("'", text)
+    return "'" + text if text.startswith(_FORMULA_START) or _FORMULA_AT_START.match(text) else text
 
 
 def _number(x: float) -> str:

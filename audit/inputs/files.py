@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.sizes import check_bytes
+from topicaudit.memory import check_fits_in_memory
 
 
 def open_regular(path: Path, what: str):
@@ -53,14 +53,15 @@ def read_user_file(path: Path, what: str) -> bytes:
     """The bytes of a file the user named (``what`` says which: "JSON corpus file", "Φ file"…), or a UserError."""
     with open_regular(path, what) as f:
         size = os.fstat(f.fileno()).st_size
-        check_bytes(2 * size, f"reading the {what} {path}", "use a smaller file, or free memory")
+        check_fits_in_memory(2 * size, f"reading the {what} {path}", "use a smaller file, or free memory")
         try:
             return f.read()
         except OSError as e:
             raise UserError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
 
 
-def check_regular(*paths: Path) -> None:
+def check_regular(*paths: Path, fix: str = "it should be a file topicaudit wrote: delete it and rerun the command "
+                                          "that writes it") -> None:
     """Refuse any of ``paths`` that exists but is not a regular file (a FIFO would hang the read that follows).
 
     For readers that keep their own messages for a missing file (run
@@ -73,5 +74,4 @@ def check_regular(*paths: Path) -> None:
             continue
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else _kind(info.st_mode)
-            raise UserError(f"{path}: not a regular file ({kind}); it should be a file topicaudit wrote: delete it "
-                            "and rerun the command that writes it")
+            raise UserError(f"{path}: not a regular file ({kind}); {fix}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import struct
 import subprocess
@@ -90,8 +91,6 @@ def describe(path: Path, reason: str, fix: str) -> UserError:
 # -- the child's side ----------------------------------------------------------------------
 def serve(read) -> None:
     """Child entry point: set the limits, call ``read(path)``, write the answer to the real stdout, exit 0."""
-    import resource  # POSIX only; the parent side never needs it
-
     path, memory, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))          # a crash leaves no core file behind
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import open_regular
 from topicaudit.memory import available_memory, check_fits_in_memory, format_bytes
 
 _CHUNK = 1 << 20
@@ -99,8 +100,6 @@ class BoundedNpz:
             if isinstance(source, (bytes, bytearray)):
                 self._zip = zipfile.ZipFile(io.BytesIO(source))
             else:
-                from topicaudit.inputs.files import open_regular  # files imports this module
-
                 self._zip = zipfile.ZipFile(open_regular(Path(source), "NumPy archive"))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
             raise UserError(f"{where}: not a readable .npz archive ({error}); save it with numpy.savez") from None
