@@ -34,6 +34,7 @@ from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
 from topicaudit.inputs.files import check_regular
+from topicaudit.inputs.sizes import BoundedNpz
 
 # configuration keys that say where and how a run was computed, never what it computed
 _NOT_IDENTITY = ("name", "output", "ray", "provenance")
@@ -66,7 +67,7 @@ class Run:
         path = self.path / filename
         check_regular(path)
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is inflated
                 arrays = {key: z[key] for key in z.files}
         except FileNotFoundError:
             raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "

@@ -499,3 +499,15 @@ def test_a_fifo_as_the_configuration_file_is_refused_at_once(tmp_path, fifo):
     path = fifo(tmp_path / "audit.toml")
     with pytest.raises(UserError, match="audit.toml: not a regular file"):
         finishes(lambda: load_config(path))
+
+
+def test_audit_of_a_damaged_tomotopy_file_is_one_line_and_exit_2(tmp_path, capsys):
+    data = saved_model(tmp_path).read_bytes()
+    damaged = tmp_path / "damaged.bin"
+    damaged.write_bytes(data[:24])
+    (tmp_path / "c.json").write_text(json.dumps({"text": [["w1", "w2"], ["w3", "w4"]]}))
+    code = main(["audit", str(damaged), "--candidates", str(tmp_path / "c.json"), "--reference",
+                 str(tmp_path / "c.json"), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"topicaudit: error: damaged model file {damaged}: the reader crashed"), err
+    assert err.strip().count("\n") == 0 and not (tmp_path / "out").exists()

@@ -49,7 +49,8 @@ def run_isolated(module: str, path: Path, limits: Limits) -> tuple[dict, bytes]:
     as ``{"error": message}``; the caller words it.
     """
     env = dict(os.environ, **{name: "1" for name in _THREAD_VARIABLES})
-    command = [sys.executable, "-m", module, str(path), str(int(limits.memory)), str(float(limits.seconds))]
+    # -P: the working directory is not put on the module path (a file there named like ours is never run)
+    command = [sys.executable, "-P", "-m", module, str(path), str(int(limits.memory)), str(float(limits.seconds))]
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, env=env,
                               timeout=limits.seconds)

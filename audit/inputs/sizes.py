@@ -9,8 +9,10 @@ and stopped at their cap, whatever the archive claims.
 """
 from __future__ import annotations
 
+import errno
 import io
 import math
+import os
 import zipfile
 import zlib
 from pathlib import Path
@@ -67,7 +69,7 @@ def _read_exactly(stream, nbytes: int, where: str) -> bytes:
         try:
             part = stream.read(min(_CHUNK, nbytes + 1 - got))
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-            raise UserError(f"{where}: the archive is damaged ({error}); save it again with numpy.savez") from None
+            raise UserError(f"{where}: the archive is damaged ({error}); save or write it again") from None
         if not part:
             break
         parts.append(part)
@@ -96,13 +98,18 @@ class BoundedNpz:
 
     def __init__(self, source: bytes | Path, where: str, copies: int = ARRAY_COPIES):
         self.where, self.copies = where, copies
+        if not isinstance(source, (bytes, bytearray)) and not os.path.lexists(source):
+            # a missing file stays a FileNotFoundError: callers word it ("rerun the command that writes it")
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
+        handle = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else open_regular(Path(source),
+                                                                                                  "NumPy archive")
+        self._handle = handle
         try:
-            if isinstance(source, (bytes, bytearray)):
-                self._zip = zipfile.ZipFile(io.BytesIO(source))
-            else:
-                self._zip = zipfile.ZipFile(open_regular(Path(source), "NumPy archive"))
+            self._zip = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-            raise UserError(f"{where}: not a readable .npz archive ({error}); save it with numpy.savez") from None
+            handle.close()
+            raise UserError(f"{where}: not a readable .npz archive ({error}); the file is damaged: save or write it "
+                            "again") from None
         names = [info.filename for info in self._zip.infolist()]
         self._members = {name[:-4] if name.endswith(".npy") else name: name for name in names}
         self.files = list(self._members)
@@ -116,11 +123,12 @@ class BoundedNpz:
             with self._zip.open(member) as stream:
                 return read_npy(stream, f"{self.where}, array {name!r}", self.copies)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError) as error:
-            raise UserError(f"{self.where}: cannot read array {name!r} ({error}); save it again with numpy.savez") \
-                from None
+            raise UserError(f"{self.where}: cannot read array {name!r} ({error}); the file is damaged: save or write it "
+                            "again") from None
 
     def close(self) -> None:
         self._zip.close()
+        self._handle.close()  # a ZipFile does not close a file object it was given
 
     def __enter__(self) -> BoundedNpz:
         return self
