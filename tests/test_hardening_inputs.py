@@ -511,3 +511,12 @@ def test_audit_of_a_damaged_tomotopy_file_is_one_line_and_exit_2(tmp_path, capsy
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(f"topicaudit: error: damaged model file {damaged}: the reader crashed"), err
     assert err.strip().count("\n") == 0 and not (tmp_path / "out").exists()
+
+
+def test_a_fifo_as_sweep_json_is_refused_at_once(tmp_path, fifo):
+    from topicaudit.engine.sweep import load_sweep
+
+    (tmp_path / "sweep").mkdir()
+    fifo(tmp_path / "sweep" / "sweep.json")
+    with pytest.raises(UserError, match="sweep.json: not a regular file"):
+        finishes(lambda: load_sweep(tmp_path / "sweep"))
