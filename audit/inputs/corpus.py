@@ -414,6 +414,9 @@ def _replace_surrogates(docs: list, source: str) -> list:
     first, count = None, 0
     out = []
     for i, doc in enumerate(docs):
+        if not _SURROGATE.search(doc if isinstance(doc, str) else "".join(doc)):  # the common case: one scan
+            out.append(doc)
+            continue
         if isinstance(doc, str):
             fixed, n = _SURROGATE.subn("\ufffd", doc)
         else:
