@@ -128,6 +128,19 @@ def saved_model(tmp_path: Path, name: str = "model.bin", **init) -> Path:
     return path
 
 
+def test_an_intact_model_is_read_under_a_lower_inherited_memory_limit(tmp_path):
+    """``ulimit -v 1500000`` (below the reader's own 2 GiB): the child keeps the stricter limit instead of failing."""
+    import subprocess
+
+    path = saved_model(tmp_path)
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1500000 * 1024, 1500000 * 1024)); "
+            "from pathlib import Path; from topicaudit.inputs.phi_io import load_user_model; "
+            f"print(load_user_model(Path({str(path)!r})).phi.shape)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0 and done.stdout.strip() == "(3, 30)", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("cut", [16, 24, 40])
 def test_a_truncated_tomotopy_file_is_a_damaged_model_file(tmp_path, cut, monkeypatch):
     import topicaudit.inputs.library_models as library_models

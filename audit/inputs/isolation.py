@@ -90,13 +90,24 @@ def describe(path: Path, reason: str, fix: str) -> UserError:
 
 
 # -- the child's side ----------------------------------------------------------------------
+def _lower(limit: int, soft: int, hard: int) -> None:
+    """Lower a resource limit, never above one already inherited (``ulimit -v``: the stricter holds)."""
+    try:
+        _, current = resource.getrlimit(limit)
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(limit, (soft, hard))
+    except (ValueError, OSError):  # a platform without that limit (macOS: RLIMIT_AS): the wall time still holds
+        pass
+
+
 def serve(read) -> None:
     """Child entry point: set the limits, call ``read(path)``, write the answer to the real stdout, exit 0."""
     path, memory, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))          # a crash leaves no core file behind
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     cpu = int(seconds) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    _lower(resource.RLIMIT_CORE, 0, 0)  # a crash leaves no core file behind
+    _lower(resource.RLIMIT_AS, memory, memory)
+    _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
     answer = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the library prints goes to stderr, not into the answer
     payload = b""
