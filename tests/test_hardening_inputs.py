@@ -5,12 +5,9 @@ Each test names the defect it guards against; every refusal is a UserError
 before any fit.
 """
 import importlib.util
-import io
 import json
 import math
 import os
-import pickle
-import signal
 import struct
 import sys
 import threading
@@ -86,7 +83,8 @@ def test_a_reader_killed_by_a_signal_is_a_message(reader_module, tmp_path):
 
 
 def test_a_reader_that_ignores_sigterm_and_loops_is_stopped_at_the_limit(reader_module, tmp_path):
-    module = reader_module("    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    while True:\n        time.sleep(0.01)")
+    module = reader_module("    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                           "    while True:\n        time.sleep(0.01)")
     started = time.monotonic()
     with pytest.raises(Damaged, match="took longer than 1.5 s"):
         run_isolated(module, tmp_path / "f", Limits(1.5, 2 * GiB))
@@ -105,18 +103,9 @@ def test_a_reader_answers_with_plain_data(reader_module, tmp_path):
     assert header == {"path": str(tmp_path / "f"), "x": [1, 2.5]} and payload == bytes(range(5))
 
 
-tp = None
-
-
-def _tomotopy():
-    global tp
-    tp = pytest.importorskip("tomotopy")
-    return tp
-
-
 def saved_model(tmp_path: Path, name: str = "model.bin", **init) -> Path:
     """A small trained tomotopy LDAModel; ``init`` overwrites saved constructor arguments (as a damaged file)."""
-    tp = _tomotopy()
+    tp = pytest.importorskip("tomotopy")
     model = tp.LDAModel(k=3, seed=1)
     words = [f"w{i}" for i in range(30)]
     for d in range(30):
@@ -206,7 +195,7 @@ def _fuzz_module():
 
 def test_fuzzed_tomotopy_files_never_kill_hang_or_crash_the_reader(tmp_path):
     """A small seeded version of benchmarks/tomotopy_fuzz.py (1,000 files there, in benchmarks/RESULTS.md)."""
-    _tomotopy()
+    pytest.importorskip("tomotopy")
     result = _fuzz_module().fuzz(n_files=24, seed=21, limit=2.0, folder=tmp_path)
     counts = result["counts"]
     assert set(counts) <= {"exit 2", "accepted"}, result  # no signal death, hang or exit 3

@@ -123,8 +123,8 @@ class BoundedNpz:
             with self._zip.open(member) as stream:
                 return read_npy(stream, f"{self.where}, array {name!r}", self.copies)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError) as error:
-            raise UserError(f"{self.where}: cannot read array {name!r} ({error}); the file is damaged: save or write it "
-                            "again") from None
+            raise UserError(f"{self.where}: cannot read array {name!r} ({error}); the file is damaged: save or "
+                            "write it again") from None
 
     def close(self) -> None:
         self._zip.close()
