@@ -17,3 +17,14 @@ class UserError(ValueError):
 
 # Libraries' notices about their own API (tomotopy's, numba's): for developers, never relayed to users as notes.
 DEVELOPER_WARNINGS = (DeprecationWarning, PendingDeprecationWarning)
+
+
+def user_message(error: UserError) -> str:
+    """A UserError's one-line message, also when Ray re-raised it from a task.
+
+    Ray wraps a task's exception in a class derived from both ``RayTaskError``
+    and the original type, whose text is the worker's whole traceback (with
+    terminal colours); the original exception is its ``cause``.
+    """
+    cause = getattr(error, "cause", None)
+    return str(cause) if isinstance(cause, UserError) else str(error)

@@ -33,6 +33,8 @@ from topicaudit.engine.rundir import RESULTS_SCHEMA, UNREADABLE_NPZ, load_audit_
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
+from topicaudit.inputs.files import check_regular
+from topicaudit.inputs.sizes import BoundedNpz
 
 # configuration keys that say where and how a run was computed, never what it computed
 _NOT_IDENTITY = ("name", "output", "ray", "provenance")
@@ -63,8 +65,9 @@ class Run:
 
     def _arrays(self, filename: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         path = self.path / filename
+        check_regular(path)
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is inflated
                 arrays = {key: z[key] for key in z.files}
         except FileNotFoundError:
             raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "
@@ -148,6 +151,7 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                             "`topicaudit run` command to finish it, then report")
         raise UserError(f"{path} is not a topicaudit run or sweep directory (no results.json, config.toml "
                         "or sweep.json)")
+    check_regular(results_path, config_path)
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -69,13 +69,17 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-# NUL and other control characters, and the bidirectional overrides and isolates
-# (U+202A–U+202E, U+2066–U+2069), which can make text read differently from what it
-# is (e.g. a right-to-left override reversing a file name): shown as visible escapes.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# NUL and other control characters; the bidirectional marks, embeddings, overrides and
+# isolates (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make text
+# read differently from what it is (a right-to-left mark or override reversing a file
+# name); the line and paragraph separators (U+2028, U+2029), which break a line where
+# none is shown; the byte-order mark (U+FEFF); and lone surrogates, which are not
+# characters (no UTF-8 file can hold them): all shown as visible escapes.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+                        "\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 def visible_controls(text: str) -> str:
-    """``text`` with control and bidi-override characters replaced by ``\\xNN`` / ``\\uNNNN``."""
+    """``text`` with control, bidi and separator characters replaced by ``\\xNN`` / ``\\uNNNN``."""
     return _INVISIBLE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                      else f"\\u{ord(m.group()):04x}"), text)

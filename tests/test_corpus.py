@@ -243,7 +243,7 @@ def test_missing_and_unreadable_files(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(files_mod, "open", denied, raising=False)  # the one reader of user files
+    monkeypatch.setattr(files_mod.os, "open", denied)  # the one opener of user files (files.open_regular)
     with user_error(r"locked\.json: permission denied reading the JSON corpus file; make it readable"):
         load_corpus(p)
 

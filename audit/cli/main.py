@@ -35,6 +35,7 @@ from topicaudit.errors import (  # noqa: F401
     EXIT_REFUTED,
     EXIT_USER_ERROR,
     UserError,
+    user_message,
 )
 from topicaudit.version import __version__
 
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
         except UserError as error:
-            print(f"topicaudit: error: {error}", file=sys.stderr)
+            print(f"topicaudit: error: {user_message(error)}", file=sys.stderr)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             print(f"\n{INTERRUPTED}", file=sys.stderr)

@@ -19,6 +19,7 @@ from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import check_regular
 from topicaudit.targets.params import check_topics
 
 
@@ -252,6 +253,7 @@ def config_from_dict(data: dict[str, Any], source: str = "configuration") -> Con
 
 def load_config(path: str | Path) -> Config:
     path = Path(path)
+    check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

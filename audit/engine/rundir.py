@@ -31,6 +31,9 @@ import numpy as np
 from topicaudit.engine.config import Config, to_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.files import check_regular
+from topicaudit.inputs.phi_io import check_saved_phi
+from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release, Transcript
 
@@ -102,6 +105,7 @@ UNREADABLE_NPZ = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, z
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
+    check_regular(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -116,8 +120,9 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
+    check_regular(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is decompressed
             return {name: z[name] for name in z.files}
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
@@ -205,14 +210,16 @@ class RunDirectory:
                     raise UserError(f"{path} was made by a different configuration; delete it to refit")
                 # Files written before learners could report info have no "info" entry.
                 info = json.loads(str(z["info"])) if "info" in z.files else {}
-                return (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
-                                transcript=transcript_from_arrays(z)),
-                        float(z["fit_seconds"]))
+                loaded = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
+                                  transcript=transcript_from_arrays(z)),
+                          float(z["fit_seconds"]))
         except UNREADABLE_NPZ as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
             warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
             path.unlink(missing_ok=True)
             return None
+        check_saved_phi(loaded[0].phi, path)
+        return loaded
 
     # -- plan -----------------------------------------------------------------
     def keep_plan(self, arrays: dict[str, np.ndarray], name: str = "plan.npz") -> None:

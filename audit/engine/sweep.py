@@ -31,6 +31,7 @@ from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target
 
 SWEEP_SCHEMA = "topicaudit.sweep/1"
@@ -158,6 +159,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
                                  default=str))
     index_path = output / "sweep.json"
     if index_path.exists():
+        check_regular(index_path)
         try:
             stored = json.loads(index_path.read_text())
         except (OSError, json.JSONDecodeError) as error:
@@ -212,6 +214,7 @@ def load_sweep(path: Path) -> dict[str, Any]:
     """A finished (or partial) sweep's index, with each run's results where present."""
     path = Path(path)
     index_path = path / "sweep.json"
+    check_regular(index_path)
     try:
         index = json.loads(index_path.read_text())
     except FileNotFoundError:
@@ -230,6 +233,7 @@ def load_sweep(path: Path) -> dict[str, Any]:
             raise UserError(f"{index_path}: run entry {i} needs value, replicate and path; the index is damaged — "
                             "rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
+        check_regular(results)
         try:
             entry["results"] = json.loads(results.read_text()) if results.exists() else None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -324,7 +324,7 @@ def prepare(spec: UserAuditSpec) -> Prepared:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
     learner, params, settings_from = _shadow_settings(spec, model, notes)
-    target = shadow_pipeline(learner, k, params, "--param")
+    target = shadow_pipeline(learner, k, params, _settings_place(spec, model, learner))
     warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if spec.k else "Φ has")
     candidates = _load_side(spec, spec.candidates, spec.candidates_options, model, "candidates")
     reference = _load_side(spec, spec.reference, spec.reference_options, model, "reference")
@@ -403,6 +403,13 @@ def _shadow_settings(spec: UserAuditSpec, model: UserModel, notes: list[str]) ->
     if spec.params:
         source += f", with --param {', '.join(sorted(spec.params))}" + (" overriding it" if overridden else "")
     return learner, params, source
+
+
+def _settings_place(spec: UserAuditSpec, model: UserModel, learner: str) -> str:
+    """Where the shadows' parameters came from, for a message about a bad one: --param only when the user gave it."""
+    if model.learner is None or learner != model.learner:
+        return "--param"
+    return f"the settings saved in {model.phi_path}" + (" or --param" if spec.params else "")
 
 
 def _dropped_positions(corpus: Corpus) -> list[int]:
@@ -484,20 +491,27 @@ def _score_text(column: str, value: float) -> str:
     return f"{value:.3f}"
 
 
-_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t])(?=[=+\-@])")
+# What a spreadsheet may skip before a formula: whitespace of every kind (\s: VT, FF, NEL, U+2028, NBSP, ...)
+# and the invisible format characters (zero-width, bidi marks and controls, BOM).
+_SKIPPED = r"[\s\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]*"
+_FORMULA_AT_START = re.compile(_SKIPPED + r"[=+\-@]")
+# A break a reader may take for a new cell or line: line breaks and separators of every kind, ; , and tab.
+_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029])(?=" + _SKIPPED + r"[=+\-@])")
 
 
 def _csv_cell(text: str) -> str:
     """Corpus text as a CSV cell that spreadsheets display rather than evaluate (OWASP CSV injection).
 
-    A cell starting like a formula gets a ``'`` prefix. So does a formula
-    character after a line break, ``;``, ``,`` or tab inside the cell: a
-    spreadsheet assuming another separator or line ending would start a cell
-    there. ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
+    A cell starting like a formula gets a ``'`` prefix, also when whitespace
+    or invisible characters of any kind come before the ``=`` (a spreadsheet
+    may skip them). So does a formula character after a line break or
+    separator of any kind, ``;``, ``,`` or tab inside the cell: a spreadsheet
+    assuming another separator or line ending would start a cell there.
+    ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _FORMULA_AFTER_BREAK.sub("'", text)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return "'" + text if text.startswith(_FORMULA_START) or _FORMULA_AT_START.match(text) else text
 
 
 def _number(x: float) -> str:

@@ -61,7 +61,6 @@ file, the line or field, and the fix.
 from __future__ import annotations
 
 import codecs
-import gzip
 import hashlib
 import io
 import json
@@ -83,6 +82,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import read_vocabulary
 from topicaudit.inputs.preprocess import preprocess_corpus, tokenize_like_countvectorizer
 from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.sizes import check_bytes, gunzip
 from topicaudit.targets.counts import check_counts
 
 __all__ = [
@@ -401,10 +401,43 @@ def _count_over(X: sp.csr_matrix, words: np.ndarray, fixed: np.ndarray, where: s
     return X, fixed, f"; counted over a given vocabulary of {len(fixed)} words"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(docs: list, source: str) -> list:
+    """Documents (strings or token lists) with every lone surrogate replaced by U+FFFD, and a note when any was.
+
+    A JSON escape such as ``\\ud800`` without its pair decodes to a lone
+    surrogate, which is not a character: no UTF-8 file, page or terminal can
+    hold it. Replaced here, where the text enters, nothing later fails on it.
+    """
+    first, count = None, 0
+    out = []
+    for i, doc in enumerate(docs):
+        if not _SURROGATE.search(doc if isinstance(doc, str) else "".join(doc)):  # the common case: one scan
+            out.append(doc)
+            continue
+        if isinstance(doc, str):
+            fixed, n = _SURROGATE.subn("\ufffd", doc)
+        else:
+            pairs = [_SURROGATE.subn("\ufffd", token) for token in doc]
+            fixed, n = [token for token, _ in pairs], sum(k for _, k in pairs)
+        if n and first is None:
+            first = i
+        count += n
+        out.append(fixed if n else doc)
+    if count:
+        warnings.warn(f"{source}: {count} lone surrogate code point(s) (a \\uD800-\\uDFFF escape without its pair; "
+                      f"the first in document {first}, 0-based) are not characters and were replaced by U+FFFD; "
+                      "fix the file's escapes to keep the original characters", UserWarning, stacklevel=2)
+    return out
+
+
 def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
                                fixed: np.ndarray | None = None, ids: list[str] | None = None) -> Corpus:
     if not texts:
         raise UserError(f"{source}: the corpus has no documents; give at least one document")
+    texts = _replace_surrogates(texts, source)
     if preprocess:
         tokens = preprocess_corpus(texts)
         how = "pre-processed (lower-case, letters a-z, stop words, 3-15 letters, WordNet lemmas)"
@@ -433,6 +466,7 @@ def _corpus_from_checked_texts(texts: list[str], preprocess: bool, source: str,
 
 def _corpus_from_tokens(token_lists: list[list[str]], source: str, fixed: np.ndarray | None) -> Corpus:
     """Already-tokenised documents, every token counted as given (the model's own tokens)."""
+    token_lists = _replace_surrogates(token_lists, source)
     X, vocab = _vectorize(token_lists, len(token_lists))
     how = "token lists counted as given"
     if fixed is not None and X.nnz:
@@ -587,8 +621,19 @@ def _read_folder_with_ids(path: Path, encoding: str = "utf-8") -> tuple[list[str
         "(e.g. 'latin-1')"
     )
     texts = [_decode(read_user_file(f, "text file"), f, encoding, fix) for f in files]
-    ids = [f.relative_to(path).as_posix() for f in files]
+    ids = [printable_name(f.relative_to(path).as_posix()) for f in files]
     return texts, f"folder {path} ({len(files)} files, {encoding})", ids
+
+
+def printable_name(name: str) -> str:
+    """A file name as text any UTF-8 file can hold: bytes that are not UTF-8 (a Latin-1 name, which Python
+    carries as lone surrogates) shown as ``\\xNN``. Distinct names stay distinct."""
+    if not _SURROGATE.search(name):
+        return name
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return _SURROGATE.sub("\ufffd", name)
 
 
 def _raise_walk_error(err: OSError):
@@ -643,8 +688,8 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
     raw = read_user_file(path, "20news archive")
     posts = []
     try:
-        if raw[:2] == b"\x1f\x8b":  # gzip: inflate in memory once (faster than streaming)
-            raw = gzip.decompress(raw)
+        if raw[:2] == b"\x1f\x8b":  # gzip: inflate in memory once (faster than streaming), size capped
+            raw = gunzip(raw, str(path))
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tf:
             for member in tf:  # streamed: nothing is written to disk
                 m = _NEWS_MEMBER.fullmatch(member.name)
@@ -666,7 +711,7 @@ def _read_20news_with_ids(path: Path, subset: str = "train",
         )
     posts.sort(key=lambda p: p[0])
     texts = []
-    ids = [f"20news-bydate-{splits[s]}/{group}/{name}" for (s, group, name), _ in posts]
+    ids = [printable_name(f"20news-bydate-{splits[s]}/{group}/{name}") for (s, group, name), _ in posts]
     for _, text in posts:
         if "headers" in remove:
             text = strip_newsgroup_header(text)
@@ -690,7 +735,7 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
     raw = read_user_file(path, "UCI docword file")
     if path.name.endswith(".gz"):
         try:
-            raw = gzip.decompress(raw)
+            raw = gunzip(raw, str(path))
         except (OSError, EOFError, zlib.error) as e:
             raise UserError(f"{path}: not a valid gzip file ({e}); give the .txt or an intact .txt.gz") from None
     vocab_path = Path(vocab) if vocab is not None else _uci_vocab_path(path)
@@ -719,6 +764,9 @@ def _load_uci(path: Path, vocab=None, fixed_vocabulary: np.ndarray | None = None
         raise UserError(f"{path}, line 1: D = 0, the corpus has no documents")
     if W == 0:
         raise UserError(f"{path}, line 2: W = 0, the vocabulary is empty")
+    check_bytes(_BYTES_PER_DOCUMENT * D + _BYTES_PER_WORD * W + _BYTES_PER_ENTRY * NNZ,
+                f"{path}: the header's D = {D} documents, W = {W} words and NNZ = {NNZ} counts",
+                "check the three header lines against the file")
 
     entries = _parse_uci_body(raw, pos, path)
     n = entries.shape[0]
@@ -779,14 +827,16 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
         words, where = read_vocabulary(Path(dictionary)), f"dictionary {dictionary}"
     else:
         words, where = [str(w) for w in dictionary], "the model's dictionary"
-    read_user_file(path, "Matrix Market corpus file")  # clear messages for missing or unreadable files
+    raw = read_user_file(path, "Matrix Market corpus file")
+    _check_mm_header(path, raw)
     try:
-        X = scipy.io.mmread(str(path))
+        X = scipy.io.mmread(io.BytesIO(raw))
+    except OverflowError as e:
+        raise UserError(f"{path}: a count too large for a 64-bit integer ({e}); counts are word occurrences "
+                        "in one document: fix that line") from None
     except (ValueError, OSError, IndexError, TypeError) as e:
         raise UserError(f"{path}: not a readable Matrix Market corpus ({e}); write it with gensim's "
                         "MmCorpus.serialize(path, corpus)") from None
-    if not sp.issparse(X):
-        raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
     X = check_counts(X, str(path))
     if X.shape[1] > len(words):
         raise UserError(f"{path}: term ids go up to {X.shape[1]} but {where} has {len(words)} words; give the "
@@ -801,6 +851,40 @@ def _load_mm(path: Path, dictionary=None, fixed_vocabulary: np.ndarray | None = 
                                      f"check that {where} is the one the corpus was made with")
         source += note
     return _finish(X, vocab, None, source, np.arange(X.shape[0]), [str(i) for i in range(X.shape[0])])
+
+
+_MM_FIX = "write it with gensim's MmCorpus.serialize(path, corpus)"
+
+
+def _check_mm_header(path: Path, raw: bytes) -> None:
+    """A Matrix Market header a corpus can have, and the sizes it declares checked against memory, before parsing.
+
+    A corpus is a ``coordinate`` matrix of ``integer`` or ``real`` counts with
+    ``general`` symmetry (what gensim writes). A ``symmetric`` (or skew,
+    Hermitian) header would make the reader mirror every count across the
+    diagonal, and a ``complex`` or ``pattern`` one holds no counts: all are
+    refused rather than changed silently.
+    """
+    try:
+        rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(io.BytesIO(raw))
+    except (ValueError, OSError, IndexError, TypeError, OverflowError) as e:
+        raise UserError(f"{path}: not a readable Matrix Market header ({e}); {_MM_FIX}") from None
+    if layout != "coordinate":
+        raise UserError(f"{path}: a dense Matrix Market array; a corpus is a 'coordinate' file (MmCorpus.serialize)")
+    if field not in ("integer", "real"):
+        raise UserError(f"{path}: the header declares {field} values, but a corpus holds word counts (integer or "
+                        f"real); {_MM_FIX}")
+    if symmetry != "general":
+        raise UserError(f"{path}: the header declares a {symmetry} matrix, which the reader would mirror across the "
+                        "diagonal, inventing counts; a corpus (documents × terms) is 'general': fix the header's "
+                        f"last word, or {_MM_FIX}")
+    check_bytes(_BYTES_PER_DOCUMENT * rows + _BYTES_PER_WORD * cols + _BYTES_PER_ENTRY * entries,
+                f"{path}: the header's {rows} documents × {cols} terms with {entries} counts",
+                "check the header line (rows, columns, entries) against the file")
+
+
+# Memory a corpus row, column and stored count take on their way in (indptr, positions, ids, copies).
+_BYTES_PER_DOCUMENT, _BYTES_PER_WORD, _BYTES_PER_ENTRY = 100, 100, 64
 
 
 def _uci_vocab_path(path: Path) -> Path:

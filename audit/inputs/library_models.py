@@ -4,7 +4,9 @@
 library with the same settings, without the user re-typing them.
 
 tomotopy (``LDAModel.save``)
-    tomotopy's own binary format, read by tomotopy's C++ loader. The file also
+    tomotopy's own binary format, read by tomotopy's C++ loader in a child
+    process with a time and a memory limit (a damaged file can crash, hang or
+    exhaust that loader; :mod:`topicaudit.inputs.isolation`). The file also
     embeds the constructor arguments as a *pickle*, which ``LDAModel.load``
     unpickles; we never do: :func:`literal_pickle` reads that dictionary
     opcode by opcode and accepts only plain literals (numbers, strings, lists,
@@ -20,6 +22,7 @@ gensim (``LdaModel.save``)
 """
 from __future__ import annotations
 
+import math
 import pickletools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,9 @@ from typing import Any
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import open_regular
+from topicaudit.inputs.isolation import Damaged, Limits, describe, run_isolated
+from topicaudit.memory import available_memory
 from topicaudit.targets.optional import require
 
 TOMOTOPY_MAGIC = b"TPTK"          # in the first bytes of every tomotopy model file
@@ -53,9 +59,9 @@ class LibraryModel:
 def sniff(path: Path) -> str | None:
     """"tomotopy", "gensim" or None, from the file's first bytes."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, "model file") as handle:  # a FIFO would block a plain open()
             head = handle.read(256)
-    except OSError:
+    except UserError:
         return None
     if TOMOTOPY_MAGIC in head[:32]:
         return "tomotopy"
@@ -166,55 +172,115 @@ def literal_pickle(data: bytes) -> Any:
 
 
 # -- tomotopy ------------------------------------------------------------------------------
-def load_tomotopy(path: Path) -> LibraryModel:
-    """A tomotopy ``LDAModel`` file: Φ over its used vocabulary, and its settings."""
+TOMOTOPY_SECONDS = 20.0            # wall time for reading a model file, plus 1 s per MB
+TOMOTOPY_MEMORY = 2 * 2**30        # address space for the reader, plus 40 bytes per byte of file
+_RESAVE = "the file is truncated or corrupted: save the model again with LDAModel.save(path)"
 
-    tp = require("tomotopy", "tomotopy", f"reading the tomotopy model {path}")
+
+def tomotopy_limits(path: Path) -> Limits:
+    """Time and memory for reading ``path``: generous for an intact file of its size, bounded for a damaged one."""
+    size = path.stat().st_size
+    memory = TOMOTOPY_MEMORY + 40 * size
+    available = available_memory()
+    if available is not None:
+        memory = min(memory, max(available, 2**30))
+    return Limits(seconds=TOMOTOPY_SECONDS + size / 1e6, memory=memory)
+
+
+def load_tomotopy(path: Path, limits: Limits | None = None) -> LibraryModel:
+    """A tomotopy ``LDAModel`` file: Φ over its used vocabulary, and its settings.
+
+    tomotopy's loader runs in a child process (:mod:`topicaudit.inputs.isolation`):
+    a damaged file that crashes it, hangs it or exhausts its memory gives
+    "damaged model file PATH: …" (exit 2), never a dead or frozen topicaudit.
+    """
+    require("tomotopy", "tomotopy", f"reading the tomotopy model {path}")
     try:
-        # The C++ loader: returns the model and the embedded constructor-arguments
-        # pickle as raw bytes (LDAModel.load would unpickle them; we do not).
-        model, extra = tp.LDAModel._load(tp.LDAModel, str(path))
-    except Exception as error:  # tomotopy raises plain Exceptions for other model types or damage
+        answer, payload = run_isolated("topicaudit.inputs.tomotopy_reader", path, limits or tomotopy_limits(path))
+    except Damaged as why:
+        raise describe(path, str(why), _RESAVE) from None
+    if "error" in answer:  # tomotopy raises plain Exceptions for other model types or damage
         raise UserError(
-            f"{path}: not a readable tomotopy LDAModel file ({error}); save the model with "
+            f"{path}: not a readable tomotopy LDAModel file ({answer['error']}); save the model with "
             "LDAModel.save(path) (other tomotopy model types are not supported)"
-        ) from None
-    if type(model) is not tp.LDAModel:
-        raise UserError(f"{path}: a tomotopy {type(model).__name__}, not an LDAModel; only LDAModel is supported")
-    words = list(model.used_vocabs)
-    if not words or model.global_step == 0:
+        )
+    if not answer.get("is_lda"):
+        raise UserError(f"{path}: a tomotopy {answer.get('type')}, not an LDAModel; only LDAModel is supported")
+    words = answer["words"]
+    if not words or answer["global_step"] == 0:
         raise UserError(f"{path}: the tomotopy model has not been trained (no iterations); train it before saving")
-    phi = np.array([model.get_topic_word_dist(t, normalize=True) for t in range(model.k)], dtype=np.float64)
-    init = literal_pickle(np.asarray(extra, dtype=np.uint8).tobytes())
+    k, v = answer["shape"]
+    if len(payload) != 8 * k * v or v != len(words):
+        raise describe(path, f"the reader gave {len(payload)} bytes for a {k} × {len(words)} Φ", _RESAVE)
+    phi = np.frombuffer(payload, dtype="<f8").reshape(k, v).astype(np.float64)
+    init = literal_pickle(bytes.fromhex(answer["extra"]))
     notes: list[str] = []
     if not isinstance(init, dict):
         init = {}
         notes.append("the model file's initial settings could not be read as plain values; alpha is the model's "
                      "final (optimised) value and min_cf, min_df are taken as 0")
     term_weights = {0: "one", 1: "idf", 2: "pmi"}
-    alpha = init.get("alpha", [float(a) for a in np.atleast_1d(model.alpha)])
-    if isinstance(alpha, (list, tuple)):
-        alpha = [float(a) for a in alpha]
+    setting = _SavedSettings(path, init)
     settings = {
-        "alpha": alpha,
-        "eta": float(init.get("eta", model.eta)),
-        "tw": term_weights.get(int(model.tw), "one"),
-        "min_cf": int(init.get("min_cf", 0) or 0),
-        "min_df": int(init.get("min_df", 0) or 0),
+        "alpha": setting.alpha(answer["alpha"]),
+        "eta": setting.number("eta", answer["eta"]),
+        "tw": term_weights.get(answer["tw"], "one"),
+        "min_cf": setting.count("min_cf"),
+        "min_df": setting.count("min_df"),
         # The words tomotopy removed as the most frequent are not in its vocabulary, so the audit's
         # corpora are already without them; removing the top words again would remove others.
         "rm_top": 0,
-        "iterations": int(model.global_step),
-        "burn_in": int(model.burn_in),
-        "optim_interval": int(model.optim_interval),
+        "iterations": int(answer["global_step"]),
+        "burn_in": int(answer["burn_in"]),
+        "optim_interval": int(answer["optim_interval"]),
     }
-    rm_top = int(init.get("rm_top", 0) or 0)  # (a saved file keeps the number, not the removed words)
+    rm_top = setting.count("rm_top")  # (a saved file keeps the number, not the removed words)
     if rm_top:
         notes.append(f"the model removed its {rm_top} most frequent word(s) (rm_top={rm_top}); they are outside its "
                      "vocabulary, so the shadows use rm_top=0 on corpora already without them")
-    if isinstance(init.get("seed"), int):
+    if isinstance(init.get("seed"), int) and not isinstance(init.get("seed"), bool):
         notes.append(f"the model was trained with seed {init['seed']}; the shadows use seeds of their own")
     return LibraryModel(phi, words, "tomotopy", "tomotopy-lda", settings, notes)
+
+
+class _SavedSettings:
+    """The constructor arguments saved in a tomotopy file, each checked for its type before use."""
+
+    def __init__(self, path: Path, init: dict):
+        self.path, self.init = path, init
+
+    def _bad(self, name: str, value, kind: str) -> UserError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        return describe(self.path, f"its saved setting {name} is {shown}, not {kind}", _RESAVE)
+
+    def _real(self, name: str, value) -> float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise self._bad(name, value, "a number")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise self._bad(name, value, "a finite number") from None
+        if not math.isfinite(number) or number <= 0:
+            raise self._bad(name, value, "a finite number > 0")
+        return number
+
+    def number(self, name: str, fallback: float) -> float:
+        return self._real(name, self.init.get(name, fallback))
+
+    def alpha(self, fallback: list[float]):
+        value = self.init.get("alpha", fallback)
+        if isinstance(value, (list, tuple)):
+            return [self._real("alpha", a) for a in value]
+        return self._real("alpha", value)
+
+    def count(self, name: str) -> int:
+        value = self.init.get(name, 0)
+        if value is None:
+            return 0
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+            raise self._bad(name, value, "a whole number ≥ 0")
+        return value
 
 
 # -- gensim --------------------------------------------------------------------------------
@@ -246,6 +312,11 @@ def load_gensim(path: Path) -> LibraryModel:
     if not isinstance(model, LdaModel):
         raise UserError(f"{path}: a gensim {type(model).__name__}, not an LdaModel; only LdaModel and "
                         "LdaMulticore are supported")
+    if getattr(model, "state", None) is None:  # gensim loads without its .state file, then fails on first use
+        raise UserError(
+            f"{path}: the gensim model's state is missing (the file {path.name}.state that LdaModel.save wrote beside "
+            f"it); copy it next to {path.name}, or export the model: {_GENSIM_EXPORT}"
+        )
     if model.id2word is None:
         raise UserError(f"{path}: the gensim model has no dictionary (id2word); train it with id2word=dictionary")
     n_terms = int(model.num_terms)
@@ -254,6 +325,22 @@ def load_gensim(path: Path) -> LibraryModel:
     except KeyError as error:
         raise UserError(f"{path}: the model's dictionary has no word for id {error}; ids must be 0..{n_terms - 1}") \
             from None
+    try:
+        phi, settings = _gensim_phi_and_settings(model)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, OverflowError) as error:
+        raise UserError(f"{path}: cannot read the gensim model ({type(error).__name__}: {error}); the saved files "
+                        f"are damaged or from an unsupported gensim version: export it: {_GENSIM_EXPORT}") from None
+    notes = []
+    if type(model).__name__ == "LdaMulticore":
+        notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
+                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
+    if settings["alpha"] == "auto" or settings["eta"] == "auto":
+        notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
+    return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)
+
+
+def _gensim_phi_and_settings(model) -> tuple[np.ndarray, dict[str, Any]]:
+    """Φ and the training settings of a loaded gensim LdaModel (any attribute may be damaged)."""
     phi = model.get_topics().astype(np.float64)
     eta = np.asarray(model.eta, dtype=np.float64)
     settings = {
@@ -266,10 +353,4 @@ def load_gensim(path: Path) -> LibraryModel:
         "eval_every": None if model.eval_every is None else int(model.eval_every),
         "minimum_probability": float(model.minimum_probability), "dtype": np.dtype(model.dtype).name,
     }
-    notes = []
-    if type(model).__name__ == "LdaMulticore":
-        notes.append(f"{path} is an LdaMulticore model; the shadows use LdaModel with the same settings in one "
-                     "process (LdaMulticore trains in worker processes, which a one-CPU shadow task does not start)")
-    if settings["alpha"] == "auto" or settings["eta"] == "auto":
-        notes.append("the model learned alpha/eta ('auto'); the shadows learn theirs the same way from gensim's start")
-    return LibraryModel(phi, words, "gensim", "gensim-lda", settings, notes)
+    return phi, settings

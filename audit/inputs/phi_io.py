@@ -45,7 +45,6 @@ import io
 import json
 import re
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +53,7 @@ import numpy as np
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
+from topicaudit.inputs.sizes import BoundedNpz, load_numpy
 from topicaudit.targets.params import check_topics
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
@@ -134,12 +134,8 @@ def read_phi(path: Path, trust_pickle: bool = False) -> tuple[np.ndarray, list[s
     if fmt == "csv":
         phi, header = _read_csv(path, raw)
         return phi, header, False
-    try:
-        loaded = np.load(io.BytesIO(raw), allow_pickle=False)
-    except _NUMPY_ERRORS as error:
-        raise _unreadable(error, f"{path}: holds", f"{path}: not a readable NumPy {fmt} file",
-                          f"save Φ with numpy.{'save' if fmt == 'npy' else 'savez'}") from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
+    loaded = load_numpy(raw, str(path))  # the declared shape is checked against memory before it is read
+    if isinstance(loaded, BoundedNpz):
         with loaded:
             return _pick_npz_array(path, loaded), None, False
     if fmt == "npz":
@@ -157,22 +153,7 @@ def _pick_npz_array(path: Path, archive) -> np.ndarray:
             f"{path}: the .npz archive holds {len(keys)} arrays ({', '.join(keys[:8])}) and none is named "
             f"{' or '.join(NPZ_KEYS)}; save Φ under the name 'phi' (numpy.savez(path, phi=phi))"
         )
-    try:
-        return archive[chosen]
-    except _NUMPY_ERRORS as error:
-        raise _unreadable(error, f"{path}: array {chosen!r} holds", f"{path}: cannot read array {chosen!r}",
-                          "save Φ with numpy.savez") from None
-
-
-_NUMPY_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
-
-
-def _unreadable(error: Exception, holds: str, unreadable: str, fix: str) -> UserError:
-    """The message for a .npy/.npz that NumPy cannot read; pickled objects are named as such (never loaded)."""
-    if isinstance(error, ValueError) and "pickle" in str(error):
-        return UserError(f"{holds} pickled Python objects, which topicaudit never loads from .npy/.npz files; "
-                         "save a numeric array instead, e.g. numpy.save('phi.npy', numpy.asarray(phi, dtype=float))")
-    return UserError(f"{unreadable} ({error}); {fix}")
+    return archive[chosen]
 
 
 def _is_number(text: str) -> bool:
@@ -284,6 +265,19 @@ def check_phi(phi, where) -> np.ndarray:
             f"({arr[i, j]:g}); every entry must be a non-negative probability"
         )
     return arr
+
+
+def check_saved_phi(phi, path: Path) -> None:
+    """A Φ reloaded from a run directory: finite and non-negative, or one message naming the file.
+
+    Checked where the file is read, so a damaged file is named here rather
+    than failing later inside a Ray task that knows no file name.
+    """
+    try:
+        check_phi(phi, path)
+    except UserError as error:
+        raise UserError(f"{error}; the file is damaged: delete it and rerun the same command to refit that model") \
+            from None
 
 
 def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
