@@ -19,19 +19,21 @@ from topicaudit.attacks.mechanism import (
 )
 from topicaudit.bounds.one_run import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.cli.main import main
-from topicaudit.engine.check import check_run
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import run_audit
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner
-from topicaudit.targets.cgs import run_cgs
 from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
 from topicaudit.targets.dpsu import PolicyLaplaceDPSU
 from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts
-from topicaudit.targets.poisson_factorization import LocallyPrivatePoissonFactorization, _streams, lppf_samples
-from topicaudit.targets.poisson_factorization import _released_phi
+from topicaudit.targets.poisson_factorization import (
+    LocallyPrivatePoissonFactorization,
+    _released_phi,
+    _streams,
+    lppf_samples,
+)
 
 SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
 

@@ -235,7 +235,6 @@ def canary_scores(release: Release, canaries: CanarySet, tol: float = 1e-8) -> d
     phi = release.dense_phi(canaries.n_columns)
     released = np.zeros(canaries.n_columns, dtype=bool)
     released[release.vocabulary] = True
-    docs = canaries.documents
     scores = {"zeta": _zeta(phi, released, canaries.documents, tol)}
     words = canaries.words
     if words is not None:
