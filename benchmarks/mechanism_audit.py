@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -140,7 +141,11 @@ def summary(rows: list[dict]) -> str:
         power = [r["power"]["2x"] for r in rs if r.get("power")]
 
         def ms(x):
-            return "–" if not x else f"{statistics.mean(x):.2f} ± {statistics.stdev(x) if len(x) > 1 else 0:.2f}"
+            """mean ± sd of the finite values; ∞ (a δ-tail refutation) counted apart."""
+            finite = [v for v in x if math.isfinite(v)]
+            text = "–" if not finite else (f"{statistics.mean(finite):.2f} ± "
+                                          f"{statistics.stdev(finite) if len(finite) > 1 else 0:.2f}")
+            return text if len(finite) == len(x) else f"∞ in {len(x) - len(finite)}/{len(x)}; {text}"
         lines.append(f"| {corpus} | {learner} | {eps:g} | {variant} | {m} | {len(rs)} | "
                      f"{sum(r['verdict'] == 'VIOLATED' for r in rs)} | {sum(r['verdict'] == 'NO SIGNAL' for r in rs)} | "
                      f"{ms(ratio)} | {ms(rel)} | {ms(power)} | {statistics.median(r['seconds'] for r in rs):.0f} |")

@@ -105,7 +105,10 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     both_classes = 0 < coins.sum() < coins.size
     bounds = bound_tests(tested, coins, delta, share) if both_classes else {}
     beside = {}
-    if observe == "mechanism" and both_classes:  # the release (Φ) audit of the same canaries, for comparison
+    # The release (Φ) audit of the same canaries, for comparison; not for a vocabulary step's audit, whose claim
+    # says nothing of the (possibly non-private) learner's Φ behind it.
+    transcript = release.transcript
+    if observe == "mechanism" and both_classes and transcript is not None and transcript.kind != "dpsu":
         release_scores = canary_verdict_scores(scores, "release")
         release_share = alpha / (len(release_scores) * len(VALID_BOUNDS))
         release_bounds = bound_tests(release_scores, coins, delta, release_share)
@@ -113,7 +116,6 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
             "confidence": 1 - alpha, "delta": delta,
             "epsilon": max(b.epsilon for b in release_bounds.values()),
             "by_test": {name: b.to_json() for name, b in release_bounds.items()}}}
-    transcript = release.transcript
     return {
         "observe": observe,
         "threat_model": THREAT_MODELS[observe],
