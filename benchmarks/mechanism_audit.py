@@ -137,7 +137,9 @@ def summary(rows: list[dict]) -> str:
              "ε_LB/ε release | power 2× (est.) | s per audit |", "|" + "---|" * 12]
     for (corpus, learner, eps, variant, m), rs in sorted(groups.items()):
         ratio = [r["epsilon_lb"] / r["epsilon_claim"] for r in rs]
-        rel = [r["release_epsilon_lb"] / r["epsilon_claim"] for r in rs if r["release_epsilon_lb"] is not None]
+        # A DP vocabulary step's claim says nothing of the non-private learner's Φ behind it: no release column.
+        rel = [] if learner in DPSU_STEPS else [r["release_epsilon_lb"] / r["epsilon_claim"] for r in rs
+                                                if r["release_epsilon_lb"] is not None]
         power = [r["power"]["2x"] for r in rs if r.get("power")]
 
         def ms(x):
