@@ -86,9 +86,10 @@ def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsy
     results = run_audit(config_from_dict(config), quiet=True)
     assert results["target"]["guarantee"]["epsilon"] == 2.0
     assert main(["check", str(out)]) == 0
-    assert capsys.readouterr().out.startswith("CONSISTENT")
+    # LiRA on natural documents cannot tell this learner's members apart: not refuted, and said to be no signal
+    assert capsys.readouterr().out.startswith(("CONSISTENT", "NO SIGNAL"))
     verdict = json.loads((out / "check.json").read_text())
-    assert verdict["claimed_epsilon"] == 2.0 and verdict["epsilon_lower_bound"] < 2.0
+    assert verdict["claimed_epsilon"] == 2.0 and verdict["epsilon_lower_bound"] < 2.0 and not verdict["violated"]
 
 
 def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsys):

@@ -45,20 +45,23 @@ def test_the_card_holds_checks_bound_and_the_claim_check_was_given(canary_run, c
     assert run_verdict(read_run(canary_run)).status == "NO CLAIM"
 
 
-class _Result:
-    """A CheckResult as the lead's version may shape it: a verdict string and what each source observed."""
+def test_the_card_reads_the_checks_own_verdict_and_observations():
+    from pathlib import Path
 
-    def __init__(self, verdict, observe):
-        self.verdict, self.observe = verdict, observe
+    from topicaudit.bounds.epsilon import EpsilonBound
+    from topicaudit.engine.check import CheckResult
+    from topicaudit.reports.verdict import _observed, _power, _status
 
-
-def test_the_card_reads_the_checks_own_verdict_and_observations_when_present():
-    from topicaudit.reports.verdict import _observed, _status
-
-    result = _Result("no_signal", {"mechanism": "DP-SVI's noisy sufficient statistics"})
-    result.bounds = {"mechanism/zeta:one-run": object()}
-    assert _status(result, True) == "NO SIGNAL"
-    assert _observed(result, "mechanism/zeta:one-run") == "DP-SVI's noisy sufficient statistics"
+    bound = EpsilonBound(0.0, "one-run", 0.95, 0.0)
+    result = CheckResult(Path("r"), 1.0, 0.0, 0.05, {"canaries/mechanism:one-run": bound}, 4.9, "document",
+                         {"canaries/": "canaries on everything the mechanism releases"}, True, None)
+    assert _status(result, True) == "NO SIGNAL" and _status(result, False) == "NO SIGNAL"
+    assert _observed(result, "canaries/mechanism:one-run") == "canaries on everything the mechanism releases"
+    consistent = CheckResult(Path("r"), 1.0, 0.0, 0.05, {"canaries/mechanism:one-run": bound}, 4.9, "document",
+                             {}, False, {"2x": 0.95, "10x": 1.0, "replicates": 20})
+    assert _status(consistent, True) == "CONSISTENT" and _status(consistent, False) == "NO CLAIM"
+    assert _observed(consistent, "canaries/mechanism:one-run") == "canaries on the released Φ"
+    assert "95% of 20 simulated audits" in _power(consistent.power)
 
 
 def test_the_roc_emphasises_the_recommended_attack_and_the_papers_lira():
