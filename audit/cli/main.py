@@ -25,6 +25,7 @@ import traceback
 import warnings
 from contextlib import contextmanager
 
+from topicaudit.cli import supervisor
 from topicaudit.engine import parallel
 from topicaudit.errors import (  # noqa: F401
     EXIT_INTERNAL_ERROR,
@@ -40,7 +41,7 @@ from topicaudit.errors import (  # noqa: F401
 COMMANDS = ("run", "check", "sweep", "audit", "report")
 
 DEBUG_VARIABLE = "TOPICAUDIT_DEBUG"
-INTERRUPTED = "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
+INTERRUPTED = supervisor.interrupted_message(None)
 
 
 class Terminated(KeyboardInterrupt):
@@ -65,7 +66,7 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
 
 
 @contextmanager
-def _signals():
+def _signals(command: str | None = None):
     """SIGTERM raises ``Terminated``; a second Ctrl-C or SIGTERM during clean-up exits 130 at once.
 
     The first signal unwinds normally (Ray is shut down, finished models are
@@ -79,7 +80,7 @@ def _signals():
     def handler(signum, frame):
         received.append(signum)
         if len(received) > 1:
-            print(f"\n{INTERRUPTED}", file=sys.stderr, flush=True)
+            print(f"\n{supervisor.interrupted_message(command)}", file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
@@ -110,9 +111,14 @@ def _save_traceback(error: BaseException) -> str | None:
 
 
 def _ray_failure(error: BaseException) -> bool:
-    """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions."""
+    """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions.
+
+    A SystemExit while Ray is in use is Ray's (its handlers call sys.exit), never a verdict.
+    """
     if isinstance(error, parallel.RayFailure):
         return True
+    if isinstance(error, SystemExit):
+        return supervisor.said(supervisor.RAY_IN_USE)
     ray_exceptions = sys.modules.get("ray.exceptions")
     if ray_exceptions is None:
         return False
@@ -139,25 +145,38 @@ def _internal_error(error: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line. As the console script (no ``argv``) it runs in a supervised child process
+    (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
+    if argv is None and supervisor.available():
+        return supervisor.supervise(lambda: _main(None))
+    return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    supervisor.reset()
     args = _build_parser().parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
     parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
-    with _signals():
+    parallel.ON_RAY_START = lambda: supervisor.tell(supervisor.RAY_IN_USE)
+    with _signals(args.command):
         try:
-            return importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
         except UserError as error:
             print(f"topicaudit: error: {error}", file=sys.stderr)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
-            print(f"\n{INTERRUPTED}", file=sys.stderr)
+            print(f"\n{supervisor.interrupted_message(args.command)}", file=sys.stderr)
             return EXIT_INTERRUPTED
         except SystemExit as exit_:
-            # Only argparse (before this block) may exit on its own; anything else exiting is a bug.
+            # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's.
             if exit_.code in (None, 0):
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
             return _internal_error(error)
+    if code == EXIT_REFUTED and not supervisor.said(supervisor.VERDICT):
+        return _internal_error(RuntimeError("exit 1 without a printed VIOLATED verdict"))
+    return code
 
 
 if __name__ == "__main__":

@@ -164,6 +164,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         token_mode_set = authenticate(ray, address)
     handlers = _signal_handlers()
     reaper = None
+    ON_RAY_START()
     try:
         if address:
             ray.init(address=address, runtime_env={"env_vars": ONE_THREAD}, **common)
@@ -212,6 +213,10 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
 
 # Set by the command line (topicaudit.cli.main): a library caller's process is not ours to end.
 EXIT_WHEN_RAYLET_DIES = False
+
+
+def ON_RAY_START() -> None:  # noqa: N802 — a hook the command line replaces
+    """Called just before Ray starts or is joined: from then on, an abnormal end of the process is Ray's."""
 
 
 def _watch_raylet(ray) -> threading.Event:
