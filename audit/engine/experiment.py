@@ -160,6 +160,12 @@ def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash
     return seconds
 
 
+def _topics(target) -> int | None:
+    """The number of topics every model of the experiment has (None when the learner does not say)."""
+    k = getattr(getattr(target, "learner", target), "k", None)
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
 def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, worker_warnings: _WorkerWarnings,
                         timings: dict[str, float]) -> tuple[Release, dict[str, np.ndarray], int]:
     """The model under audit and every shadow of the plan, fitted (or reloaded), with their statistics.
@@ -187,11 +193,12 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         timings["statistics_cpu"] += score_seconds
         return release
 
+    n_topics, n_words = _topics(exp.target), exp.X.shape[1]
     target_release = exp.released
     if target_release is not None:
         to_score[0] = target_release
     else:
-        loaded = run.load_model(None, chash)
+        loaded = run.load_model(None, chash, n_topics, n_words)
         if loaded is None:
             target_release = finished(fused.remote(exp.target, X_ref, np.flatnonzero(plan.target_in),
                                                    plan.target_seed, None, scored_ref, exp.tol), 0, None)
@@ -204,8 +211,11 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         vocabulary = target_release.vocabulary if vocabulary == "target" else None
     pending = {}
     for i in range(plan.n_shadows):
-        loaded = run.load_model(i, chash)
+        loaded = run.load_model(i, chash, n_topics, n_words)
         if loaded is not None:
+            if vocabulary is not None and not np.array_equal(loaded[0].vocabulary, vocabulary):
+                raise UserError(f"{run.model_path(i)} is not over the target's released vocabulary, as every "
+                                "shadow of this run is; it is not a model of this run — delete it to refit it")
             to_score[1 + i], seconds = loaded
             timings["fit_cpu"] += seconds
         else:
@@ -245,7 +255,7 @@ def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _Wo
                  for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
     releases, seconds, pending = {}, 0.0, {}
     for name, coins, seed in jobs:
-        loaded = run.load_model(name, chash)
+        loaded = run.load_model(name, chash, _topics(exp.target))
         if loaded is not None:
             releases[name], fit_seconds = loaded
             seconds += fit_seconds
