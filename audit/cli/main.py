@@ -148,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     """The command line. As the console script (no ``argv``) it runs in a supervised child process
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
     if argv is None and supervisor.available():
-        return supervisor.supervise(lambda: _main(None))
-    return _main(argv)
+        return supervisor.supervise(lambda: run_command(None))
+    return run_command(argv)
 
 
-def _main(argv: list[str] | None) -> int:
+def run_command(argv: list[str] | None) -> int:
+    """The command line in this process (the supervised child, or a test)."""
     supervisor.reset()
     args = _build_parser().parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files

@@ -72,10 +72,30 @@ def available() -> bool:
     return hasattr(os, "fork") and hasattr(signal, "sigwaitinfo") and sys.platform != "win32"
 
 
-def supervise(command_main, argv: list[str] | None = None) -> int:
-    """Run ``command_main()`` in a child process and return the exit code its end maps to."""
+def console() -> int:
+    """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
+    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143)."""
+    if not available():
+        from topicaudit.cli.main import main
+
+        return main()
+    original = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+
+    def command_main() -> int:
+        from topicaudit.cli.main import run_command
+
+        return run_command(None)
+
+    return supervise(command_main, mask=original)
+
+
+def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
+    """Run ``command_main()`` in a child process and return the exit code its end maps to.
+
+    mask: the signal mask before the caller blocked SIGINT, SIGTERM and SIGCHLD (None: block them here).
+    """
     watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched) if mask is None else mask
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -195,3 +215,9 @@ def _signal_name(sig: int) -> str:
 def _say(code: int, message: str, prefix: str = "topicaudit: error: ") -> int:
     print(f"{prefix}{message}", file=sys.stderr, flush=True)
     return code
+
+
+if __name__ == "__main__":
+    from topicaudit.cli.supervisor import console as _console  # the module the command reports through
+
+    sys.exit(_console())
