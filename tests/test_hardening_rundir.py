@@ -92,6 +92,10 @@ def _permute_scores(path):
 @pytest.mark.parametrize("case", sorted(TAMPERS))
 @pytest.mark.parametrize("manifest_kept", [True, False])
 def test_a_tampered_run_gives_no_bound(run, capsys, case, manifest_kept):
+    """Caught by the manifest; and without it by the checks that do not trust it, except shuffled coins
+    (their file is as valid as the original: only its hash tells them apart)."""
+    if case == "shuffled coins" and not manifest_kept:
+        pytest.skip("only the manifest can tell shuffled coins from the drawn ones")
     name, tamper = TAMPERS[case]
     tamper(run / name)
     if not manifest_kept:
@@ -269,3 +273,79 @@ def test_report_says_what_an_interrupt_keeps():
 
     assert "finished models" not in supervisor.interrupted_message("report")
     assert "finished models are kept" in supervisor.interrupted_message("run")
+
+
+# -- one writer per directory ---------------------------------------------------------------------------
+def test_a_second_writer_is_refused_naming_the_holder(tmp_path, capsys):
+    from topicaudit.engine.lock import writer_lock
+
+    out = tmp_path / "run"
+    with writer_lock(out):
+        for argv in (["run", "--shadows", "2", "--output", str(out)],
+                     ["sweep", "--param", "target.k", "--values", "2,3", "--output", str(out)]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert f"being written by another topicaudit command (process {os.getpid()})" in err, err
+    assert not out.exists()  # made for the lock alone, removed with it
+
+
+def test_the_lock_leaves_a_resumable_run(finished, run, capsys):
+    assert (finished / ".lock").exists()
+    config = config_from_dict({**CONFIG, "output": str(run)})
+    assert run_audit(config, quiet=True)["resumed"]
+
+
+# -- report writes only its own files -------------------------------------------------------------------
+def test_report_never_replaces_a_file_it_did_not_write(finished, tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / "my-plot.png").write_bytes(b"mine")
+    (out / "notes.txt").write_text("mine")
+    assert main(["report", str(finished), "-o", str(out), "--quiet"]) == 2
+    assert "was not made by `topicaudit report`" in capsys.readouterr().err
+    assert (out / "figures" / "my-plot.png").read_bytes() == b"mine" and (out / "notes.txt").exists()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "report.md").write_text("my own report")
+    assert main(["report", str(finished), "-o", str(foreign), "--quiet"]) == 2
+    assert (foreign / "report.md").read_text() == "my own report"
+
+
+def test_report_replaces_its_own_report_but_keeps_what_was_added(finished, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["report", str(finished), "-o", str(out), "--quiet"]) == 0
+    assert main(["report", str(finished), "-o", str(out), "--quiet"]) == 0  # its own: replaced
+    (out / "figures" / "my-plot.png").write_bytes(b"mine")
+    capsys.readouterr()
+    assert main(["report", str(finished), "-o", str(out), "--quiet"]) == 2
+    assert "figures/my-plot.png" in capsys.readouterr().err
+    assert (out / "figures" / "my-plot.png").read_bytes() == b"mine"
+
+
+def test_report_removes_the_staging_of_a_killed_report(finished, tmp_path):
+    out = tmp_path / "out"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out.tmp-{int(dead.stdout)}-x1y2"
+    live = tmp_path / f".out.tmp-{os.getppid()}-a1b2"
+    for directory in (stale, live):
+        (directory / "figures").mkdir(parents=True)
+    assert main(["report", str(finished), "-o", str(out), "--quiet"]) == 0
+    assert not stale.exists() and live.exists()
+    assert {p.name for p in tmp_path.iterdir()} == {live.name, "out"}
+
+
+def test_report_refuses_a_dangling_symlink_output(finished, tmp_path, capsys):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "missing")
+    assert main(["report", str(finished), "-o", str(link), "--quiet"]) == 2
+    assert "symbolic link" in capsys.readouterr().err and link.is_symlink()
+
+
+def test_dollars_in_a_run_name_are_drawn_as_text(run, tmp_path):
+    """A `$` in a run or corpus name is not matplotlib mathtext (which failed after every fit, exit 3)."""
+    from topicaudit.reports.roc import write_roc_figure
+
+    (run / manifest.NAME).unlink()
+    _edit_results(run, lambda d: d.update(name="cost_$5_$ x$\\foo$"))
+    assert write_roc_figure(run).stat().st_size > 0
+    assert main(["report", str(run), "-o", str(tmp_path / "report"), "--quiet"]) == 0

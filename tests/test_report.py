@@ -315,7 +315,7 @@ def sweep_report(runs):
 
 
 def test_report_files(sweep_report):
-    assert {p.name for p in sweep_report.iterdir()} == {"report.html", "report.md", "figures"}
+    assert {p.name for p in sweep_report.iterdir()} == {"report.html", "report.md", "figures", ".topicaudit-report"}
     pngs = sorted(p.stem for p in (sweep_report / "figures").glob("*.png"))
     assert pngs == sorted(p.stem for p in (sweep_report / "figures").glob("*.svg"))
     assert pngs == ["01-overlay-lira_online", "02-tpr-by-parameter", "03-utility-by-parameter", "04-roc-k_2",

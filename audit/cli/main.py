@@ -174,6 +174,12 @@ def run_command(argv: list[str] | None) -> int:
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
+            from topicaudit.engine.rundir import disk_full  # numpy and the loaders: not before a command runs
+
+            full = disk_full(error, None) if isinstance(error, OSError) else None
+            if full is not None:  # a write outside the run directory's own writer (a report, a figure)
+                print(f"topicaudit: error: {full}", file=sys.stderr)
+                return EXIT_USER_ERROR
             return _internal_error(error)
     if code == EXIT_REFUTED and not supervisor.said(supervisor.VERDICT):
         return _internal_error(RuntimeError("exit 1 without a printed VIOLATED verdict"))

@@ -27,6 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.canaries import CanarySet
+from topicaudit.engine.lock import NAME as LOCK_NAME
+from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
@@ -99,12 +101,16 @@ def removed_on_user_error(path: Path):
     Such a directory holds nothing worth resuming, and its config hash would
     block the corrected configuration from using the same path.
     """
-    existed = path.exists()
+    existed = path.exists() and not holds_only_the_lock(path)  # a directory only locked is not the user's
     try:
         yield
     except Exception:  # a UserError, or a crash before anything worth resuming
         if not existed and not any(path.glob("models/*.npz")):
-            shutil.rmtree(path, ignore_errors=True)
+            for entry in path.iterdir() if path.is_dir() else ():
+                if entry.name != LOCK_NAME:  # the lock's holder removes the directory itself
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+            if not path.is_dir() or not any(path.iterdir()):
+                shutil.rmtree(path, ignore_errors=True)
         raise
 
 

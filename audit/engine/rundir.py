@@ -16,6 +16,7 @@ must match, so a resumed run cannot silently mix models.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -31,6 +32,7 @@ import numpy as np
 
 from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, to_toml
+from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.synthetic import synthetic_corpus
@@ -73,7 +75,10 @@ def atomic_write_bytes(path: Path, writer) -> None:
     one, never empty or torn.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise disk_full(error, path) or error from None
     try:
         with os.fdopen(fd, "wb") as handle:
             writer(handle)
@@ -81,10 +86,25 @@ def atomic_write_bytes(path: Path, writer) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and disk_full(error, path):
+            raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+
+
+def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
+    """A full disk or exhausted quota (ENOSPC, EDQUOT) as a UserError naming the disk and the file; else None."""
+    if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return None
+    path = Path(path or getattr(error, "filename", None) or ".")
+    mount = path.absolute()
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
+    return UserError(f"cannot write {path}: {what} on the disk mounted at {mount}; free some space there, or "
+                     "choose another output directory — rerun the same command to resume (finished models are kept)")
 
 
 def _umask() -> int:
@@ -175,7 +195,7 @@ class RunDirectory:
             raise UserError(f"output {self.path} exists and is not a directory; choose another --output")
         stored = self.stored_hash()
         if stored is None:
-            if any(self.path.iterdir()):
+            if not holds_only_the_lock(self.path) and any(self.path.iterdir()):
                 raise UserError(
                     f"output directory {self.path} is not empty and is not a topicaudit run; "
                     "choose another --output"
