@@ -130,6 +130,9 @@ def _ray_failure(error: BaseException) -> bool:
 def _internal_error(error: BaseException) -> int:
     named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
+    if isinstance(error, parallel.RayCannotStart):
+        print(f"topicaudit: error: {error}", file=sys.stderr)
+        return EXIT_RAY_FAILED
     if _ray_failure(error):
         print(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
               "rerun the same command to resume", file=sys.stderr)
