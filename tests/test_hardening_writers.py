@@ -92,3 +92,46 @@ def test_option_paths_are_relative_to_the_config_file_and_spelling_free(tmp_path
         assert list(corpus.vocabulary[:2]) == ["word1", "word10"] or corpus.X.shape[1] == 12
         hashes.add(config_hash(config, corpus_fingerprint(corpus)))
     assert len(hashes) == 1
+
+
+def test_an_address_space_limit_too_small_for_ray_is_one_line_and_exit_4(tmp_path):
+    """`ulimit -v 1500000` made Ray's C++ layer abort (exit 134) with a stack dump of every module."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000 * 1024, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    done = subprocess.run([sys.executable, "-m", "topicaudit.cli.supervisor", "run", "--shadows", "2", "--output",
+                           str(tmp_path / "run"), "--quiet"], preexec_fn=limit, capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 4, done.stderr[-2000:]
+    assert done.stderr.startswith("topicaudit: error: the address-space limit") and "ulimit -v" in done.stderr
+    assert done.stderr.strip().count("\n") == 0, done.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
+
+
+def test_in_process_exit_1_needs_a_printed_verdict(monkeypatch, capsys):
+    """Without the supervisor (the Python API's main), a command returning 1 without VIOLATED is a bug,
+    and Ray's sys.exit(1) while it is in use is exit 4."""
+    from topicaudit.cli import check
+
+    monkeypatch.setattr(check, "execute", lambda args: 1)
+    assert main(["check", "x"]) == 3
+    assert "internal error" in capsys.readouterr().err
+
+    def ray_exits(args):
+        supervisor.tell(supervisor.RAY_IN_USE)
+        raise SystemExit(1)
+
+    monkeypatch.setattr(check, "execute", ray_exits)
+    assert main(["check", "x"]) == 4
+    assert "Ray runtime failed" in capsys.readouterr().err
+
+    def verdict(args):
+        print("VIOLATED: x")
+        return supervisor.refuted()
+
+    monkeypatch.setattr(check, "execute", verdict)
+    assert main(["check", "x"]) == 1
