@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from topicaudit.engine.progress import Progress
+from topicaudit.engine.rundir import disk_full
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk
@@ -205,8 +206,11 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
         (staging / MARKER).write_text("".join(f"{name}\n" for name in written), encoding="utf-8")
         _swap_in(staging, output)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        full = disk_full(error, output) if isinstance(error, OSError) else None
+        if full is not None:
+            raise full from None
         raise
     return output
 

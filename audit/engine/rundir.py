@@ -98,13 +98,14 @@ def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
     """A full disk or exhausted quota (ENOSPC, EDQUOT) as a UserError naming the disk and the file; else None."""
     if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return None
-    path = Path(path or getattr(error, "filename", None) or ".")
+    named = path or getattr(error, "filename", None)
+    path = Path(named or ".")
     mount = path.absolute()
     while not os.path.ismount(mount) and mount != mount.parent:
         mount = mount.parent
     what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
-    return UserError(f"cannot write {path}: {what} on the disk mounted at {mount}; free some space there, or "
-                     "choose another output directory — rerun the same command to resume (finished models are kept)")
+    return UserError(f"cannot write {path if named else 'a file'}: {what} on the disk mounted at {mount}; free "
+                     "some space there (or choose another output directory) and rerun the same command")
 
 
 def _umask() -> int:
@@ -210,7 +211,7 @@ class RunDirectory:
         return True
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
-        created = not self.path.exists()
+        created = not self.models.exists()  # the directory itself may be only the writer lock's so far
         self.models.mkdir(parents=True, exist_ok=True)
         if created:
             fsync_directory(self.path.parent)
