@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,15 +255,26 @@ def test_the_supervisor_maps_every_end_of_the_process(body, code, line):
         assert line in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
 
 
+def _blocks_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    return bool(blocked & (1 << (signal.SIGTERM - 1)))
+
+
 def test_a_sigterm_at_start_up_exits_130(tmp_path):
-    """Before the command's own handlers are in place (imports take ~1 s), SIGTERM is still exit 130."""
-    for delay in (0.3, 0.6):
-        process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.supervisor", "check", str(tmp_path)],
+    """From the console script's first instruction (signals held, then ~1 s of imports), SIGTERM is exit 130."""
+    for delay in (0.0, 0.1):
+        process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.supervisor", "run", "--shadows", "2",
+                                    "--output", str(tmp_path / f"run-{delay}"), "--quiet"],
                                    cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            process.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGTERM)
+        while not _blocks_sigterm(process.pid):
+            assert process.poll() is None
+            time.sleep(0.001)
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
         assert process.returncode == 130, (delay, err)
         assert "interrupted" in err and "Traceback" not in err
