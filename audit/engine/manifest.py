@@ -66,13 +66,6 @@ def record(run_dir: Path, *names: str, write_text) -> None:
                                           indent=1, sort_keys=True) + "\n")
 
 
-def forget(run_dir: Path, *names: str, write_text) -> None:
-    """Drop entries (files about to be rewritten, e.g. a model that is refitted)."""
-    files = entries(Path(run_dir))
-    if files and any(name in files for name in names):
-        record(run_dir, *names, write_text=write_text)
-
-
 def verify(run_dir: Path, names: list[str] | None = None) -> None:
     """Each of ``names`` (default: every file the manifest lists) that exists must have its recorded hash.
 
