@@ -292,9 +292,11 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, capsys):
     from topicaudit.engine.lock import writer_lock
 
     out = tmp_path / "run"
+    config = tmp_path / "c.toml"
+    config.write_text("[attack]\nshadows = 2\n")
     with writer_lock(out):
-        for argv in (["run", "--shadows", "2", "--output", str(out)],
-                     ["sweep", "--param", "target.k", "--values", "2,3", "--output", str(out)]):
+        for argv in (["run", str(config), "--output", str(out)],
+                     ["sweep", str(config), "--param", "target.k", "--values", "2,3", "--output", str(out)]):
             assert main(argv) == 2
             err = capsys.readouterr().err
             assert f"being written by another topicaudit command (process {os.getpid()})" in err, err

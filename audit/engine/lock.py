@@ -42,7 +42,8 @@ def writer_lock(path: str | Path, flag: str = "--output"):
         path.mkdir(parents=True, exist_ok=True)
         handle = open(path / NAME, "a+")
     except OSError as error:
-        raise UserError(f"cannot create {path} ({error.strerror or error}); choose another {flag}") from None
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
     try:
         if fcntl is not None:
             try:
