@@ -124,6 +124,9 @@ def _run_child(command_main, write_fd: int, mask) -> None:
     except KeyboardInterrupt:  # before main's own handler was in place
         print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
         code = EXIT_INTERRUPTED
+    except BaseException as error:  # noqa: BLE001 — nothing may leave the child but an exit code
+        print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
+              file=sys.stderr)
     finally:
         try:
             sys.stdout.flush()
