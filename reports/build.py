@@ -2,10 +2,15 @@
 
 The output directory is built complete in a temporary directory beside it and
 renamed into place, so a failed report leaves nothing half-written and an
-older report is replaced only by a whole new one.
+older report is replaced only by a whole new one. A report directory holds a
+marker listing the files the report wrote: an existing directory is replaced
+only when it is empty or holds nothing else, so no file of the user's is ever
+deleted or overwritten. Staging directories left by a killed report are
+removed by the next one.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -13,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from topicaudit.engine.progress import Progress
+from topicaudit.engine.rundir import disk_full
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk
@@ -23,7 +29,7 @@ from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.version import __version__
 
-REPORT_FILES = {"report.html", "report.md", "figures"}
+MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
 
 
 def _stem(*parts: str) -> str:
@@ -61,13 +67,44 @@ def _natural(run) -> bool:
 
 
 def _target_dir(output: Path) -> None:
-    if output.exists():
-        if not output.is_dir():
-            raise UserError(f"output {output} exists and is not a directory; choose another -o")
-        extra = {p.name for p in output.iterdir()} - REPORT_FILES
-        if extra:
-            raise UserError(f"output directory {output} is not a topicaudit report (it holds "
-                            f"{', '.join(sorted(extra)[:3])}); choose another -o")
+    """An existing output must be empty or a report this command wrote, holding nothing else."""
+    if output.is_symlink() and not output.exists():
+        raise UserError(f"output {output} is a symbolic link to a missing {os.readlink(output)}; remove the link "
+                        "or choose another -o")
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise UserError(f"output {output} exists and is not a directory; choose another -o")
+    found = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if not p.is_dir())
+    if not found:
+        return
+    marker = output / MARKER
+    if not marker.is_file():
+        raise UserError(f"output directory {output} was not made by `topicaudit report` (it holds "
+                        f"{', '.join(found[:3])}); nothing in it is replaced: choose another -o")
+    written = set(marker.read_text(encoding="utf-8", errors="replace").splitlines()) | {MARKER}
+    extra = [name for name in found if name not in written]
+    if extra:
+        raise UserError(f"output directory {output} holds {', '.join(extra[:3])}, which `topicaudit report` did not "
+                        "write; move it out (the report directory is replaced as a whole), or choose another -o")
+
+
+def _remove_stale_staging(output: Path) -> None:
+    """Staging directories of reports that were killed (their process is gone) beside ``output``."""
+    for entry in output.parent.glob(f".{glob.escape(output.name)}.*-*"):
+        match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-.*", entry.name)
+        if match and entry.is_dir() and not _alive(int(match.group(2))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _comparison(collection: Collection, figs: _Figures, attack: str, notes: list[str]) -> Section:
@@ -200,7 +237,8 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
     _target_dir(output)
     check_output_directory(output, "-o/--output")
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    _remove_stale_staging(output)
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
@@ -208,9 +246,14 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
         (staging / "report.html").write_text(render_html(report), encoding="utf-8")
         (staging / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
+        (staging / MARKER).write_text("".join(f"{name}\n" for name in written), encoding="utf-8")
         _swap_in(staging, output)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        full = disk_full(error, output) if isinstance(error, OSError) else None
+        if full is not None:
+            raise full from None
         raise
     return output
 
@@ -219,7 +262,7 @@ def _swap_in(staging: Path, output: Path) -> None:
     old = None
     if output.exists():
         _target_dir(output)  # still a report (checked again just before replacing it)
-        old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
+        old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-{os.getpid()}-"))
         os.replace(output, old / "report")
     os.replace(staging, output)
     if old is not None:

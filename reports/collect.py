@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.config import config_from_dict, config_hash
+from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.rundir import RESULTS_SCHEMA, UNREADABLE_NPZ, load_audit_corpus
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
@@ -152,6 +153,7 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
         raise UserError(f"{path} is not a topicaudit run or sweep directory (no results.json, config.toml "
                         "or sweep.json)")
     check_regular(results_path, config_path)
+    verify_run_directory(path)  # manifest hashes, types and shapes of what the report reads (or exit 2)
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

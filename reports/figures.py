@@ -428,6 +428,7 @@ def render(fig, fmt: str) -> bytes:
     import matplotlib  # see _new_figure
 
     buffer = io.BytesIO()
+    _plain_text(fig)
     with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
         _fix_layout(fig)
         if fmt == "svg":
@@ -435,6 +436,24 @@ def render(fig, fmt: str) -> bytes:
         else:
             fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue() if fmt == "svg" else palette_png(buffer.getvalue())
+
+
+def _plain_text(fig) -> None:
+    """Draw every text of ours as written: a run or corpus name with ``$`` (``cost_$5_$``) is not mathtext.
+
+    Only the axes' own tick and offset labels (``10^{-2}``) keep matplotlib's math rendering.
+    """
+    from matplotlib.text import Text  # see _new_figure
+
+    axes_own = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            axes_own.add(axis.offsetText)
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                axes_own.update((tick.label1, tick.label2))
+    for text in fig.findobj(Text):
+        if text not in axes_own:
+            text.set_parse_math(False)
 
 
 def palette_png(png: bytes) -> bytes:

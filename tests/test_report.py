@@ -315,7 +315,7 @@ def sweep_report(runs):
 
 
 def test_report_files(sweep_report):
-    assert {p.name for p in sweep_report.iterdir()} == {"report.html", "report.md", "figures"}
+    assert {p.name for p in sweep_report.iterdir()} == {"report.html", "report.md", "figures", ".topicaudit-report"}
     pngs = sorted(p.stem for p in (sweep_report / "figures").glob("*.png"))
     assert pngs == sorted(p.stem for p in (sweep_report / "figures").glob("*.svg"))
     assert pngs == ["01-overlay-lira_online", "02-tpr-by-parameter", "03-utility-by-parameter", "04-roc-k_2",
@@ -344,11 +344,13 @@ def test_markdown_summary(sweep_report, runs):
 def test_report_replaces_an_older_report_but_nothing_else(runs, tmp_path):
     out = tmp_path / "r"
     build_report([runs / "text"], out)
-    (out / "figures" / "stale.png").write_bytes(b"old")
-    build_report([runs / "text"], out)
-    assert not (out / "figures" / "stale.png").exists()
+    build_report([runs / "text"], out)  # its own report: replaced
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
-    with pytest.raises(UserError, match="not a topicaudit report"):
+    (out / "figures" / "added.png").write_bytes(b"mine")  # a file the report did not write: never deleted
+    with pytest.raises(UserError, match="figures/added.png, which `topicaudit report` did not write"):
+        build_report([runs / "text"], out)
+    assert (out / "figures" / "added.png").read_bytes() == b"mine"
+    with pytest.raises(UserError, match="was not made by `topicaudit report`"):
         build_report([runs / "text"], runs / "sweep")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.cli import supervisor
 from topicaudit.engine.check import check_run, write_reports
 from topicaudit.engine.config import load_config
 from topicaudit.engine.preflight import check_claim_inputs
@@ -59,7 +60,7 @@ def execute(args) -> int:
     json_path = Path(args.json) if args.json else run_dir / "check.json"
     junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     write_reports(result, json_path, junit_path)
-    print(result.message())
-    return 1 if result.violated else 0
+    print(result.message(), flush=True)
+    return supervisor.refuted() if result.violated else 0
 
 

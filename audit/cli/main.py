@@ -25,6 +25,7 @@ import traceback
 import warnings
 from contextlib import contextmanager
 
+from topicaudit.cli import supervisor
 from topicaudit.engine import parallel
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -43,7 +44,7 @@ from topicaudit.version import __version__
 COMMANDS = ("run", "check", "sweep", "audit", "report")
 
 DEBUG_VARIABLE = "TOPICAUDIT_DEBUG"
-INTERRUPTED = "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
+INTERRUPTED = supervisor.interrupted_message(None)
 
 
 class Terminated(KeyboardInterrupt):
@@ -72,7 +73,7 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
 
 
 @contextmanager
-def _signals():
+def _signals(command: str | None = None):
     """SIGTERM raises ``Terminated``; a second Ctrl-C or SIGTERM during clean-up exits 130 at once.
 
     The first signal unwinds normally (Ray is shut down, finished models are
@@ -86,7 +87,7 @@ def _signals():
     def handler(signum, frame):
         received.append(signum)
         if len(received) > 1:
-            print(f"\n{INTERRUPTED}", file=sys.stderr, flush=True)
+            print(f"\n{supervisor.interrupted_message(command)}", file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
@@ -117,9 +118,14 @@ def _save_traceback(error: BaseException) -> str | None:
 
 
 def _ray_failure(error: BaseException) -> bool:
-    """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions."""
+    """True for Ray's own failures (raylet, worker node or object store gone), not our code's exceptions.
+
+    A SystemExit while Ray is in use is Ray's (its handlers call sys.exit), never a verdict.
+    """
     if isinstance(error, parallel.RayFailure):
         return True
+    if isinstance(error, SystemExit):
+        return supervisor.said(supervisor.RAY_IN_USE)
     ray_exceptions = sys.modules.get("ray.exceptions")
     if ray_exceptions is None:
         return False
@@ -131,6 +137,9 @@ def _ray_failure(error: BaseException) -> bool:
 def _internal_error(error: BaseException) -> int:
     named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
+    if isinstance(error, parallel.RayCannotStart):
+        print(f"topicaudit: error: {error}", file=sys.stderr)
+        return EXIT_RAY_FAILED
     if _ray_failure(error):
         print(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
               "rerun the same command to resume", file=sys.stderr)
@@ -146,25 +155,45 @@ def _internal_error(error: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line. As the console script (no ``argv``) it runs in a supervised child process
+    (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
+    if argv is None and supervisor.available():
+        return supervisor.supervise(lambda: run_command(None))
+    return run_command(argv)
+
+
+def run_command(argv: list[str] | None) -> int:
+    """The command line in this process (the supervised child, or a test)."""
+    supervisor.reset()
     args = _build_parser().parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
     parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
-    with _signals():
+    parallel.ON_RAY_START = lambda: supervisor.tell(supervisor.RAY_IN_USE)
+    with _signals(args.command):
         try:
-            return importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
         except UserError as error:
             print(f"topicaudit: error: {user_message(error)}", file=sys.stderr)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
-            print(f"\n{INTERRUPTED}", file=sys.stderr)
+            print(f"\n{supervisor.interrupted_message(args.command)}", file=sys.stderr)
             return EXIT_INTERRUPTED
         except SystemExit as exit_:
-            # Only argparse (before this block) may exit on its own; anything else exiting is a bug.
+            # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's.
             if exit_.code in (None, 0):
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
+            from topicaudit.engine.rundir import disk_full  # numpy and the loaders: not before a command runs
+
+            full = disk_full(error, None) if isinstance(error, OSError) else None
+            if full is not None:  # a write outside the run directory's own writer (a report, a figure)
+                print(f"topicaudit: error: {full}", file=sys.stderr)
+                return EXIT_USER_ERROR
             return _internal_error(error)
+    if code == EXIT_REFUTED and not supervisor.said(supervisor.VERDICT):
+        return _internal_error(RuntimeError("exit 1 without a printed VIOLATED verdict"))
+    return code
 
 
 if __name__ == "__main__":

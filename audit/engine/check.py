@@ -41,6 +41,7 @@ from topicaudit.bounds.verdict import (
 )
 from topicaudit.engine.config import Config, config_from_dict, load_config
 from topicaudit.engine.preflight import check_claim_inputs
+from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
@@ -200,6 +201,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     test); default lira_online and lira_offline (docs/attacks.md).
     """
     run_dir = Path(run_dir)
+    verify_run_directory(run_dir)  # manifest hashes, types and shapes, truth and canary order (or exit 2)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
     canaries = canary_evidence(run_dir) if results_path.exists() else None
     if not results_path.exists() or not (scores_path.exists() or canaries):

@@ -165,6 +165,9 @@ class Config:
         # The corpus is identified by its content (config_hash's fingerprint), not by how its path is spelled
         # or where the command runs from.
         d["corpus"].pop("path")
+        # Likewise the files that name its words ([corpus.options] vocab, dictionary): their words are in the
+        # fingerprint, so an absolute or a relative spelling of the same file is the same configuration.
+        d["corpus"]["options"] = {k: v for k, v in d["corpus"]["options"].items() if k not in PATH_OPTIONS}
         # Keys added after runs were recorded: left out at their defaults so those runs still resume.
         if not self.attack.canaries.count:
             d["attack"].pop("canaries")
@@ -190,6 +193,7 @@ SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": Targ
 FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params"),
                ("reference", "options"), ("model", "params")}  # passed through to loaders and learners
 NESTED_TABLES = {("attack", "canaries"): CanaryConfig}
+PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
 
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
@@ -271,6 +275,11 @@ def load_config(path: str | Path) -> Config:
         value = getattr(table, key)
         if value is not None and not Path(value).is_absolute():
             setattr(table, key, str(path.parent / value))
+    for table in (config.corpus, config.reference):
+        for key in PATH_OPTIONS:
+            value = table.options.get(key)
+            if isinstance(value, str) and value and not Path(value).is_absolute():
+                table.options[key] = str(path.parent / value)
     return config
 
 
@@ -318,8 +327,35 @@ def config_hash(config: Config, corpus_fingerprint: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: any Unicode as itself (an emoji stays one character), quotes,
+    backslashes and control characters escaped. A lone surrogate (a non-UTF-8 file name as Python decodes
+    it) has no TOML spelling and is written as U+FFFD."""
+    out = []
+    for char in str(text):
+        code = ord(char)
+        if char in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\uFFFD")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def toml_key(key: str) -> str:
+    """A bare key when TOML allows one, else a quoted key."""
+    key = str(key)
+    return key if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else toml_string(key)
+
+
 def to_toml(data: dict[str, Any]) -> str:
-    """Serialise the resolved configuration (flat values and nested tables only)."""
+    """Serialise the resolved configuration (flat values and nested tables only); ``tomllib`` reads it back."""
     def value(v: Any) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -327,14 +363,14 @@ def to_toml(data: dict[str, Any]) -> str:
             return repr(v) if not (isinstance(v, float) and math.isinf(v)) else ("inf" if v > 0 else "-inf")
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(value(x) for x in v) + "]"
-        return json.dumps(str(v))
+        return toml_string(v)
 
     def table(prefix: str, d: dict[str, Any]) -> list[str]:
-        lines = [f"{k} = {value(v)}" for k, v in d.items() if v is not None and not isinstance(v, dict)]
+        lines = [f"{toml_key(k)} = {value(v)}" for k, v in d.items() if v is not None and not isinstance(v, dict)]
         out = ([f"[{prefix}]"] if prefix else []) + lines
         for k, v in d.items():
             if isinstance(v, dict):
-                out += [""] + table(f"{prefix}.{k}" if prefix else k, v)
+                out += [""] + table(f"{prefix}.{toml_key(k)}" if prefix else toml_key(k), v)
         return out
 
     return "\n".join(table("", data)) + "\n"

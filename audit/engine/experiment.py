@@ -27,6 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.canaries import CanarySet
+from topicaudit.engine.lock import NAME as LOCK_NAME
+from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
@@ -100,12 +102,16 @@ def removed_on_user_error(path: Path):
     Such a directory holds nothing worth resuming, and its config hash would
     block the corrected configuration from using the same path.
     """
-    existed = path.exists()
+    existed = path.exists() and not holds_only_the_lock(path)  # a directory only locked is not the user's
     try:
         yield
     except Exception:  # a UserError, or a crash before anything worth resuming
         if not existed and not any(path.glob("models/*.npz")):
-            shutil.rmtree(path, ignore_errors=True)
+            for entry in path.iterdir() if path.is_dir() else ():
+                if entry.name != LOCK_NAME:  # the lock's holder removes the directory itself
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+            if not path.is_dir() or not any(path.iterdir()):
+                shutil.rmtree(path, ignore_errors=True)
         raise
 
 
@@ -161,6 +167,12 @@ def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash
     return seconds
 
 
+def _topics(target) -> int | None:
+    """The number of topics every model of the experiment has (None when the learner does not say)."""
+    k = getattr(getattr(target, "learner", target), "k", None)
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
 def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, worker_warnings: _WorkerWarnings,
                         timings: dict[str, float]) -> tuple[Release, dict[str, np.ndarray], int]:
     """The model under audit and every shadow of the plan, fitted (or reloaded), with their statistics.
@@ -188,11 +200,12 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         timings["statistics_cpu"] += score_seconds
         return release
 
+    n_topics, n_words = _topics(exp.target), exp.X.shape[1]
     target_release = exp.released
     if target_release is not None:
         to_score[0] = target_release
     else:
-        loaded = run.load_model(None, chash)
+        loaded = run.load_model(None, chash, n_topics, n_words)
         if loaded is None:
             target_release = finished(fused.remote(exp.target, X_ref, np.flatnonzero(plan.target_in),
                                                    plan.target_seed, None, scored_ref, exp.tol), 0, None)
@@ -205,8 +218,11 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         vocabulary = target_release.vocabulary if vocabulary == "target" else None
     pending = {}
     for i in range(plan.n_shadows):
-        loaded = run.load_model(i, chash)
+        loaded = run.load_model(i, chash, n_topics, n_words)
         if loaded is not None:
+            if vocabulary is not None and not np.array_equal(loaded[0].vocabulary, vocabulary):
+                raise UserError(f"{run.model_path(i)} is not over the target's released vocabulary, as every "
+                                "shadow of this run is; it is not a model of this run — delete it to refit it")
             to_score[1 + i], seconds = loaded
             timings["fit_cpu"] += seconds
         else:
@@ -246,7 +262,7 @@ def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _Wo
                  for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
     releases, seconds, pending = {}, 0.0, {}
     for name, coins, seed in jobs:
-        loaded = run.load_model(name, chash)
+        loaded = run.load_model(name, chash, _topics(exp.target))
         if loaded is not None:
             releases[name], fit_seconds = loaded
             seconds += fit_seconds

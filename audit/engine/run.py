@@ -25,6 +25,7 @@ from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.config import Config, config_hash, validate
 from topicaudit.engine.experiment import Experiment, execute
+from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.plan import make_plan
 from topicaudit.engine.rundir import RESULTS_SCHEMA, RunDirectory, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
@@ -161,6 +162,15 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
 
 def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) the audit a configuration describes; returns ``results.json``'s content.
+
+    The run directory's writer lock is held throughout: a second writer is refused.
+    """
+    with writer_lock(config.run_dir):
+        return _run_audit(config, quiet)
+
+
+def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
+    """``run_audit`` under the lock.
 
     Two experiments, either or both: the LiRA audit of natural documents (a
     target and ``shadows`` shadow models) and the canary audit (one canary

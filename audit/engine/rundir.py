@@ -16,8 +16,10 @@ must match, so a resumed run cannot silently mix models.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 import tomllib
 import warnings
@@ -28,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, to_toml
+from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
-from topicaudit.inputs.files import check_regular
-from topicaudit.inputs.phi_io import check_saved_phi
 from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release, Transcript
@@ -74,7 +76,10 @@ def atomic_write_bytes(path: Path, writer) -> None:
     one, never empty or torn.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise disk_full(error, path) or error from None
     try:
         with os.fdopen(fd, "wb") as handle:
             writer(handle)
@@ -82,10 +87,26 @@ def atomic_write_bytes(path: Path, writer) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and disk_full(error, path):
+            raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+
+
+def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
+    """A full disk or exhausted quota (ENOSPC, EDQUOT) as a UserError naming the disk and the file; else None."""
+    if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return None
+    named = path or getattr(error, "filename", None)
+    path = Path(named or ".")
+    mount = path.absolute()
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
+    return UserError(f"cannot write {path if named else 'a file'}: {what} on the disk mounted at {mount}; free "
+                     "some space there (or choose another output directory) and rerun the same command")
 
 
 def _umask() -> int:
@@ -103,16 +124,35 @@ UNREADABLE_NPZ = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, z
                   zlib.error, TypeError, IndexError)
 
 
+MAX_JSON_BYTES = 256 * 2**20  # far above any results.json; a larger "JSON" file is not one topicaudit wrote
+
+
+def regular_file(path: Path) -> os.stat_result:
+    """The stat of ``path``, which must be a regular file (a FIFO or a device would block or never end)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist; rerun the command that writes it") from None
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{path} is not a regular file (a device, FIFO or directory, or a link to one); the run "
+                        "directory was altered — rerun the command that writes it into a new directory")
+    return info
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
-    check_regular(path)
+    if regular_file(path).st_size > MAX_JSON_BYTES:
+        raise UserError(f"{path} is larger than {MAX_JSON_BYTES // 2**20} MiB, which no topicaudit JSON file is; "
+                        "rerun the same command to rewrite it")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same command "
-                        "to rewrite it") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+        raise UserError(f"{path} is unreadable ({reason}); rerun the same command to rewrite it") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} does not hold a JSON object; rerun the same command to rewrite it")
     return data
@@ -120,7 +160,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
-    check_regular(path)
+    regular_file(path)
     try:
         with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is decompressed
             return {name: z[name] for name in z.files}
@@ -157,7 +197,7 @@ class RunDirectory:
             raise UserError(f"output {self.path} exists and is not a directory; choose another output (--output)")
         stored = self.stored_hash()
         if stored is None:
-            if any(self.path.iterdir()):
+            if not holds_only_the_lock(self.path) and any(self.path.iterdir()):
                 raise UserError(
                     f"output directory {self.path} is not empty and is not a topicaudit run; "
                     "choose another output (--output)"
@@ -172,12 +212,17 @@ class RunDirectory:
         return True
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
-        created = not self.path.exists()
+        created = not self.models.exists()  # the directory itself may be only the writer lock's so far
         self.models.mkdir(parents=True, exist_ok=True)
         if created:
             fsync_directory(self.path.parent)
         if not (self.path / "config.toml").exists():
             atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": provenance}))
+            self.record("config.toml")
+
+    def record(self, *names: str) -> None:
+        """Add files just written to the manifest (``topicaudit.engine.manifest``)."""
+        manifest.record(self.path, *names, write_text=atomic_write_text)
 
     # -- models ---------------------------------------------------------------
     def model_path(self, index: int | str | None) -> Path:
@@ -195,12 +240,18 @@ class RunDirectory:
             extra.update(transcript_arrays(release.transcript))
         if node:
             extra["node"] = np.str_(node)
-        atomic_write_bytes(self.model_path(index), lambda handle: np.savez(
+        path = self.model_path(index)
+        atomic_write_bytes(path, lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
-            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), **extra,
+            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), model=np.str_(path.stem), **extra,
         ))
+        self.record(path.relative_to(self.path).as_posix())
 
-    def load_model(self, index: int | str | None, config_hash: str) -> tuple[Release, float] | None:
+    def load_model(self, index: int | str | None, config_hash: str, n_topics: int | None = None,
+                   n_words: int | None = None) -> tuple[Release, float] | None:
+        """A saved model, checked: this configuration's, in its own slot (a shadow copied over the target is
+        refused), as the manifest recorded it, with ``n_topics`` topics over corpus word ids below ``n_words``.
+        None when it is missing or unreadable (then it is refitted)."""
         path = self.model_path(index)
         if not path.exists():
             return None
@@ -208,18 +259,23 @@ class RunDirectory:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["config_hash"]) != config_hash:
                     raise UserError(f"{path} was made by a different configuration; delete it to refit")
-                # Files written before learners could report info have no "info" entry.
+                # Files written before learners could report info (or their slot) have no such entry.
                 info = json.loads(str(z["info"])) if "info" in z.files else {}
-                loaded = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
-                                  transcript=transcript_from_arrays(z)),
-                          float(z["fit_seconds"]))
+                slot = str(z["model"]) if "model" in z.files else path.stem
+                release, seconds = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
+                                            transcript=transcript_from_arrays(z)),
+                                    float(z["fit_seconds"]))
         except UNREADABLE_NPZ as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
             warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
             path.unlink(missing_ok=True)
             return None
-        check_saved_phi(loaded[0].phi, path)
-        return loaded
+        manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
+        if slot != path.stem:
+            raise UserError(f"{path} holds the model {slot!r}, not {path.stem!r}: it was copied or renamed; "
+                            "delete it to refit that model")
+        check_release(path, release, n_topics, n_words)
+        return release, seconds
 
     # -- plan -----------------------------------------------------------------
     def keep_plan(self, arrays: dict[str, np.ndarray], name: str = "plan.npz") -> None:
@@ -259,9 +315,31 @@ class RunDirectory:
     # -- results --------------------------------------------------------------
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
+        self.record(name)
 
     def save_results(self, results: dict[str, Any]) -> None:
         atomic_write_text(self.path / "results.json", json.dumps(results, indent=2) + "\n")
+        self.record("results.json")
+
+
+def check_release(path: Path, release: Release, n_topics: int | None = None, n_words: int | None = None) -> None:
+    """A loaded model's Φ and vocabulary have the shapes and values a fit gives, or a UserError naming the file."""
+    phi, vocabulary = release.phi, release.vocabulary
+    problem = None
+    if phi.ndim != 2 or phi.dtype.kind != "f" or vocabulary.ndim != 1 or vocabulary.dtype.kind not in "iu":
+        problem = "its phi or vocabulary has the wrong type or number of dimensions"
+    elif phi.shape[1] != vocabulary.size:
+        problem = f"phi has {phi.shape[1]} columns for {vocabulary.size} vocabulary ids"
+    elif n_topics is not None and phi.shape[0] != n_topics:
+        problem = f"it has {phi.shape[0]} topics where this run fits {n_topics}"
+    elif vocabulary.size and (vocabulary[0] < 0 or (n_words is not None and vocabulary[-1] >= n_words)
+                              or np.any(np.diff(vocabulary) <= 0)):
+        problem = ("its vocabulary ids are not increasing corpus word ids"
+                   + (f" in [0, {n_words})" if n_words is not None else ""))
+    elif not np.all(np.isfinite(phi)) or np.any(phi < 0):
+        problem = "phi holds negative or non-finite values"
+    if problem:
+        raise UserError(f"{path}: {problem}; it is not a model of this run — delete it to refit that model")
 
 
 def transcript_arrays(transcript: Transcript) -> dict[str, np.ndarray]:

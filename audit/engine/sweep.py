@@ -29,6 +29,7 @@ import numpy as np
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
 from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import run_audit
+from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
@@ -151,9 +152,16 @@ def _json_safe(value: Any) -> Any:
 
 def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
               quiet: bool = False) -> dict[str, Any]:
-    """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content."""
+    """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content.
 
-    output = Path(output)
+    The sweep directory's writer lock is held throughout (and each run's own, by ``run_audit``).
+    """
+    with writer_lock(output):
+        return _run_sweep(config, parameter, values, replicates, Path(output), quiet)
+
+
+def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
+               quiet: bool) -> dict[str, Any]:
     runs = plan_sweep(config, parameter, values, replicates, output)
     spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
                                  default=str))
@@ -175,7 +183,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
                 f"{output} holds {stored_spec['replicates']} replicates; replicates can be added to a sweep, "
                 f"not removed: ask for --replicates {stored_spec['replicates']} or more"
             )
-    elif output.exists() and any(output.iterdir()):
+    elif output.exists() and not holds_only_the_lock(output):
         raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another output (--output)")
     output.mkdir(parents=True, exist_ok=True)
 

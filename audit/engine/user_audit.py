@@ -51,6 +51,7 @@ from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_sco
 from topicaudit.engine.config import Config, load_config
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.plan import make_plan
+from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text
 from topicaudit.engine.validation import check_output_directory, check_seed, check_shadows, warn_more_topics_than_words
 from topicaudit.errors import UserError
@@ -542,10 +543,18 @@ def scores_csv(rows: list[dict[str, Any]], show_text: bool) -> str:
 # -- orchestration ----------------------------------------------------------------------------
 def run_user_audit(spec: UserAuditSpec | Config, quiet: bool = False, prepared: Prepared | None = None
                    ) -> dict[str, Any]:
-    """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content."""
-    started = time.perf_counter()
+    """Run (or resume) the audit; writes the output directory and returns ``audit.json``'s content.
+
+    The output directory's writer lock is held throughout: a second writer is refused.
+    """
     if isinstance(spec, Config):
         spec = UserAuditSpec.from_config(spec)
+    with writer_lock(spec.run_dir):
+        return _run_user_audit(spec, quiet, prepared)
+
+
+def _run_user_audit(spec: UserAuditSpec, quiet: bool, prepared: Prepared | None) -> dict[str, Any]:
+    started = time.perf_counter()
     prep = prepared if prepared is not None else prepare(spec)
     model, cands, ref, plan = prep.model, prep.candidates, prep.reference, prep.plan
     n_c = cands.n_docs

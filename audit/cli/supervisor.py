@@ -1,0 +1,226 @@
+"""The process that owns a ``topicaudit`` command's exit code, so a crash can never read as a verdict.
+
+Exit 1 means "the privacy claim is refuted" (docs/exit-codes.md). Code we do
+not control can end the process too: Ray's C++ core worker exits 1 when it
+loses its GCS server ("Failed to connect to GCS within 60 seconds"), and
+aborts (SIGABRT, exit 134) under an address-space limit. No handler inside the
+process sees either, so the console script forks before anything else: the
+child runs the command; this small parent waits for it and maps its end:
+
+- exit 1 counts only when the child said, through a pipe, that it printed a
+  VIOLATED verdict; any other exit 1 becomes 4 (Ray was in use) or 3;
+- death by SIGINT or SIGTERM (even before the child's own handlers are in
+  place) becomes 130 with the interrupted line;
+- death by any other signal becomes 4 when Ray was in use, else 3.
+
+Signals sent to the parent's PID (a CI timeout, ``kill``) are passed on to
+the child; a terminal's Ctrl-C already reaches both, so it is not passed twice.
+If the parent is killed with SIGKILL, the child gets SIGKILL too (Linux), as
+before there was a parent. Only the standard library is imported here.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+EXIT_REFUTED, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 3, 4, 130
+
+RAY_IN_USE, VERDICT = b"R", b"V"  # what the child tells the parent
+_SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
+_PR_SET_PDEATHSIG = 1
+
+_status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
+_said: set[bytes] = set()      # what this process has told (also kept when not supervised)
+
+
+def tell(state: bytes) -> None:
+    """Record ``state`` (RAY_IN_USE, VERDICT) and pass it to the supervising parent, if any."""
+    _said.add(state)
+    if _status_fd is not None:
+        try:
+            os.write(_status_fd, state)
+        except OSError:
+            pass
+
+
+def reset() -> None:
+    """Forget what was told (one command line per call of ``main``, e.g. in tests)."""
+    _said.clear()
+
+
+def said(state: bytes) -> bool:
+    return state in _said
+
+
+def refuted() -> int:
+    """The exit code of a printed VIOLATED verdict; the only way to exit 1."""
+    tell(VERDICT)
+    return EXIT_REFUTED
+
+
+def interrupted_message(command: str | None) -> str:
+    """The one line an interrupted command prints (what is kept depends on the command)."""
+    if command == "report":
+        return "topicaudit: interrupted; no report was written — rerun the same command"
+    if command == "check":
+        return "topicaudit: interrupted; no verdict was given — finished models are kept, rerun the same command"
+    return "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
+
+
+def available() -> bool:
+    return hasattr(os, "fork") and hasattr(signal, "sigwaitinfo") and sys.platform != "win32"
+
+
+def console() -> int:
+    """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
+    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143)."""
+    if not available():
+        from topicaudit.cli.main import main
+
+        return main()
+    original = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+
+    def command_main() -> int:
+        from topicaudit.cli.main import run_command
+
+        return run_command(None)
+
+    return supervise(command_main, mask=original)
+
+
+def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
+    """Run ``command_main()`` in a child process and return the exit code its end maps to.
+
+    mask: the signal mask before the caller blocked SIGINT, SIGTERM and SIGCHLD (None: block them here).
+    """
+    watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched) if mask is None else mask
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: runs the command, never returns
+        os.close(read_fd)
+        _run_child(command_main, write_fd, previous)
+    os.close(write_fd)
+    try:
+        status = _wait(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    return _exit_code(status, _read_all(read_fd), _command(argv if argv is not None else sys.argv[1:]))
+
+
+def _run_child(command_main, write_fd: int, mask) -> None:
+    global _status_fd
+    code = EXIT_INTERNAL_ERROR
+    try:
+        _die_with_parent()
+        _status_fd = write_fd
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        code = command_main()
+    except SystemExit as exit_:  # only from argparse: its code is kept
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+    except KeyboardInterrupt:  # before main's own handler was in place
+        print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BaseException as error:  # noqa: BLE001 — nothing may leave the child but an exit code
+        print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
+              file=sys.stderr)
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child when the parent dies (a ``kill -9`` of the command ends the child too)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(EXIT_INTERRUPTED)
+
+
+def _wait(pid: int) -> int:
+    """Wait for the child, passing on the signals sent to this process alone; its wait status."""
+    while True:
+        info = signal.sigwaitinfo({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+        if info.si_signo == signal.SIGCHLD:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return status
+        elif info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
+            try:
+                os.kill(pid, info.si_signo)
+            except ProcessLookupError:
+                pass
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _command(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _exit_code(status: int, states: bytes, command: str | None) -> int:
+    ray = RAY_IN_USE in states
+    if os.WIFEXITED(status):
+        code = os.WEXITSTATUS(status)
+        if code != EXIT_REFUTED or VERDICT in states:
+            return code
+        if ray:
+            return _say(EXIT_RAY_FAILED, "the Ray runtime ended the process with exit 1 (e.g. its GCS server or "
+                                         "raylet died); this is no verdict — finished models are kept, rerun the "
+                                         "same command to resume")
+        return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 "
+                                         "without a verdict", prefix="topicaudit: ")
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+    if sig in (signal.SIGINT, signal.SIGTERM):
+        print(f"\n{interrupted_message(command)}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    name = _signal_name(sig)
+    if ray:
+        return _say(EXIT_RAY_FAILED, f"the process was killed by {name} while Ray was in use (Ray's C++ runtime "
+                                     "aborted, e.g. under an address-space limit such as `ulimit -v`, or the "
+                                     "system ran out of memory); finished models are kept — rerun the same "
+                                     "command to resume")
+    return _say(EXIT_INTERNAL_ERROR, f"internal error (a bug, please report it): the process was killed by {name}",
+                prefix="topicaudit: ")
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _say(code: int, message: str, prefix: str = "topicaudit: error: ") -> int:
+    print(f"{prefix}{message}", file=sys.stderr, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    from topicaudit.cli.supervisor import console as _console  # the module the command reports through
+
+    sys.exit(_console())

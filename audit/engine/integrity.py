@@ -1,0 +1,136 @@
+"""Checks a run directory must pass before any verdict or report is read from it.
+
+Two layers. The manifest (``topicaudit.engine.manifest``) catches any change to
+a file the run wrote. The checks here hold even when the manifest is missing or
+rewritten: every array a bound reads has the type and shape the run writes
+(boolean coins and memberships, one finite-or-infinite score per candidate,
+never NaN), the truth in scores.npz is the plan's, and canary scores are in
+the canaries' order. Each failure is a UserError naming the file, never a
+bound computed from damaged data.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topicaudit.engine import manifest
+from topicaudit.engine.rundir import read_arrays, read_json
+from topicaudit.errors import UserError
+
+# The files a verdict or a report reads (models are checked as a resumed run loads them).
+VERDICT_FILES = ["config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
+                 "canary_scores.npz"]
+_ALTERED = "the run directory was damaged or edited — rerun the audit into a new directory"
+
+
+def verify_run_directory(run_dir: str | Path) -> None:
+    """Every check below, on the files ``run_dir`` has; raises a UserError naming the first bad file."""
+    run_dir = Path(run_dir)
+    manifest.verify(run_dir, VERDICT_FILES)
+    if (run_dir / "results.json").exists():
+        check_results(run_dir / "results.json")
+    if (run_dir / "scores.npz").exists():
+        check_scores(run_dir)
+    if (run_dir / "canaries.npz").exists():
+        check_canaries(run_dir)
+
+
+def _refuse(path: Path, what: str) -> UserError:
+    return UserError(f"{path}: {what}; {_ALTERED}")
+
+
+def _vector(path: Path, arrays: dict[str, np.ndarray], name: str, kind: str, length: int | None = None) -> np.ndarray:
+    """arrays[name], required 1-D of dtype kind 'b' (boolean), 'i' (integer) or 'f' (number, not NaN)."""
+    if name not in arrays:
+        raise _refuse(path, f"it lacks the array {name!r}")
+    values = arrays[name]
+    if values.ndim != 1:
+        raise _refuse(path, f"{name!r} has shape {values.shape}, not one value per candidate")
+    if length is not None and values.size != length:
+        raise _refuse(path, f"{name!r} has {values.size} values, not {length}")
+    if kind == "b" and values.dtype != np.bool_:
+        raise _refuse(path, f"{name!r} must be true/false, not {values.dtype}")
+    if kind == "i" and values.dtype.kind not in "iu":
+        raise _refuse(path, f"{name!r} must hold integers, not {values.dtype}")
+    if kind == "f":
+        if values.dtype.kind not in "biuf":
+            raise _refuse(path, f"{name!r} must hold numbers, not {values.dtype}")
+        if values.dtype.kind == "f" and np.isnan(values).any():
+            raise _refuse(path, f"{name!r} holds NaN (at position {int(np.flatnonzero(np.isnan(values))[0])})")
+    return values
+
+
+def check_scores(run_dir: Path) -> None:
+    """scores.npz: one score per document and attack, and is_member equal to the plan's target membership."""
+    path = Path(run_dir) / "scores.npz"
+    arrays = read_arrays(path)
+    truth = _vector(path, arrays, "is_member", "b")
+    for name in arrays:
+        if name != "is_member":
+            _vector(path, arrays, name, "i" if name == "doc_index" else "f", truth.size)
+    plan_path = Path(run_dir) / "plan.npz"
+    if plan_path.exists():
+        target_in = _vector(plan_path, read_arrays(plan_path), "target_in", "b")
+        if not np.array_equal(target_in, truth):
+            raise _refuse(path, "is_member is not the target membership of plan.npz")
+
+
+def check_canaries(run_dir: Path) -> None:
+    """canaries.npz: boolean coins, unique integer ids; canary_scores.npz: the same ids in the same order."""
+    path = Path(run_dir) / "canaries.npz"
+    canaries = read_arrays(path)
+    ids = _vector(path, canaries, "ids", "i")
+    _vector(path, canaries, "coins", "b", ids.size)
+    if np.unique(ids).size != ids.size:
+        raise _refuse(path, "its canary ids repeat")
+    kind = canaries.get("kind")
+    if kind is None or kind.dtype.kind != "U" or kind.ndim != 0:
+        raise _refuse(path, "'kind' must be the canaries' kind, a string")
+    scores_path = Path(run_dir) / "canary_scores.npz"
+    if not scores_path.exists():
+        return
+    scores = read_arrays(scores_path)
+    score_ids = _vector(scores_path, scores, "ids", "i", ids.size)
+    if not np.array_equal(score_ids, ids):
+        raise _refuse(scores_path, "its canary ids are not those of canaries.npz in the same order")
+    for name in scores:
+        if name != "ids":
+            _vector(scores_path, scores, name, "f", ids.size)
+
+
+def _number(value: Any, nullable: bool = True) -> bool:
+    if value is None:
+        return nullable
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def check_results(path: Path) -> None:
+    """results.json: the claim and the recorded bound settings a verdict reads are numbers."""
+    results = read_json(path)
+    target = results.get("target")
+    guarantee = target.get("guarantee") if isinstance(target, dict) else None
+    if isinstance(guarantee, dict):
+        for key in ("epsilon", "delta"):
+            if key in guarantee and not _number(guarantee[key]):
+                raise _refuse(path, f"target.guarantee.{key} must be a number or null (got {guarantee[key]!r})")
+        adjacency = guarantee.get("adjacency")
+        if adjacency is not None and not isinstance(adjacency, str):
+            raise _refuse(path, f"target.guarantee.adjacency must be a string or null (got {adjacency!r})")
+    elif target is not None and not isinstance(target, dict):
+        raise _refuse(path, "'target' must be an object")
+    canaries = results.get("canaries")
+    for where, section in (("epsilon_lower_bounds", results.get("epsilon_lower_bounds")),
+                           ("canaries.epsilon_lower_bounds",
+                            canaries.get("epsilon_lower_bounds") if isinstance(canaries, dict) else None)):
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise _refuse(path, f"{where} must be an object")
+        for key in ("confidence", "delta"):
+            if key in section and not _number(section[key], nullable=False):
+                raise _refuse(path, f"{where}.{key} must be a number (got {section[key]!r})")
+    if canaries is not None and not isinstance(canaries, dict):
+        raise _refuse(path, "'canaries' must be an object")

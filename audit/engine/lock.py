@@ -1,0 +1,67 @@
+"""One writer per run (or sweep) directory: an OS lock that ``run``, ``sweep`` and ``audit`` hold while writing.
+
+Two commands on one ``--output`` would each refit and delete the other's
+models and leave a config.toml that matches neither. The lock is
+``fcntl.flock`` on ``.lock`` in the directory, which the kernel releases when
+the holder exits, however it ends (``kill -9`` included), so a stale lock
+never blocks a resume. The file holds the holder's PID for the message.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from topicaudit.errors import UserError
+
+NAME = ".lock"
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks here; one writer is then the user's care
+    fcntl = None
+
+
+def holds_only_the_lock(path: Path) -> bool:
+    return path.is_dir() and all(entry.name == NAME for entry in path.iterdir())
+
+
+@contextmanager
+def writer_lock(path: str | Path, flag: str = "--output"):
+    """Hold the directory's writer lock for the block (creating the directory; removed again if the block
+    leaves nothing in it); a second writer gets a UserError naming the holder's PID."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                        f"remove the link, or choose another {flag}")
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle = open(path / NAME, "a+")
+    except OSError as error:
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip()
+                who = f"process {holder}" if holder.isdigit() else "another process"
+                raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
+                                f"finish, or choose another {flag}") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            if created and holds_only_the_lock(path):
+                shutil.rmtree(path, ignore_errors=True)
+    finally:
+        handle.close()
