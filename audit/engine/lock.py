@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,6 +26,37 @@ except ImportError:  # Windows: no advisory locks here; one writer is then the u
 
 def holds_only_the_lock(path: Path) -> bool:
     return path.is_dir() and all(entry.name == NAME for entry in path.iterdir())
+
+
+DYING_GRACE_SECONDS = 30.0  # how long a killed holder may take to exit (it may be inside a slow fsync)
+
+
+def _acquire(handle) -> bool:
+    """Take the lock; wait only while its holder is a process that was killed and has not yet exited."""
+    deadline = time.monotonic() + DYING_GRACE_SECONDS
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            if not (holder.isdigit() and _dying(int(holder))) or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _dying(pid: int) -> bool:
+    """A process with SIGKILL pending (killed inside a system call) or already a zombie (Linux)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True  # gone: its lock is being released
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return True
+    kill = 1 << (9 - 1)
+    return any(int(fields.get(key, "0").strip() or "0", 16) & kill for key in ("SigPnd", "ShdPnd"))
 
 
 @contextmanager
@@ -45,15 +77,12 @@ def writer_lock(path: str | Path, flag: str = "--output"):
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip()
-                who = f"process {holder}" if holder.isdigit() else "another process"
-                raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
-                                f"finish, or choose another {flag}") from None
+        if fcntl is not None and not _acquire(handle):
+            handle.seek(0)
+            holder = handle.read().strip()
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
+                            f"finish, or choose another {flag}")
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
