@@ -109,10 +109,15 @@ def test_imports_point_down(module):
             f"at line {line}: a lower layer must not import a higher one")
 
 
+# The console script's parent process forks before the package is imported (so that a signal during the
+# imports is already held); only it imports the command's modules inside functions.
+FORKS_BEFORE_IMPORTING = {"topicaudit.cli.supervisor"}
+
+
 @pytest.mark.parametrize("module", sorted(ALL))
 def test_imports_inside_functions_are_optional_dependencies_with_a_reason(module):
     for name, line, inside, source in imports(ALL[module], module):
-        if not inside:
+        if not inside or module in FORKS_BEFORE_IMPORTING and "#" in source:
             continue
         assert not name.startswith("topicaudit"), (
             f"{module}:{line} imports {name} inside a function; import it at the top of the module")

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
 from topicaudit.engine import parallel
+from topicaudit.engine.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,
@@ -184,8 +185,6 @@ def run_command(argv: list[str] | None) -> int:
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
-            from topicaudit.engine.rundir import disk_full  # numpy and the loaders: not before a command runs
-
             full = disk_full(error, None) if isinstance(error, OSError) else None
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)
                 print(f"topicaudit: error: {full}", file=sys.stderr)

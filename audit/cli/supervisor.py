@@ -76,13 +76,13 @@ def console() -> int:
     """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
     supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143)."""
     if not available():
-        from topicaudit.cli.main import main
+        from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
     original = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
 
     def command_main() -> int:
-        from topicaudit.cli.main import run_command
+        from topicaudit.cli.main import run_command  # in the child: the parent stays free of the package
 
         return run_command(None)
 
@@ -141,7 +141,7 @@ def _die_with_parent() -> None:
         return
     parent = os.getppid()
     try:
-        import ctypes
+        import ctypes  # Linux only, and only in the child
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):

@@ -16,6 +16,11 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:  # Windows has no address-space limits
+    resource = None
+
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
 
 ONE_THREAD = {name: "1" for name in (
@@ -155,9 +160,7 @@ def check_address_space(object_store_bytes: int = 0) -> None:
     Ray's C++ layer otherwise aborts (SIGABRT, exit 134) with a stack dump of
     every loaded module.
     """
-    try:
-        import resource
-    except ImportError:  # Windows
+    if resource is None:  # Windows
         return
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     needed = RAY_ADDRESS_SPACE_BYTES + max(object_store_bytes, 100 * 2**20)
