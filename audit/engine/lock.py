@@ -70,6 +70,8 @@ def writer_lock(path: str | Path, flag: str = "--output"):
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
     created = not path.exists()
+    # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
+    new_parents = [parent for parent in path.parents if not parent.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         handle = open(path / NAME, "a+")
@@ -92,5 +94,10 @@ def writer_lock(path: str | Path, flag: str = "--output"):
         finally:
             if created and holds_only_the_lock(path):
                 shutil.rmtree(path, ignore_errors=True)
+                for parent in new_parents:  # nearest first
+                    try:
+                        parent.rmdir()
+                    except OSError:
+                        break
     finally:
         handle.close()
