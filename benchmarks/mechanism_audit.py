@@ -60,6 +60,8 @@ def config(corpus, learner, epsilon, variant, seed, canaries):
     corpus_table = dict(CORPORA[corpus])
     if learner in MAX_WORDS:
         corpus_table["max_words"] = MAX_WORDS[learner]
+    if learner in DPSU_STEPS and variant == "noise-halved":
+        variant = "dpsu-noise-halved"  # the same bug, planted in the vocabulary step
     bug = {"test_bug": variant} if variant != "ok" else {}
     if learner in DPSU_STEPS:
         target = {"learner": "lda", "k": 5, "vocabulary": learner, "vocabulary_params": {"epsilon": epsilon}, **bug}
