@@ -68,7 +68,7 @@ def config(corpus, learner, epsilon, variant, seed, canaries):
     else:
         target = {"learner": learner, "k": 5, "vocabulary": "all", "params": {**params, "epsilon": epsilon}, **bug}
     return {
-        "name": f"{learner}-{corpus}-e{epsilon:g}-{variant}-s{seed}",
+        "name": f"{learner}-{corpus}-e{epsilon:g}-{variant}-s{seed}" + (f"-m{canaries}" if canaries != 1000 else ""),
         "seed": seed, "corpus": corpus_table, "target": target,
         "attack": {"shadows": 0, "canaries": {"count": canaries,
                                               **({"kind": "threshold"} if learner in DPSU_STEPS else {})}},
