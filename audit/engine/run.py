@@ -287,8 +287,10 @@ def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
         t = time.perf_counter()
         scores = all_canary_scores(outcome.canary_release, outcome.canary_shadows, canaries, config.attack.tol)
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
+        # A release with no transcript (a DP vocabulary step that released no word at all) is scored as a release.
+        observed = "mechanism" if observe and outcome.canary_release.transcript is not None else "release"
         results["canaries"] = canary_results(canaries, scores, outcome.canary_release, bound_delta,
-                                             config.attack.alpha, "mechanism" if observe else "release")
+                                             config.attack.alpha, observed)
         timings["canary_scoring"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
