@@ -113,7 +113,29 @@ BUGS = {
 }
 
 
-class BrokenLearner:
+class _Planted:
+    """What every broken part shares: it runs ``mechanism`` while everything it states is ``claimed``'s."""
+
+    claimed: object
+    mechanism: object
+    planted: dict  # what results.json records in the guarantee's parameters
+
+    def __getattr__(self, name):
+        # Settings the engine reads (document caps, k, a threshold to design canaries from) are the claim's.
+        if name.startswith("__") or "claimed" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["claimed"], name)
+
+    def _as_claimed(self, transcript):
+        """The buggy mechanism's outputs, described by the claimed mechanism's constants (as its code would)."""
+        return dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
+
+    def guarantee(self):
+        g = self.claimed.guarantee()
+        return dataclasses.replace(g, parameters={**g.parameters, **self.planted})
+
+
+class BrokenLearner(_Planted):
     """A learner whose mechanism carries a planted bug while it claims the correct learner's guarantee."""
 
     def __init__(self, learner, bug: str, factor: float | None = None):
@@ -136,13 +158,8 @@ class BrokenLearner:
             plant(self.mechanism)
         self.bug = bug
         self.factor = factor
+        self.planted = {"test_under_noise": factor} if factor is not None else {"test_bug": bug}
         self.k = learner.k
-
-    def __getattr__(self, name):
-        # Settings the engine reads (document caps, k) are the claimed learner's.
-        if name.startswith("__") or "claimed" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["claimed"], name)
 
     @property
     def records_transcript(self) -> bool:
@@ -152,14 +169,8 @@ class BrokenLearner:
         return self.mechanism.fit(X, seed)
 
     def fit_observed(self, X, seed: int, columns):
-        """The buggy mechanism's outputs, described by the claimed mechanism's constants (as its code would)."""
         phi, transcript = self.mechanism.fit_observed(X, seed, columns)
-        return phi, dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
-
-    def guarantee(self):
-        g = self.claimed.guarantee()
-        planted = {"test_under_noise": self.factor} if self.factor is not None else {"test_bug": self.bug}
-        return dataclasses.replace(g, parameters={**g.parameters, **planted})
+        return phi, self._as_claimed(transcript)
 
     def __repr__(self) -> str:
         return f"BrokenLearner({self.claimed!r}, bug={self.bug!r})"
@@ -189,7 +200,7 @@ VOCABULARY_BUGS = {
 }
 
 
-class BrokenVocabulary:
+class BrokenVocabulary(_Planted):
     """A DP vocabulary step with a planted bug that claims the correct step's guarantee."""
 
     def __init__(self, step, bug: str):
@@ -203,23 +214,14 @@ class BrokenVocabulary:
         self.mechanism = copy.copy(step)
         VOCABULARY_BUGS[bug](self.mechanism)
         self.bug = bug
-
-    def __getattr__(self, name):
-        # The threshold and cap the audit designs its canaries from are the claimed step's.
-        if name.startswith("__") or "claimed" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.__dict__["claimed"], name)
+        self.planted = {"test_bug": bug}
 
     def select(self, X, seed: int):
         return self.mechanism.select(X, seed)
 
     def select_observed(self, X, seed: int, columns):
         selected, transcript = self.mechanism.select_observed(X, seed, columns)
-        return selected, dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
-
-    def guarantee(self):
-        g = self.claimed.guarantee()
-        return dataclasses.replace(g, parameters={**g.parameters, "test_bug": self.bug})
+        return selected, self._as_claimed(transcript)
 
 
 def under_noised(learner, factor: float) -> BrokenLearner:
