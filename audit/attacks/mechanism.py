@@ -74,6 +74,17 @@ def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, n
     return scores
 
 
+def _positions(transcript: Transcript, words: np.ndarray) -> np.ndarray:
+    """Each word's index in the transcript's columns; −1 where it was not observed."""
+    columns = np.asarray(transcript.columns, dtype=np.int64)
+    words = np.asarray(words, dtype=np.int64)
+    if columns.size == 0:
+        return np.full(words.size, -1, dtype=np.int64)
+    order = np.argsort(columns)
+    at = order[np.searchsorted(columns, words, sorter=order).clip(0, columns.size - 1)]
+    return np.where(columns[at] == words, at, -1)
+
+
 def _positive_mass(transcript: Transcript, words: np.ndarray) -> np.ndarray:
     """log Σ_t max(y_t, 0) of each word's noisy column (0 mass counts as the smallest, 1e-3).
 
@@ -82,8 +93,7 @@ def _positive_mass(transcript: Transcript, words: np.ndarray) -> np.ndarray:
     towards the topics whose noise is high) is better seen in the column's
     positive mass, which is what Φ's column keeps.
     """
-    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
-    at = np.array([position.get(int(w), -1) for w in words], dtype=np.int64)
+    at = _positions(transcript, words)
     y = np.asarray(transcript.arrays["noisy_counts"], dtype=np.float64)
     mass = np.where(at >= 0, np.maximum(y[:, np.maximum(at, 0)], 0.0).sum(axis=0), 0.0)
     return np.log(mass + 1e-3)
@@ -91,8 +101,7 @@ def _positive_mass(transcript: Transcript, words: np.ndarray) -> np.ndarray:
 
 def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarray) -> np.ndarray:
     """The log-likelihood ratio of each canary word's column having trained (0 where it was not observed)."""
-    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
-    at = np.array([position.get(int(w), -1) for w in words], dtype=np.int64)
+    at = _positions(transcript, words)
     seen = at >= 0
     out = np.zeros(words.size)
     if not seen.any():
@@ -148,8 +157,8 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
     """(released, count) of the canary words no fixed document holds, for the δ-tail test."""
     fresh = canaries.words if canaries.anchors is None else canaries.words[canaries.anchors == 0]
-    position = {int(c): j for j, c in enumerate(np.asarray(transcript.columns))}
-    at = np.array([position[int(w)] for w in fresh if int(w) in position], dtype=np.int64)
+    at = _positions(transcript, fresh)
+    at = at[at >= 0]
     released = np.asarray(transcript.arrays["released"], dtype=bool)[at] if at.size else np.zeros(0, bool)
     return int(released.sum()), int(fresh.size)
 
