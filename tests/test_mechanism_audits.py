@@ -6,11 +6,13 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.special import digamma
+from scipy.special import digamma, ndtr
 
 from topicaudit.attacks.canaries import make_canaries
 from topicaudit.attacks.mechanism import (
     dpsu_scores,
+    released_documents,
+    released_fresh_canaries,
     laplace_column_llr,
     mechanism_scores,
     one_word_contribution,
@@ -26,7 +28,7 @@ from topicaudit.targets.base import Transcript
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner
 from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
-from topicaudit.targets.dpsu import PolicyLaplaceDPSU
+from topicaudit.targets.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
 from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.poisson_factorization import (
     LocallyPrivatePoissonFactorization,
@@ -279,6 +281,33 @@ def test_threshold_canaries_anchor_half_their_words_in_fixed_one_word_documents(
     assert train.shape[0] == X.shape[0] + 40 + c.coins.sum()
 
 
+def test_fresh_threshold_canaries_hold_several_words_of_their_own_and_count_as_released_by_any():
+    X = _counts()
+    c = make_canaries(X, 6, "threshold", 3, seed=2, anchors=4)
+    V = X.shape[1]
+    assert c.n_columns == V + 6 + 3 * 2 and np.array_equal(c.observed_columns, np.arange(V, c.n_columns))
+    lengths = np.diff(c.documents.indptr)
+    assert np.array_equal(lengths, [1, 3, 1, 3, 1, 3])
+    owners = np.bincount(c.documents.indices - V, minlength=c.n_columns - V)
+    assert np.all(owners == 1)  # every fresh column belongs to one canary alone
+    # The step released canary 3's last extra word and canary 4's own (anchored) word.
+    columns = c.observed_columns
+    released = np.isin(columns, [c.documents[3].indices.max(), V + 4])
+    transcript = Transcript("dpsu", columns, {"candidate": released, "noisy_weights": np.zeros(columns.size),
+                                              "released": released}, {})
+    assert np.array_equal(released_documents(transcript, c), [False, False, False, True, True, False])
+    assert released_fresh_canaries(transcript, c) == (1, 3)
+
+
+def test_the_gaussian_steps_curve_is_the_gaussian_mechanisms_plus_the_thresholds_half_delta():
+    sigma, epsilon, delta = 1.7, 3.0, 1e-5
+    epsilons, deltas = gaussian_step_profile(sigma, epsilon, delta)
+    assert epsilons[-1] == epsilon and deltas[-1] == delta and np.all(deltas >= delta / 2)
+    assert deltas[5] == pytest.approx(gaussian_delta(sigma, epsilons[5]) + delta / 2, rel=1e-12)
+    # δ(0) is the total variation 2Φ(1/2σ) − 1 (plus δ/2), and δ falls as ε grows.
+    assert deltas[0] == pytest.approx(2 * ndtr(1 / (2 * sigma)) - 1 + delta / 2) and np.all(np.diff(deltas[:-1]) <= 0)
+
+
 def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_likelihood_ratio():
     X = _counts()
     step = PolicyLaplaceDPSU(epsilon=2.0, delta0=8)
@@ -307,3 +336,13 @@ def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys)
     assert audit("noise", "dpsu-noise-tenth")[0] == 1
     code, out = audit("threshold", "dpsu-threshold-halved")
     assert code == 1 and "that no other document holds were released" in out
+
+
+def test_a_gaussian_vocabulary_step_is_also_tested_against_its_own_curve(tmp_path, capsys):
+    run_audit(config_from_dict({
+        **SMALL_CORPUS, "output": str(tmp_path / "g"),
+        "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-gaussian", "vocabulary_params": {"epsilon": 2.0}},
+        "attack": {"shadows": 0, "canaries": {"count": 400, "kind": "threshold"}}}), quiet=True)
+    assert main(["check", str(tmp_path / "g"), "--json", str(tmp_path / "g.json")]) == 0
+    verdict = json.loads((tmp_path / "g.json").read_text())
+    assert "canaries/mechanism:fdp-one-run-curve" in verdict["bounds"]

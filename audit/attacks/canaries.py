@@ -22,12 +22,15 @@ Kinds (``[attack.canaries] kind``):
 ``natural``      held-out documents of the corpus.
 ``word``         one occurrence of a fresh word inserted into one document of
                  the fixed set: the neighbour of a word-level claim.
-``threshold``    a one-token document of a fresh word, for DP vocabulary steps:
-                 half of them anchored by fixed one-word documents of their
-                 word (about ρ − ½ of them, so the canary's own document
-                 decides the word's fate near the threshold: DPSU's ε), half
-                 fresh (a word no other document holds is released only with
-                 probability δ: DPSU's δ and threshold).
+``threshold``    for DP vocabulary steps: half the canaries (even-numbered)
+                 are a one-token document of a fresh word anchored by fixed
+                 one-word documents of that word (about ρ − ½ of them, so the
+                 canary's own document decides the word's fate near the
+                 threshold: DPSU's ε); the other half are documents of L
+                 distinct fresh words (by default 4× the step's per-document
+                 cap Δ0) that no other document holds, any of which the
+                 step may release only with probability δ: DPSU's δ, its
+                 threshold and its cap.
 ``paired``       two unique-word documents on two fresh words; the coin picks
                  which one trains (the other never does): the neighbour of a
                  replace-one claim, whose whole sensitivity a present/absent
@@ -110,6 +113,8 @@ class CanarySet:
         """The fresh columns whose mechanism outputs a mechanism audit records."""
         if self.words is None:
             return np.zeros(0, dtype=np.int64)
+        if self.kind == "threshold":  # every word of the fresh documents too
+            return np.arange(self.n_corpus_words, self.n_columns, dtype=np.int64)
         alternates = self.alternate_words
         return self.words if alternates is None else np.concatenate([self.words, alternates])
 
@@ -205,13 +210,14 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
             length = 1
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
         if kind == "threshold":
-            length = 1
             anchor_counts = np.where(np.arange(count) % 2 == 0, int(anchors), 0).astype(np.int64)
-        n_columns = n_words + (2 if kind == "paired" else 1) * count
-        cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
-        documents = _rows(cols, n_columns)
-        if kind == "paired":
-            alternates = _rows(cols + count, n_columns)
+            documents = _threshold_rows(n_words, count, length)
+        else:
+            n_columns = n_words + (2 if kind == "paired" else 1) * count
+            cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
+            documents = _rows(cols, n_columns)
+            if kind == "paired":
+                alternates = _rows(cols + count, n_columns)
     shadow_in = shadow_seeds = None
     if shadows:
         pairs_seq, seeds_seq = shadow_seq.spawn(2)
@@ -221,6 +227,23 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
                      n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
                      shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates, anchors=anchor_counts)
+
+
+def _threshold_rows(n_words: int, count: int, length: int) -> sp.csr_matrix:
+    """Even canaries: their own fresh word once. Odd ones: their own word and length − 1 more fresh words.
+
+    Canary i's own word is column n_words + i; the extra words of the odd
+    canaries follow, in canary order, so every column is one canary's alone.
+    """
+    odd = np.arange(1, count, 2)
+    extra = max(0, length - 1)
+    cols = [n_words + np.arange(count)]
+    rows = [np.arange(count)]
+    if extra:
+        cols.append(n_words + count + np.arange(odd.size * extra))
+        rows.append(np.repeat(odd, extra))
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(count, n_words + count + odd.size * extra))
 
 
 def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:

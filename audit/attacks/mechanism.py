@@ -23,8 +23,9 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
                          one-word documents) is a candidate either way, and
                          its noisy weight y is Laplace (Gaussian) around
                          min(F, Γ) or min(F + 1, Γ): their likelihood ratio;
-                         any other canary word scores by its release alone
-                         (released: certainly trained; else 0).
+                         any other canary scores by the release of any of its
+                         document's words alone (released: certainly trained;
+                         else 0).
 ``laplace-count-releases``  HDP-LDA's every release of the column: the
                          ``laplace-counts`` ratio of each, summed over releases.
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
@@ -64,6 +65,8 @@ def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, n
     log-likelihood ratio) and, for noisy counts, ``mechanism_mass``; (m,) float64 each."""
     if transcript.kind not in KINDS:
         raise ValueError(f"no scorer for transcript kind {transcript.kind!r}; known: {', '.join(KINDS)}")
+    if transcript.kind == "dpsu":
+        return {"mechanism": _dpsu_canary_scores(transcript, canaries)}
     scores = {"mechanism": _column_scores(transcript, canaries, canaries.words)}
     if transcript.kind == "laplace-counts":
         scores["mechanism_mass"] = _positive_mass(transcript, canaries.words)
@@ -118,11 +121,6 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
             loss = math.log(1.0 / float(p["alpha"]))
             out[seen] = np.where(reports >= 1, loss, -loss)
         return out
-    if transcript.kind == "dpsu":
-        anchors = canaries.anchors[seen] if canaries.anchors is not None else np.zeros(int(seen.sum()), np.int64)
-        out[seen] = dpsu_scores(np.asarray(a["noisy_weights"], dtype=np.float64)[at[seen]],
-                                np.asarray(a["released"], dtype=bool)[at[seen]], anchors, p)
-        return out
     tokens = min(canaries.length, int(p["document_tokens"]))
     if transcript.kind == "laplace-counts":
         y = np.asarray(a["noisy_counts"], dtype=np.float64)[:, at[seen]]          # (k, seen)
@@ -137,6 +135,26 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
     v = one_word_contribution(elog_beta, tokens, float(p["doc_topic_prior"]), p.get("clip_norm"))
     out[seen] = subsampled_gaussian_llr(y, v, float(p["noise_std"]), float(p["sampling_rate"]))
     return out
+
+
+def _dpsu_canary_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
+    """Anchored canaries by their word's noisy weight, the others by whether any word of theirs was released."""
+    at = _positions(transcript, canaries.words)
+    seen = at >= 0
+    noisy = np.zeros(canaries.count)
+    noisy[seen] = np.asarray(transcript.arrays["noisy_weights"], dtype=np.float64)[at[seen]]
+    anchors = canaries.anchors if canaries.anchors is not None else np.zeros(canaries.count, np.int64)
+    return np.where(seen | (anchors == 0), dpsu_scores(noisy, released_documents(transcript, canaries), anchors,
+                                                       transcript.parameters), 0.0)
+
+
+def released_documents(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
+    """(m,) bool: whether the step released any word of each canary's document (unobserved words: no)."""
+    released = np.zeros(canaries.n_columns)
+    columns = np.asarray(transcript.columns, dtype=np.int64)
+    inside = columns < canaries.n_columns
+    released[columns[inside]] = np.asarray(transcript.arrays["released"], dtype=bool)[inside]
+    return np.asarray(canaries.documents @ released).ravel() > 0
 
 
 def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, parameters: dict) -> np.ndarray:
@@ -155,12 +173,10 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
 
 
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
-    """(released, count) of the canary words no fixed document holds, for the δ-tail test."""
-    fresh = canaries.words if canaries.anchors is None else canaries.words[canaries.anchors == 0]
-    at = _positions(transcript, fresh)
-    at = at[at >= 0]
-    released = np.asarray(transcript.arrays["released"], dtype=bool)[at] if at.size else np.zeros(0, bool)
-    return int(released.sum()), int(fresh.size)
+    """(released, count) of the canary documents whose words no fixed document holds, for the δ-tail test:
+    released counts those of which the step released any word."""
+    fresh = np.ones(canaries.count, bool) if canaries.anchors is None else canaries.anchors == 0
+    return int(released_documents(transcript, canaries)[fresh].sum()), int(fresh.sum())
 
 
 def laplace_column_llr(y: np.ndarray, tokens: int, scale: float) -> np.ndarray:

@@ -46,6 +46,7 @@ from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
 from topicaudit.targets.composition import privacy_profile
+from topicaudit.targets.dpsu import gaussian_step_profile
 from topicaudit.targets.events import guarantee_from_json
 from topicaudit.targets.guarantee import adjacency_of
 
@@ -252,8 +253,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         methods = tuple(VALID_BOUNDS)
         mechanism = recorded_canaries.get("mechanism") if observe == "mechanism" else None
         profile = None
-        if mechanism is not None and epsilon == guarantee["epsilon"] and guarantee.get("event"):
-            profile = privacy_profile(guarantee_from_json(guarantee))
+        if mechanism is not None and epsilon == guarantee["epsilon"]:
+            profile = claimed_profile(guarantee, mechanism)
             if profile is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
                 methods = ("fdp-one-run-pure", CURVE)
@@ -310,6 +311,20 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     tied = all(np.all(v == v[0]) for _, scores, _, _, _ in sources for v in scores.values())
     no_signal = not result.violated and (tied or (not signal and power is None))
     return dataclasses.replace(result, no_signal=no_signal)
+
+
+def claimed_profile(guarantee: dict, mechanism: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (ε_i, δ_i) pairs of the claimed mechanism's whole curve where its shape is known, else None.
+
+    Gaussian mechanisms have one: a learner's from its dp-accounting event, a
+    Gaussian DP vocabulary step's from its σ (its event states only (ε, δ)).
+    """
+    if mechanism.get("stage") == "vocabulary":
+        p = mechanism["parameters"]
+        if p.get("noise") != "gaussian":
+            return None
+        return gaussian_step_profile(float(p["scale"]), float(p["epsilon"]), float(p["delta"]))
+    return privacy_profile(guarantee_from_json(guarantee)) if guarantee.get("event") else None
 
 
 def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:

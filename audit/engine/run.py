@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.attacks.canaries import CanarySet, canary_scores, default_length, make_canaries, resolve_kind
+from topicaudit.attacks.canaries import (
+    CAP_MULTIPLE,
+    CanarySet,
+    canary_scores,
+    default_length,
+    make_canaries,
+    resolve_kind,
+)
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries
 from topicaudit.attacks.metrics import summarize
@@ -43,12 +50,16 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
         return None
     kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"))
     length = c.length or default_length(target.learner, X)
-    # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold.
+    # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold;
+    # the fresh documents are 4× the step's per-document cap long, so a missing cap shows.
     rho = getattr(target.vocabulary_step, "rho", None)
     anchors = max(0, round(rho - 0.5)) if kind == "threshold" and rho is not None else 0
     if kind == "threshold" and rho is None:
         raise UserError("[attack.canaries] kind = \"threshold\" audits a DP vocabulary step; "
                         f"[target] vocabulary = {config.target.vocabulary!r} has no threshold (choose a dpsu-* step)")
+    if kind == "threshold" and not c.length:
+        # (A step without a cap, the flawed public GW, gets the other steps' default Δ0 of 64.)
+        length = CAP_MULTIPLE * (getattr(target.vocabulary_step, "delta0", None) or 64)
     try:
         return make_canaries(X, c.count, kind, length, config.seed, c.shadows, anchors)
     except ValueError as error:
