@@ -27,7 +27,7 @@ LAYERS = [
     ("engine", ("topicaudit.engine",)),
     ("reports", ("topicaudit.reports",)),
     ("cli", ("topicaudit.cli",)),
-    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.__main__", "topicaudit")),
+    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.learner_checks", "topicaudit.__main__", "topicaudit")),
 ]
 
 
