@@ -1,5 +1,7 @@
 """`topicaudit check` and assert_privacy: exit 0 consistent, 1 violated, 2 error; JSON and JUnit written."""
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -72,6 +74,26 @@ def test_assert_privacy_raises_with_the_refuting_bound(run_dir, tmp_path):
     assert assert_privacy(config, epsilon=50).violated is False
     with pytest.raises(AssertionError, match="VIOLATED"):
         assert_privacy(config, epsilon=0.1)
+
+
+def test_assert_privacy_fails_a_violated_claim_under_python_O(tmp_path):
+    """``python -O`` strips assert statements; assert_privacy must still raise (a canary-only audit: no Ray)."""
+    script = f"""
+import sys
+from topicaudit.engine.check import assert_privacy
+assert sys.flags.optimize == 0, "unreachable: -O strips this"
+config = {{"synthetic": {{"n_docs": 200, "n_words": 300}}, "target": {{"k": 3}},
+          "attack": {{"shadows": 0, "canaries": {{"count": 100}}}}, "output": {str(tmp_path / "run")!r}}}
+try:
+    assert_privacy(config, epsilon=0.01, delta=0)
+except AssertionError as error:
+    print("raised", sys.flags.optimize, str(error).splitlines()[0])
+else:
+    print("returned", sys.flags.optimize)
+"""
+    done = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("raised 1 VIOLATED"), done.stdout
 
 
 def test_the_pytest_fixture_is_installed(assert_privacy, run_dir):
