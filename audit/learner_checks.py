@@ -43,7 +43,7 @@ from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.composition import NEIGHBORING_RELATIONS, PLDAccountant
 from topicaudit.targets.guarantee import Guarantee
 from topicaudit.targets.pipeline import Pipeline
-from topicaudit.targets.vocabulary import PUBLIC_VOCABULARY, CorpusVocabulary
+from topicaudit.targets.vocabulary import CorpusVocabulary
 
 # The canary audit's confidence is 1 − ALPHA: a correct learner fails it with probability ≤ ALPHA per seed.
 ALPHA = 0.01

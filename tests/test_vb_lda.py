@@ -14,7 +14,6 @@ seed, then checks
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
