@@ -7,8 +7,9 @@ is absent.
 
 ``finished_run`` is one small synthetic audit with real Ray (8 shadow models),
 run once per session and shared by the modules that only read its outputs
-(the engine's files, ``check``, the ROC figure). Tests must not change its
-files: one that resumes or alters a run makes its own.
+(the engine's files, ``check``, the ROC figure). Tests may add what ``check``
+and the ROC figure write beside its files, never change or resume it: a test
+that does makes its own run.
 """
 from __future__ import annotations
 
@@ -88,6 +89,6 @@ def small_settings() -> dict:
 
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> tuple[Config, dict]:
-    """(configuration, results) of the small audit, run once per session; read its files, never change them."""
+    """(configuration, results) of the small audit, run once per session; never change or resume it."""
     config = make_small_config(tmp_path_factory.mktemp("finished"))
     return config, run_audit(config, quiet=True)
