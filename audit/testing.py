@@ -1,4 +1,4 @@
-"""pytest plugin: the ``assert_privacy`` fixture for a project's own privacy regression tests.
+"""pytest plugin: the ``assert_privacy`` fixture and ``check_learner``, for a project's own tests.
 
 Installed with topicaudit (entry point ``pytest11``)::
 
@@ -7,12 +7,23 @@ Installed with topicaudit (entry point ``pytest11``)::
 
 Each call audits in a fresh temporary run directory unless ``output`` is given.
 ``from topicaudit.engine.check import assert_privacy`` gives the same function without pytest.
+
+``check_learner`` is the learner conformance suite (``topicaudit.learner_checks``), in
+the spirit of scikit-learn's ``check_estimator``; every built-in learner passes it::
+
+    from topicaudit.testing import check_learner
+
+    def test_our_learner_conforms():
+        check_learner(OurLearner(k=3, n_iter=20))   # AssertionError naming the failed check
 """
 from __future__ import annotations
 
 import pytest
 
 from topicaudit.engine.check import assert_privacy as _assert_privacy
+from topicaudit.learner_checks import check_learner
+
+__all__ = ["assert_privacy_fixture", "check_learner"]
 
 
 @pytest.fixture(name="assert_privacy")

@@ -40,6 +40,15 @@ def test_the_documented_learner_recovers_planted_topics(nmf_learner):
     np.testing.assert_array_equal(build_target("nmf", 3, "all").fit(X, seed=0).phi, release.phi)
 
 
+def test_the_documented_learner_passes_the_conformance_suite_as_the_page_runs_it(nmf_learner):
+    """The page's test module, its import pointed at the page's learner module, run as written."""
+    test_module = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[1]
+    assert "from topicaudit.targets.nmf import NMFTopics" in test_module, "the page's test changed: update this test"
+    namespace = {}
+    exec(test_module.replace("topicaudit.targets.nmf", "doc_nmf"), namespace)
+    namespace["test_nmf_passes_the_learner_conformance_suite"]()
+
+
 def test_the_documented_learner_refuses_a_bad_parameter_by_name(nmf_learner):
     with pytest.raises(UserError, match=r"\[target.params\]: max_iter must be an integer"):
         build_target("nmf", 3, params={"max_iter": 0})

@@ -1,6 +1,5 @@
 """Canary audits: generation and coins, shadow-free scores, the gate on correct and under-noised learners."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ from topicaudit.engine.run import run_audit
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
 
-PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"
 SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
 
 
@@ -168,10 +166,9 @@ def test_a_canary_run_resumes_without_refitting(tmp_path):
     assert again["canaries"]["epsilon_lower_bounds"] == first["canaries"]["epsilon_lower_bounds"]
 
 
-@pytest.mark.skipif(not PHEME.exists(), reason="needs ../shared/data/pheme")
-def test_a_learner_without_noise_fails_check_at_epsilon_4_on_pheme(tmp_path, capsys):
+def test_a_learner_without_noise_fails_check_at_epsilon_4_on_pheme(tmp_path, capsys, pheme_path):
     """The motivating case: natural documents could not refute ε = 3 for plain LDA; canaries can."""
-    assert main(["run", "--corpus", str(PHEME), "--no-preprocess", "--k", "5", "--shadows", "0",
+    assert main(["run", "--corpus", str(pheme_path), "--no-preprocess", "--k", "5", "--shadows", "0",
                  "--canaries", "1000", "--output", str(tmp_path / "p"), "--quiet"]) == 0
     assert main(["check", str(tmp_path / "p"), "--epsilon", "4", "--delta", "0"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith("VIOLATED")

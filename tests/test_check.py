@@ -1,5 +1,7 @@
 """`topicaudit check` and assert_privacy: exit 0 consistent, 1 violated, 2 error; JSON and JUnit written."""
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -9,15 +11,15 @@ from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import run_audit
 
-SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
-         "target": {"k": 4}, "ray": {"num_cpus": 2}}
+# A canary-only audit: one fit, no Ray, a few seconds; the non-private learner is refuted at small ε.
+CANARY_ONLY = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"k": 3},
+               "attack": {"shadows": 0, "canaries": {"count": 100}}}
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("check") / "run"
-    run_audit(config_from_dict({**SMALL, "output": str(out)}), quiet=True)
-    return out
+@pytest.fixture
+def run_dir(finished_run):
+    """The session's finished small audit (tests/conftest.py): checking it only adds check.json and its JUnit file."""
+    return finished_run[0].run_dir
 
 
 def test_results_record_a_one_run_epsilon_lower_bound(run_dir):
@@ -67,21 +69,40 @@ def test_checking_something_that_is_not_a_run_exits_2(tmp_path, capsys):
     assert "not a finished topicaudit run" in capsys.readouterr().err
 
 
-def test_assert_privacy_raises_with_the_refuting_bound(run_dir, tmp_path):
-    config = {**SMALL, "output": str(run_dir)}  # same configuration: resumes, refits nothing
+def test_assert_privacy_raises_with_the_refuting_bound(tmp_path):
+    config = {**CANARY_ONLY, "output": str(tmp_path / "run")}
     assert assert_privacy(config, epsilon=50).violated is False
     with pytest.raises(AssertionError, match="VIOLATED"):
-        assert_privacy(config, epsilon=0.1)
+        assert_privacy(config, epsilon=0.1)  # the same configuration: resumes, refits nothing
 
 
-def test_the_pytest_fixture_is_installed(assert_privacy, run_dir):
-    assert assert_privacy({**SMALL}, epsilon=50, output=run_dir).claimed_epsilon == 50
+def test_assert_privacy_fails_a_violated_claim_under_python_O(tmp_path):
+    """``python -O`` strips assert statements; assert_privacy must still raise (a canary-only audit: no Ray)."""
+    script = f"""
+import sys
+from topicaudit.engine.check import assert_privacy
+assert sys.flags.optimize == 0, "unreachable: -O strips this"
+config = {{**{CANARY_ONLY!r}, "output": {str(tmp_path / "run")!r}}}
+try:
+    assert_privacy(config, epsilon=0.01, delta=0)
+except AssertionError as error:
+    print("raised", sys.flags.optimize, str(error).splitlines()[0])
+else:
+    print("returned", sys.flags.optimize)
+"""
+    done = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("raised 1 VIOLATED"), done.stdout
 
 
-def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsys):
+def test_the_pytest_fixture_is_installed(assert_privacy):
+    assert assert_privacy(dict(CANARY_ONLY), epsilon=50).claimed_epsilon == 50  # in a fresh temporary directory
+
+
+def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsys, small_settings):
     """DP-CGS at ε = 2 on a public vocabulary: its own claim, read from results.json, stands."""
     out = tmp_path / "dp"
-    config = {**SMALL, "output": str(out),
+    config = {**small_settings, "output": str(out), "attack": {"shadows": 2},  # two shadows suffice for a verdict
               "target": {"k": 4, "learner": "dp-cgs", "vocabulary": "all", "params": {"epsilon": 2.0}}}
     results = run_audit(config_from_dict(config), quiet=True)
     assert results["target"]["guarantee"]["epsilon"] == 2.0
@@ -92,11 +113,11 @@ def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsy
     assert verdict["claimed_epsilon"] == 2.0 and verdict["epsilon_lower_bound"] < 2.0 and not verdict["violated"]
 
 
-def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsys):
+def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsys, small_settings):
     out = tmp_path / "lp-lda"
-    config = config_from_dict({**SMALL, "target": {"k": 4, "learner": "lp-lda", "vocabulary": "all",
-                                                   "params": {"epsilon": 1.0, "n_iter": 20}},
-                               "output": str(out)})
+    config = config_from_dict({**small_settings, "target": {"k": 4, "learner": "lp-lda", "vocabulary": "all",
+                                                            "params": {"epsilon": 1.0, "n_iter": 20}},
+                               "attack": {"shadows": 2}, "output": str(out)})
     run_audit(config, quiet=True)
     assert main(["check", str(out)]) == 2
     err = capsys.readouterr().err

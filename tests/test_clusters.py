@@ -18,7 +18,6 @@ import pytest
 from cluster import VENV_BIN, Cluster, clean_env, free_port, generate_token
 
 REPO = Path(__file__).resolve().parents[1]
-PHEME = REPO.parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 RAY_VERSION = tuple(int(part) for part in metadata.version("ray").split(".")[:2])
 needs_token_auth = pytest.mark.skipif(RAY_VERSION < (2, 52), reason="Ray before 2.52 has no token authentication")
 needs_job_server = pytest.mark.skipif(util.find_spec("aiohttp") is None,
@@ -212,12 +211,10 @@ def test_a_cluster_without_authentication_is_never_sent_a_token(tmp_path, local_
 
 
 @pytest.mark.slow
-def test_two_nodes_fit_the_models_and_match_a_local_run_bit_for_bit(tmp_path):
+def test_two_nodes_fit_the_models_and_match_a_local_run_bit_for_bit(tmp_path, pheme_path):
     # PHEME, 32 shadows: the synthetic audit's fits take milliseconds and Ray ran them all on
     # one node before the other had a worker up; fits of about a second spread (23 + 10 here).
-    if not PHEME.exists():
-        pytest.skip(f"real corpus {PHEME} is absent")
-    config = (f'name = "pheme"\n\n[corpus]\npath = "{PHEME}"\npreprocess = false\n\n'
+    config = (f'name = "pheme"\n\n[corpus]\npath = "{pheme_path}"\npreprocess = false\n\n'
               '[target]\nk = 5\n\n[attack]\nshadows = 32\n')
     (tmp_path / "local").mkdir()
     local_reference = local_run(tmp_path / "local", config)

@@ -1,5 +1,4 @@
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -83,11 +82,8 @@ def test_resolved_config_round_trips_and_hash_ignores_where_it_runs():
     assert config_hash(config, "abc") != config_hash(other, "abc")
 
 
-def test_max_words_restricts_the_audited_corpus():
-    kos = Path(__file__).resolve().parents[2] / "shared" / "data" / "kos" / "docword.kos.txt"
-    if not kos.exists():
-        pytest.skip(f"real corpus {kos} not present")
-    config = config_from_dict({"corpus": {"path": str(kos), "max_words": 50}})
+def test_max_words_restricts_the_audited_corpus(kos_path):
+    config = config_from_dict({"corpus": {"path": str(kos_path), "max_words": 50}})
     with pytest.warns(UserWarning, match="ignoring 1 line"):
         corpus = load_audit_corpus(config)
     assert corpus.n_words == 50 and "50 most frequent words" in corpus.source

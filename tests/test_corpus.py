@@ -19,14 +19,7 @@ from topicaudit.inputs.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts,
                           load_corpus)
 from topicaudit.errors import UserError
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
-
-def _shared(*parts: str) -> Path:
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"real corpus {path} not present (shared data lives beside the repo)")
-    return path
 
 
 def assert_canonical(c: Corpus) -> None:
@@ -52,10 +45,10 @@ def user_error(match: str):
 # --------------------------------------------------------------------------- #
 
 
-def test_pheme_clean_as_the_paper_vectorised_it():
+def test_pheme_clean_as_the_paper_vectorised_it(shared_file):
     from sklearn.feature_extraction.text import CountVectorizer
 
-    path = _shared("pheme", "pheme_clean.json")
+    path = shared_file("pheme", "pheme_clean.json")
     c = load_corpus(path, preprocess=False)
     assert_canonical(c)
     assert c.n_docs == 5698 and c.n_dropped_empty == 0
@@ -69,8 +62,8 @@ def test_pheme_clean_as_the_paper_vectorised_it():
     assert "pheme_clean.json" in c.source
 
 
-def test_pheme_raw_preprocessed():
-    c = load_corpus(_shared("pheme", "pheme_raw.json"))
+def test_pheme_raw_preprocessed(shared_file):
+    c = load_corpus(shared_file("pheme", "pheme_raw.json"))
     assert_canonical(c)
     assert c.n_docs == 5802 and c.n_dropped_empty == 0
     assert len(c.vocabulary) == 12274 and c.n_tokens == 67069
@@ -79,9 +72,9 @@ def test_pheme_raw_preprocessed():
     assert row["hallway"] == 1 and row["parliament"] == 1 and "of" not in row
 
 
-def test_kos_uci():
+def test_kos_uci(shared_file):
     with pytest.warns(UserWarning, match="ignoring 1 line"):  # this copy has a stray last line 'temp'
-        c = load_corpus(_shared("kos", "docword.kos.txt"))
+        c = load_corpus(shared_file("kos", "docword.kos.txt"))
     assert_canonical(c)
     assert c.X.shape == (3430, 6906)
     assert c.X.nnz == 353160
@@ -93,9 +86,9 @@ def test_kos_uci():
     assert "uci" in c.source and "vocab.kos.txt" in c.source
 
 
-def test_keeping_the_most_frequent_words_of_kos():
+def test_keeping_the_most_frequent_words_of_kos(shared_file):
     with pytest.warns(UserWarning, match="ignoring 1 line"):
-        full = load_corpus(_shared("kos", "docword.kos.txt"))
+        full = load_corpus(shared_file("kos", "docword.kos.txt"))
     top = keep_most_frequent_words(full, 400)
     assert_canonical(top)
     assert top.n_words == 400 and top.n_docs == 3430 and top.n_dropped_empty == 0
@@ -116,8 +109,8 @@ def test_documents_left_without_words_are_dropped_and_counted():
 
 
 @pytest.fixture(scope="module")
-def news_train_raw():
-    path = _shared("20news", "20news-bydate-reassembled.tar.gz")
+def news_train_raw(shared_file):
+    path = shared_file("20news", "20news-bydate-reassembled.tar.gz")
     texts, _, _ = corpus_mod._read_20news_with_ids(path, subset="train", remove=())
     return texts
 
@@ -137,8 +130,8 @@ def test_20news_strippers_match_scikit_learn(news_train_raw):
         assert corpus_mod.strip_newsgroup_quoting(text) == skl.strip_newsgroup_quoting(text)
 
 
-def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path):
-    path = _shared("20news", "20news-bydate-reassembled.tar.gz")
+def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path, shared_file):
+    path = shared_file("20news", "20news-bydate-reassembled.tar.gz")
 
     def refuse(*args, **kwargs):
         raise AssertionError("the 20news loader must not extract to disk")
@@ -156,8 +149,8 @@ def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path):
     assert not any(t.startswith("From:") for t in c.texts[:200])
 
 
-def test_20news_test_subset_and_options():
-    path = _shared("20news", "20news-bydate-reassembled.tar.gz")
+def test_20news_test_subset_and_options(shared_file):
+    path = shared_file("20news", "20news-bydate-reassembled.tar.gz")
     texts, source, _ = corpus_mod._read_20news_with_ids(path, subset="test", remove="headers")
     assert len(texts) == 7532 and "subset test" in source
     with user_error("subset must be 'train', 'test' or 'all'"):

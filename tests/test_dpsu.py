@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,7 +44,6 @@ from topicaudit.targets.dpsu import (
     laplace_policy_threshold,
 )
 
-PHEME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 ALPHA_CP = 1e-3  # one-sided error of each Clopper–Pearson bound
 
 
@@ -453,11 +451,9 @@ def test_paper_defaults():
 # --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def pheme():
-    if not PHEME.exists():
-        pytest.skip(f"{PHEME} absent")
+def pheme(pheme_path):
     from sklearn.feature_extraction.text import CountVectorizer
-    texts = json.loads(PHEME.read_text())["text"]
+    texts = json.loads(pheme_path.read_text())["text"]
     return CountVectorizer().fit_transform(texts).tocsr()
 
 

@@ -16,28 +16,10 @@ from topicaudit.engine.run import run_audit
 
 VENV_BIN = Path(sys.executable).parent
 
-SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
-         "target": {"k": 4}, "ray": {"num_cpus": 2}}
-
-
-def small_config(tmp_path, name="small", **extra):
-    data = json.loads(json.dumps(SMALL))
-    for key, value in extra.items():
-        data.setdefault(key, {}).update(value) if isinstance(value, dict) else data.__setitem__(key, value)
-    data["output"] = str(tmp_path / name)
-    return config_from_dict(data)
-
 
 def load_scores(run_dir):
     with np.load(Path(run_dir) / "scores.npz") as z:
         return {k: z[k] for k in z.files}
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("engine")
-    config = small_config(tmp)
-    return config, run_audit(config, quiet=True)
 
 
 def test_run_directory_holds_every_artefact(finished_run):
@@ -68,7 +50,7 @@ def test_scores_agree_with_metrics_and_the_attack_beats_chance(finished_run):
     assert results["attacks"]["lira_online"]["auc"] > 0.6
 
 
-def test_same_configuration_gives_identical_numbers(tmp_path, finished_run):
+def test_same_configuration_gives_identical_numbers(tmp_path, finished_run, small_config):
     config, results = finished_run
     again = small_config(tmp_path, "again")
     second = run_audit(again, quiet=True)
@@ -78,7 +60,7 @@ def test_same_configuration_gives_identical_numbers(tmp_path, finished_run):
         np.testing.assert_array_equal(first_scores[name], second_scores[name])
 
 
-def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run):
+def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run, small_config):
     reference, reference_results = finished_run
     run_dir = tmp_path / "interrupted"
     config_file = tmp_path / "small.toml"
@@ -105,11 +87,11 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run):
         np.testing.assert_array_equal(values, load_scores(run_dir)[name])
 
 
-def test_a_different_configuration_cannot_reuse_the_directory(finished_run):
+def test_a_different_configuration_cannot_reuse_the_directory(finished_run, small_config):
     from topicaudit.errors import UserError
 
     config, _ = finished_run
-    changed = small_config(config.run_dir.parent, "small", seed=1)
+    changed = small_config(config.run_dir.parent, config.run_dir.name, seed=1)
     with pytest.raises(UserError, match="different configuration"):
         run_audit(changed, quiet=True)
 
@@ -120,7 +102,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp_path):
+def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp_path, small_config):
     from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "too-large", target={"learner": "lppf", "vocabulary": "all",
@@ -130,7 +112,7 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
     assert not config.run_dir.exists()
 
 
-def test_an_unreachable_cluster_is_a_user_error(tmp_path):
+def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config):
     from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})
@@ -139,14 +121,27 @@ def test_an_unreachable_cluster_is_a_user_error(tmp_path):
     assert not config.run_dir.exists()
 
 
-PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"
-needs_pheme = pytest.mark.skipif(not PHEME.exists(), reason=f"real corpus {PHEME} is absent")
+def test_real_pheme_audit_with_four_shadows(tmp_path, pheme_path):
+    """The paper's corpus and learner with 4 shadows, the default suite's real-data audit (16: marked slow).
+
+    With this few shadows the few-model attacks (docs/attacks.md) are the ones that see the leak.
+    """
+    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
+                               "attack": {"shadows": 4}, "seed": 0, "output": str(tmp_path / "pheme")})
+    results = run_audit(config, quiet=True)
+    assert results["corpus"]["n_docs"] == 5698
+    assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
+    attacks = results["attacks"]
+    assert attacks["lira_offline_shrunk"]["auc"] > 0.70
+    assert attacks["rmia_online"]["auc"] > 0.68
+    assert attacks["lira_offline_global"]["tpr_at_fpr_0.01"] > 0.08     # 8x the FPR
+    assert results["statistics"]["max_zeta_gap"] <= 1e-8
 
 
-@needs_pheme
-def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path):
+@pytest.mark.slow
+def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path, pheme_path):
     """The paper's corpus and learner, 16 shadows: the leak is already visible."""
-    config = config_from_dict({"corpus": {"path": str(PHEME), "preprocess": False}, "target": {"k": 5},
+    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
                                "attack": {"shadows": 16}, "seed": 0, "output": str(tmp_path / "pheme")})
     results = run_audit(config, quiet=True)
     assert results["corpus"]["n_docs"] == 5698
@@ -159,10 +154,9 @@ def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path):
 
 
 @pytest.mark.slow
-@needs_pheme
-def test_real_pheme_audit_reproduces_the_paper(tmp_path):
+def test_real_pheme_audit_reproduces_the_paper(tmp_path, pheme_path):
     """The paper's setting (k=5, N=128): online TPR at 0.1% FPR near 12.8%, AUC near 0.76."""
-    config = config_from_dict({"corpus": {"path": str(PHEME), "preprocess": False}, "target": {"k": 5},
+    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
                                "attack": {"shadows": 128}, "seed": 2, "output": str(tmp_path / "pheme")})
     attacks = run_audit(config, quiet=True)["attacks"]
     assert attacks["lira_online"]["auc"] > 0.74
@@ -207,7 +201,7 @@ def test_resume_follows_the_corpus_content_not_its_spelling_or_the_working_direc
         run_audit(config("corpus.json"), quiet=True)
 
 
-def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_path):
+def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_path, small_config):
     """A ζ tolerance no solver can certify makes every statistics task warn, inside Ray workers."""
     from topicaudit.engine.run import summary_table
 

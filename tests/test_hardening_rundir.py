@@ -219,7 +219,9 @@ def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path):
         run_dir = tmp_path / f"r{i}"
         shutil.copytree(finished, run_dir)
         damage(run_dir)
-        for claim in (CLAIM, "1000"):
+        # A damaged directory is refused before any bound, whatever the claim: only the claim the intact run
+        # violates could bring a wrong exit 1, so it alone is checked there (each check is a process start).
+        for claim in (CLAIM, "1000") if name == "untouched" else (CLAIM,):
             done = console("check", run_dir, "--epsilon", claim, timeout=120)
             violated = done.stdout.startswith("VIOLATED")
             assert (done.returncode == 1) == violated, (name, claim, done.returncode, done.stdout, done.stderr)

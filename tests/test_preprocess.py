@@ -29,7 +29,6 @@ from topicaudit.inputs.preprocess import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 
 TRICKY = [
@@ -51,12 +50,6 @@ TRICKY = [
     "a", "i", "x", "aa", "zz", "q", "qs", "ees", "sss", "bosses", "mosses", "oasis",
 ]
 
-
-def _shared(*parts: str) -> Path:
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"real corpus {path} not present (shared data lives beside the repo)")
-    return path
 
 
 # --------------------------------------------------------------------------- #
@@ -145,10 +138,10 @@ def test_countvectorizer_tokenizer_matches_sklearn():
         assert tokenize_like_countvectorizer(text) == analyzer(text)
 
 
-def test_matches_pheme_clean_vocabulary_on_raw_tweets():
+def test_matches_pheme_clean_vocabulary_on_raw_tweets(shared_file):
     """Every word of the paper's cleaned PHEME occurs in our processing of the raw tweets."""
-    raw = json.loads(_shared("pheme", "pheme_raw.json").read_text())["text"]
-    clean = json.loads(_shared("pheme", "pheme_clean.json").read_text())["text"]
+    raw = json.loads(shared_file("pheme", "pheme_raw.json").read_text())["text"]
+    clean = json.loads(shared_file("pheme", "pheme_clean.json").read_text())["text"]
     ours = {t for doc in preprocess_corpus(raw) for t in doc}
     theirs = {t for doc in clean for t in doc.split()}
     assert len(theirs) == 5942
@@ -241,7 +234,7 @@ def _noun_inflections(lemma: str) -> list[str]:
     return forms
 
 
-def test_shipped_lemmatizer_equals_nltk_on_full_wordnet(tmp_path, monkeypatch):
+def test_shipped_lemmatizer_equals_nltk_on_full_wordnet(tmp_path, monkeypatch, shared_file):
     """nltk's WordNetLemmatizer on the full WordNet 3.0 == ours on the shipped data."""
     import nltk.corpus
     from nltk.stem import WordNetLemmatizer
@@ -253,11 +246,11 @@ def test_shipped_lemmatizer_equals_nltk_on_full_wordnet(tmp_path, monkeypatch):
     reference = WordNetLemmatizer()
 
     tokens = set(TRICKY)
-    raw = json.loads(_shared("pheme", "pheme_raw.json").read_text())["text"]
+    raw = json.loads(shared_file("pheme", "pheme_raw.json").read_text())["text"]
     for doc in raw:
         tokens.update(tokenize(doc))
     n_pheme = len(tokens)
-    for word in _shared("kos", "vocab.kos.txt").read_text().split():
+    for word in shared_file("kos", "vocab.kos.txt").read_text().split():
         tokens.update(tokenize(word))
     # every letters-only lemma and exception form of the full data, and the
     # regular plurals of every noun: the whole space where the trimming could bite

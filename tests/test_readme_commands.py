@@ -115,11 +115,9 @@ def read_by(argv: list[str]) -> list[str]:
     return []
 
 
-def test_readme_commands_parse_and_read_only_what_earlier_ones_made(tmp_path, monkeypatch):
-    if not (ROOT.parent / "shared" / "data").is_dir():
-        pytest.skip("the README's corpora (../shared/data) are not on this machine")
+def test_readme_commands_parse_and_read_only_what_earlier_ones_made(tmp_path, monkeypatch, shared_data):
     monkeypatch.chdir(tmp_path)
-    (tmp_path.parent / "shared").exists() or os.symlink(ROOT.parent / "shared", tmp_path.parent / "shared")
+    (tmp_path.parent / "shared").exists() or os.symlink(shared_data.parent, tmp_path.parent / "shared")
     made: set[Path] = set()
     checked = 0
     for block in blocks(README.read_text()):
@@ -147,18 +145,15 @@ def test_readme_report_reads_the_sweep_the_readme_made(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_readme_affordable_commands_run_verbatim_in_a_fresh_directory(tmp_path):
+def test_readme_affordable_commands_run_verbatim_in_a_fresh_directory(tmp_path, shared_data):
     """The main job, the canary audit and its check, and the canary report, as written, with their exit codes.
 
     The 64- and 128-shadow corpus audits, the sweep and the cluster are not
     run here (tens of minutes); the fast test above follows their paths.
     """
-    data = ROOT.parent / "shared" / "data"
-    if not data.is_dir():
-        pytest.skip("the README's corpora (../shared/data) are not on this machine")
     fresh = tmp_path / "clone"
     fresh.mkdir()
-    (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
+    (tmp_path / "shared").symlink_to(shared_data.parent)
     (fresh / ".venv").symlink_to(Path(sys.executable).parents[1])
     affordable = ("bin/topicaudit run\n", "--shadows 0 --canaries 1000", "check runs/pheme-canaries",
                   "report runs/pheme-canaries")

@@ -1,42 +1,33 @@
+"""roc.png and the ROC data it draws, held against scikit-learn's ROC of the stored scores (independent values)."""
 import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
+from sklearn.metrics import roc_curve as sklearn_roc_curve
 
-from topicaudit.engine.config import config_from_dict
-from topicaudit.attacks.metrics import roc_curve
-from topicaudit.engine.run import run_audit
-from topicaudit.reports.roc import MAIN_ATTACKS, roc_points, write_roc_figure
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reports") / "run"
-    run_audit(config_from_dict({"synthetic": {"n_docs": 200, "n_words": 600}, "attack": {"shadows": 4},
-                                "target": {"k": 3}, "ray": {"num_cpus": 1}, "output": str(out)}), quiet=True)
-    return out
+from topicaudit.reports.collect import read_run
+from topicaudit.reports.figures import roc_data
+from topicaudit.reports.roc import MAIN_ATTACKS, write_roc_figure
 
 
-def test_roc_points_are_the_curves_of_the_stored_scores(run_dir):
-    curves = roc_points(run_dir)
-    assert set(curves) == set(MAIN_ATTACKS)
-    with np.load(run_dir / "scores.npz") as z:
-        for name, (fpr, tpr) in curves.items():
-            want_fpr, want_tpr, _ = roc_curve(z[name], z["is_member"])
-            np.testing.assert_array_equal(fpr, want_fpr)
-            np.testing.assert_array_equal(tpr, want_tpr)
+def test_the_drawn_curves_are_sklearns_roc_of_the_stored_scores(finished_run):
+    """Every main attack's curve is scikit-learn's ROC (all thresholds kept) and its AUC scikit-learn's."""
+    config, results = finished_run
+    data = roc_data(read_run(config.run_dir), list(MAIN_ATTACKS))
+    assert set(data["curves"]) == set(MAIN_ATTACKS)
+    with np.load(config.run_dir / "scores.npz") as z:
+        labels = z["is_member"]
+        assert data["floor"] == pytest.approx(1 / np.count_nonzero(~labels))  # the smallest non-zero FPR
+        for name in MAIN_ATTACKS:
+            fpr, tpr = data["curves"][name]
+            want_fpr, want_tpr, _ = sklearn_roc_curve(labels, z[name], drop_intermediate=False)
+            np.testing.assert_allclose(fpr, want_fpr, rtol=0, atol=1e-12, err_msg=name)
+            np.testing.assert_allclose(tpr, want_tpr, rtol=0, atol=1e-12, err_msg=name)
+            assert results["attacks"][name]["auc"] == pytest.approx(roc_auc_score(labels, z[name]), abs=1e-12)
 
 
-def test_roc_figure_is_written_as_png(run_dir):
+def test_roc_figure_is_written_as_png(finished_run):
+    run_dir = finished_run[0].run_dir
     path = write_roc_figure(run_dir)
     assert path == run_dir / "roc.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".roc.png")]  # written atomically
-
-
-def test_roc_png_draws_the_reports_roc_data_for_the_main_attacks(run_dir):
-    from topicaudit.reports.collect import read_run
-    from topicaudit.reports.figures import roc_data
-
-    data = roc_data(read_run(run_dir), list(MAIN_ATTACKS))
-    for name, (fpr, tpr) in roc_points(run_dir).items():
-        np.testing.assert_array_equal(data["curves"][name][0], fpr)
-        np.testing.assert_array_equal(data["curves"][name][1], tpr)

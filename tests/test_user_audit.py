@@ -21,7 +21,6 @@ from topicaudit.inputs.corpus import load_corpus
 from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import load_user_model, read_vocabulary
 
-PHEME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pheme" / "pheme_clean.json"
 WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b in ("ash", "bay", "cove", "dune")]
 
 
@@ -90,7 +89,7 @@ def tiny_args(d: Path, *extra, phi="phi.npy", output="run"):
 
 
 @pytest.fixture(scope="module")
-def pheme_export(tmp_path_factory):
+def pheme_export(tmp_path_factory, pheme_path):
     """A released PHEME model and the files a user would hand to `topicaudit audit`.
 
     400 candidates, of which a hidden random half trained the target together
@@ -99,12 +98,10 @@ def pheme_export(tmp_path_factory):
     as each shadow (half of the 1,200-document pool), and its vocabulary is
     the words of its own training documents, as CountVectorizer would give.
     """
-    if not PHEME.exists():
-        pytest.skip(f"real corpus {PHEME} not present (shared data lives beside the repo)")
     from topicaudit.inputs.corpus import corpus_from_texts
     from topicaudit.targets import build_target
 
-    texts = json.loads(PHEME.read_text())["text"]
+    texts = json.loads(pheme_path.read_text())["text"]
     rng = np.random.default_rng(0)
     order = rng.permutation(len(texts))
     candidates = [texts[i] for i in order[:400]]

@@ -14,7 +14,6 @@ seed, then checks
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +22,6 @@ import scipy.sparse as sp
 from topicaudit.inputs.corpus import load_corpus
 from topicaudit.targets.vb_lda import _fit, fit_lda_sklearn, fit_lda_vb
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CONTRACT_TOL = 1e-6    # row-normalised components_, absolute
 TIGHT_REL_TOL = 1e-9   # raw components_, relative, when pass counts agree
 
@@ -99,22 +97,16 @@ def _compare(X, k, seed, **kw):
     return d_norm, d_rel, flips
 
 
-def _pheme_half(seed=0):
+def _pheme_half(path, seed=0):
     from sklearn.feature_extraction.text import CountVectorizer
 
-    path = DATA / "pheme" / "pheme_clean.json"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
     texts = json.loads(path.read_text())["text"]
     idx = np.random.RandomState(seed).choice(len(texts), len(texts) // 2, replace=False)
     X = CountVectorizer().fit_transform([texts[i] for i in idx])
     return sp.csr_matrix(X, dtype=np.float64)
 
 
-def _kos(n_docs=None, seed=0):
-    path = DATA / "kos" / "docword.kos.txt"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
+def _kos(path, n_docs=None, seed=0):
     X = load_corpus(path).X
     D = X.shape[0]
     if n_docs is not None:
@@ -181,12 +173,12 @@ def test_single_e_step_matches_sklearn():
 # whole fits against sklearn
 # --------------------------------------------------------------------------
 
-def test_pheme_half_k5():
-    _compare(_pheme_half(seed=0), 5, 0)
+def test_pheme_half_k5(pheme_path):
+    _compare(_pheme_half(pheme_path, seed=0), 5, 0)
 
 
-def test_kos_500_docs_k10():
-    _compare(_kos(n_docs=500, seed=0), 10, 1)
+def test_kos_500_docs_k10(kos_path):
+    _compare(_kos(kos_path, n_docs=500, seed=0), 10, 1)
 
 
 @pytest.mark.parametrize("k,seed", [(4, 0), (3, 11), (2, 5)])

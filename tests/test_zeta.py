@@ -2,13 +2,12 @@
 
 Real data: a sklearn LDA (k = 5) fitted to a random half of PHEME, all 5,698
 tweets as queries; a k = 10 LDA on part of KOS. Data are read in place from
-shared/data beside the repository (tests skip if it is absent).
+../shared/data beside the repository (tests/conftest.py; tests skip if it is absent).
 """
 from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +15,6 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import ZetaResult, evaluate_theta, solve_zeta, solve_zeta_slsqp
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-PHEME = DATA / "pheme" / "pheme_clean.json"
-KOS = DATA / "kos" / "docword.kos.txt"
 TOL = 1e-8
 
 
@@ -52,8 +48,8 @@ def f_and_grad(phi, x_row: np.ndarray, theta: np.ndarray):
     return float(x @ np.log(p)), P @ (x / p), float(x.sum())
 
 
-def load_kos() -> sp.csr_matrix:
-    with open(KOS) as fh:
+def load_kos(path) -> sp.csr_matrix:
+    with open(path) as fh:
         D, W, _ = int(fh.readline()), int(fh.readline()), int(fh.readline())
         a = np.loadtxt(fh, dtype=np.int64)
     return sp.csr_matrix((a[:, 2].astype(np.float64), (a[:, 0] - 1, a[:, 1] - 1)),
@@ -76,12 +72,10 @@ def check_result(R: ZetaResult, n_docs: int, k: int, tol: float = TOL):
 
 
 @pytest.fixture(scope="module")
-def pheme():
-    if not PHEME.exists():
-        pytest.skip("PHEME data not available")
+def pheme(pheme_path):
     from sklearn.feature_extraction.text import CountVectorizer
 
-    texts = json.loads(PHEME.read_text())["text"]
+    texts = json.loads(pheme_path.read_text())["text"]
     X = CountVectorizer().fit_transform(texts).astype(np.float64).tocsr()
     rng = np.random.default_rng(0)
     half = rng.permutation(X.shape[0])[: X.shape[0] // 2]
@@ -91,10 +85,8 @@ def pheme():
 
 
 @pytest.fixture(scope="module")
-def kos():
-    if not KOS.exists():
-        pytest.skip("KOS data not available")
-    X = load_kos()
+def kos(kos_path):
+    X = load_kos(kos_path)
     rng = np.random.default_rng(1)
     rows = rng.permutation(X.shape[0])[:800]
     phi = fit_phi(X, rows, k=10, seed=0, max_iter=5)

@@ -431,5 +431,6 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
     run_audit(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
-    assert not result.violated, result.message()
+    if result.violated:
+        raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it
     return result
