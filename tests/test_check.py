@@ -7,7 +7,7 @@ import pytest
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 
 SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "attack": {"shadows": 8},
          "target": {"k": 4}, "ray": {"num_cpus": 2}}
@@ -16,7 +16,7 @@ SMALL = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "atta
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("check") / "run"
-    run_audit(config_from_dict({**SMALL, "output": str(out)}), quiet=True)
+    execute_run(config_from_dict({**SMALL, "output": str(out)}), quiet=True)
     return out
 
 
@@ -83,7 +83,7 @@ def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsy
     out = tmp_path / "dp"
     config = {**SMALL, "output": str(out),
               "target": {"k": 4, "learner": "dp-cgs", "vocabulary": "all", "params": {"epsilon": 2.0}}}
-    results = run_audit(config_from_dict(config), quiet=True)
+    results = execute_run(config_from_dict(config), quiet=True)
     assert results["target"]["guarantee"]["epsilon"] == 2.0
     assert main(["check", str(out)]) == 0
     # LiRA on natural documents cannot tell this learner's members apart: not refuted, and said to be no signal
@@ -97,7 +97,7 @@ def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsy
     config = config_from_dict({**SMALL, "target": {"k": 4, "learner": "lp-lda", "vocabulary": "all",
                                                    "params": {"epsilon": 1.0, "n_iter": 20}},
                                "output": str(out)})
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     assert main(["check", str(out)]) == 2
     err = capsys.readouterr().err
     assert "per word (local-word adjacency)" in err and "--epsilon" in err and "Traceback" not in err

@@ -128,7 +128,7 @@ def test_imports_inside_functions_are_optional_dependencies_with_a_reason(module
 
 def test_the_layers_test_catches_an_upward_import(tmp_path):
     path = tmp_path / "bad.py"
-    path.write_text("from topicaudit.engine.run import run_audit\n")
+    path.write_text("from topicaudit.engine.run import execute_run\n")
     (name, _, _, _), *_ = imports(path, "topicaudit.targets.bad")
     assert layer_of(name.rpartition(".")[0]) > layer_of("topicaudit.targets.bad")
 

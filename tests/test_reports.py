@@ -3,14 +3,14 @@ import pytest
 
 from topicaudit.engine.config import config_from_dict
 from topicaudit.attacks.metrics import roc_curve
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.reports.roc import MAIN_ATTACKS, roc_points, write_roc_figure
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports") / "run"
-    run_audit(config_from_dict({"synthetic": {"n_docs": 200, "n_words": 600}, "attack": {"shadows": 4},
+    execute_run(config_from_dict({"synthetic": {"n_docs": 200, "n_words": 600}, "attack": {"shadows": 4},
                                 "target": {"k": 3}, "ray": {"num_cpus": 1}, "output": str(out)}), quiet=True)
     return out
 

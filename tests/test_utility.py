@@ -11,7 +11,7 @@ from scipy.special import digamma
 
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.attacks.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence
 from topicaudit.targets.base import Release
@@ -130,7 +130,7 @@ def test_results_json_holds_utility_and_monitor_after_a_tiny_audit(tmp_path):
         "target": {"learner": "cgs-monitor", "k": 3, "params": {"n_iter": 20}},
         "attack": {"shadows": 4}, "ray": {"num_cpus": 1}, "output": str(tmp_path / "run"),
     })
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert json.loads((tmp_path / "run" / "results.json").read_text()) == results
     utility = results["utility"]
     assert set(utility) >= {"umass_coherence", "umass_coherence_per_topic", "top_n", "heldout_perplexity",
