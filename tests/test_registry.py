@@ -36,7 +36,8 @@ def test_only_the_requested_attacks_are_computed(monkeypatch):
     called = []
     for name in ("shrunk_online_scores", "shrunk_offline_scores", "rmia_scores", "quantile_scores"):
         real = getattr(registry, name)
-        monkeypatch.setattr(registry, name, lambda *a, _real=real, _name=name, **k: called.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(registry, name,
+                            lambda *a, _real=real, _name=name, **k: called.append(_name) or _real(*a, **k))
     scores = attack_scores(TARGET, SHADOW, SHADOW_IN, N_TOKENS, ["lira_online", "lira_offline"], COUNTS)
     assert list(scores) == ["lira_online", "lira_offline"] and called == []
 

@@ -283,8 +283,8 @@ def test_bad_inputs_are_user_errors(runs, tmp_path):
     (unfinished / "results.json").unlink()
     with pytest.raises(UserError, match="unfinished run"):
         collect([unfinished])
-    with pytest.raises(UserError, match="no scores for attack 'nope'"):
-        build_report([runs / "text"], tmp_path / "r", attack="nope")
+    with pytest.raises(UserError, match="--attack 'nope': unknown attack; known: lira_online"):
+        build_report([runs / "text"], tmp_path / "r", attack="nope")  # names come from the attack registry
     damaged = tmp_path / "damaged-sweep"
     damaged.mkdir()
     (damaged / "sweep.json").write_text(json.dumps({"schema": "topicaudit.sweep/1", "parameter": "target.k"}))

@@ -387,7 +387,11 @@ def test_bad_files_are_refused(tiny, capsys, make, needles):
     (("--shadows", "3"), ("[attack] shadows (--shadows) must be an even number",)),
     (("--k", "1"), ("--k",)),
     (("--candidates-option", "vocabulary=x"), ("--candidates-option vocabulary",)),
-], ids=["unknown-learner", "unknown-param", "param-syntax", "odd-shadows", "k", "reserved-option"])
+    (("--rank-by", "offline-shrunk"), ("--rank-by) 'offline-shrunk'", "named after their attacks",
+                                       "use 'lira_offline_shrunk'")),
+    (("--rank-by", "zeta"), ("unknown ranking 'zeta'", "lira_offline_shrunk")),
+], ids=["unknown-learner", "unknown-param", "param-syntax", "odd-shadows", "k", "reserved-option", "old-ranking-name",
+        "unknown-ranking"])
 def test_bad_settings_are_refused(tiny, capsys, extra, needles):
     code, out, err = run_cli(capsys, *tiny_args(tiny, *extra))
     assert_refused(code, out, err, tiny / "run", *needles)
@@ -562,7 +566,8 @@ def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
     reference = json.loads((tiny / "ref.json").read_text())["text"]
     (tiny / "cand.json").write_text(json.dumps({"text": [reference[0], "nothing known", *reference[5:10]]}))
     _, inputs = load_audit_inputs(audit_config(tiny / "phi.npy", candidates=tiny / "cand.json",
-                                               reference=tiny / "ref.json", vocabulary=str(tiny / "vocab.txt"), preprocess=False, shadows=4,
+                                               reference=tiny / "ref.json", vocabulary=str(tiny / "vocab.txt"),
+                                               preprocess=False, shadows=4,
                                                output=str(tiny / "run")))
     notes = " | ".join(inputs.notes)
     unseen = inputs.n_unseen_words

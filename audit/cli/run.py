@@ -20,8 +20,9 @@ def register(commands) -> None:
         description="Run a LiRA membership audit. With no CONFIG and no --corpus, audits an embedded "
                     "synthetic LDA corpus (about a minute).",
     )
-    run.add_argument("config", nargs="?", help="TOML configuration file: [corpus], [synthetic], [target], [attack], [ray] "
-                                                       "(every key: docs/configuration.md); flags override it")
+    run.add_argument("config", nargs="?",
+                     help="TOML configuration file: [corpus], [synthetic], [target], [attack], [ray] (every key: "
+                          "docs/configuration.md); flags override it")
     run.add_argument("--corpus", help="corpus path (JSON {\"text\": [...]}, UCI docword file, 20news .tar.gz, "
                                       "or a folder of text files)")
     run.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"], help="corpus format (default: from path)")
