@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from topicaudit.engine.config import (AuditConfig, Config, ModelConfig, config_from_dict, config_hash, load_config,
-                                      run_config, to_toml, validate)
+                                      run_config, validate)
+from topicaudit.engine.toml_writer import to_toml
 from topicaudit.errors import UserError
 from topicaudit.engine.rundir import load_audit_corpus
 
@@ -134,6 +135,10 @@ def test_one_validation_serves_both_variants():
         run_config(audit)
     with pytest.raises(UserError, match="no model to audit"):
         validate(AuditConfig())
+    audit.ranking.by = "recommended"
+    audit.reference.max_words = 100
+    with pytest.raises(UserError, match=r"\[reference\] max_words is for `topicaudit run`"):
+        validate(audit)
 
 
 def test_an_audits_identity_ignores_paths_and_presentation():

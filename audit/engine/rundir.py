@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine import manifest
-from topicaudit.engine.config import Config, to_toml
+from topicaudit.engine.config import Config
+from topicaudit.engine.toml_writer import to_toml
 from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
