@@ -606,6 +606,15 @@ def test_run_refuses_a_configuration_that_audits_a_released_model(tiny, capsys):
     assert code == 2 and "topicaudit audit CONFIG.toml" in capsys.readouterr().err
 
 
+def test_audit_refuses_a_run_configuration_naming_the_command_it_belongs_to(tiny, capsys):
+    (tiny / "run.toml").write_text('[target]\nk = 3\n')
+    code, _, err = run_cli(capsys, tiny / "run.toml")
+    assert code == 2 and "[target] belongs to `topicaudit run`, not to `topicaudit audit`" in err, err
+    (tiny / "half.toml").write_text('[model]\nvocabulary = "vocab.txt"\n')
+    code, _, err = run_cli(capsys, tiny / "half.toml")
+    assert code == 2 and "no model to audit" in err, err
+
+
 def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsys):
     import topicaudit
 

@@ -79,7 +79,7 @@ def audit_config(phi: str | Path | BaseConfig, format: str | None = None, candid
     if isinstance(phi, BaseConfig):
         config = audit_config_of(phi)
     elif str(phi).endswith(".toml"):
-        config = audit_config_of(load_config(phi))
+        config = load_config(phi, AuditConfig)
     else:
         config = AuditConfig()
         config.model.phi = str(phi)
