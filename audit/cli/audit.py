@@ -68,7 +68,7 @@ def register(commands) -> None:
                             "for files you made or trust")
     audit.add_argument("--rank-by", metavar="ATTACK",
                        help="the attack to rank by: " + ", ".join(RANKINGS) + " (offline LiRA shown as its "
-                            "p-value, online as its log-likelihood ratio; -global: pooled variance, -shrunk: "
+                            "p-value, online as its log-likelihood ratio; _global: pooled variance, _shrunk: "
                             "variance shrunk towards a prior); default recommended: the attack docs/attacks.md "
                             "recommends for --shadows (said in the output)")
     audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
