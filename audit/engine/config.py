@@ -221,9 +221,6 @@ class Config(BaseConfig):
         return d
 
 
-RunConfig = Config
-
-
 @dataclass
 class AuditConfig(BaseConfig):
     """The configuration of ``topicaudit audit``: a released model ([model]), candidates ([corpus]), reference
