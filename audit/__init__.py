@@ -11,8 +11,9 @@ the same jobs:
   ``CheckResult`` whose ``violated`` is the verdict;
 - ``assert_privacy(config, epsilon)``: run and check in one call (for tests);
 - ``report(paths)``: the report page of finished runs and sweeps;
-- ``load_config(path)`` / ``Config``: the configuration both the TOML files
-  and the command-line flags build (docs/configuration.md).
+- ``load_config(path)`` / ``Config`` (``run``) / ``AuditConfig`` (``audit``):
+  the configuration both the TOML files and the command-line flags build
+  (docs/configuration.md).
 
 Packages, lowest layer first (each imports only its own layer or lower ones):
 ``topicaudit.targets`` (learners, DP mechanisms, guarantees),
@@ -26,7 +27,7 @@ import importlib
 
 from topicaudit.version import __version__
 
-API = ("Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report", "run")
+API = ("AuditConfig", "Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report", "run")
 __all__ = [*API, "__version__"]
 
 

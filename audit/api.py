@@ -10,17 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.engine.check import CheckResult, assert_privacy, check_run
-from topicaudit.engine.config import Config, config_from_dict, load_config
-from topicaudit.engine.run import run_audit
-from topicaudit.engine.user_audit import UserAuditSpec, audit_config, run_user_audit
+from topicaudit.engine.audit import audit_config, execute_audit
+from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config
+from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
 
-def as_config(config: Config | str | Path | dict[str, Any] | None = None) -> Config:
-    """A Config from a Config, a TOML file's path, or a dict shaped like the TOML (None: the demo)."""
+def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None = None) -> Config | AuditConfig:
+    """A configuration from a Config or AuditConfig, a TOML file's path, or a dict shaped like the TOML (None: the
+    demo run); a TOML naming a released model ([model] phi) gives an AuditConfig."""
     if config is None:
         return Config()
-    if isinstance(config, Config):
+    if isinstance(config, (Config, AuditConfig)):
         return config
     if isinstance(config, dict):
         return config_from_dict(config)
@@ -32,20 +33,20 @@ def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool 
 
     Returns the content of the run directory's ``results.json``; an interrupted run resumes.
     """
-    return run_audit(as_config(config), quiet=quiet)
+    return execute_run(as_config(config), quiet=quiet)
 
 
-def audit_model(phi: str | Path | Config, candidates: str | Path | None = None, reference: str | Path | None = None,
+def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = None, reference: str | Path | None = None,
                 quiet: bool = True, **settings: Any) -> dict[str, Any]:
     """Rank candidate documents by membership evidence against a released Φ (``topicaudit audit``).
 
-    phi: Φ's file, a TOML configuration file, or a Config ([model], [corpus] =
+    phi: Φ's file, a TOML configuration file, or an AuditConfig ([model], [corpus] =
     the candidates, [reference]); ``settings`` are the command's flags by name
     (vocabulary, shadows, learner, k, params, rank_by, output, …) and override
     the file. Returns ``audit.json``'s content.
     """
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
-    return run_user_audit(UserAuditSpec.from_config(config), quiet=quiet)
+    return execute_audit(config, quiet=quiet)
 
 
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
@@ -59,5 +60,5 @@ def report(paths: list[str | Path], output: str | Path | None = None, **options:
     return build_report(paths, output, **options)
 
 
-__all__ = ["Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report",
+__all__ = ["AuditConfig", "Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report",
            "run"]

@@ -96,12 +96,12 @@ def run_dir(out: Path, group: str, seed: int) -> Path:
 
 def _run_one(config: dict, path: str) -> float:
     from topicaudit.engine.config import config_from_dict
-    from topicaudit.engine.run import run_audit
+    from topicaudit.engine.run import execute_run
 
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     config = config_from_dict({**config, "output": path})
     started = time.perf_counter()
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     return time.perf_counter() - started
 
 

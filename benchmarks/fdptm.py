@@ -8,7 +8,7 @@ Usage (from the repository root):
 
 Every part is resumable: (a)/(b) keep each finished fit in
 ``benchmarks/results/fdptm/utility.json``; (c) keeps one run directory per
-setting and replicate under ``runs/fdptm/`` (``run_audit`` resumes a partial
+setting and replicate under ``runs/fdptm/`` (``execute_run`` resumes a partial
 run; a finished one is read back). Outputs go to ``benchmarks/results/fdptm/``:
 ``fdptm.md`` (tables) and PNG figures.
 
@@ -228,7 +228,7 @@ def lira_settings(calibration: str) -> dict[str, dict]:
 
 def run_lira(replicates: int, shadows: int, num_cpus: int, only: list[str] | None, calibration: str) -> dict:
     from topicaudit.engine.config import config_from_dict
-    from topicaudit.engine.run import run_audit
+    from topicaudit.engine.run import execute_run
 
     results = {}
     settings = lira_settings(calibration)
@@ -249,7 +249,7 @@ def run_lira(replicates: int, shadows: int, num_cpus: int, only: list[str] | Non
                 "attack": {"shadows": shadows}, "ray": {"num_cpus": num_cpus},
             })
             t0 = time.perf_counter()
-            results[(name, rep)] = run_audit(config, quiet=False)
+            results[(name, rep)] = execute_run(config, quiet=False)
             print(f"  {name} r{rep}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return results
 

@@ -108,7 +108,7 @@ def main() -> None:
                     r = audit(model, d, label, args.shadows, seed, args.num_cpus, extra)
                     is_member = truth[[int(row["candidate"]) for row in r["rows"]]]
                     ranking = roc_auc_score(is_member, [-int(row["rank"]) for row in r["rows"]])
-                    online = roc_auc_score(is_member, [float(row["online_llr"]) for row in r["rows"]])
+                    online = roc_auc_score(is_member, [float(row["lira_online"]) for row in r["rows"]])
                     line = (f"| {library} | {seed} | {r['learner']['name']} | {ranking:.3f} | {online:.3f} | "
                             f"{r['wall']:.0f} | {train_s:.1f} |")
                     print(line, file=sys.stderr, flush=True)

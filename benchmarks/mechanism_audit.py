@@ -25,7 +25,7 @@ from pathlib import Path
 
 from topicaudit.engine.check import check_run
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
@@ -79,7 +79,7 @@ def run_one(out: Path, cfg: dict) -> dict:
     path = out / cfg["name"]
     start = time.perf_counter()
     if not (path / "results.json").exists():
-        run_audit(config_from_dict({**cfg, "output": str(path)}), quiet=True)
+        execute_run(config_from_dict({**cfg, "output": str(path)}), quiet=True)
     seconds = time.perf_counter() - start
     verdict = check_run(path)
     results = json.loads((path / "results.json").read_text())

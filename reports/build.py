@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import disk_full
 from topicaudit.engine.validation import check_output_directory
@@ -53,6 +54,8 @@ class _Figures:
 
 
 def _check_attack(collection: Collection, attack: str) -> None:
+    if attack not in ATTACKS:
+        raise UserError(f"--attack {attack!r}: unknown attack; known: {', '.join(ATTACKS)}")
     for run in collection.runs:
         if not run.results.get("attacks"):
             continue  # a canary-only audit (--shadows 0): its verdict and canary scores are reported

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from topicaudit.engine.config import Config, config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -91,4 +91,4 @@ def small_settings() -> dict:
 def finished_run(tmp_path_factory) -> tuple[Config, dict]:
     """(configuration, results) of the small audit, run once per session; never change or resume it."""
     config = make_small_config(tmp_path_factory.mktemp("finished"))
-    return config, run_audit(config, quiet=True)
+    return config, execute_run(config, quiet=True)

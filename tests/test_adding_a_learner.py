@@ -10,7 +10,7 @@ import pytest
 
 from planted import matched_topic_errors, planted_corpus
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 from topicaudit.targets import LEARNERS, build_target
 
@@ -59,7 +59,7 @@ def test_the_documented_learner_is_audited_end_to_end(nmf_learner, tmp_path):
     config = config_from_dict({"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"learner": "nmf", "k": 3},
                                "attack": {"shadows": 0, "canaries": {"count": 100}},
                                "output": str(tmp_path / "run")})
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert results["target"]["learner"] == "nmf"
     assert results["target"]["guarantee"]["epsilon"] is None
     assert results["canaries"]["members"] > 0

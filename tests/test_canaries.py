@@ -11,7 +11,7 @@ from topicaudit.engine.check import check_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.bounds.epsilon import eps_lb_one_run
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
 
@@ -115,7 +115,7 @@ def _config(tmp_path, name, learner, params, count=300, under_noise=1.0, kind="a
 
 def test_the_gate_passes_a_correct_mechanism_and_catches_it_under_noised(tmp_path, capsys):
     for name, factor, code in (("correct", 1.0, 0), ("broken", 10.0, 1)):
-        results = run_audit(_config(tmp_path, name, "dp-cgs", {"epsilon": 1.0, "n_iter": 30}, under_noise=factor),
+        results = execute_run(_config(tmp_path, name, "dp-cgs", {"epsilon": 1.0, "n_iter": 30}, under_noise=factor),
                             quiet=True)
         assert results["ray"]["address"].startswith("none")  # a canary-only audit starts no cluster
         # dp-cgs claims replace-one privacy: paired canaries, 4× its cap of 32 tokens, scored on its noisy counts
@@ -134,19 +134,19 @@ def test_the_gate_passes_a_correct_mechanism_and_catches_it_under_noised(tmp_pat
 
 def test_word_level_claims_are_tested_by_word_canaries(tmp_path, capsys):
     config = _config(tmp_path, "lp", "lp-lda", {"epsilon": 1.0, "n_iter": 20}, under_noise=10.0)
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     assert json.loads((tmp_path / "lp" / "results.json").read_text())["canaries"]["kind"] == "word"
     result = check_run(tmp_path / "lp")
     assert result.adjacency == "word" and result.violated
     # without word canaries a word-level claim cannot be held to a document membership audit
     config = _config(tmp_path, "lp-doc", "lp-lda", {"epsilon": 1.0, "n_iter": 20}, kind="unique-word")
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     assert main(["check", str(tmp_path / "lp-doc")]) == 2
     assert "word canaries" in capsys.readouterr().err
 
 
 def test_scores_that_do_not_match_the_coins_are_refused(tmp_path, capsys):
-    run_audit(_config(tmp_path, "c", "dp-cgs", {"epsilon": 1.0, "n_iter": 10}, count=50), quiet=True)
+    execute_run(_config(tmp_path, "c", "dp-cgs", {"epsilon": 1.0, "n_iter": 10}, count=50), quiet=True)
     path = tmp_path / "c" / "canary_scores.npz"
     with np.load(path) as z:
         arrays = dict(z)
@@ -158,10 +158,10 @@ def test_scores_that_do_not_match_the_coins_are_refused(tmp_path, capsys):
 
 def test_a_canary_run_resumes_without_refitting(tmp_path):
     config = _config(tmp_path, "r", "lda", {"max_iter": 5}, count=40)
-    first = run_audit(config, quiet=True)
+    first = execute_run(config, quiet=True)
     model = tmp_path / "r" / "models" / "canary-target.npz"
     stamp = model.stat().st_mtime_ns
-    again = run_audit(config, quiet=True)
+    again = execute_run(config, quiet=True)
     assert model.stat().st_mtime_ns == stamp and again["resumed"]
     assert again["canaries"]["epsilon_lower_bounds"] == first["canaries"]["epsilon_lower_bounds"]
 
@@ -202,7 +202,7 @@ def test_shadow_canary_releases_add_lira_scores_on_the_canaries(tmp_path):
     config = _config(tmp_path, "s", "lda", {"max_iter": 5}, count=60, kind="natural")
     config.attack.canaries.shadows = 4
     config.ray.num_cpus = 2
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert results["canaries"]["shadows"] == 4 and set(results["canaries"]["scores"]) == {
         "zeta", "lira_online", "lira_offline"}
     with np.load(tmp_path / "s" / "canaries.npz") as z:
@@ -235,6 +235,6 @@ def test_a_sweep_of_canary_audits_tabulates_their_bounds(tmp_path, capsys):
 def test_check_uses_the_runs_alpha_unless_told_otherwise(tmp_path):
     config = _config(tmp_path, "a", "dp-cgs", {"epsilon": 1.0, "n_iter": 10}, count=100)
     config.attack.alpha = 0.2
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     assert check_run(tmp_path / "a").alpha == 0.2
     assert check_run(tmp_path / "a", alpha=0.01).alpha == 0.01

@@ -9,7 +9,7 @@ import pytest
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 
 # A canary-only audit: one fit, no Ray, a few seconds; the non-private learner is refuted at small ε.
 CANARY_ONLY = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"k": 3},
@@ -104,7 +104,7 @@ def test_a_dp_target_checked_against_its_own_claim_is_consistent(tmp_path, capsy
     out = tmp_path / "dp"
     config = {**small_settings, "output": str(out), "attack": {"shadows": 2},  # two shadows suffice for a verdict
               "target": {"k": 4, "learner": "dp-cgs", "vocabulary": "all", "params": {"epsilon": 2.0}}}
-    results = run_audit(config_from_dict(config), quiet=True)
+    results = execute_run(config_from_dict(config), quiet=True)
     assert results["target"]["guarantee"]["epsilon"] == 2.0
     assert main(["check", str(out)]) == 0
     # LiRA on natural documents cannot tell this learner's members apart: not refuted, and said to be no signal
@@ -118,7 +118,7 @@ def test_a_word_level_claim_is_not_held_against_a_document_audit(tmp_path, capsy
     config = config_from_dict({**small_settings, "target": {"k": 4, "learner": "lp-lda", "vocabulary": "all",
                                                             "params": {"epsilon": 1.0, "n_iter": 20}},
                                "attack": {"shadows": 2}, "output": str(out)})
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     assert main(["check", str(out)]) == 2
     err = capsys.readouterr().err
     assert "per word (local-word adjacency)" in err and "--epsilon" in err and "Traceback" not in err

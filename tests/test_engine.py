@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -53,7 +53,7 @@ def test_scores_agree_with_metrics_and_the_attack_beats_chance(finished_run):
 def test_same_configuration_gives_identical_numbers(tmp_path, finished_run, small_config):
     config, results = finished_run
     again = small_config(tmp_path, "again")
-    second = run_audit(again, quiet=True)
+    second = execute_run(again, quiet=True)
     assert second["attacks"] == results["attacks"]
     first_scores, second_scores = load_scores(config.run_dir), load_scores(again.run_dir)
     for name in first_scores:
@@ -78,7 +78,7 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run, small
     survivors = {p.name: p.stat().st_mtime_ns for p in (run_dir / "models").glob("shadow-*.npz")}
     assert 3 <= len(survivors) < 8 and not (run_dir / "results.json").exists()
 
-    resumed = run_audit(small_config(tmp_path, "interrupted", ray={"num_cpus": 1}), quiet=True)
+    resumed = execute_run(small_config(tmp_path, "interrupted", ray={"num_cpus": 1}), quiet=True)
     assert resumed["resumed"] is True
     for name, mtime in survivors.items():
         assert (run_dir / "models" / name).stat().st_mtime_ns == mtime, f"{name} was refitted"
@@ -93,7 +93,7 @@ def test_a_different_configuration_cannot_reuse_the_directory(finished_run, smal
     config, _ = finished_run
     changed = small_config(config.run_dir.parent, config.run_dir.name, seed=1)
     with pytest.raises(UserError, match="different configuration"):
-        run_audit(changed, quiet=True)
+        execute_run(changed, quiet=True)
 
 
 def _free_port():
@@ -108,7 +108,7 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
     config = small_config(tmp_path, "too-large", target={"learner": "lppf", "vocabulary": "all",
                                                           "params": {"epsilon": 1.0, "max_cells": 1000}})
     with pytest.raises(UserError, match=r"LocallyPrivatePoissonFactorization.*too large.*max_words"):
-        run_audit(config, quiet=True)
+        execute_run(config, quiet=True)
     assert not config.run_dir.exists()
 
 
@@ -117,7 +117,7 @@ def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config):
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})
     with pytest.raises(UserError, match="nothing is listening"):
-        run_audit(config, quiet=True)
+        execute_run(config, quiet=True)
     assert not config.run_dir.exists()
 
 
@@ -128,7 +128,7 @@ def test_real_pheme_audit_with_four_shadows(tmp_path, pheme_path):
     """
     config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
                                "attack": {"shadows": 4}, "seed": 0, "output": str(tmp_path / "pheme")})
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert results["corpus"]["n_docs"] == 5698
     assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
     attacks = results["attacks"]
@@ -143,7 +143,7 @@ def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path, pheme_path):
     """The paper's corpus and learner, 16 shadows: the leak is already visible."""
     config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
                                "attack": {"shadows": 16}, "seed": 0, "output": str(tmp_path / "pheme")})
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert results["corpus"]["n_docs"] == 5698
     assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
     attacks = results["attacks"]
@@ -158,7 +158,7 @@ def test_real_pheme_audit_reproduces_the_paper(tmp_path, pheme_path):
     """The paper's setting (k=5, N=128): online TPR at 0.1% FPR near 12.8%, AUC near 0.76."""
     config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
                                "attack": {"shadows": 128}, "seed": 2, "output": str(tmp_path / "pheme")})
-    attacks = run_audit(config, quiet=True)["attacks"]
+    attacks = execute_run(config, quiet=True)["attacks"]
     assert attacks["lira_online"]["auc"] > 0.74
     assert attacks["lira_online"]["tpr_at_fpr_0.001"] > 0.08
     assert attacks["lira_offline"]["auc"] > 0.76
@@ -187,18 +187,18 @@ def test_resume_follows_the_corpus_content_not_its_spelling_or_the_working_direc
                                  "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": str(output)})
 
     monkeypatch.chdir(tmp_path)
-    first = run_audit(config("./data/corpus.json"), quiet=True)
+    first = execute_run(config("./data/corpus.json"), quiet=True)
     model = output / "models" / "canary-target.npz"
     fitted_at = model.stat().st_mtime_ns
     monkeypatch.chdir(data)
-    again = run_audit(config("../data/../data/corpus.json"), quiet=True)
+    again = execute_run(config("../data/../data/corpus.json"), quiet=True)
     assert again["resumed"] is True and again["config_hash"] == first["config_hash"]
     assert model.stat().st_mtime_ns == fitted_at, "the canary release was refitted"
     assert again["canaries"]["epsilon_lower_bounds"] == first["canaries"]["epsilon_lower_bounds"]
 
     _write_json_corpus(data / "corpus.json", seed=1)  # same path, other documents
     with pytest.raises(UserError, match="different configuration"):
-        run_audit(config("corpus.json"), quiet=True)
+        execute_run(config("corpus.json"), quiet=True)
 
 
 def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_path, small_config):
@@ -207,7 +207,7 @@ def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_pa
 
     config = small_config(tmp_path, "warn", synthetic={"n_docs": 60, "n_words": 200},
                           attack={"shadows": 2, "tol": 1e-300})
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert any("solve_zeta" in message and "gap > tol" in message for message in results["warnings"])
     saved = json.loads((config.run_dir / "results.json").read_text())
     assert saved["warnings"] == results["warnings"]

@@ -240,11 +240,11 @@ def test_recommended_attack_rule():
     assert [recommended_attack(n) for n in (2, 4, 8, 16, 64, 128, 1000)] == ["lira_offline_shrunk"] * 7
     with pytest.raises(ValueError):
         recommended_attack(0)
-    from topicaudit.engine.user_audit import resolve_ranking
-    assert resolve_ranking("recommended", 4) == ("offline-shrunk", True)
-    assert resolve_ranking("recommended", 128) == ("offline-shrunk", True)
-    assert resolve_ranking("recommended", 1) == ("rmia-online", True)
-    assert resolve_ranking("online-global", 4) == ("online-global", False)
+    from topicaudit.attacks.ranking import resolve_ranking
+    assert resolve_ranking("recommended", 4) == ("lira_offline_shrunk", True)
+    assert resolve_ranking("recommended", 128) == ("lira_offline_shrunk", True)
+    assert resolve_ranking("recommended", 1) == ("rmia_online", True)
+    assert resolve_ranking("lira_online_global", 4) == ("lira_online_global", False)
 
 
 def test_attack_scores_has_stable_names_and_filters():

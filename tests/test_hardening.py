@@ -187,12 +187,13 @@ HOSTILE_CELLS = [
 
 
 def test_scores_csv_keeps_every_cell_in_its_cell():
-    from topicaudit.engine.user_audit import SCORE_COLUMNS, scores_csv
+    from topicaudit.attacks.ranking import SCORE_COLUMNS
+    from topicaudit.engine.rundir import scores_csv
 
     rows = [{**{c: 0.5 for c in SCORE_COLUMNS}, "rank": i + 1, "candidate": i, "id": f"doc{i}", "n_tokens": 3,
              "text": text} for i, text in enumerate(HOSTILE_CELLS)]
     rows.append({**rows[0], "id": "=evil()", "text": "fine"})
-    written = scores_csv(rows, show_text=True)
+    written = scores_csv(rows, SCORE_COLUMNS + ("text",))
     parsed = list(csv.reader(io.StringIO(written, newline="")))
     assert len(parsed) == len(rows) + 1  # no cell broke out into a row of its own
     for row, record in zip(parsed[1:], rows):

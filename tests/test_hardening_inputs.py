@@ -166,7 +166,7 @@ def test_saved_settings_of_the_wrong_type_name_the_setting(tmp_path, setting, va
 
 def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
     """The learner's own range check names the saved model, not a --param the user never passed."""
-    from topicaudit.engine import user_audit
+    from topicaudit.engine.audit import audit_config, load_audit_inputs
     from topicaudit.inputs import library_models
 
     real = library_models.load_tomotopy
@@ -179,10 +179,10 @@ def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
     monkeypatch.setattr("topicaudit.inputs.phi_io.load_tomotopy", with_negative_burn_in)
     path = saved_model(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps({"text": [["w1", "w2"], ["w3", "w4"]]}))
-    spec = user_audit.UserAuditSpec(phi=path, candidates=tmp_path / "c.json", reference=tmp_path / "c.json",
-                                    output=tmp_path / "out")
+    config = audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "c.json",
+                          output=str(tmp_path / "out"))
     with pytest.raises(UserError) as caught:
-        user_audit.prepare(spec)
+        load_audit_inputs(config)
     assert "--param" not in str(caught.value) and f"the settings saved in {path}" in str(caught.value)
 
 
@@ -236,7 +236,8 @@ def test_a_latin1_file_name_in_a_folder_corpus_is_a_printable_id(tmp_path):
 
 
 def test_scores_csv_of_a_surrogate_corpus_is_utf8(tmp_path):
-    from topicaudit.engine.user_audit import SCORE_COLUMNS, scores_csv
+    from topicaudit.attacks.ranking import SCORE_COLUMNS
+    from topicaudit.engine.rundir import scores_csv
 
     path = tmp_path / "c.json"
     path.write_text('{"text": ["cats \\ud800 dogs"]}')
@@ -244,7 +245,7 @@ def test_scores_csv_of_a_surrogate_corpus_is_utf8(tmp_path):
         corpus = load_corpus(path, preprocess=False)
     row = {c: 0.5 for c in SCORE_COLUMNS}
     row.update(id=corpus.doc_ids[0], text=corpus.texts[0])
-    scores_csv([row], show_text=True).encode("utf-8")
+    scores_csv([row], SCORE_COLUMNS + ("text",)).encode("utf-8")
 
 
 def test_reports_show_a_lone_surrogate_as_an_escape():
@@ -479,9 +480,9 @@ def test_bidi_marks_and_separators_are_shown_as_code_points(char):
 
 @pytest.mark.parametrize("lead", ["\x0b", "\x0c", "\u2028", "\u2029", "\x85", "\u00a0", " \u200b", "\ufeff"])
 def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
-    from topicaudit.engine.user_audit import _csv_cell
+    from topicaudit.engine.rundir import csv_cell
 
-    cell = _csv_cell(f"{lead}=HYPERLINK(\"http://x\")")
+    cell = csv_cell(f"{lead}=HYPERLINK(\"http://x\")")
     # the quote comes first, or right after a leading break (which the break rule quotes after)
     assert cell.startswith("'") or cell == f"{lead}'=HYPERLINK(\"http://x\")", repr(cell)
     assert cell.lstrip(" \x0b\x0c\x85\u00a0\u2028\u2029\u200b\ufeff").startswith("'"), repr(cell)
@@ -489,10 +490,10 @@ def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
 
 @pytest.mark.parametrize("separator", ["\x0b", "\u2028", "\u2029", "\x85"])
 def test_a_formula_after_any_kind_of_line_break_inside_a_cell_is_quoted(separator):
-    from topicaudit.engine.user_audit import _csv_cell
+    from topicaudit.engine.rundir import csv_cell
 
-    assert _csv_cell(f"id{separator}=1+1") == f"id{separator}'=1+1"
-    assert _csv_cell("a-b") == "a-b"
+    assert csv_cell(f"id{separator}=1+1") == f"id{separator}'=1+1"
+    assert csv_cell("a-b") == "a-b"
 
 
 def test_a_fifo_as_the_configuration_file_is_refused_at_once(tmp_path, fifo):

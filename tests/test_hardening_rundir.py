@@ -20,7 +20,7 @@ from topicaudit.cli.main import main
 from topicaudit.engine import manifest
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ CLAIM = "0.01"  # plain LDA with canaries proves more than this
 def finished(tmp_path_factory):
     """A finished run with shadows and canaries whose check at ε = 0.01 is VIOLATED."""
     out = tmp_path_factory.mktemp("rundir") / "run"
-    run_audit(config_from_dict({**CONFIG, "output": str(out)}), quiet=True)
+    execute_run(config_from_dict({**CONFIG, "output": str(out)}), quiet=True)
     return out
 
 
@@ -196,7 +196,7 @@ def test_resuming_onto_a_swapped_target_is_exit_2(run, capsys):
     config = config_from_dict({**CONFIG, "output": str(run)})
     (run / "results.json").unlink()
     with pytest.raises(UserError, match="target.npz"):
-        run_audit(config, quiet=True)
+        execute_run(config, quiet=True)
 
 
 # -- exit 1 only with VIOLATED -------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, capsys):
 def test_the_lock_leaves_a_resumable_run(finished, run, capsys):
     assert (finished / ".lock").exists()
     config = config_from_dict({**CONFIG, "output": str(run)})
-    assert run_audit(config, quiet=True)["resumed"]
+    assert execute_run(config, quiet=True)["resumed"]
 
 
 # -- report writes only its own files -------------------------------------------------------------------

@@ -12,7 +12,8 @@ import pytest
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import main
-from topicaudit.engine.config import config_hash, load_config, to_toml
+from topicaudit.engine.config import config_hash, load_config
+from topicaudit.engine.toml_writer import to_toml
 from topicaudit.engine.rundir import atomic_write_text, load_audit_corpus
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint

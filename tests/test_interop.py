@@ -405,12 +405,12 @@ def test_audit_a_trusted_gensim_model_from_an_mm_corpus(tmp_path, ray_cluster, c
 
 
 def test_another_learner_than_the_models_is_said_and_drops_its_settings(tmp_path, docs):
-    from topicaudit.engine.user_audit import UserAuditSpec, prepare
+    from topicaudit.engine.audit import audit_config, load_audit_inputs
 
     path = saved_tomotopy(tmp_path, docs[:60])
     (tmp_path / "c.json").write_text(json.dumps({"text": docs[60:90]}))
     (tmp_path / "r.json").write_text(json.dumps({"text": docs[90:]}))
-    prep = prepare(UserAuditSpec(phi=str(path), candidates=str(tmp_path / "c.json"),
-                                 reference=str(tmp_path / "r.json"), learner="cgs", shadows=2))
-    assert prep.learner == "cgs" and prep.params == {}
-    assert any("trained with tomotopy" in note for note in prep.notes)
+    config, inputs = load_audit_inputs(audit_config(path, candidates=tmp_path / "c.json",
+                                                    reference=tmp_path / "r.json", learner="cgs", shadows=2))
+    assert config.model.learner == "cgs" and config.model.params == {}
+    assert any("trained with tomotopy" in note for note in inputs.notes)

@@ -142,7 +142,7 @@ def test_imports_inside_functions_are_optional_dependencies_with_a_reason(module
 
 
 @pytest.mark.parametrize("source", [
-    "from topicaudit.engine.run import run_audit\n",
+    "from topicaudit.engine.run import execute_run\n",
     "import topicaudit.reports.html\n",
     "from ..engine import run\n",                       # relative, resolved from topicaudit.targets
     "def f():\n    from topicaudit.cli import main  # lazily\n",

@@ -22,7 +22,7 @@ from topicaudit.attacks.mechanism import (
 from topicaudit.bounds.one_run import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner
@@ -182,7 +182,7 @@ def test_paired_canaries_train_exactly_one_document_of_each_pair():
 
 
 def test_replace_one_claims_get_paired_canaries_longer_than_the_cap(tmp_path):
-    results = run_audit(config_from_dict({
+    results = execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / "r"),
         "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all", "params": {"epsilon": 2.0, "n_iter": 10,
                                                                                   "max_doc_length": 8}},
@@ -204,7 +204,7 @@ def test_the_curve_bound_of_a_pure_profile_is_the_pure_f_dp_bound():
 
 def test_tied_scores_give_no_signal_and_never_a_ceiling(tmp_path, capsys):
     # A DP vocabulary step releases no canary's fresh word, so every score of the release ties.
-    run_audit(config_from_dict({**SMALL_CORPUS, "output": str(tmp_path / "t"),
+    execute_run(config_from_dict({**SMALL_CORPUS, "output": str(tmp_path / "t"),
                                 "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-laplace"},
                                 "attack": {"shadows": 0, "canaries": {"count": 60, "kind": "unique-word",
                                                                        "observe": "release"}}}), quiet=True)
@@ -232,7 +232,7 @@ def test_power_simulation_scores_like_the_audit_and_grows_with_the_factor():
 
 # -- the gate: correct learners pass, planted bugs are caught --------------------------------------
 def _gate(tmp_path, name, learner, params, bug="", count=400, k=3):
-    run_audit(config_from_dict({
+    execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / name),
         "target": {"learner": learner, "k": k, "vocabulary": "all", "params": params, "test_bug": bug},
         "attack": {"shadows": 0, "canaries": {"count": count}}}), quiet=True)
@@ -325,7 +325,7 @@ def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_
 
 def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys):
     def audit(name, bug=""):
-        run_audit(config_from_dict({
+        execute_run(config_from_dict({
             **SMALL_CORPUS, "output": str(tmp_path / name),
             "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-laplace", "vocabulary_params": {"epsilon": 2.0},
                        "test_bug": bug},
@@ -339,7 +339,7 @@ def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys)
 
 
 def test_a_gaussian_vocabulary_step_is_also_tested_against_its_own_curve(tmp_path, capsys):
-    run_audit(config_from_dict({
+    execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / "g"),
         "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-gaussian", "vocabulary_params": {"epsilon": 2.0}},
         "attack": {"shadows": 0, "canaries": {"count": 400, "kind": "threshold"}}}), quiet=True)

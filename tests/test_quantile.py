@@ -91,9 +91,9 @@ def test_registry_adds_quantile_regression_only_with_word_counts():
 
 
 def test_run_computes_quantile_regression_with_few_shadows_or_when_named():
-    from topicaudit.attacks.registry import wants_quantile_regression
+    from topicaudit.attacks.registry import requested_attacks
 
-    assert wants_quantile_regression(8, [])
-    assert not wants_quantile_regression(64, [])
-    assert wants_quantile_regression(64, ["lira_online", "quantile_regression"])
-    assert not wants_quantile_regression(8, ["lira_online"])
+    assert "quantile_regression" in requested_attacks(8, [])
+    assert "quantile_regression" not in requested_attacks(64, [])
+    assert "quantile_regression" in requested_attacks(64, ["lira_online", "quantile_regression"])
+    assert "quantile_regression" not in requested_attacks(8, ["lira_online"])

@@ -14,7 +14,7 @@ from topicaudit.engine.config import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.engine.parallel import ray_session
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.engine.sweep import run_sweep
 from topicaudit.reports import figures, ledger, risk
 from topicaudit.reports.build import build_report
@@ -57,9 +57,9 @@ def runs(tmp_path_factory):
     text_corpus(corpus)
     with ray_session("", 1):
         run_sweep(_config(name="tiny"), "target.k", [2, 3], 2, tmp / "sweep", quiet=True)
-        run_audit(_config(output=str(tmp / "other-corpus"), **{"synthetic.n_docs": 150}), quiet=True)
-        run_audit(_config(output=str(tmp / "all-vocab"), **{"target.vocabulary": "all"}), quiet=True)
-        run_audit(_config(output=str(tmp / "text"), **{"corpus.path": str(corpus), "corpus.preprocess": False}),
+        execute_run(_config(output=str(tmp / "other-corpus"), **{"synthetic.n_docs": 150}), quiet=True)
+        execute_run(_config(output=str(tmp / "all-vocab"), **{"target.vocabulary": "all"}), quiet=True)
+        execute_run(_config(output=str(tmp / "text"), **{"corpus.path": str(corpus), "corpus.preprocess": False}),
                   quiet=True)
     return tmp
 
@@ -283,8 +283,8 @@ def test_bad_inputs_are_user_errors(runs, tmp_path):
     (unfinished / "results.json").unlink()
     with pytest.raises(UserError, match="unfinished run"):
         collect([unfinished])
-    with pytest.raises(UserError, match="no scores for attack 'nope'"):
-        build_report([runs / "text"], tmp_path / "r", attack="nope")
+    with pytest.raises(UserError, match="--attack 'nope': unknown attack; known: lira_online"):
+        build_report([runs / "text"], tmp_path / "r", attack="nope")  # names come from the attack registry
     damaged = tmp_path / "damaged-sweep"
     damaged.mkdir()
     (damaged / "sweep.json").write_text(json.dumps({"schema": "topicaudit.sweep/1", "parameter": "target.k"}))

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -141,7 +141,7 @@ def report(tmp_path_factory):
     texts[2] = f"{IMG_TEXT} {texts[2]}"
     corpus = tmp / "texts.json"
     corpus.write_text(json.dumps({"text": texts}))
-    run_audit(config_from_dict({"corpus": {"path": str(corpus), "preprocess": False}, "target": {"k": 2},
+    execute_run(config_from_dict({"corpus": {"path": str(corpus), "preprocess": False}, "target": {"k": 2},
                                 "attack": {"shadows": 4}, "ray": {"num_cpus": 1}, "name": "browser",
                                 "output": str(tmp / "run")}), quiet=True)
     return build_report([tmp / "run"], tmp / "report", top=len(texts), show_text=True)
@@ -208,7 +208,7 @@ LAYOUT = """JSON.stringify({
 def canary_report(tmp_path_factory):
     """A run with shadow models and canaries: its verdict comes from both, its ledger has every column."""
     tmp = tmp_path_factory.mktemp("browser-canaries")
-    run_audit(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
+    execute_run(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
                                 "attack": {"shadows": 4, "canaries": {"count": 200}}, "ray": {"num_cpus": 1},
                                 "output": str(tmp / "run")}), quiet=True)
     return build_report([tmp / "run"], tmp / "report")

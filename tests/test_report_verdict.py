@@ -4,7 +4,7 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.engine.check import check_run
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.reports import figures
 from topicaudit.reports.build import build_report
 from topicaudit.reports.collect import read_run
@@ -15,7 +15,7 @@ from topicaudit.reports.verdict import run_verdict
 def canary_run(tmp_path_factory):
     """A canary-only audit (no shadow model, no Ray): the README's headline audit, small."""
     out = tmp_path_factory.mktemp("canaries") / "run"
-    run_audit(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
+    execute_run(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
                                 "attack": {"shadows": 0, "canaries": {"count": 200}}, "output": str(out)}),
               quiet=True)
     return out

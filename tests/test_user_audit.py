@@ -132,17 +132,17 @@ def test_ranks_hidden_pheme_members_above_non_members(pheme_export, ray_cluster,
     # The ranking the command outputs (recommended for 16 shadows: offline LiRA with shrunk variance;
     # plain offline LiRA measured AUC 0.84-0.88 over four splits (seeds 0-3) with 16 shadows); chance is 0.5.
     ranking_auc = auc([-int(r["rank"]) for r in rows], is_member)
-    online_auc = auc([float(r["online_llr"]) for r in rows], is_member)  # measured 0.80-0.86
+    online_auc = auc([float(r["lira_online"]) for r in rows], is_member)  # measured 0.80-0.86
     print(f"AUC from the hidden truth: ranking (offline) {ranking_auc:.3f}, online {online_auc:.3f}; "
           f"wall {result['timings_s']['total']} s")
     assert ranking_auc > 0.75
     assert online_auc > 0.70
-    assert auc([-float(r["offline_shrunk_p"]) for r in rows], is_member) == pytest.approx(ranking_auc, abs=0.01)
-    assert result["ranking"]["rank_by"] == "offline-shrunk" and result["ranking"]["recommended"]
+    assert auc([-float(r["lira_offline_shrunk_p"]) for r in rows], is_member) == pytest.approx(ranking_auc, abs=0.01)
+    assert result["ranking"]["rank_by"] == "lira_offline_shrunk" and result["ranking"]["recommended"]
     assert "recommended for 16 shadow models" in out
 
     # The files say what was audited and how.
-    assert result["schema"] == "topicaudit.user-audit/1"
+    assert result["schema"] == "topicaudit.user-audit/2"
     from topicaudit.inputs.phi_io import sha256_of
     assert result["inputs"]["phi"]["sha256"] == sha256_of(d / "phi.npy")
     assert result["inputs"]["phi"]["k"] == 5
@@ -154,7 +154,7 @@ def test_ranks_hidden_pheme_members_above_non_members(pheme_export, ray_cluster,
     assert len(rows) == cands["n_scored"] == 400 - cands["n_dropped_empty"]
     assert sorted(int(r["candidate"]) for r in rows) == sorted(set(range(400)) - set(cands["dropped_empty"]))
     assert [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
-    p = np.array([float(r["offline_shrunk_p"]) for r in rows])
+    p = np.array([float(r["lira_offline_shrunk_p"]) for r in rows])
     assert np.all(np.diff(p) >= 0), "the default ranking (recommended) orders by the shrunk offline p-value"
     population = np.array([float(r["rmia_population"]) for r in rows])
     assert ((population >= 0) & (population <= 1)).all()
@@ -378,13 +378,17 @@ def test_bad_files_are_refused(tiny, capsys, make, needles):
 
 
 @pytest.mark.parametrize("extra, needles", [
-    (("--learner", "nope"), ("unknown learner 'nope' (--learner)", "lda")),
+    (("--learner", "nope"), ("unknown learner 'nope' ([model] learner, --learner)", "lda")),
     (("--param", "bogus=1"), ("unknown parameter(s) bogus for learner 'lda' in --param", "max_iter")),
     (("--param", "max_iter"), ("--param 'max_iter': expected NAME=VALUE",)),
-    (("--shadows", "3"), ("--shadows must be an even number",)),
+    (("--shadows", "3"), ("[attack] shadows (--shadows) must be an even number",)),
     (("--k", "1"), ("--k",)),
     (("--candidates-option", "vocabulary=x"), ("--candidates-option vocabulary",)),
-], ids=["unknown-learner", "unknown-param", "param-syntax", "odd-shadows", "k", "reserved-option"])
+    (("--rank-by", "offline-shrunk"), ("--rank-by) 'offline-shrunk'", "named after their attacks",
+                                       "use 'lira_offline_shrunk'")),
+    (("--rank-by", "zeta"), ("unknown ranking 'zeta'", "lira_offline_shrunk")),
+], ids=["unknown-learner", "unknown-param", "param-syntax", "odd-shadows", "k", "reserved-option", "old-ranking-name",
+        "unknown-ranking"])
 def test_bad_settings_are_refused(tiny, capsys, extra, needles):
     code, out, err = run_cli(capsys, *tiny_args(tiny, *extra))
     assert_refused(code, out, err, tiny / "run", *needles)
@@ -468,9 +472,9 @@ def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, ray_cluste
     assert code == 0, err
     raw = (tiny / "run" / "scores.csv").read_bytes().decode("utf-8")  # keep \r\n inside cells as written
     rows = list(csv.DictReader(io.StringIO(raw, newline="")))
-    assert len(rows) == 30 and list(rows[0]) == ["rank", "candidate", "id", "n_tokens", "zeta", "online_llr",
-                                                 "online_llr_global", "offline_p", "offline_p_global",
-                                                 "online_shrunk_llr", "offline_shrunk_p", "rmia_online",
+    assert len(rows) == 30 and list(rows[0]) == ["rank", "candidate", "id", "n_tokens", "zeta", "lira_online",
+                                                 "lira_online_global", "lira_offline_p", "lira_offline_global_p",
+                                                 "lira_online_shrunk", "lira_offline_shrunk_p", "rmia_online",
                                                  "rmia_offline", "rmia_population", "quantile_regression", "text"]
     by_candidate = {int(r["candidate"]): r["text"] for r in rows}
     for i, text in enumerate(TRICKY, start=25):
@@ -522,10 +526,10 @@ def test_an_interrupted_audit_resumes_with_identical_scores(tiny, ray_cluster, c
     assert models[0].stat().st_mtime_ns == stamp, "finished models are reused, not refitted"
     assert (run / "scores.csv").read_bytes() == first
     # Presentation flags do not change the shadows: the directory is reused as it is.
-    code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "online", "--top", 3))
+    code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "lira_online", "--top", 3))
     assert code == 0, err
     assert json.loads((run / "audit.json").read_text())["shadows"]["reused"] == 4
-    online = [float(r["online_llr"]) for r in read_scores(run / "scores.csv")]
+    online = [float(r["lira_online"]) for r in read_scores(run / "scores.csv")]
     assert online == sorted(online, reverse=True)
     # Different settings are refused, and the directory is left as it was.
     code, _, err = run_cli(capsys, *tiny_args(tiny, "--seed", 1))
@@ -539,33 +543,35 @@ def test_an_interrupted_audit_resumes_with_identical_scores(tiny, ray_cluster, c
 
 
 def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
-    from topicaudit.engine.user_audit import candidate_scores, ranking
+    from topicaudit.attacks.ranking import candidate_scores, ranking, score_columns
+    from topicaudit.attacks.registry import AttackInputs
 
     shadow = np.tile(np.array([[0.0], [1.0], [0.0], [1.0]]), (1, 4)) + np.arange(4) * 0.01
     shadow_in = np.array([[True], [False], [True], [False]]).repeat(4, axis=1)
     observed = np.array([200.0, 100.0, 0.5, 300.0])  # three far above every OUT shadow
-    scores = candidate_scores(observed, shadow, shadow_in)
-    assert scores["offline_p"][[0, 1, 3]].tolist() == [0.0, 0.0, 0.0]  # saturated
-    assert ranking(scores, "offline").tolist() == [3, 0, 1, 2]  # ...yet ranked by z
+    scores = candidate_scores(AttackInputs({"zeta": observed}, {"zeta": shadow}, shadow_in), "lira_offline")
+    assert score_columns(scores)["lira_offline_p"][[0, 1, 3]].tolist() == [0.0, 0.0, 0.0]  # saturated
+    assert ranking(scores, "lira_offline").tolist() == [3, 0, 1, 2]  # ...yet ranked by z
 
 
 def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
-    from topicaudit.engine.user_audit import UserAuditSpec, prepare
+    from topicaudit.engine.audit import audit_config, load_audit_inputs
 
     extra = [f"zz{i:03d}" for i in range(60)]  # words the corpora never use (as after a preprocessing mismatch)
     (tiny / "vocab.txt").write_text("\n".join(WORDS + extra) + "\n")
     np.save(tiny / "phi.npy", np.random.default_rng(0).dirichlet(np.ones(80), size=3))
     reference = json.loads((tiny / "ref.json").read_text())["text"]
     (tiny / "cand.json").write_text(json.dumps({"text": [reference[0], "nothing known", *reference[5:10]]}))
-    prep = prepare(UserAuditSpec(phi=str(tiny / "phi.npy"), vocabulary=str(tiny / "vocab.txt"),
-                                 candidates=str(tiny / "cand.json"), reference=str(tiny / "ref.json"),
-                                 preprocess=False, shadows=4, output=str(tiny / "run")))
-    notes = " | ".join(prep.notes)
-    unseen = prep.n_unseen_words
+    _, inputs = load_audit_inputs(audit_config(tiny / "phi.npy", candidates=tiny / "cand.json",
+                                               reference=tiny / "ref.json", vocabulary=str(tiny / "vocab.txt"),
+                                               preprocess=False, shadows=4,
+                                               output=str(tiny / "run")))
+    notes = " | ".join(inputs.notes)
+    unseen = inputs.n_unseen_words
     assert unseen >= 60 and f"{unseen} of the 80 vocabulary words occur in no candidate or reference document" in notes
     assert "1 candidate document(s) have no word of the vocabulary and are not scored (input positions 1)" in notes
     assert "6 candidate document(s) have the same word counts as a reference document" in notes
-    assert prep.candidates.n_docs == 6
+    assert inputs.candidates.n_docs == 6
     assert not (tiny / "run").exists()
 
 
@@ -597,6 +603,15 @@ def test_run_refuses_a_configuration_that_audits_a_released_model(tiny, capsys):
     assert code == 2 and "topicaudit audit CONFIG.toml" in capsys.readouterr().err
 
 
+def test_audit_refuses_a_run_configuration_naming_the_command_it_belongs_to(tiny, capsys):
+    (tiny / "run.toml").write_text('[target]\nk = 3\n')
+    code, _, err = run_cli(capsys, tiny / "run.toml")
+    assert code == 2 and "[target] belongs to `topicaudit run`, not to `topicaudit audit`" in err, err
+    (tiny / "half.toml").write_text('[model]\nvocabulary = "vocab.txt"\n')
+    code, _, err = run_cli(capsys, tiny / "half.toml")
+    assert code == 2 and "no model to audit" in err, err
+
+
 def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsys):
     import topicaudit
 
@@ -610,7 +625,7 @@ def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsy
 
 
 def test_quantile_regression_ranks_the_candidates(tiny, ray_cluster, capsys):
-    code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "quantile", "--quiet"))
+    code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "quantile_regression", "--quiet"))
     assert code == 0, err
     rows = read_scores(tiny / "run" / "scores.csv")
     values = [float(r["quantile_regression"]) for r in rows]

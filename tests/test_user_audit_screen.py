@@ -2,7 +2,8 @@
 and statistics that few shadows cannot support are named instead of printed as 1e14 or p = 0."""
 from pathlib import Path
 
-from topicaudit.engine.user_audit import _score_text, ranked_table, unreliable_columns
+from topicaudit.attacks.ranking import unreliable_columns
+from topicaudit.cli.audit import _score_text, ranked_table
 
 
 def _result(n_shadows: int, by: str, rank_by: str, top: list[dict]) -> dict:
@@ -20,30 +21,31 @@ def _result(n_shadows: int, by: str, rank_by: str, top: list[dict]) -> dict:
 
 def _row(rank, shrunk_p, raw_p, llr):
     return {"rank": rank, "candidate": rank, "id": str(rank), "n_tokens": 10, "zeta": -30.0,
-            "offline_shrunk_p": shrunk_p, "offline_p": raw_p, "online_llr": llr}
+            "lira_offline_shrunk_p": shrunk_p, "lira_offline_p": raw_p, "lira_online": llr}
 
 
 def test_the_table_shows_the_score_it_ranks_by(capsys):
     # ranked by the shrunk p; the unshrunk p (out of order) must not be the column shown
     top = [_row(1, 1e-5, 2.9e-14, 2.8e14), _row(2, 3e-5, 1.9e-14, 3e14), _row(3, 2e-4, 0.0, 5.0)]
-    table = ranked_table(_result(2, "offline_shrunk_p", "offline-shrunk", top), Path("runs/x"))
+    table = ranked_table(_result(2, "lira_offline_shrunk_p", "lira_offline_shrunk", top), Path("runs/x"))
     header = next(line for line in table.splitlines() if line.split()[:2] == ["rank", "candidate"])
-    assert header.split()[-1] == "offline_shrunk_p"
+    assert header.split()[-1] == "lira_offline_shrunk_p"
+    assert "ranked by lira_offline_shrunk: offline LiRA p-value" in table  # the attack's name, as `run` prints it
     shown = [line.split()[-1] for line in table.splitlines() if line.strip()[:1].isdigit() and "e-" in line]
     assert shown == ["1.00e-05", "3.00e-05", "2.00e-04"]
     assert "2.8e+14" not in table and "0.00e+00" not in table
     assert "Benjamini" not in table and "FDR" not in table and "claims no number of members" in table
-    assert "unreliable with 2 shadows: online_llr" in table and "unreliable with 2 shadows: offline_p" in table
+    assert "unreliable with 2 shadows: lira_online" in table and "unreliable with 2 shadows: lira_offline_p" in table
 
 
 def test_an_unreliable_ranking_is_named_and_extremes_are_shown_as_bounds():
     top = [_row(1, 1e-3, 0.0, 2.8e14), _row(2, 1e-3, 1e-20, 9.0)]
-    table = ranked_table(_result(4, "online_llr", "online", top), Path("runs/x"))
+    table = ranked_table(_result(4, "lira_online", "lira_online", top), Path("runs/x"))
     assert "> 1e6" in table and "rests on an unreliable statistic" in table
-    assert _score_text("offline_p", 0.0) == "< 1e-12" and _score_text("online_llr", -3e9) == "< -1e6"
+    assert _score_text("lira_offline_p", 0.0) == "< 1e-12" and _score_text("lira_online", -3e9) == "< -1e6"
 
 
 def test_many_shadows_leave_only_the_calibration_caveat():
-    assert "online_llr" not in unreliable_columns(64)
-    assert "never count" in unreliable_columns(64)["offline_p"]
-    assert "1 shadow(s) a side" in unreliable_columns(2)["online_llr"]
+    assert "lira_online" not in unreliable_columns(64)
+    assert "never count" in unreliable_columns(64)["lira_offline_p"]
+    assert "1 shadow(s) a side" in unreliable_columns(2)["lira_online"]

@@ -11,7 +11,7 @@ from scipy.special import digamma
 
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.attacks.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence
 from topicaudit.targets.base import Release
@@ -130,7 +130,7 @@ def test_results_json_holds_utility_and_monitor_after_a_tiny_audit(tmp_path):
         "target": {"learner": "cgs-monitor", "k": 3, "params": {"n_iter": 20}},
         "attack": {"shadows": 4}, "ray": {"num_cpus": 1}, "output": str(tmp_path / "run"),
     })
-    results = run_audit(config, quiet=True)
+    results = execute_run(config, quiet=True)
     assert json.loads((tmp_path / "run" / "results.json").read_text()) == results
     utility = results["utility"]
     assert set(utility) >= {"umass_coherence", "umass_coherence_per_topic", "top_n", "heldout_perplexity",
@@ -141,3 +141,29 @@ def test_results_json_holds_utility_and_monitor_after_a_tiny_audit(tmp_path):
     monitor = results["target"]["monitor"]
     assert len(monitor["epsilon_word"]) == 20 and monitor["epsilon_word"][-1] <= monitor["epsilon_document"][-1]
     assert results["target"]["guarantee"]["epsilon"] is None
+
+
+def test_release_utility_checks_phi_and_counts_once_and_agrees_with_the_public_functions(monkeypatch):
+    from topicaudit.attacks import utility
+
+    rng = np.random.default_rng(5)
+    phi = rng.dirichlet(np.ones(12), size=3)
+    X = sp.csr_matrix(rng.integers(0, 3, size=(40, 12)))
+    is_member = rng.random(40) < 0.5
+    release = Release(phi=phi, vocabulary=np.arange(12))
+    calls = {"phi": 0, "counts": 0}
+    real_phi, real_counts = utility.check_phi, utility.check_counts
+
+    def counted(kind, real):
+        def check(*args, **kwargs):
+            calls[kind] += 1
+            return real(*args, **kwargs)
+        return check
+
+    monkeypatch.setattr(utility, "check_phi", counted("phi", real_phi))
+    monkeypatch.setattr(utility, "check_counts", counted("counts", real_counts))
+    result = release_utility(X, release, is_member)
+    assert calls == {"phi": 1, "counts": 1}
+    monkeypatch.undo()
+    assert result["umass_coherence"] == umass_coherence(phi, X[is_member]).mean
+    assert result["heldout_perplexity"] == heldout_perplexity(phi, X[~is_member])

@@ -78,9 +78,13 @@ def fit_quantiles(x_train: np.ndarray, y: np.ndarray, x_target: np.ndarray, quan
 
 
 def quantile_scores(observed: np.ndarray, shadow: np.ndarray, shadow_in: np.ndarray, counts: sp.spmatrix,
-                    max_iter: int = MAX_ITER, seed: int = 0) -> np.ndarray:
-    """(ζ_target/n − q̂₅₀)/(q̂₉₀ − q̂₅₀) per document from the shadows' non-member ζ and the word counts."""
+                    max_iter: int = MAX_ITER, seed: int = 0, features: np.ndarray | None = None) -> np.ndarray:
+    """(ζ_target/n − q̂₅₀)/(q̂₉₀ − q̂₅₀) per document from the shadows' non-member ζ and the word counts.
+
+    features: ``document_features(counts)`` when the caller has them already (they are computed once per run).
+    """
     n_tokens = np.asarray(counts.sum(axis=1), dtype=np.float64).ravel()
-    x_train, y, x_target = training_rows(shadow, shadow_in, document_features(counts), n_tokens)
+    features = document_features(counts) if features is None else features
+    x_train, y, x_target = training_rows(shadow, shadow_in, features, n_tokens)
     median, upper = fit_quantiles(x_train, y, x_target, QUANTILES, max_iter, seed)
     return (observed / np.maximum(n_tokens, 1.0) - median) / np.maximum(upper - median, SPREAD_FLOOR)

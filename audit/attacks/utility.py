@@ -82,9 +82,18 @@ def umass_coherence(phi: np.ndarray, X, top_n: int = 10) -> Coherence:
     columns. See the module docstring for the formula and conventions.
     """
     phi = check_phi(phi, "phi")
+    _check_top_n(top_n)
+    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
+    return _umass_coherence(phi, X, top_n)
+
+
+def _check_top_n(top_n) -> None:
     if isinstance(top_n, bool) or int(top_n) != top_n or top_n < 2:
         raise ValueError(f"top_n must be an integer ≥ 2, got {top_n!r}")
-    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
+
+
+def _umass_coherence(phi: np.ndarray, X: sp.csr_matrix, top_n: int) -> Coherence:
+    """``umass_coherence`` on inputs already checked."""
     top = _top_words(phi, min(int(top_n), phi.shape[1]))
     words, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)
@@ -182,11 +191,21 @@ def infer_theta(phi: np.ndarray, X, alpha: float | None = None, max_iter: int = 
                 tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """θ̂ (documents × k) by the fixed-Φ variational E-step, and each document's Σ_w x_w ln p(w)."""
     phi = check_phi(phi, "phi")
+    _check_alpha(alpha)
+    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
+    return _infer_theta(phi, X, alpha, max_iter, tol)
+
+
+def _check_alpha(alpha) -> None:
+    if alpha is not None and not float(alpha) > 0:
+        raise ValueError(f"alpha must be positive, got {alpha!r}")
+
+
+def _infer_theta(phi: np.ndarray, X: sp.csr_matrix, alpha: float | None, max_iter: int,
+                 tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """``infer_theta`` on inputs already checked."""
     k = phi.shape[0]
     alpha = 1.0 / k if alpha is None else float(alpha)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
-    X = check_counts(X, "X", whole=False, n_columns=phi.shape[1], columns_of="Φ")
     theta = np.empty((X.shape[0], k))
     loglik = np.zeros(X.shape[0])
     _e_step(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
@@ -198,11 +217,18 @@ def heldout_perplexity(phi: np.ndarray, X_heldout, alpha: float | None = None, m
                        tol: float = 1e-6) -> float:
     """exp(−Σ log p(w) / N) over the held-out tokens, θ̂ inferred with Φ fixed (module docstring)."""
     phi = check_phi(phi, "phi")
+    _check_alpha(alpha)
     X_heldout = check_counts(X_heldout, "X_heldout", whole=False, n_columns=phi.shape[1], columns_of="Φ")
+    return _heldout_perplexity(phi, X_heldout, alpha, max_iter, tol)
+
+
+def _heldout_perplexity(phi: np.ndarray, X_heldout: sp.csr_matrix, alpha: float | None = None,
+                        max_iter: int = 200, tol: float = 1e-6) -> float:
+    """``heldout_perplexity`` on inputs already checked."""
     n_tokens = float(X_heldout.sum())
     if n_tokens <= 0:
         raise ValueError("the held-out documents have no tokens in Φ's vocabulary; perplexity is undefined")
-    _, loglik = infer_theta(phi, X_heldout, alpha, max_iter, tol)
+    _, loglik = _infer_theta(phi, X_heldout, alpha, max_iter, tol)
     return float(math.exp(-loglik.sum() / n_tokens))
 
 
@@ -211,13 +237,17 @@ def release_utility(X: sp.csr_matrix, release, is_member: np.ndarray, top_n: int
 
     Coherence on the training documents, perplexity on the non-members (held
     out from the target by construction), both over the released vocabulary.
+    Φ and the counts are checked once, here.
     """
     is_member = np.asarray(is_member, dtype=bool)
-    Xv = sp.csr_matrix(X)[:, release.vocabulary]
+    phi = check_phi(release.phi, "phi")
+    _check_top_n(top_n)
+    Xv = check_counts(sp.csr_matrix(X)[:, release.vocabulary], "X", whole=False, n_columns=phi.shape[1],
+                      columns_of="Φ")
     members, others = Xv[is_member], Xv[~is_member]
-    coherence = umass_coherence(release.phi, members, top_n)
+    coherence = _umass_coherence(phi, members, top_n)
     n_heldout = float(others.sum())
-    perplexity = heldout_perplexity(release.phi, others) if n_heldout > 0 else None
+    perplexity = _heldout_perplexity(phi, others) if n_heldout > 0 else None
     return {
         "umass_coherence": coherence.mean,
         "umass_coherence_per_topic": [float(v) for v in coherence.per_topic],

@@ -1,10 +1,18 @@
-"""``topicaudit audit``: rank candidate documents by membership evidence against a user's trained Φ."""
+"""``topicaudit audit``: rank candidate documents by membership evidence against a user's trained Φ.
+
+The flags build the same :class:`topicaudit.engine.config.AuditConfig` a TOML
+file does; :func:`topicaudit.engine.audit.execute_audit` runs it; the table
+printed at the end is made here.
+"""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
+from typing import Any
 
-from topicaudit.engine.config import Config
-from topicaudit.engine.user_audit import AUDIT_SETTINGS, UserAuditSpec, audit_config, ranked_table, run_user_audit
+from topicaudit.attacks.ranking import PER_DOCUMENT_COLUMNS, RANKINGS
+from topicaudit.engine.audit import AUDIT_SETTINGS, audit_config, execute_audit, settings_line
+from topicaudit.engine.config import AuditConfig
 from topicaudit.errors import UserError
 
 
@@ -58,13 +66,11 @@ def register(commands) -> None:
     audit.add_argument("--trust-pickle", action="store_true", default=None,
                        help="allow loading a .joblib/.pkl Φ file; unpickling runs any code in the file, so only "
                             "for files you made or trust")
-    audit.add_argument("--rank-by",
-                       choices=["recommended", "offline", "offline-global", "online", "online-global",
-                                "offline-shrunk", "online-shrunk", "rmia-online", "rmia-offline", "quantile"],
-                       help="ranking score: offline p-value or online log-likelihood ratio with per-document, "
-                            "pooled (-global) or shrunk variance, RMIA's likelihood ratio, or quantile regression; "
-                            "default recommended: "
-                            "the attack docs/attacks.md recommends for --shadows (said in the output)")
+    audit.add_argument("--rank-by", metavar="ATTACK",
+                       help="the attack to rank by: " + ", ".join(RANKINGS) + " (offline LiRA shown as its "
+                            "p-value, online as its log-likelihood ratio; _global: pooled variance, _shrunk: "
+                            "variance shrunk towards a prior); default recommended: the attack docs/attacks.md "
+                            "recommends for --shadows (said in the output)")
     audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
     audit.add_argument("--top", type=int, help="rows of the ranking to print and keep in audit.json (default 10)")
     audit.add_argument("--name", help="audit name (default: PHI's file name)")
@@ -91,7 +97,7 @@ def parse_assignments(items: list[str], flag: str) -> dict:
     return parsed
 
 
-def config_from_args(args) -> Config:
+def config_from_args(args) -> AuditConfig:
     """One configuration from the command line: a TOML file given as PHI, with the flags given overriding it."""
     settings = {name: getattr(args, name, None) for name in AUDIT_SETTINGS}
     for flag, name in (("candidates_option", "candidates_options"), ("reference_option", "reference_options"),
@@ -101,11 +107,75 @@ def config_from_args(args) -> Config:
 
 
 def execute(args) -> int:
-
-    spec = UserAuditSpec.from_config(config_from_args(args))
-    result = run_user_audit(spec, quiet=args.quiet)
+    config = config_from_args(args)
+    result = execute_audit(config, quiet=args.quiet)
     if args.quiet:
-        print(spec.run_dir)
+        print(config.run_dir)
     else:
-        print(ranked_table(result, spec.run_dir))
+        print(ranked_table(result, config.run_dir))
     return 0
+
+
+# -- the table printed at the end ---------------------------------------------------------------
+def _score_text(column: str, value: float) -> str:
+    """A score for the screen: p-values and log-ratios beyond what the shadows can support shown as bounds."""
+    if column.endswith("_p"):
+        return "< 1e-12" if value < 1e-12 else f"{value:.2e}"
+    if abs(value) >= 1e6:
+        return "> 1e6" if value > 0 else "< -1e6"
+    return f"{value:.3f}"
+
+def _printable(text: str, width: int) -> str:
+    """One line of corpus text safe for a terminal: control characters escaped, whitespace folded."""
+    flat = " ".join(text.split())
+    safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in flat)
+    return safe if len(safe) <= width else safe[: width - 1] + "…"
+
+
+def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
+    """The short summary printed at the end: the top of the ranking and where the files are."""
+    inputs, s = result["inputs"], result["summary"]
+    cands = inputs["candidates"]
+    dropped = f" ({cands['n_dropped_empty']} without a vocabulary word, not scored)" if cands["n_dropped_empty"] else ""
+    lines = [
+        f"{inputs['phi']['path']}: k={inputs['phi']['k']}, {inputs['phi']['n_words']} words",
+        (f"  {s['n_candidates']} candidates scored{dropped}; {inputs['reference']['n_used']} reference documents; "
+         f"{result['learner']['name']} k={result['learner']['k']}, {result['shadows']['n_shadows']} shadow models "
+         f"on {result['shadows']['training_docs']} documents each"),
+        "  " + settings_line(result["learner"]["settings_from"], result["learner"]["params"]),
+        (f"  ranked by {result['ranking']['rank_by']}: {RANKINGS[result['ranking']['rank_by']]}, strongest "
+         "membership evidence first"),
+        *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
+           "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
+        "",
+    ]
+    top = result["top"]
+    show_text = any("text" in row for row in top)
+    show_id = any(str(r["id"]) != str(r["candidate"]) for r in top)
+    id_width = min(max([len(str(r["id"])) for r in top] + [2]), 30)
+    id_head = f"{'id':<{id_width}}  " if show_id else ""
+    column = result["ranking"]["by"]
+    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {column:>17}"
+                 + ("  text" if show_text else ""))
+    for r in top:
+        id_cell = f"{_printable(str(r['id']), id_width):<{id_width}}  " if show_id else ""
+        line = (f"  {r['rank']:>5}  {r['candidate']:>9}  {id_cell}{r['n_tokens']:>6}  {r['zeta']:>10.3f}  "
+                f"{_score_text(column, r[column]):>17}")
+        lines.append(line + (f"  {_printable(r['text'], 60)}" if show_text else ""))
+    unreliable = s.get("unreliable", {})
+    lines += [
+        "",
+        (f"  the shown scores ({column}) are the ranking's own; the ranking is evidence, not a test: it claims "
+         "no number of members"),
+        *[f"  unreliable with {result['shadows']['n_shadows']} shadows: {name} ({why})"
+          for name, why in unreliable.items() if name in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in why],
+        *(["  this ranking rests on an unreliable statistic: --rank-by recommended ranks by one that holds up"]
+          if column in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in unreliable.get(column, "") else []),
+        (f"  wall time {result['timings_s']['total']:.1f} s (fits {result['timings_s']['fit_wall']:.1f} s, "
+         f"statistics {result['timings_s']['statistics']:.1f} s)"),
+        "",
+        f"  scores  {run_dir / 'scores.csv'}",
+        f"  report  {run_dir / 'audit.json'}",
+    ]
+    return "\n".join(lines)
+

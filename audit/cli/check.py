@@ -5,9 +5,9 @@ from pathlib import Path
 
 from topicaudit.cli import supervisor
 from topicaudit.engine.check import check_run, write_reports
-from topicaudit.engine.config import load_config
+from topicaudit.engine.config import load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.engine.validation import check_output_file
 from topicaudit.errors import UserError
 
@@ -48,13 +48,13 @@ def execute(args) -> int:
                             "the canaries it was audited with")
         run_dir = target
     else:
-        config = load_config(target)
+        config = run_config(load_config(target))
         if args.output:
             config.output = args.output
         if args.canaries is not None:
             config.attack.canaries.count = args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
-        run_audit(config, quiet=args.quiet)
+        execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
     result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
     json_path = Path(args.json) if args.json else run_dir / "check.json"

@@ -1,12 +1,17 @@
-"""``topicaudit run``: run (or resume) a LiRA membership audit."""
+"""``topicaudit run``: train a target and its shadow models and attack it (or resume that run).
+
+The flags build the same :class:`topicaudit.engine.config.Config` a TOML file
+does (flags override the file); :func:`topicaudit.engine.run.execute_run` runs it.
+"""
 from __future__ import annotations
 
-
+from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.check import own_claim_check
-from topicaudit.engine.config import Config, corpus_stem, load_config
-from topicaudit.engine.run import run_audit, summary_table
+from topicaudit.engine.config import Config, corpus_stem, load_config, run_config
+from topicaudit.engine.run import execute_run, summary_table
 from topicaudit.errors import UserError
 from topicaudit.reports.roc import write_roc_figure
+from topicaudit.targets import LEARNERS
 
 
 def register(commands) -> None:
@@ -15,7 +20,9 @@ def register(commands) -> None:
         description="Run a LiRA membership audit. With no CONFIG and no --corpus, audits an embedded "
                     "synthetic LDA corpus (about a minute).",
     )
-    run.add_argument("config", nargs="?", help="TOML configuration file (see README)")
+    run.add_argument("config", nargs="?",
+                     help="TOML configuration file: [corpus], [synthetic], [target], [attack], [ray] (every key: "
+                          "docs/configuration.md); flags override it")
     run.add_argument("--corpus", help="corpus path (JSON {\"text\": [...]}, UCI docword file, 20news .tar.gz, "
                                       "or a folder of text files)")
     run.add_argument("--format", choices=["json", "uci", "20news", "folder", "mm"], help="corpus format (default: from path)")
@@ -24,19 +31,18 @@ def register(commands) -> None:
                      help="pre-process raw text (default for text corpora)")
     pre.add_argument("--no-preprocess", dest="preprocess", action="store_false",
                      help="the text is already pre-processed: only tokenise")
-    run.add_argument("--learner", help="target learner (lda, sklearn-lda, cgs)")
+    run.add_argument("--learner", help="target learner: " + ", ".join(LEARNERS))
     run.add_argument("--k", type=int, help="number of topics")
     run.add_argument("--shadows", type=int, help="number of shadow models (even)")
     run.add_argument("--seed", type=int, help="seed of every random choice")
     add_canary_flag(run)
-    run.add_argument("--attacks", help="comma-separated attacks to report (default all; see docs/attacks.md)")
+    run.add_argument("--attacks", help="comma-separated attacks to report (default all): " + ", ".join(ATTACKS))
     run.add_argument("--name", help="run name (default: from the config or corpus)")
     run.add_argument("--output", help="run directory (default: runs/NAME-LEARNER-kK-sSEED-HASH, named after the "
                                       "audit; the same command resumes it)")
     run.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     run.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     run.add_argument("--quiet", action="store_true", help="no progress or summary; just the run directory")
-
 
 
 def add_canary_flag(parser) -> None:
@@ -48,7 +54,7 @@ def add_canary_flag(parser) -> None:
 def config_from_args(args):
     """The configuration a ``run``-style command line describes: file, then flags."""
 
-    config = load_config(args.config) if args.config else Config()
+    config = run_config(load_config(args.config)) if args.config else Config()
     if args.corpus is not None:
         config.corpus.path = args.corpus
         if args.name is None and not args.config:
@@ -68,10 +74,9 @@ def config_from_args(args):
     return config
 
 
-
 def execute(args) -> int:
     config = config_from_args(args)
-    results = run_audit(config, quiet=args.quiet)
+    results = execute_run(config, quiet=args.quiet)
     figure = write_roc_figure(config.run_dir) if results["attacks"] else None
     if args.quiet:
         print(config.run_dir)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topicaudit.engine.config import load_config
+from topicaudit.engine.config import load_config, run_config
 from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
@@ -30,7 +30,7 @@ def register(commands) -> None:
 
 
 def execute(args) -> int:
-    config = load_config(args.config)
+    config = run_config(load_config(args.config))
     if args.ray_address is not None:
         config.ray.address = args.ray_address
     if args.num_cpus is not None:

@@ -39,10 +39,10 @@ from topicaudit.bounds.verdict import (
     canary_verdict_scores,
     guess_family,
 )
-from topicaudit.engine.config import Config, config_from_dict, load_config
+from topicaudit.engine.config import Config, config_from_dict, load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.integrity import verify_run_directory
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
 from topicaudit.targets.composition import privacy_profile
@@ -424,12 +424,13 @@ def assert_privacy(config, epsilon: float | None = None, delta: float | None = N
         config = config_from_dict(config)
     elif not isinstance(config, Config):
         config = load_config(config)
+    config = run_config(config)
     if output is not None:
         config.output = str(output)
     if canaries is not None:
         config.attack.canaries.count = canaries
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
-    run_audit(config, quiet=True)
+    execute_run(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     if result.violated:
         raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it

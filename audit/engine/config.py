@@ -1,8 +1,12 @@
-"""The audit configuration: TOML file + command-line overrides, validated once.
+"""The configuration of both commands: TOML file + command-line overrides, validated once.
 
-Every key is documented in the README. Unknown keys are errors (a typo must
-not silently fall back to a default), and every message names the file, the
-table and the key.
+One model with two variants: :class:`Config` for ``run`` (a target trained
+and attacked here: [corpus], [synthetic], [target], [attack]) and
+:class:`AuditConfig` for ``audit`` (a released model: [model], [corpus] = the
+candidates, [reference], [attack], [ranking]); both have ``name``, ``seed``,
+``output`` and [ray]. The same code loads them, validates them and gives their
+identity. Unknown keys are errors (a typo must not silently fall back to a
+default), and every message names the file, the table and the key.
 """
 from __future__ import annotations
 
@@ -13,13 +17,15 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
+from topicaudit.targets import LEARNERS
 from topicaudit.targets.params import check_topics
 
 
@@ -83,12 +89,17 @@ class AttackConfig:
 
 
 @dataclass
-class ModelConfig:
-    """[model]: a released model to audit (``topicaudit audit``) instead of a target the run trains.
+class AuditAttackConfig:
+    """[attack] of an audit: the shadow models and ζ (no target is trained, so no bound, canary or filter)."""
+    shadows: int = 64
+    tol: float = 1e-8
 
-    The candidates are [corpus], the documents for the shadows [reference].
-    """
-    phi: str | None = None           # Φ file (or a saved gensim/tomotopy/scikit-learn model); None: `run` mode
+
+@dataclass
+class ModelConfig:
+    """[model]: the released model ``topicaudit audit`` audits; the candidates are [corpus], the shadows' documents
+    [reference]."""
+    phi: str | None = None           # Φ file (or a saved gensim/tomotopy/scikit-learn model)
     vocabulary: str | None = None    # Φ's words in column order, when the Φ file does not carry them
     learner: str | None = None       # the learner that trained Φ (None: the saved model's library, else lda)
     k: int | None = None             # topics of the shadows (None: Φ's rows)
@@ -101,7 +112,7 @@ class ModelConfig:
 @dataclass
 class RankingConfig:
     """[ranking]: how ``topicaudit audit`` orders and shows the candidates."""
-    by: str = "recommended"
+    by: str = "recommended"          # an attack's name (topicaudit.attacks.ranking.RANKINGS), or recommended
     top: int = 10
     show_text: bool = False
 
@@ -113,7 +124,44 @@ class RayConfig:
 
 
 @dataclass
-class Config:
+class BaseConfig:
+    """What both commands' configurations share; :class:`Config` (``run``) and :class:`AuditConfig` (``audit``)
+    are its two variants, loaded, validated and identified by the same code."""
+
+    SECTIONS: ClassVar[dict[str, type]] = {}
+    FREE_TABLES: ClassVar[set[tuple[str, str]]] = set()  # passed through to loaders and learners
+    NESTED_TABLES: ClassVar[dict[tuple[str, str], type]] = {}
+    PATHS: ClassVar[tuple[tuple[str, str], ...]] = ()  # (table, key) naming files: relative to the config file
+    COMMAND: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def identity(self) -> dict[str, Any]:
+        """The parts that determine the numbers (not where or how they are computed, nor how they are shown).
+
+        Inputs are identified by their content (the fingerprint ``config_hash``
+        is given), not by how their paths are spelled or where the command runs.
+        """
+        d = self.to_dict()
+        for key in ("name", "output", "ray"):
+            d.pop(key)
+        for table, key in self.PATHS:
+            d[table].pop(key)
+        for table in ("corpus", "reference"):
+            if table in d:  # files naming a corpus's words ([corpus.options] vocab, dictionary): in the fingerprint
+                d[table]["options"] = {k: v for k, v in d[table]["options"].items() if k not in PATH_OPTIONS}
+        return d
+
+
+@dataclass
+class Config(BaseConfig):
+    """The configuration of ``topicaudit run`` (and ``sweep``, ``check``): a target trained and attacked here.
+
+    Build it from a TOML file (:func:`load_config`), a dict shaped like one
+    (:func:`config_from_dict`) or keywords; every key: docs/configuration.md.
+    """
+
     name: str = "demo"
     seed: int = 0
     output: str | None = None  # run directory; default runs/<name>-<learner>-k<k>-s<seed>-<hash>
@@ -122,9 +170,14 @@ class Config:
     target: TargetConfig = field(default_factory=TargetConfig)
     attack: AttackConfig = field(default_factory=AttackConfig)
     ray: RayConfig = field(default_factory=RayConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    reference: CorpusConfig = field(default_factory=CorpusConfig)
-    ranking: RankingConfig = field(default_factory=RankingConfig)
+
+    SECTIONS: ClassVar[dict[str, type]] = {"corpus": CorpusConfig, "synthetic": SyntheticConfig,
+                                           "target": TargetConfig, "attack": AttackConfig, "ray": RayConfig}
+    FREE_TABLES: ClassVar[set[tuple[str, str]]] = {("corpus", "options"), ("target", "params"),
+                                                   ("target", "vocabulary_params")}
+    NESTED_TABLES: ClassVar[dict[tuple[str, str], type]] = {("attack", "canaries"): CanaryConfig}
+    PATHS: ClassVar[tuple[tuple[str, str], ...]] = (("corpus", "path"),)
+    COMMAND: ClassVar[str] = "run"
 
     @property
     def run_dir(self) -> Path:
@@ -151,23 +204,11 @@ class Config:
         payload = json.dumps({"config": self.identity(), "corpus": where}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:6]
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     def identity(self) -> dict[str, Any]:
-        """The parts that determine the numbers (not where or how they are computed)."""
-        d = self.to_dict()
-        for key in ("name", "output", "ray", "model", "reference", "ranking"):  # the last three: `audit` only
-            d.pop(key)
+        d = super().identity()
         d["attack"].pop("attacks")  # which scores are reported does not change the models or statistics
         if self.corpus.path is not None:
             d.pop("synthetic")
-        # The corpus is identified by its content (config_hash's fingerprint), not by how its path is spelled
-        # or where the command runs from.
-        d["corpus"].pop("path")
-        # Likewise the files that name its words ([corpus.options] vocab, dictionary): their words are in the
-        # fingerprint, so an absolute or a relative spelling of the same file is the same configuration.
-        d["corpus"]["options"] = {k: v for k, v in d["corpus"]["options"].items() if k not in PATH_OPTIONS}
         # Keys added after runs were recorded: left out at their defaults so those runs still resume.
         if not self.attack.canaries.count:
             d["attack"].pop("canaries")
@@ -180,6 +221,47 @@ class Config:
         return d
 
 
+@dataclass
+class AuditConfig(BaseConfig):
+    """The configuration of ``topicaudit audit``: a released model ([model]), candidates ([corpus]), reference
+    documents for the shadows ([reference]) and how the ranking is shown ([ranking])."""
+
+    name: str | None = None    # None: the Φ file's name
+    seed: int = 0
+    output: str | None = None  # output directory; default runs/audit-<name>
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    reference: CorpusConfig = field(default_factory=CorpusConfig)
+    attack: AuditAttackConfig = field(default_factory=AuditAttackConfig)
+    ranking: RankingConfig = field(default_factory=RankingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+
+    SECTIONS: ClassVar[dict[str, type]] = {"model": ModelConfig, "corpus": CorpusConfig, "reference": CorpusConfig,
+                                           "attack": AuditAttackConfig, "ranking": RankingConfig, "ray": RayConfig}
+    FREE_TABLES: ClassVar[set[tuple[str, str]]] = {("corpus", "options"), ("reference", "options"),
+                                                   ("model", "params")}
+    PATHS: ClassVar[tuple[tuple[str, str], ...]] = (("corpus", "path"), ("reference", "path"), ("model", "phi"),
+                                                    ("model", "vocabulary"))
+    COMMAND: ClassVar[str] = "audit"
+
+    @property
+    def run_name(self) -> str:
+        return self.name or Path(self.model.phi or "").name.split(".")[0] or "model"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output) if self.output else Path("runs") / f"audit-{self.run_name}"
+
+    def identity(self) -> dict[str, Any]:
+        d = super().identity()
+        d.pop("ranking")  # how the candidates are ordered and shown does not change the models or statistics
+        # Φ's content is in the fingerprint; how far its rows may stray and whether pickles may load do not
+        # change the numbers.
+        for key in ("tolerance", "trust_pickle"):
+            d["model"].pop(key)
+        return d
+
+
 def corpus_stem(path: str) -> str:
     """A corpus file's short name: pheme_clean.json → pheme_clean, docword.kos.txt (UCI) → kos."""
     parts = Path(path).name.split(".")
@@ -187,12 +269,11 @@ def corpus_stem(path: str) -> str:
     return stem or "audit"
 
 
-SECTIONS = {"corpus": CorpusConfig, "synthetic": SyntheticConfig, "target": TargetConfig,
-            "attack": AttackConfig, "ray": RayConfig, "model": ModelConfig, "reference": CorpusConfig,
-            "ranking": RankingConfig}
-FREE_TABLES = {("corpus", "options"), ("target", "params"), ("target", "vocabulary_params"),
-               ("reference", "options"), ("model", "params")}  # passed through to loaders and learners
-NESTED_TABLES = {("attack", "canaries"): CanaryConfig}
+SECTIONS = Config.SECTIONS  # the tables of a run's configuration
+# Tables older versions wrote into every run's config.toml at these defaults; read back, they are dropped.
+_LEGACY_RUN_TABLES = {"model": {"normalize": False, "tolerance": 1e-3, "trust_pickle": False, "params": {}},
+                      "reference": {"text_field": "text", "options": {}, "max_words": 0},
+                      "ranking": {"by": "recommended", "top": 10, "show_text": False}}
 PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
 
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -217,24 +298,31 @@ def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
     return value
 
 
-def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> None:
+def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, variant: type[BaseConfig]) -> None:
     fields = {f.name: f for f in dataclasses.fields(obj)}
+    sections = variant.SECTIONS
     for key, value in table.items():
-        if key in SECTIONS and section is None:
+        if key in sections and section is None:
             continue
-        if key not in fields or (section is None and key in SECTIONS):
-            known = ", ".join(k for k in fields if k not in SECTIONS)
-            tables = "; tables: " + ", ".join(f"[{name}]" for name in SECTIONS) if section is None else ""
+        if key not in fields or (section is None and key in sections):
+            if section is None and key in _OTHER_TABLES[variant]:
+                other = _OTHER_TABLES[variant][key]
+                raise UserError(f"{where}: [{key}] belongs to `topicaudit {other.COMMAND}`, not to "
+                                f"`topicaudit {variant.COMMAND}`; tables of {variant.COMMAND}: "
+                                + ", ".join(f"[{name}]" for name in sections))
+            known = ", ".join(k for k in fields if k not in sections)
+            tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
             raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
-        if (section, key) in FREE_TABLES:
+        if (section, key) in variant.FREE_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
             setattr(obj, key, dict(value))
             continue
-        if (section, key) in NESTED_TABLES:
+        if (section, key) in variant.NESTED_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
-            _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}")
+            _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}",
+                  variant)
             continue
         if "list" in str(fields[key].type):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -244,18 +332,37 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None) -> N
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
 
 
-def config_from_dict(data: dict[str, Any], source: str = "configuration") -> Config:
-    config = Config()
-    _fill(config, data, source, None)
+# Tables only the other variant has, for a message that names the command they belong to.
+_OTHER_TABLES = {Config: {name: AuditConfig for name in AuditConfig.SECTIONS if name not in Config.SECTIONS},
+                 AuditConfig: {name: Config for name in Config.SECTIONS if name not in AuditConfig.SECTIONS}}
+
+
+def audits_a_model(data: dict[str, Any]) -> bool:
+    """Whether a TOML configuration describes ``topicaudit audit`` (it names a released model, [model] phi)."""
+    model = data.get("model")
+    return isinstance(model, dict) and "phi" in model
+
+
+def config_from_dict(data: dict[str, Any], source: str = "configuration",
+                     variant: type[BaseConfig] | None = None) -> Config | AuditConfig:
+    """The configuration a TOML document describes: ``variant`` (Config or AuditConfig), else the audit variant
+    when it names a released model ([model] phi), else the run variant."""
+    if variant is None:
+        variant = AuditConfig if audits_a_model(data) else Config
+    if variant is Config:
+        data = {name: table for name, table in data.items() if _LEGACY_RUN_TABLES.get(name) != table}
+    config = variant()
+    _fill(config, data, source, None, variant)
     for name, table in data.items():
-        if name in SECTIONS:
+        if name in variant.SECTIONS:
             if not isinstance(table, dict):
                 raise UserError(f"{source}: {name!r} must be a table ([{name}])")
-            _fill(getattr(config, name), table, f"{source} [{name}]", name)
+            _fill(getattr(config, name), table, f"{source} [{name}]", name, variant)
     return config
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Config | AuditConfig:
+    """The configuration in a TOML file (as :func:`config_from_dict`), its paths taken relative to the file."""
     path = Path(path)
     check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:
@@ -268,28 +375,53 @@ def load_config(path: str | Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path} is not valid TOML: {error}") from None
-    config = config_from_dict(data, str(path))
+    config = config_from_dict(data, str(path), variant)
     # Paths in a config file are relative to the file, not to the shell.
-    for section, key in (("corpus", "path"), ("reference", "path"), ("model", "phi"), ("model", "vocabulary")):
+    for section, key in config.PATHS:
         table = getattr(config, section)
         value = getattr(table, key)
         if value is not None and not Path(value).is_absolute():
             setattr(table, key, str(path.parent / value))
-    for table in (config.corpus, config.reference):
+    for section in ("corpus", "reference"):
+        options = getattr(config, section).options if section in config.SECTIONS else {}
         for key in PATH_OPTIONS:
-            value = table.options.get(key)
+            value = options.get(key)
             if isinstance(value, str) and value and not Path(value).is_absolute():
-                table.options[key] = str(path.parent / value)
+                options[key] = str(path.parent / value)
     return config
 
 
-def validate(config: Config) -> None:
-    """Checks that need no data: numbers in range, names known."""
-    if config.model.phi is not None:
+def run_config(config: BaseConfig) -> Config:
+    """``config`` if it describes ``topicaudit run``; an audit's configuration is refused, naming its command."""
+    if isinstance(config, AuditConfig):
         raise UserError("[model] phi is set: this configuration audits a released model; run it with "
                         "`topicaudit audit CONFIG.toml`, or remove [model] to train and audit a target")
+    return config
+
+
+def audit_config_of(config: BaseConfig) -> AuditConfig:
+    """``config`` if it describes ``topicaudit audit``; a run's configuration is refused with the fix."""
+    if not isinstance(config, AuditConfig):
+        raise UserError("no model to audit: give PHI on the command line, or [model] phi in the configuration")
+    return config
+
+
+def validate(config: BaseConfig) -> None:
+    """Checks that need no data, for either variant: numbers in range, names known, the output writable."""
+    if not 0 < config.attack.tol < 1:
+        raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
+    if config.ray.num_cpus < 0:
+        raise UserError(f"[ray] num_cpus (--num-cpus) must be ≥ 0 (got {config.ray.num_cpus})")
+    if isinstance(config, AuditConfig):
+        _validate_audit(config)
+    else:
+        _validate_run(run_config(config))
+    check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
+
+
+def _validate_run(config: Config) -> None:
     canaries = config.attack.canaries
-    check_shadows(config.attack.shadows, "[attack] shadows", 0 if canaries.count else 2,
+    check_shadows(config.attack.shadows, "[attack] shadows (--shadows)", 0 if canaries.count else 2,
                   "; 0 is allowed with canaries ([attack.canaries] count or --canaries), whose scores need no "
                   "shadow model")
     if canaries.count < 0:
@@ -309,68 +441,37 @@ def validate(config: Config) -> None:
         raise UserError(
             f"[attack] shadow_vocabulary must be 'target' or 'own' (got {config.attack.shadow_vocabulary!r})"
         )
-    if not 0 < config.attack.tol < 1:
-        raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
     check_level(config.attack.alpha, config.attack.delta, "[attack] alpha", "[attack] delta")
     unknown = unknown_attacks(config.attack.attacks)
     if unknown:
         raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
-    if config.ray.num_cpus < 0:
-        raise UserError(f"[ray] num_cpus must be ≥ 0 (got {config.ray.num_cpus})")
-    check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
 
 
-def config_hash(config: Config, corpus_fingerprint: str) -> str:
-    payload = json.dumps({"config": config.identity(), "corpus": corpus_fingerprint}, sort_keys=True)
+def _validate_audit(config: AuditConfig) -> None:
+    m = config.model
+    if m.phi is None:
+        raise UserError("no model to audit: give PHI on the command line, or [model] phi in the configuration")
+    for role, flag in (("corpus", "candidates"), ("reference", "reference")):
+        if getattr(config, role).path is None:
+            raise UserError(f"[{role}] path is missing: the {flag} documents (--{flag} PATH)")
+    if m.learner is not None and m.learner not in LEARNERS:
+        raise UserError(f"unknown learner {m.learner!r} ([model] learner, --learner); known learners: "
+                        f"{', '.join(LEARNERS)}")
+    check_shadows(config.attack.shadows, "[attack] shadows (--shadows)")
+    if m.k is not None:
+        check_topics(m.k, "[model] k (--k)", "by default it is Φ's number of rows")
+    check_rank_by(config.ranking.by, "[ranking] by (--rank-by)")
+    for role in ("corpus", "reference"):
+        if getattr(config, role).max_words:
+            raise UserError(f"[{role}] max_words is for `topicaudit run`: an audit counts its documents over Φ's "
+                            "vocabulary; remove it")
+    if config.ranking.top < 0:
+        raise UserError(f"[ranking] top (--top) must be ≥ 0 (got {config.ranking.top})")
+
+
+def config_hash(config: BaseConfig, fingerprint: str) -> str:
+    """The identity of a run's numbers: the configuration's identity and its inputs' content fingerprint."""
+    payload = json.dumps({"config": config.identity(), "corpus": fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def toml_string(text: str) -> str:
-    """``text`` as a TOML basic string: any Unicode as itself (an emoji stays one character), quotes,
-    backslashes and control characters escaped. A lone surrogate (a non-UTF-8 file name as Python decodes
-    it) has no TOML spelling and is written as U+FFFD."""
-    out = []
-    for char in str(text):
-        code = ord(char)
-        if char in _TOML_ESCAPES:
-            out.append(_TOML_ESCAPES[char])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\uFFFD")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def toml_key(key: str) -> str:
-    """A bare key when TOML allows one, else a quoted key."""
-    key = str(key)
-    return key if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else toml_string(key)
-
-
-def to_toml(data: dict[str, Any]) -> str:
-    """Serialise the resolved configuration (flat values and nested tables only); ``tomllib`` reads it back."""
-    def value(v: Any) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v) if not (isinstance(v, float) and math.isinf(v)) else ("inf" if v > 0 else "-inf")
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        return toml_string(v)
-
-    def table(prefix: str, d: dict[str, Any]) -> list[str]:
-        lines = [f"{toml_key(k)} = {value(v)}" for k, v in d.items() if v is not None and not isinstance(v, dict)]
-        out = ([f"[{prefix}]"] if prefix else []) + lines
-        for k, v in d.items():
-            if isinstance(v, dict):
-                out += [""] + table(f"{prefix}.{toml_key(k)}" if prefix else toml_key(k), v)
-        return out
-
-    return "\n".join(table("", data)) + "\n"

@@ -1,4 +1,4 @@
-"""One audit, end to end: corpus → plan → target and shadow fits → statistics → scores → metrics.
+"""``topicaudit run``, end to end: corpus → plan → target and shadow fits → statistics → scores → metrics.
 
 Everything that can be checked without computing is checked before the run
 directory is touched, so bad input never leaves a half-written directory.
@@ -30,7 +30,7 @@ from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
-from topicaudit.engine.config import Config, config_hash, validate
+from topicaudit.engine.config import Config, config_hash, run_config, validate
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.plan import make_plan
@@ -171,17 +171,19 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
     return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
 
 
-def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
-    """Run (or resume) the audit a configuration describes; returns ``results.json``'s content.
+def execute_run(config: Config, quiet: bool = False) -> dict[str, Any]:
+    """``topicaudit run``: run (or resume) the audit a run configuration describes; returns ``results.json``'s
+    content.
 
     The run directory's writer lock is held throughout: a second writer is refused.
     """
+    config = run_config(config)
     with writer_lock(config.run_dir):
-        return _run_audit(config, quiet)
+        return _execute_run(config, quiet)
 
 
-def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
-    """``run_audit`` under the lock.
+def _execute_run(config: Config, quiet: bool) -> dict[str, Any]:
+    """``execute_run`` under the lock.
 
     Two experiments, either or both: the LiRA audit of natural documents (a
     target and ``shadows`` shadow models) and the canary audit (one canary

@@ -11,14 +11,21 @@
     scores.npz         per-document scores of every attack, with the true labels
     results.json       metrics, guarantee, timings (documented, stable keys)
 
+An audit of a released model (``topicaudit audit``) writes config.toml,
+plan.npz, models/, statistics.npz, scores.csv (its ranking, a spreadsheet
+cannot run a cell of it) and audit.json.
+
 A directory made by another configuration is never reused: its config hash
 must match, so a resumed run cannot silently mix models.
 """
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import json
 import os
+import re
 import stat
 import tempfile
 import tomllib
@@ -31,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine import manifest
-from topicaudit.engine.config import Config, to_toml
+from topicaudit.engine.config import Config
+from topicaudit.engine.toml_writer import to_toml
 from topicaudit.engine.lock import holds_only_the_lock
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
@@ -40,7 +48,8 @@ from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release, Transcript
 
 RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
-USER_AUDIT_SCHEMA = "topicaudit.user-audit/1"    # audit.json of `topicaudit audit`
+# audit.json of `topicaudit audit`; /2: score columns and rankings named after the registry's attacks
+USER_AUDIT_SCHEMA = "topicaudit.user-audit/2"
 
 
 def load_audit_corpus(config: Config) -> Corpus:
@@ -358,3 +367,50 @@ def transcript_from_arrays(z) -> Transcript | None:
     return Transcript(str(z["transcript.kind"]), z["transcript.columns"],
                       {name[len(prefix):]: z[name] for name in z.files if name.startswith(prefix)},
                       json.loads(str(z["transcript.parameters"])))
+
+
+# -- scores.csv (an audit's ranking) ----------------------------------------------------------
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet may skip before a formula: whitespace of every kind (\s: VT, FF, NEL, U+2028, NBSP, ...)
+# and the invisible format characters (zero-width, bidi marks and controls, BOM).
+_SKIPPED = r"[\s\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]*"
+_FORMULA_AT_START = re.compile(_SKIPPED + r"[=+\-@]")
+# A break a reader may take for a new cell or line: line breaks and separators of every kind, ; , and tab.
+_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\n;,\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029])(?=" + _SKIPPED + r"[=+\-@])")
+
+
+def csv_cell(text: str) -> str:
+    """Corpus text as a CSV cell that spreadsheets display rather than evaluate (OWASP CSV injection).
+
+    A cell starting like a formula gets a ``'`` prefix, also when whitespace
+    or invisible characters of any kind come before the ``=`` (a spreadsheet
+    may skip them). So does a formula character after a line break or
+    separator of any kind, ``;``, ``,`` or tab inside the cell: a spreadsheet
+    assuming another separator or line ending would start a cell there.
+    ``\r`` becomes ``\n`` (a bare carriage return ends a row for many readers).
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _FORMULA_AFTER_BREAK.sub("'", text)
+    return "'" + text if text.startswith(_FORMULA_START) or _FORMULA_AT_START.match(text) else text
+
+
+def scores_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """scores.csv's text: a header of ``columns``, then one line per row; floats with 10 significant digits,
+    ``id`` and ``text`` cells made safe for spreadsheets (:func:`csv_cell`)."""
+    out = io.StringIO()
+    # Every cell quoted (OWASP): a "\r" (not in the line terminator, so QUOTE_MINIMAL left it bare),
+    # a ";=" or a "\t=" inside a cell stays inside it whatever separator or line ending a reader assumes.
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    writer.writerow(columns)
+    for row in rows:
+        cells = []
+        for c in columns:
+            value = row[c]
+            if c in ("id", "text"):
+                cells.append(csv_cell(str(value)))
+            elif isinstance(value, float):
+                cells.append(format(value, ".10g"))
+            else:
+                cells.append(str(value))
+        writer.writerow(cells)
+    return out.getvalue()

@@ -28,7 +28,7 @@ import numpy as np
 
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
 from topicaudit.engine.parallel import ray_session
-from topicaudit.engine.run import run_audit
+from topicaudit.engine.run import execute_run
 from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.errors import UserError
@@ -154,7 +154,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
               quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content.
 
-    The sweep directory's writer lock is held throughout (and each run's own, by ``run_audit``).
+    The sweep directory's writer lock is held throughout (and each run's own, by ``execute_run``).
     """
     with writer_lock(output):
         return _run_sweep(config, parameter, values, replicates, Path(output), quiet)
@@ -212,7 +212,7 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
             if not quiet:
                 print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
                       f"(seed {run.config.seed})", file=sys.stderr)
-            run_audit(run.config, quiet=quiet)
+            execute_run(run.config, quiet=quiet)
             entry["status"] = "done"
             save()
     return index

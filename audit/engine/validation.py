@@ -91,12 +91,13 @@ def _probe(directory: Path, what: str) -> None:
 
 
 def check_run_config(config) -> None:
-    """What ``topicaudit run`` can refuse from the configuration alone (``topicaudit.engine.config.validate`` calls it)."""
+    """What either command can refuse from the configuration alone, for ``topicaudit.engine.config.validate``:
+    the seed, the output directory, and a run's [synthetic] corpus."""
     check_seed(config.seed, "seed (--seed)")
     if config.output is not None and str(config.output).strip() == "":
         raise UserError("output (--output) is empty; give a run directory, or leave it out for a directory named after the audit")
     check_output_directory(config.run_dir, "--output")
-    if config.corpus.path is None:
+    if config.corpus.path is None and hasattr(config, "synthetic"):
         check_synthetic(config.synthetic)
 
 
