@@ -19,7 +19,7 @@ from topicaudit.engine.sweep import run_sweep
 from topicaudit.reports import figures, ledger, risk
 from topicaudit.reports.build import build_report
 from topicaudit.reports.collect import Group, collect, read_run
-from topicaudit.reports.dp_region import claim_of, dp_tpr_bound
+from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
 from topicaudit.reports.markdown import md_text
 
 TINY = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},

@@ -6,7 +6,6 @@ from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config
 from topicaudit.engine.run import run_audit, summary_table
 from topicaudit.errors import UserError
-from topicaudit.reports.roc import write_roc_figure
 
 
 def register(commands) -> None:
@@ -72,7 +71,7 @@ def config_from_args(args):
 def execute(args) -> int:
     config = config_from_args(args)
     results = run_audit(config, quiet=args.quiet)
-    figure = write_roc_figure(config.run_dir) if results["attacks"] else None
+    figure = config.run_dir / "roc.png" if results.attacks else None  # the run draws it
     if args.quiet:
         print(config.run_dir)
     else:

@@ -114,6 +114,18 @@ class RayConfig:
 
 @dataclass
 class Config:
+    """The one configuration model: what a TOML file and the command-line flags both build.
+
+    One attribute per top-level key (``name``, ``seed``, ``output``) and one
+    section per table: ``run`` reads ``[corpus]``/``[synthetic]``, ``[target]``
+    and ``[attack]``; ``audit`` reads ``[model]``, ``[corpus]`` (the
+    candidates), ``[reference]``, ``[attack]`` and ``[ranking]``; both read
+    ``[ray]``. Every key and its default: docs/configuration.md. Build one with
+    ``Config()`` (the demo), :func:`load_config` (a file) or
+    :func:`config_from_dict` (a dict shaped like the file); ``run_dir`` is the
+    run directory it names, ``identity()`` what determines its numbers.
+    """
+
     name: str = "demo"
     seed: int = 0
     output: str | None = None  # run directory; default runs/<name>-<learner>-k<k>-s<seed>-<hash>
@@ -256,6 +268,12 @@ def config_from_dict(data: dict[str, Any], source: str = "configuration") -> Con
 
 
 def load_config(path: str | Path) -> Config:
+    """The Config a TOML file describes, every key checked (unknown keys and wrong types are UserErrors).
+
+    Paths in the file (``[corpus] path``, ``[reference] path``, ``[model]``
+    files, ``[corpus.options]`` vocabularies) are relative to the file, not to
+    the working directory, so a configuration means the same from anywhere.
+    """
     path = Path(path)
     check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:

@@ -7,6 +7,7 @@ file each as they arrive, so an interrupted run resumes where it stopped.
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -27,7 +28,9 @@ from topicaudit.engine.config import Config, config_hash, validate
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.plan import make_plan
-from topicaudit.engine.rundir import RESULTS_SCHEMA, RunDirectory, load_audit_corpus
+from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.roc_figure import write_roc_figure
+from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
@@ -160,8 +163,8 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
     return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
 
 
-def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
-    """Run (or resume) the audit a configuration describes; returns ``results.json``'s content.
+def run_audit(config: Config, quiet: bool = False) -> RunResults:
+    """Run (or resume) the audit a configuration describes; returns what it wrote to ``results.json``.
 
     The run directory's writer lock is held throughout: a second writer is refused.
     """
@@ -169,7 +172,7 @@ def run_audit(config: Config, quiet: bool = False) -> dict[str, Any]:
         return _run_audit(config, quiet)
 
 
-def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
+def _run_audit(config: Config, quiet: bool) -> RunResults:
     """``run_audit`` under the lock.
 
     Two experiments, either or both: the LiRA audit of natural documents (a
@@ -248,6 +251,7 @@ def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
         "resumed": resuming,
         "warnings": outcome.worker_warnings,
     }
+    natural_scores = None
     if plan is not None:
         t = time.perf_counter()
         target_stats = {name: values[0] for name, values in stats.items()}
@@ -260,7 +264,8 @@ def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
             **{f"shadow_{name}": v for name, v in shadow_stats.items()},
             "n_tokens": n_tokens,
         })
-        run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
+        natural_scores = {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index}
+        run.save_arrays("scores.npz", natural_scores)
         bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha,
                                       bounded_attacks(list(scores)))
         results["attacks"] = {name: summarize(s, plan.target_in) for name, s in scores.items()}
@@ -296,8 +301,11 @@ def _run_audit(config: Config, quiet: bool) -> dict[str, Any]:
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
     if "address" in results["ray"]:
         results["ray"]["models_by_node"] = run.models_by_node()
-    run.save_results(results)
-    return results
+    typed = RunResults.from_json(json.loads(json.dumps(results)))  # plain JSON values, as the file reads back
+    run.save_results(typed)
+    if natural_scores is not None:
+        write_roc_figure(run.path / "roc.png", typed.name or run.path.name, natural_scores, typed, atomic_write_bytes)
+    return typed
 
 
 def summary_table(results: dict[str, Any], verdict=None) -> str:
