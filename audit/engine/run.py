@@ -308,45 +308,45 @@ def _run_audit(config: Config, quiet: bool) -> RunResults:
     return typed
 
 
-def summary_table(results: dict[str, Any], verdict=None) -> str:
+def summary_table(results: RunResults, verdict=None) -> str:
     """The one-screen summary printed at the end of a run.
 
     verdict: ``topicaudit.engine.check.own_claim_check``'s (result, claim tested), so
     the bound and ceiling printed are ``check``'s own; without it no bound is printed.
     """
-    target, guarantee = results["target"], results["target"]["guarantee"]
-    claim = "none" if guarantee["epsilon"] is None else f"{guarantee['epsilon']:g}"
-    if guarantee["epsilon"] is not None and guarantee["adjacency"]:
-        claim += f" ({guarantee['adjacency']}-level, {guarantee['basis']})"
-    lines = [f"{results['corpus']['source']}"]
-    if results["attacks"]:
+    target, guarantee, corpus = results.target, results.target.guarantee, results.corpus
+    claim = "none" if guarantee.epsilon is None else f"{guarantee.epsilon:g}"
+    if guarantee.epsilon is not None and guarantee.adjacency:
+        claim += f" ({guarantee.adjacency}-level, {guarantee.basis})"
+    lines = [f"{corpus.source}"]
+    if results.attacks:
         lines += [
-            f"  {results['corpus']['n_docs']} documents, target vocabulary {target['vocabulary_size']} words, "
-            f"{target['n_members']} members; {target['learner']} k={target['k']}; "
-            f"{results['shadows']['n_shadows']} shadow models",
+            f"  {corpus.n_docs} documents, target vocabulary {target.vocabulary_size} words, "
+            f"{target.n_members} members; {target.learner} k={target.k}; "
+            f"{results.n_shadows} shadow models",
             "",
             f"  {'attack':<26}{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}",
         ]
-        for name, m in results["attacks"].items():
-            lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
-    if "canaries" in results:
-        c = results["canaries"]
-        lines += ["", f"  canaries: {c['count']} {c['kind']} ({c['length']} tokens each), {c['members']} in the "
-                      f"canary release beside {c['fixed_training_documents']} fixed documents; "
-                      f"{target['learner']} k={target['k']}"]
-        for name, m in c["scores"].items():
-            lines.append(f"  {'canary ' + name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}"
-                         f"{m['tpr_at_fpr_0.01']:>12.2%}")
-        lines.append(f"  canaries scored on {c.get('threat_model', 'the released Φ')}")
+        for name, m in results.attacks.items():
+            lines.append(f"  {name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}{m.tpr_at_fpr_0_01:>12.2%}")
+    if results.canaries is not None:
+        c = results.canaries
+        lines += ["", f"  canaries: {c.count} {c.kind} ({c.length} tokens each), {c.members} in the "
+                      f"canary release beside {c.fixed_training_documents} fixed documents; "
+                      f"{target.learner} k={target.k}"]
+        for name, m in (c.scores or {}).items():
+            lines.append(f"  {'canary ' + name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}"
+                         f"{m.tpr_at_fpr_0_01:>12.2%}")
+        lines.append(f"  canaries scored on {c.threat_model or 'the released Φ'}")
     if verdict is not None:
         lines += ["", *verdict_lines(*verdict, claim)]
-    for message in results.get("warnings", []):
+    for message in results.warnings:
         lines.append(f"  warning from a Ray worker: {message}")
-    if "test_under_noise" in target:
-        lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
-    if "test_bug" in target:
-        lines.append(f"  TEST MECHANISM: bug {target['test_bug']!r} planted, claim unchanged; never release it")
-    t = results["timings_s"]
+    if target.test_under_noise is not None:
+        lines.append(f"  TEST MECHANISM: noise divided by {target.test_under_noise:g}, claim unchanged")
+    if target.test_bug is not None:
+        lines.append(f"  TEST MECHANISM: bug {target.test_bug!r} planted, claim unchanged; never release it")
+    t = results.timings_s or {}
     parts = [f"{label} {t[key]:.1f} s" for key, label in
              (("fit_wall", "fits and their statistics"), ("statistics", "statistics of reloaded models"),
               ("canary_fit_wall", "canary fit")) if t.get(key)]

@@ -9,10 +9,13 @@
     canary_scores.npz  every canary score, by canary id
     statistics.npz     every statistic for the target and every shadow
     scores.npz         per-document scores of every attack, with the true labels
-    results.json       metrics, guarantee, timings (documented, stable keys)
+    results.json       metrics, guarantee, timings (documented, stable keys): a RunResults written out
+    roc.png            the main attacks' log-log ROC (drawn by topicaudit.engine.roc_figure)
+    manifest.json      the SHA-256 of every file above but roc.png
 
 A directory made by another configuration is never reused: its config hash
-must match, so a resumed run cannot silently mix models.
+must match, so a resumed run cannot silently mix models. This module is the
+one reader of the .npz files (``load_arrays``).
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ import numpy as np
 from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, to_toml
 from topicaudit.engine.lock import holds_only_the_lock
-from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults
+# The schemas live with the records; user_audit still takes its schema's name from here.
+from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
