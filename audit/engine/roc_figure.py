@@ -28,6 +28,7 @@ SVG_SALT = "topicaudit"
 
 
 def roc_floor(is_member: np.ndarray) -> float:
+    """The smallest non-zero FPR (1 / #non-members), where a ROC's log axes start."""
     return 1.0 / max(int((~is_member).sum()), 1)
 
 
