@@ -4,9 +4,9 @@ The command line (``topicaudit run|audit|check|sweep|report``) and this API do
 the same jobs:
 
 - ``run(config)``: train a target and its shadow models and attack it; returns
-  the ``results.json`` content (attack metrics, empirical ε lower bounds);
+  a ``RunResults``, results.json typed (attack metrics, empirical ε lower bounds);
 - ``audit_model(phi, candidates, reference, ...)``: rank candidate documents
-  by membership evidence against a Φ you trained; returns ``audit.json``'s content;
+  by membership evidence against a Φ you trained; returns an ``AuditResults`` (audit.json);
 - ``check(run_dir, epsilon)``: hold a finished run against a claimed ε; a
   ``CheckResult`` whose ``violated`` is the verdict;
 - ``assert_privacy(config, epsilon)``: run and check in one call (for tests);
@@ -27,7 +27,8 @@ import importlib
 
 from topicaudit.version import __version__
 
-API = ("AuditConfig", "Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report", "run")
+API = ("AuditConfig", "AuditResults", "CheckResult", "Config", "RunResults", "as_config", "assert_privacy",
+       "audit_model", "check", "load_config", "report", "run")
 __all__ = [*API, "__version__"]
 
 

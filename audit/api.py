@@ -1,17 +1,21 @@
 """The Python API: every job of the command line as a function returning objects.
 
-``topicaudit`` re-exports these; each returns what the matching command writes
-(the ``results.json`` / ``audit.json`` content as a dict, a ``CheckResult``, the
-report's directory), so a script or notebook need not read files back.
+``topicaudit`` re-exports these; each returns what the matching command writes,
+typed (``topicaudit.engine.results``): a ``RunResults`` (results.json), an
+``AuditResults`` (audit.json), a ``CheckResult`` (check --json), the report's
+directory. So a script or notebook need not read files back; ``to_json()``
+gives the file's content, and the results also read as that mapping
+(``results["canaries"]["count"]``).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from topicaudit.engine.check import CheckResult, assert_privacy, check_run
 from topicaudit.engine.audit import audit_config, execute_audit
+from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config
+from topicaudit.engine.results import AuditResults, CheckResult, RunResults
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
@@ -28,25 +32,26 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
     return load_config(config)
 
 
-def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True) -> dict[str, Any]:
+def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True) -> RunResults:
     """Train a target and its shadows as the configuration says and attack it (``topicaudit run``).
 
-    Returns the content of the run directory's ``results.json``; an interrupted run resumes.
+    Returns the run directory's ``results.json`` as :class:`RunResults` (``to_json()`` is the file's
+    content); an interrupted run resumes. The run directory also holds roc.png when shadows ran.
     """
     return execute_run(as_config(config), quiet=quiet)
 
 
 def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = None, reference: str | Path | None = None,
-                quiet: bool = True, **settings: Any) -> dict[str, Any]:
+                quiet: bool = True, **settings: Any) -> AuditResults:
     """Rank candidate documents by membership evidence against a released Φ (``topicaudit audit``).
 
     phi: Φ's file, a TOML configuration file, or an AuditConfig ([model], [corpus] =
     the candidates, [reference]); ``settings`` are the command's flags by name
     (vocabulary, shadows, learner, k, params, rank_by, output, …) and override
-    the file. Returns ``audit.json``'s content.
+    the file. Returns ``audit.json`` as :class:`AuditResults`.
     """
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
-    return execute_audit(config, quiet=quiet)
+    return AuditResults.from_json(execute_audit(config, quiet=quiet))
 
 
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
@@ -60,5 +65,5 @@ def report(paths: list[str | Path], output: str | Path | None = None, **options:
     return build_report(paths, output, **options)
 
 
-__all__ = ["AuditConfig", "Config", "CheckResult", "as_config", "assert_privacy", "audit_model", "check", "load_config", "report",
-           "run"]
+__all__ = ["AuditConfig", "AuditResults", "CheckResult", "Config", "RunResults", "as_config", "assert_privacy",
+           "audit_model", "check", "load_config", "report", "run"]

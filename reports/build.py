@@ -19,6 +19,7 @@ from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.progress import Progress
+from topicaudit.engine.results import CorpusInfo
 from topicaudit.engine.rundir import disk_full
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
@@ -57,7 +58,7 @@ def _check_attack(collection: Collection, attack: str) -> None:
     if attack not in ATTACKS:
         raise UserError(f"--attack {attack!r}: unknown attack; known: {', '.join(ATTACKS)}")
     for run in collection.runs:
-        if not run.results.get("attacks"):
+        if not run.results.attacks:
             continue  # a canary-only audit (--shadows 0): its verdict and canary scores are reported
         if attack not in run.score_attacks():
             raise UserError(f"run {run.path} has no scores for attack {attack!r}; "
@@ -66,7 +67,7 @@ def _check_attack(collection: Collection, attack: str) -> None:
 
 def _natural(run) -> bool:
     """True when the run attacked natural documents (it has shadow models), not canaries only."""
-    return bool(run.results.get("attacks"))
+    return bool(run.results.attacks)
 
 
 def _target_dir(output: Path) -> None:
@@ -283,8 +284,8 @@ def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, sh
                 "from what the audits wrote (nothing is recomputed).")]
     if collection.varies:
         summary.append(f"What varies between the runs: {', '.join(collection.varies)}.")
-    first = collection.runs[0].results.get("corpus", {})
-    summary.append(f"Corpus: {first.get('source', '?')} — {first.get('n_docs', '?')} documents.")
+    first = collection.runs[0].results.corpus or CorpusInfo()
+    summary.append(f"Corpus: {first.source or '?'} — {first.n_docs if first.n_docs is not None else '?'} documents.")
     warnings = []
     if show_text:
         warnings.append("This report shows the text of the documents the attack is most sure were training "

@@ -30,12 +30,12 @@ import numpy as np
 
 from topicaudit.engine.config import config_from_dict, config_hash
 from topicaudit.engine.integrity import verify_run_directory
-from topicaudit.engine.rundir import RESULTS_SCHEMA, UNREADABLE_NPZ, load_audit_corpus
+from topicaudit.engine.results import USER_AUDIT_SCHEMA, CorpusInfo, RunResults
+from topicaudit.engine.rundir import load_audit_corpus, read_arrays, read_json
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
 from topicaudit.inputs.files import check_regular
-from topicaudit.inputs.sizes import BoundedNpz
 
 # configuration keys that say where and how a run was computed, never what it computed
 _NOT_IDENTITY = ("name", "output", "ray", "provenance")
@@ -47,14 +47,14 @@ class Run:
     """A finished run directory: results.json and config.toml read eagerly, arrays on demand."""
 
     path: Path
-    results: dict[str, Any]
+    results: RunResults
     config: dict[str, Any]
     replicate: int = 0
     replicates: int = 1
 
     @property
     def name(self) -> str:
-        return str(self.results.get("name") or self.path.name)
+        return str(self.results.name or self.path.name)
 
     @property
     def seed(self) -> int | None:
@@ -62,20 +62,14 @@ class Run:
 
     @property
     def attacks(self) -> list[str]:
-        return list(self.results.get("attacks", {}))
+        return list(self.results.attacks)
 
     def _arrays(self, filename: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         path = self.path / filename
-        check_regular(path)
-        try:
-            with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is inflated
-                arrays = {key: z[key] for key in z.files}
-        except FileNotFoundError:
+        if not path.exists() and not path.is_symlink():
             raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "
-                            "same `topicaudit run` command to finish it") from None
-        except UNREADABLE_NPZ as error:
-            raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same "
-                            "`topicaudit run` command to rewrite it") from None
+                            "same `topicaudit run` command to finish it")
+        arrays = read_arrays(path)
         missing = [key for key in required if key not in arrays]
         if missing:
             raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of "
@@ -105,12 +99,13 @@ class Run:
 
     # identities used by the comparability check
     def corpus_identity(self) -> dict[str, Any]:
-        corpus = self.results.get("corpus", {})
-        if corpus.get("fingerprint") is not None:  # the counts themselves; the sizes make messages readable
-            return {key: corpus.get(key) for key in ("n_docs", "n_words", "n_tokens", "fingerprint")}
+        corpus = self.results.corpus or CorpusInfo()
+        sizes = {"n_docs": corpus.n_docs, "n_words": corpus.n_words, "n_tokens": corpus.n_tokens}
+        if corpus.fingerprint is not None:  # the counts themselves; the sizes make messages readable
+            return {**sizes, "fingerprint": corpus.fingerprint}
         section = self.config.get("corpus", {})
         path = section.get("path")
-        identity = {key: corpus.get(key) for key in ("n_docs", "n_words", "n_tokens", "n_dropped_empty")}
+        identity = {**sizes, "n_dropped_empty": corpus.n_dropped_empty}
         identity.update({"file": os.path.basename(os.path.normpath(path)) if path else None,
                          "format": section.get("format"), "preprocess": section.get("preprocess"),
                          "text_field": section.get("text_field"), "options": section.get("options") or {}})
@@ -120,7 +115,8 @@ class Run:
 
     def vocabulary_identity(self) -> dict[str, Any]:
         target = self.config.get("target", {})
-        return {"vocabulary step": self.results.get("target", {}).get("vocabulary_step", target.get("vocabulary")),
+        step = self.results.target.vocabulary_step
+        return {"vocabulary step": step if step is not None else target.get("vocabulary"),
                 "vocabulary parameters": target.get("vocabulary_params") or {}}
 
 
@@ -154,17 +150,12 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                         "or sweep.json)")
     check_regular(results_path, config_path)
     verify_run_directory(path)  # manifest hashes, types and shapes of what the report reads (or exit 2)
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{results_path} is unreadable ({error}); rerun the audit to rewrite it") from None
-    if isinstance(results, dict) and str(results.get("schema", "")).startswith("topicaudit.user-audit/"):
+    data = read_json(results_path)
+    if str(data.get("schema", "")).startswith(USER_AUDIT_SCHEMA.rpartition("/")[0] + "/"):
         raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground truth, "
                         "see its scores.csv); `topicaudit report` reads membership audits made by "
                         "`topicaudit run` or `topicaudit sweep`")
-    if not isinstance(results, dict) or results.get("schema") != RESULTS_SCHEMA:
-        got = results.get("schema") if isinstance(results, dict) else type(results).__name__
-        raise UserError(f"{results_path} has schema {got!r}; this report reads {RESULTS_SCHEMA}")
+    results = RunResults.from_json(data, str(results_path))
     try:
         config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -378,11 +369,11 @@ class CorpusCache:
                           "synthetic": None if config.corpus.path else [data.get("synthetic"), config.seed]},
                          sort_keys=True, default=str)
         if key not in self._corpora:
-            self._corpora[key] = self._load(config, (run.results.get("corpus") or {}).get("path"))
+            self._corpora[key] = self._load(config, run.results.corpus.path if run.results.corpus else None)
         corpus, fingerprint, note = self._corpora[key]
         if corpus is None:
             return None, note
-        if config_hash(config, fingerprint) != run.results.get("config_hash"):
+        if config_hash(config, fingerprint) != run.results.config_hash:
             return None, (f"the corpus at {config.corpus.path or 'the synthetic generator'} is not the one "
                           f"{run.path} audited (its fingerprint differs); document kinds and texts are left out")
         return corpus, None

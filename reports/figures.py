@@ -9,7 +9,6 @@ returns plain arrays, so tests check what is plotted rather than pixels.
 """
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from topicaudit.attacks.metrics import roc_curve
-from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
+from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
+from topicaudit.engine import roc_figure
 from topicaudit.engine.check import canary_evidence  # the one reader of canary files
-from topicaudit.reports.dp_region import Claim, claim_of, dp_tpr_bound
+from topicaudit.engine.roc_figure import chance, corners, draw_roc, loglog, new_figure, render, roc_floor
+
 
 IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
-REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 KINDS = ("long", "short", "inlier", "outlier")
 KIND_DESCRIPTIONS = {
     "long": "more words than one standard deviation above the mean length",
@@ -41,119 +41,11 @@ def tpr_at(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.asarray(tpr)[np.maximum(index, 0)]
 
 
-def _floor(is_member: np.ndarray) -> float:
-    return 1.0 / max(int((~is_member).sum()), 1)
-
-
-def _format_percent(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
 # -- ROC of every attack in one run, with the claimed DP region ----------------------------------
 def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
-    """The ROC curve of each attack from scores.npz, its stored metrics, and the claim's boundary.
-
-    Returns a dict with ``curves`` {attack: (fpr, tpr)} (exactly
-    ``topicaudit.attacks.metrics.roc_curve`` of the stored scores), ``metrics`` {attack:
-    results.json entry}, ``floor`` (1 / #non-members: the smallest non-zero
-    FPR, where the log axes start), ``claim`` (a :class:`Claim` or None) and
-    ``boundary`` (fpr grid, largest TPR the claim allows) when the claim bounds
-    document membership, else None.
-    """
-    scores = run.scores
+    """The run's ROC as roc.png draws it (:func:`topicaudit.engine.roc_figure.roc_data`), every attack by default."""
     names = attacks if attacks is not None else run.score_attacks()
-    labels = scores["is_member"]
-    curves = {name: roc_curve(scores[name], labels)[:2] for name in names}
-    floor = _floor(labels)
-    claim = claim_of(run.results)
-    boundary = None
-    if claim is not None and claim.document_level:
-        grid = np.logspace(np.log10(floor), 0, 400)
-        boundary = (grid, dp_tpr_bound(grid, claim.epsilon, claim.delta))
-    emphasised = emphasised_attacks(run, names)
-    n_shadows = int((run.results.get("shadows") or {}).get("n_shadows") or 0)
-    return {"title": run.name, "curves": curves, "metrics": {n: run.results["attacks"].get(n, {}) for n in names},
-            "floor": floor, "claim": claim, "boundary": boundary, "emphasised": emphasised,
-            "recommended": recommended_attack(n_shadows) if n_shadows >= 1 else None}
-
-
-def _new_figure(width: float, height: float):
-    from matplotlib.figure import Figure  # matplotlib: ~0.5 s to import, only when a figure is drawn
-
-    return Figure(figsize=(width, height), dpi=110, layout="constrained")
-
-
-def _loglog(ax, floor: float, title: str):
-    ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1.05),
-           xlabel="false positive rate", ylabel="true positive rate", title=title)
-    ax.grid(True, which="major", color="0.9", lw=0.6)
-
-
-def _chance(ax, floor: float):
-    grid = np.logspace(np.log10(floor), 0, 50)
-    ax.plot(grid, grid, color="0.55", lw=1, ls="--", label="chance")
-
-
-def _draw_claim(ax, claim: Claim | None, boundary, floor: float):
-    if boundary is not None:
-        grid, bound = boundary
-        ax.fill_between(grid, np.maximum(bound, floor), 1.05, color=REGION_COLOR, alpha=0.12, lw=0,
-                        label=claim.label())
-        ax.plot(grid, np.maximum(bound, floor), color=REGION_EDGE, lw=1.1, ls="-.")
-
-
-def corners(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The polyline without the interior points of its horizontal and vertical runs.
-
-    A ROC over thousands of documents is mostly such runs; dropping their
-    interior points draws the very same lines (axis-parallel segments stay
-    straight on log axes) with a fraction of the points, so the SVGs and the
-    report page stay small. Diagonal runs (tied scores) are kept whole: on
-    log axes they are curves.
-    """
-    x, y = np.asarray(x), np.asarray(y)
-    if x.size <= 2:
-        return x, y
-    same_x = (x[1:-1] == x[:-2]) & (x[1:-1] == x[2:])
-    same_y = (y[1:-1] == y[:-2]) & (y[1:-1] == y[2:])
-    keep = np.r_[True, ~(same_x | same_y), True]
-    return x[keep], y[keep]
-
-
-def emphasised_attacks(run, names) -> list[str]:
-    """The attacks a ROC draws boldly: the one recommended for the run's shadows, and the paper's online LiRA."""
-    n_shadows = int((run.results.get("shadows") or {}).get("n_shadows") or 0)
-    wanted = ([recommended_attack(n_shadows)] if n_shadows >= 1 else []) + ["lira_online"]
-    return [name for name in dict.fromkeys(wanted) if name in names]
-
-
-def draw_roc(data: dict[str, Any]):
-    """Log-log ROC: the emphasised attacks bold and labelled, every other one faded grey; chance; DP region."""
-    fig = _new_figure(6.4, 5.4)
-    ax = fig.add_subplot()
-    floor = data["floor"]
-    _chance(ax, floor)
-    _draw_claim(ax, data["claim"], data["boundary"], floor)
-    bold = data.get("emphasised") or list(data["curves"])
-    faded = [name for name in data["curves"] if name not in bold]
-    for i, name in enumerate(faded):
-        fpr, tpr = data["curves"][name]
-        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=0.8, color="0.62", alpha=0.55,
-                label=f"{len(faded)} other attacks (faded; metrics in results.json)" if i == 0 else None)
-    for color, name in zip(("#b00020", "#1f4e9c", "#2e7d32", "#6a1b9a"), bold):
-        fpr, tpr = data["curves"][name]
-        m = data["metrics"].get(name, {})
-        label = name + (" (recommended)" if name == data.get("recommended") else "") + \
-            (" (the paper's LiRA)" if name == "lira_online" else "")
-        if "auc" in m:
-            label += f": AUC {m['auc']:.3f}, TPR@0.1% {_format_percent(m['tpr_at_fpr_0.001'])}"
-        ax.plot(*corners(np.maximum(fpr, floor), np.maximum(tpr, floor)), lw=2.0, color=color, label=label)
-    title = data["title"]
-    if data["claim"] is not None and data["boundary"] is None:
-        title += f"\n(claimed ε = {data['claim'].epsilon:g} is {data['claim'].adjacency}-level: no document bound)"
-    _loglog(ax, floor, title)
-    ax.legend(fontsize=6.8, loc="lower right")
-    return fig
+    return roc_figure.roc_data(run.name, run.scores, run.results, names)
 
 
 # -- canary scores of the canaries in and out of the canary release ---------------------------------------
@@ -172,7 +64,7 @@ def draw_canary_histograms(data: dict[str, Any], title: str):
     panels = list(data["panels"].items())
     cols = min(len(panels), 3)
     rows = math.ceil(len(panels) / cols)
-    fig = _new_figure(3.4 * cols, 2.6 * rows + 0.4)
+    fig = new_figure(3.4 * cols, 2.6 * rows + 0.4)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (name, d) in zip(axes, panels):
         values = np.concatenate([d["in"], d["out"]])
@@ -195,8 +87,8 @@ def draw_canary_histograms(data: dict[str, Any], title: str):
 
 def _overlap_legend(ax, fontsize: float = 6) -> None:
     """The legend with the colour where the IN and OUT bars overlap named too."""
-    from matplotlib.colors import to_rgb  # see _new_figure
-    from matplotlib.patches import Patch  # see _new_figure
+    from matplotlib.colors import to_rgb  # see topicaudit.engine.roc_figure.new_figure
+    from matplotlib.patches import Patch  # see topicaudit.engine.roc_figure.new_figure
 
     white = np.ones(3)
     out = 0.6 * np.array(to_rgb(OUT_COLOR)) + 0.4 * white
@@ -206,7 +98,7 @@ def _overlap_legend(ax, fontsize: float = 6) -> None:
 
 
 def _palette(n: int, sequential: bool = False):
-    from matplotlib import colormaps  # see _new_figure
+    from matplotlib import colormaps  # see topicaudit.engine.roc_figure.new_figure
 
     if sequential and n > 1:
         return [colormaps["viridis"](x) for x in np.linspace(0.0, 0.9, n)]
@@ -224,7 +116,7 @@ def overlay_data(groups, attack: str = "lira_online", points: int = 300) -> dict
     group's claimed DP boundary on the grid (a sweep over ε shows each value's
     curve against its own claim), None when it claims no document-level ε.
     """
-    floor = min(_floor(g.representative.scores["is_member"]) for g in groups)
+    floor = min(roc_floor(g.representative.scores["is_member"]) for g in groups)
     grid = np.logspace(np.log10(floor), 0, points)
     series = []
     for group in groups:
@@ -243,10 +135,10 @@ def overlay_data(groups, attack: str = "lira_online", points: int = 300) -> dict
 
 
 def draw_overlay(data: dict[str, Any], legend_title: str, sequential: bool = False):
-    fig = _new_figure(6.4, 5.4)
+    fig = new_figure(6.4, 5.4)
     ax = fig.add_subplot()
     floor = data["floor"]
-    _chance(ax, floor)
+    chance(ax, floor)
     for color, s in zip(_palette(len(data["series"]), sequential), data["series"]):
         label = s["label"] + (f" (mean of {s['n']})" if s["n"] > 1 else "")
         ax.plot(*corners(np.maximum(s["fpr"], floor), np.maximum(s["tpr"], floor)), color=color, lw=1.4,
@@ -257,7 +149,7 @@ def draw_overlay(data: dict[str, Any], legend_title: str, sequential: bool = Fal
         if s["boundary"] is not None:
             ax.plot(data["grid"], np.maximum(s["boundary"], floor), color=color, lw=0.9, ls="-.",
                     label=f"{s['label']}: claimed ({s['claim'].epsilon:g}, {s['claim'].delta:g})-DP ceiling")
-    _loglog(ax, floor, f"{data['attack']}: ROC by run")
+    loglog(ax, floor, f"{data['attack']}: ROC by run")
     ax.legend(fontsize=7, loc="lower right", title=legend_title, title_fontsize=7)
     return fig
 
@@ -282,7 +174,8 @@ def by_parameter_data(groups, metric: str = "tpr_at_fpr_0.001",
     x, numeric = x_axis(groups)
     series = {}
     for attack in attacks:
-        stats = [_mean_sd([run.results["attacks"].get(attack, {}).get(metric) for run in g.runs]) for g in groups]
+        stats = [_mean_sd([run.results.attacks[attack].get(metric) for run in g.runs
+                           if attack in run.results.attacks]) for g in groups]
         if any(n for _, _, n in stats):
             series[attack] = {"mean": np.array([s[0] for s in stats]), "sd": np.array([s[1] for s in stats]),
                               "n": np.array([s[2] for s in stats])}
@@ -295,12 +188,13 @@ UTILITY_METRICS = {"umass_coherence": "UMass coherence (higher is better)",
 
 def utility_data(groups) -> dict[str, Any] | None:
     """Mean ± sd of results.json ``utility`` metrics per group; None when no run carries utility."""
-    if not any(run.results.get("utility") for g in groups for run in g.runs):
+    if not any(run.results.utility for g in groups for run in g.runs):
         return None
     x, numeric = x_axis(groups)
     series = {}
     for metric in UTILITY_METRICS:
-        stats = [_mean_sd([(run.results.get("utility") or {}).get(metric) for run in g.runs]) for g in groups]
+        stats = [_mean_sd([getattr(run.results.utility, metric) for run in g.runs if run.results.utility])
+                 for g in groups]
         if any(n for _, _, n in stats):
             series[metric] = {"mean": np.array([s[0] for s in stats]), "sd": np.array([s[1] for s in stats]),
                               "n": np.array([s[2] for s in stats])}
@@ -314,7 +208,7 @@ def _positions(data):
 
 
 def draw_by_parameter(data: dict[str, Any], parameter: str):
-    fig = _new_figure(6.0, 4.2)
+    fig = new_figure(6.0, 4.2)
     ax = fig.add_subplot()
     xs, ticks = _positions(data)
     for i, (attack, s) in enumerate(data["series"].items()):
@@ -334,7 +228,7 @@ def draw_by_parameter(data: dict[str, Any], parameter: str):
 
 def draw_utility(data: dict[str, Any], parameter: str):
     panels = list(data["series"].items())
-    fig = _new_figure(4.0 * len(panels), 3.8)
+    fig = new_figure(4.0 * len(panels), 3.8)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     xs, ticks = _positions(data)
     for ax, (metric, s) in zip(axes, panels):
@@ -398,7 +292,7 @@ def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
     kinds = list(data)
     cols = 2 if len(kinds) > 1 else 1
     rows = math.ceil(len(kinds) / cols)
-    fig = _new_figure(3.4 * cols, 2.7 * rows + 0.4)
+    fig = new_figure(3.4 * cols, 2.7 * rows + 0.4)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, kind in zip(axes, kinds):
         d = data[kind]
@@ -417,73 +311,6 @@ def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
         ax.set_visible(False)
     fig.suptitle(title, fontsize=9)
     return fig
-
-
-# -- output ---------------------------------------------------------------------------------------------
-SVG_SALT = "topicaudit"
-
-
-def render(fig, fmt: str) -> bytes:
-    """The figure as SVG bytes (deterministic: fixed hash salt, no date) or palette PNG bytes."""
-    import matplotlib  # see _new_figure
-
-    buffer = io.BytesIO()
-    _plain_text(fig)
-    with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
-        _fix_layout(fig)
-        if fmt == "svg":
-            fig.savefig(buffer, format="svg", metadata={"Date": None})
-        else:
-            fig.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue() if fmt == "svg" else palette_png(buffer.getvalue())
-
-
-def _plain_text(fig) -> None:
-    """Draw every text of ours as written: a run or corpus name with ``$`` (``cost_$5_$``) is not mathtext.
-
-    Only the axes' own tick and offset labels (``10^{-2}``) keep matplotlib's math rendering.
-    """
-    from matplotlib.text import Text  # see _new_figure
-
-    axes_own = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            axes_own.add(axis.offsetText)
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                axes_own.update((tick.label1, tick.label2))
-    for text in fig.findobj(Text):
-        if text not in axes_own:
-            text.set_parse_math(False)
-
-
-def palette_png(png: bytes) -> bytes:
-    """The PNG re-encoded with at most 256 colours.
-
-    A plot has few colours, so it looks the same (mean channel difference
-    ~0.15/255) at a third of the bytes; report.html embeds every figure, and
-    this keeps a report small enough to mail or keep in a repository.
-    """
-    from PIL import Image  # comes with matplotlib; see _new_figure
-
-    with Image.open(io.BytesIO(png)) as image:
-        palette = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
-    out = io.BytesIO()
-    palette.save(out, format="png", optimize=True)
-    return out.getvalue()
-
-
-def _fix_layout(fig) -> None:
-    """Run the constrained layout once and keep its result (every later save skips the costly solve)."""
-    if fig.get_layout_engine() is not None and not isinstance(fig.get_layout_engine(),
-                                                              _placeholder_engine()):
-        fig.draw_without_rendering()
-        fig.set_layout_engine("none")
-
-
-def _placeholder_engine():
-    from matplotlib.layout_engine import PlaceHolderLayoutEngine  # see _new_figure
-
-    return PlaceHolderLayoutEngine
 
 
 def save_figure(fig, directory: Path, stem: str) -> dict[str, bytes]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.engine.results import AttackMetrics, RunResults, TargetInfo, Utility
+
 # key, heading, what it is (the README's column list is this table)
 COLUMNS = (
     ("run", "run", "the run directory"),
@@ -36,11 +38,15 @@ COLUMNS = (
 HEADINGS = {key: heading for key, heading, _ in COLUMNS}
 
 
-def _pipeline(target: dict[str, Any]) -> str:
-    text = f"{target.get('learner', '?')} k={target.get('k', '?')}, vocabulary {target.get('vocabulary_step', '?')}"
-    if target.get("vocabulary_size") is not None:
-        text += f" ({target['vocabulary_size']} words)"
+def _pipeline(target: TargetInfo) -> str:
+    text = f"{_known(target.learner)} k={_known(target.k)}, vocabulary {_known(target.vocabulary_step)}"
+    if target.vocabulary_size is not None:
+        text += f" ({target.vocabulary_size} words)"
     return text
+
+
+def _known(value: Any) -> Any:
+    return "?" if value is None else value
 
 
 def _monitor_epsilon(monitor: dict[str, Any] | None) -> float | None:
@@ -49,32 +55,31 @@ def _monitor_epsilon(monitor: dict[str, Any] | None) -> float | None:
 
 
 def ledger_row(run, group_label: str, attack: str = "lira_online") -> dict[str, Any]:
-    r = run.results
-    target = r.get("target", {})
-    guarantee = target.get("guarantee") or {}
-    metrics = r.get("attacks", {}).get(attack, {})
-    bounds = r.get("epsilon_lower_bounds") or (r.get("canaries") or {}).get("epsilon_lower_bounds") or {}
-    utility = r.get("utility") or {}
+    r: RunResults = run.results
+    target, guarantee = r.target, r.target.guarantee
+    metrics = r.attacks.get(attack) or AttackMetrics()
+    bounds = r.recorded_bounds
+    utility = r.utility or Utility()
     return {
         "run": str(run.path),
         "group": group_label,
         "replicate": f"{run.replicate + 1}/{run.replicates} (seed {run.seed})",
         "pipeline": _pipeline(target),
-        "epsilon": guarantee.get("epsilon"),
-        "delta": guarantee.get("delta") if guarantee.get("epsilon") is not None else None,
-        "adjacency": guarantee.get("adjacency"),
-        "basis": guarantee.get("basis") if guarantee.get("basis") not in (None, "none") else None,
-        "monitor_eps": _monitor_epsilon(target.get("monitor")),
-        "tpr_0.001": metrics.get("tpr_at_fpr_0.001"),
-        "tpr_0.01": metrics.get("tpr_at_fpr_0.01"),
-        "auc": metrics.get("auc"),
-        "eps_lb": bounds.get("epsilon"),
-        "eps_lb_confidence": bounds.get("confidence"),
-        "eps_lb_delta": bounds.get("delta"),
-        "coherence": utility.get("umass_coherence"),
-        "perplexity": utility.get("heldout_perplexity"),
-        "shadows": (r.get("shadows") or {}).get("n_shadows"),
-        "wall_s": (r.get("timings_s") or {}).get("total"),
+        "epsilon": guarantee.epsilon,
+        "delta": guarantee.delta if guarantee.epsilon is not None else None,
+        "adjacency": guarantee.adjacency,
+        "basis": guarantee.basis if guarantee.basis not in (None, "none") else None,
+        "monitor_eps": _monitor_epsilon(target.monitor),
+        "tpr_0.001": metrics.tpr_at_fpr_0_001,
+        "tpr_0.01": metrics.tpr_at_fpr_0_01,
+        "auc": metrics.auc,
+        "eps_lb": bounds.epsilon if bounds is not None else None,
+        "eps_lb_confidence": bounds.confidence if bounds is not None else None,
+        "eps_lb_delta": bounds.delta if bounds is not None else None,
+        "coherence": utility.umass_coherence,
+        "perplexity": utility.heldout_perplexity,
+        "shadows": r.shadows.n_shadows if r.shadows is not None else None,
+        "wall_s": (r.timings_s or {}).get("total"),
     }
 
 
@@ -122,7 +127,7 @@ def group_summary(collection, attacks=None) -> tuple[list[str], list[list[str]]]
     with shrunk variance when the runs report it.
     """
     if attacks is None:
-        has_shrunk = any("lira_offline_shrunk" in run.results.get("attacks", {}) for run in collection.runs)
+        has_shrunk = any("lira_offline_shrunk" in run.results.attacks for run in collection.runs)
         attacks = ("lira_online", "lira_offline") + (("lira_offline_shrunk",) if has_shrunk else ())
     headers = [collection.parameter or "group", "runs"]
     for attack in attacks:
@@ -133,9 +138,10 @@ def group_summary(collection, attacks=None) -> tuple[list[str], list[list[str]]]
         cells = [group.label, str(len(group.runs))]
         for attack in attacks:
             for metric, _, percent in SUMMARY_METRICS:
-                xs = [run.results.get("attacks", {}).get(attack, {}).get(metric) for run in group.runs]
+                xs = [run.results.attacks[attack].get(metric) for run in group.runs if attack in run.results.attacks]
                 cells.append(_mean_sd_text([x for x in xs if x is not None], percent))
-        eps = [(run.results.get("epsilon_lower_bounds") or {}).get("epsilon") for run in group.runs]
+        eps = [run.results.epsilon_lower_bounds.epsilon for run in group.runs
+               if run.results.epsilon_lower_bounds is not None]
         cells.append(_mean_sd_text([x for x in eps if x is not None], False))
         body.append(cells)
     return headers, body

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from topicaudit.engine.check import check_run, own_claim_check
+from topicaudit.engine.results import CheckResult, RunResults
 from topicaudit.engine.rundir import read_json
 from topicaudit.errors import UserError
 
@@ -65,29 +65,29 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
     if not path.exists():
         return None
     try:
-        data = read_json(path)
-        return float(data["claimed_epsilon"]), float(data["delta"]), float(data["alpha"])
-    except (UserError, KeyError, TypeError, ValueError):
+        recorded = CheckResult.from_json(read_json(path), str(path))
+        return float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha)
+    except (UserError, TypeError, ValueError):
         return None
 
 
-def _strongest(results: dict[str, Any]) -> list[list[str]]:
+def _strongest(results: RunResults) -> list[list[str]]:
     """The attack with the highest TPR at 0.1% FPR (then AUC) in each experiment of the run."""
     rows = []
-    for experiment, metrics in (("natural documents", results.get("attacks") or {}),
-                                ("canaries", (results.get("canaries") or {}).get("scores") or {})):
+    canary_scores = results.canaries.scores if results.canaries is not None else None
+    for experiment, metrics in (("natural documents", results.attacks), ("canaries", canary_scores or {})):
         if not metrics:
             continue
-        name = max(metrics, key=lambda a: (metrics[a].get("tpr_at_fpr_0.001", 0), metrics[a].get("auc", 0)))
+        name = max(metrics, key=lambda a: (metrics[a].tpr_at_fpr_0_001 or 0, metrics[a].auc or 0))
         m = metrics[name]
-        rows.append([experiment, name, f"{100 * m['tpr_at_fpr_0.001']:.2f}%", f"{100 * m['tpr_at_fpr_0.01']:.2f}%",
-                     f"{m['auc']:.3f}"])
+        rows.append([experiment, name, f"{100 * m.tpr_at_fpr_0_001:.2f}%", f"{100 * m.tpr_at_fpr_0_01:.2f}%",
+                     f"{m.auc:.3f}"])
     return rows
 
 
 def run_verdict(run) -> Verdict:
     """The verdict card of a finished run (a ``topicaudit.reports.collect.Run``)."""
-    guarantee = (run.results.get("target") or {}).get("guarantee") or {}
+    guarantee = run.results.target.guarantee
     recorded = _recorded_claim(run)
     result, tested = None, False
     if recorded is not None:
@@ -100,12 +100,12 @@ def run_verdict(run) -> Verdict:
     status = _status(result, tested)
     level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
     if tested:
-        basis = guarantee.get("basis") if recorded is None else "as given to `topicaudit check`"
+        basis = guarantee.basis if recorded is None else "as given to `topicaudit check`"
         claim = (f"ε = {result.claimed_epsilon:g}, δ = {result.delta:g}, {result.adjacency}-level neighbours"
                  + (f" ({basis})" if basis and basis != "none" else ""))
     else:
-        claim = ("none: the target claims no ε" if guarantee.get("epsilon") is None else
-                 f"ε = {guarantee['epsilon']:g} per {guarantee.get('adjacency')} (not testable by these tests)")
+        claim = ("none: the target claims no ε" if guarantee.epsilon is None else
+                 f"ε = {guarantee.epsilon:g} per {guarantee.adjacency} (not testable by these tests)")
     best = result.strongest_attack
     strongest_source = _observed(result, best)
     if status == "VIOLATED":

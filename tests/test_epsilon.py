@@ -61,7 +61,7 @@ def test_epsilon_from_rates_by_hand():
 
 
 def test_dp_roc_bound_and_epsilon_from_rates_agree():
-    from topicaudit.reports.dp_region import dp_tpr_bound
+    from topicaudit.bounds.dp_region import dp_tpr_bound
 
     fpr = np.linspace(0, 1, 11)
     np.testing.assert_allclose(dp_tpr_bound(fpr, 0.0, 0.0), fpr)  # ε = 0: the diagonal

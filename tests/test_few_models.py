@@ -283,8 +283,9 @@ def test_check_bounds_the_attacks_it_is_told_and_names_missing_ones(tmp_path):
     strong = member * 3.0 + rng.normal(size=2000)
     np.savez(tmp_path / "scores.npz", is_member=member, doc_index=np.arange(2000), lira_online=rng.normal(size=2000),
              lira_offline=rng.normal(size=2000), lira_offline_shrunk=strong)
-    (tmp_path / "results.json").write_text(json.dumps({"target": {"learner": "lda", "guarantee": {
-        "epsilon": None, "delta": 0.0, "adjacency": None}}, "epsilon_lower_bounds": {"delta": 1e-5}}))
+    (tmp_path / "results.json").write_text(json.dumps({"schema": "topicaudit.results/1", "target": {
+        "learner": "lda", "guarantee": {"epsilon": None, "delta": 0.0, "adjacency": None}},
+        "epsilon_lower_bounds": {"delta": 1e-5}}))
     default = check_run(tmp_path, epsilon=1.0)
     assert sorted({name.split(":")[0] for name in default.bounds}) == ["natural/lira_offline", "natural/lira_online"]
     chosen = check_run(tmp_path, epsilon=1.0, attacks=["lira_offline_shrunk"])

@@ -15,7 +15,7 @@ import pytest
 from dp_accounting import dp_event, pld
 
 from topicaudit.attacks.canaries import resolve_kind
-from topicaudit.reports.dp_region import claim_of
+from topicaudit.bounds.dp_region import claim_of
 from topicaudit.targets import build_target
 from topicaudit.targets.accounting import pld_epsilon, subsampled_gaussian_event
 from topicaudit.targets.composition import NEIGHBORING_RELATIONS, PLDAccountant, compose

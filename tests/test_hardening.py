@@ -348,6 +348,7 @@ def test_an_unreadable_model_is_refitted_with_a_note(tmp_path, damage):
 def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
     from topicaudit.engine import rundir
     from topicaudit.engine.plan import make_plan
+    from topicaudit.engine.results import RunResults
 
     synced = []
     real_fsync = os.fsync
@@ -362,7 +363,8 @@ def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
     run.keep_plan(make_plan(10, 2, 0).arrays())
     run.save_model(None, _release(), "abc", 1.0)
     run.save_arrays("scores.npz", {"a": np.zeros(3)})
-    run.save_results({"x": 1})
+    run.save_results(RunResults.from_json({"schema": "topicaudit.results/1",
+                                           "target": {"guarantee": {"epsilon": None, "delta": 0.0}}}))
     files = [s for s in synced if ".tmp" in str(s) and ".manifest.json." not in str(s)]
     assert any(".manifest.json." in str(s) for s in synced)  # the manifest is as durable as the files
     directories = [s for s in synced if str(s) in (str(run.path), str(run.models))]

@@ -365,9 +365,14 @@ def test_report_refuses_a_dangling_symlink_output(finished, tmp_path, capsys):
 
 def test_dollars_in_a_run_name_are_drawn_as_text(run, tmp_path):
     """A `$` in a run or corpus name is not matplotlib mathtext (which failed after every fit, exit 3)."""
-    from topicaudit.reports.roc import write_roc_figure
+    from topicaudit.engine.results import RunResults
+    from topicaudit.engine.roc_figure import write_roc_figure
+    from topicaudit.engine.rundir import atomic_write_bytes, read_arrays
 
     (run / manifest.NAME).unlink()
     _edit_results(run, lambda d: d.update(name="cost_$5_$ x$\\foo$"))
-    assert write_roc_figure(run).stat().st_size > 0
+    results = RunResults.from_json(json.loads((run / "results.json").read_text()))
+    figure = write_roc_figure(tmp_path / "roc.png", results.name, read_arrays(run / "scores.npz"), results,
+                              atomic_write_bytes)
+    assert figure.stat().st_size > 0
     assert main(["report", str(run), "-o", str(tmp_path / "report"), "--quiet"]) == 0

@@ -1,7 +1,8 @@
 import pytest
 
 from topicaudit.errors import UserError
-from topicaudit.engine.plan import Plan, make_plan
+from topicaudit.engine.plan import make_plan
+from topicaudit.engine.rundir import RunDirectory, read_arrays
 
 
 @pytest.mark.parametrize("n_docs, n_shadows", [(10, 2), (11, 8), (5698, 128)])
@@ -36,12 +37,16 @@ def test_shadow_i_does_not_depend_on_how_many_shadows_there_are():
     assert (small.shadow_seeds == large.shadow_seeds[:4]).all()
 
 
-def test_plan_round_trips_through_npz(tmp_path):
+def test_the_run_directory_keeps_the_plan_and_refuses_another(tmp_path):
     plan = make_plan(50, 6, 2)
-    plan.save(tmp_path / "plan.npz")
-    back = Plan.load(tmp_path / "plan.npz")
-    assert back.seed == 2 and back.target_seed == plan.target_seed
-    assert (back.shadow_in == plan.shadow_in).all() and (back.shadow_seeds == plan.shadow_seeds).all()
+    run = RunDirectory(tmp_path)
+    run.keep_plan(plan.arrays())
+    back = read_arrays(tmp_path / "plan.npz")
+    assert int(back["seed"]) == 2 and int(back["target_seed"]) == plan.target_seed
+    assert (back["shadow_in"] == plan.shadow_in).all() and (back["shadow_seeds"] == plan.shadow_seeds).all()
+    run.keep_plan(plan.arrays())  # resuming: the same plan is accepted
+    with pytest.raises(UserError, match="not the plan of this configuration"):
+        run.keep_plan(make_plan(50, 6, 3).arrays())
 
 
 @pytest.mark.parametrize("n_shadows", [0, 1, 3, 7])

@@ -1,5 +1,6 @@
 """`topicaudit report`: the figures' data, the ledger, comparability refusals, escaping, the files written."""
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -14,12 +15,13 @@ from topicaudit.engine.config import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.engine.parallel import ray_session
+from topicaudit.engine.results import Utility
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.sweep import run_sweep
 from topicaudit.reports import figures, ledger, risk
 from topicaudit.reports.build import build_report
 from topicaudit.reports.collect import Group, collect, read_run
-from topicaudit.reports.dp_region import claim_of, dp_tpr_bound
+from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
 from topicaudit.reports.markdown import md_text
 
 TINY = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
@@ -110,8 +112,8 @@ def test_roc_points_are_the_stored_scores_roc(runs):
 
 
 def test_roc_data_draws_the_claimed_boundary(runs):
-    run = read_run(runs / "sweep" / "k=2" / "rep-0")
-    run.results["target"]["guarantee"].update(epsilon=1.5, delta=1e-4, adjacency="document", basis="theorem")
+    run = _claiming(read_run(runs / "sweep" / "k=2" / "rep-0"), epsilon=1.5, delta=1e-4, adjacency="document",
+                    basis="theorem")
     data = figures.roc_data(run)
     grid, bound = data["boundary"]
     assert grid[0] == pytest.approx(data["floor"]) and grid[-1] == 1.0
@@ -120,8 +122,15 @@ def test_roc_data_draws_the_claimed_boundary(runs):
     np.testing.assert_array_equal(overlay["series"][0]["boundary"], dp_tpr_bound(overlay["grid"], 1.5, 1e-4))
     figures.draw_roc(data)
     figures.draw_overlay(overlay, "runs")
-    run.results["target"]["guarantee"]["adjacency"] = "word"
+    run = _claiming(run, adjacency="word")
     assert figures.roc_data(run)["boundary"] is None  # a word-level ε does not bound a document
+
+
+def _claiming(run, **claim):
+    """The run as if its target claimed ``claim`` (results are frozen records: a changed copy)."""
+    target = run.results.target
+    target = dataclasses.replace(target, guarantee=dataclasses.replace(target.guarantee, **claim))
+    return dataclasses.replace(run, results=dataclasses.replace(run.results, target=target))
 
 
 def test_overlay_uses_exact_curves_or_replicate_means(runs):
@@ -161,10 +170,11 @@ def test_utility_data_is_the_replicate_mean_of_results_or_absent(runs):
         xs = [r.results["utility"]["umass_coherence"] for r in group.runs]
         assert data["series"]["umass_coherence"]["mean"][i] == pytest.approx(np.mean(xs))
     for run in collection.runs:
-        del run.results["utility"]  # runs made before utility was measured
+        run.results = dataclasses.replace(run.results, utility=None)  # runs made before utility was measured
     assert figures.utility_data(collection.groups) is None
     for i, run in enumerate(collection.runs):
-        run.results["utility"] = {"umass_coherence": -1.0 - i, "heldout_perplexity": 100.0 + i}
+        run.results = dataclasses.replace(run.results, utility=Utility(umass_coherence=-1.0 - i,
+                                                                       heldout_perplexity=100.0 + i))
     data = figures.utility_data(collection.groups)
     np.testing.assert_allclose(data["series"]["umass_coherence"]["mean"], [-1.5, -3.5])
     np.testing.assert_allclose(data["series"]["heldout_perplexity"]["sd"], [np.std([100, 101], ddof=1)] * 2)

@@ -4,6 +4,7 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.engine.check import check_run
 from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.roc_figure import emphasised_attacks
 from topicaudit.engine.run import execute_run
 from topicaudit.reports import figures
 from topicaudit.reports.build import build_report
@@ -65,13 +66,9 @@ def test_the_card_reads_the_checks_own_verdict_and_observations():
 
 
 def test_the_roc_emphasises_the_recommended_attack_and_the_papers_lira():
-    class Run:
-        results = {"shadows": {"n_shadows": 64}}
-
-    assert figures.emphasised_attacks(Run(), ["lira_online", "lira_offline", "lira_offline_shrunk"]) == \
+    assert emphasised_attacks(64, ["lira_online", "lira_offline", "lira_offline_shrunk"]) == \
         ["lira_offline_shrunk", "lira_online"]
-    Run.results = {"shadows": {"n_shadows": 1}}
-    assert figures.emphasised_attacks(Run(), ["lira_online", "rmia_online"]) == ["rmia_online", "lira_online"]
+    assert emphasised_attacks(1, ["lira_online", "rmia_online"]) == ["rmia_online", "lira_online"]
 
 
 def test_histograms_name_their_overlap_and_their_y_axis():

@@ -4,9 +4,9 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sklearn_roc_curve
 
+from topicaudit.engine.roc_figure import MAIN_ATTACKS
 from topicaudit.reports.collect import read_run
 from topicaudit.reports.figures import roc_data
-from topicaudit.reports.roc import MAIN_ATTACKS, write_roc_figure
 
 
 def test_the_drawn_curves_are_sklearns_roc_of_the_stored_scores(finished_run):
@@ -25,9 +25,9 @@ def test_the_drawn_curves_are_sklearns_roc_of_the_stored_scores(finished_run):
             assert results["attacks"][name]["auc"] == pytest.approx(roc_auc_score(labels, z[name]), abs=1e-12)
 
 
-def test_roc_figure_is_written_as_png(finished_run):
+def test_the_run_itself_leaves_roc_png(finished_run):
+    """The engine draws roc.png (not the command line), so ``topicaudit.run()`` leaves one too."""
     run_dir = finished_run[0].run_dir
-    path = write_roc_figure(run_dir)
-    assert path == run_dir / "roc.png"
+    path = run_dir / "roc.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".roc.png")]  # written atomically

@@ -621,6 +621,8 @@ def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsy
                                     vocabulary=str(tiny / "vocab.txt"), preprocess=False, shadows=4,
                                     output=str(tiny / "by-api"))
     assert result["config_hash"] == json.loads((tiny / "by-cli" / "audit.json").read_text())["config_hash"]
+    assert isinstance(result, topicaudit.AuditResults)  # audit.json, typed
+    assert result.to_json() == json.loads((tiny / "by-api" / "audit.json").read_text())
     assert read_scores(tiny / "by-api" / "scores.csv") == read_scores(tiny / "by-cli" / "scores.csv")
 
 

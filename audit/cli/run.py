@@ -10,7 +10,6 @@ from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config, run_config
 from topicaudit.engine.run import execute_run, summary_table
 from topicaudit.errors import UserError
-from topicaudit.reports.roc import write_roc_figure
 from topicaudit.targets import LEARNERS
 
 
@@ -77,7 +76,7 @@ def config_from_args(args):
 def execute(args) -> int:
     config = config_from_args(args)
     results = execute_run(config, quiet=args.quiet)
-    figure = write_roc_figure(config.run_dir) if results["attacks"] else None
+    figure = config.run_dir / "roc.png" if results.attacks else None  # the run draws it
     if args.quiet:
         print(config.run_dir)
     else:

@@ -19,10 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 from scipy import stats
@@ -42,138 +39,22 @@ from topicaudit.bounds.verdict import (
 from topicaudit.engine.config import Config, config_from_dict, load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.integrity import verify_run_directory
+from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
+from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
 from topicaudit.errors import UserError
 from topicaudit.targets.composition import privacy_profile
 from topicaudit.targets.dpsu import gaussian_step_profile
-from topicaudit.targets.events import guarantee_from_json
 from topicaudit.targets.guarantee import adjacency_of
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
 NATURAL_METHODS = ("one-run",)
-# The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
-CURVE = "fdp-one-run-curve"
-# The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
-DELTA_TAIL = "delta-tail"
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
 
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The verdict on one claim: every test's bound, what the tests observed, and how strong they were.
-
-    ``violated`` is the verdict; ``no_signal`` says the scores did not separate
-    the candidates at all (then CONSISTENT would overstate what was tested);
-    ``power`` is the simulated chance that this design refutes a mechanism
-    2× and 10× less private than claimed (mechanism audits only).
-    """
-
-    run_dir: Path
-    claimed_epsilon: float
-    delta: float
-    alpha: float
-    bounds: dict[str, EpsilonBound]  # test ("natural/lira_online:one-run", "canaries/zeta:one-run") → bound
-    ceiling: float = math.inf        # the largest ε any outcome of these tests could prove
-    adjacency: str = "document"      # the claim's adjacency, which chose the tests
-    observed: dict[str, str] = field(default_factory=dict)  # test prefix → what its scores observed
-    no_signal: bool = False
-    power: dict[str, float] | None = None  # "2x" / "10x" → share of simulated audits that refute
-
-    @property
-    def epsilon_lower_bound(self) -> float:
-        return max(b.epsilon for b in self.bounds.values())
-
-    @property
-    def strongest_attack(self) -> str:
-        return max(self.bounds, key=lambda name: self.bounds[name].epsilon)
-
-    @property
-    def violated(self) -> bool:
-        return self.epsilon_lower_bound > self.claimed_epsilon
-
-    @property
-    def verdict(self) -> str:
-        """VIOLATED, NO SIGNAL or CONSISTENT."""
-        return "VIOLATED" if self.violated else "NO SIGNAL" if self.no_signal else "CONSISTENT"
-
-    @property
-    def threat_model(self) -> str:
-        """What the strongest test observed, in words."""
-        return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
-
-    def message(self) -> str:
-        level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
-        observed = f"observed: {self.threat_model}"
-        if self.violated:
-            best = self.bounds[self.strongest_attack]
-            if best.method == DELTA_TAIL:
-                d = best.details
-                return (f"VIOLATED: {d['released']} of {d['fresh_canaries']} canary words that no other document "
-                        f"holds were released (p ≤ {d['p_value']:.2g} under the claim): its δ = {self.delta:g} "
-                        f"fails, for every ε; {observed} [{self.run_dir}]")
-            if best.method == "fdp-one-run-curve":
-                return (f"VIOLATED: {self.strongest_attack} refutes the claimed mechanism's own trade-off curve "
-                        f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
-                        f"one; {level}); this refutes the mechanism the claim describes, not every (ε, δ) reading "
-                        f"of it; {observed} [{self.run_dir}]")
-            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
-                    f"> claimed ε = {self.claimed_epsilon:g}; {observed} [{self.run_dir}]")
-        if self.no_signal:
-            return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
-                    f"cannot refute any claim; {observed} [{self.run_dir}]")
-        if self.power is not None:
-            reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
-                     f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
-        elif self.ceiling > self.claimed_epsilon:
-            reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
-        else:
-            reach = (f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
-                     "add canaries, --canaries M)")
-        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach} [{self.run_dir}]")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": "topicaudit.check/1",
-            "run_dir": str(self.run_dir),
-            "claimed_epsilon": self.claimed_epsilon,
-            "delta": self.delta,
-            "alpha": self.alpha,
-            "adjacency": self.adjacency,
-            # ∞ (a δ-tail refutation) as the string "inf", as every bound's JSON has it: strict JSON has no ∞
-            "epsilon_lower_bound": (self.epsilon_lower_bound if math.isfinite(self.epsilon_lower_bound)
-                                    else str(self.epsilon_lower_bound)),
-            "strongest_attack": self.strongest_attack,
-            "ceiling": self.ceiling,
-            "violated": self.violated,
-            "verdict": self.verdict,
-            "no_signal": self.no_signal,
-            "observed": self.observed,
-            "threat_model": self.threat_model,
-            "power": self.power,
-            "bounds": {name: b.to_json() for name, b in self.bounds.items()},
-        }
-
-    def to_junit(self) -> str:
-        """One test case per run, failed when the claim is violated (any CI renders this)."""
-        failure = (f'<failure message={quoteattr(self.message())} type="PrivacyClaimViolated">'
-                   f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else (
-            f"<skipped message={quoteattr(self.message())}/>" if self.no_signal else "")
-        name = quoteattr(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})")
-        return ('<?xml version="1.0" encoding="utf-8"?>\n'
-                f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
-                f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'
-                "</testsuite>\n")
-
-
-def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    return read_arrays(path)  # a UserError naming the file when it is torn
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -184,7 +65,7 @@ def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, s
     if not scores_path.exists():
         raise UserError(f"{run_dir} has canaries but no canary_scores.npz: the run did not finish; "
                         "rerun the same command to complete it")
-    canaries, scores = _load_arrays(coins_path), _load_arrays(scores_path)
+    canaries, scores = read_arrays(coins_path), read_arrays(scores_path)
     ids, score_ids = canaries["ids"], scores.pop("ids")
     if ids.shape != score_ids.shape or not np.array_equal(np.sort(ids), np.sort(score_ids)) \
             or np.unique(ids).size != ids.size:
@@ -208,39 +89,38 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if not results_path.exists() or not (scores_path.exists() or canaries):
         raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
                         "canary scores); run `topicaudit run` first or pass a configuration file")
-    results = read_json(results_path)
-    target = results.get("target")
-    guarantee = target.get("guarantee") if isinstance(target, dict) else None
-    if not isinstance(guarantee, dict) or not {"epsilon", "delta"} <= set(guarantee):
-        raise UserError(f"{results_path} lacks the target's guarantee; it was not written by this version of "
-                        "topicaudit — rerun the audit")
-    learner = target.get("learner")
+    results = read_results(results_path)
+    target, guarantee = results.target, results.target.guarantee
+    learner = target.learner
     word_canaries = canaries is not None and canaries[2] == "word"
-    adjacency = adjacency_of(guarantee.get("adjacency"))
+    adjacency = adjacency_of(guarantee.adjacency)
     word_claim = adjacency is not None and not adjacency.document_level and (epsilon is None or word_canaries)
-    stage = results.get("canaries", {}).get("mechanism") or {}
-    if stage.get("stage") == "vocabulary" and results["canaries"].get("observe") == "mechanism":
+    observe = results.canaries.observe if results.canaries is not None else None
+    recorded_mechanism = results.canaries.mechanism if results.canaries is not None else None
+    if recorded_mechanism is not None and recorded_mechanism.stage == "vocabulary" and observe == "mechanism":
         # The canaries observed the DP vocabulary step: by default, hold it to its own claim.
-        guarantee = {**guarantee, "epsilon": stage["parameters"]["epsilon"], "delta": stage["parameters"]["delta"],
-                     "event": None}
-        learner = f"{target.get('vocabulary_step')} (the vocabulary step's own claim)"
+        guarantee = dataclasses.replace(guarantee, epsilon=recorded_mechanism.parameters["epsilon"],
+                                        delta=recorded_mechanism.parameters["delta"], event=None)
+        learner = f"{target.vocabulary_step} (the vocabulary step's own claim)"
     if epsilon is None:
-        epsilon = guarantee["epsilon"]
+        epsilon = guarantee.epsilon
         if epsilon is None:
             raise UserError(f"the target of {run_dir} ({learner}) claims no ε; "
                             "pass the claim to test with --epsilon (and --delta)")
     if word_claim and not word_canaries:
         raise UserError(
-            f"the target of {run_dir} ({learner}) claims ε = {epsilon:g} per word ({guarantee['adjacency']} "
+            f"the target of {run_dir} ({learner}) claims ε = {epsilon:g} per word ({guarantee.adjacency} "
             "adjacency), which whole-document tests cannot hold it to; audit it with word canaries "
             "(--canaries M, kind auto or word), or pass a document-level claim (group privacy: L·ε for "
             "documents of L words) with --epsilon"
         )
-    recorded = results.get("epsilon_lower_bounds") or results.get("canaries", {}).get("epsilon_lower_bounds", {})
+    recorded = results.recorded_bounds
     if delta is None:
-        delta = guarantee["delta"] if guarantee["epsilon"] is not None else recorded.get("delta", DEFAULT_DELTA)
+        delta = guarantee.delta if guarantee.epsilon is not None else (
+            recorded.delta if recorded is not None and recorded.delta is not None else DEFAULT_DELTA)
     if alpha is None:
-        alpha = round(1 - recorded["confidence"], 12) if "confidence" in recorded else DEFAULT_ALPHA
+        alpha = (round(1 - recorded.confidence, 12) if recorded is not None and recorded.confidence is not None
+                 else DEFAULT_ALPHA)
     if not (epsilon >= 0 and math.isfinite(epsilon)):
         raise UserError(f"--epsilon must be a finite number ≥ 0 (got {epsilon})")
     check_level(alpha, delta, "--alpha", "--delta")
@@ -248,23 +128,22 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
     sources, observed, mechanism = [], {}, None
     if canaries is not None and word_canaries == word_claim:
-        recorded_canaries = results.get("canaries", {})
-        observe = recorded_canaries.get("observe", "release")
+        observe = observe or "release"  # runs from before canaries could observe a mechanism
         methods = tuple(VALID_BOUNDS)
-        mechanism = recorded_canaries.get("mechanism") if observe == "mechanism" else None
+        mechanism = recorded_mechanism if observe == "mechanism" else None
         profile = None
-        if mechanism is not None and epsilon == guarantee["epsilon"]:
+        if mechanism is not None and epsilon == guarantee.epsilon:
             profile = claimed_profile(guarantee, mechanism)
             if profile is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
                 methods = ("fdp-one-run-pure", CURVE)
-        if mechanism is not None and "fresh_released" in mechanism:
+        if mechanism is not None and mechanism.fresh_released is not None:
             methods += (DELTA_TAIL,)
         sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
                         guess_family))
         observed["canaries/"] = f"canaries on {THREAT_MODELS[observe]}"
     if scores_path.exists() and not word_claim:
-        natural = _load_arrays(scores_path)
+        natural = read_arrays(scores_path)
         if "is_member" not in natural:
             raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                             "topicaudit — rerun the audit")
@@ -280,7 +159,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         observed["natural/"] = f"natural documents on {THREAT_MODELS['release']}"
     if not sources:
         raise UserError(f"{run_dir} has only word canaries, which test word-level claims; the target claims "
-                        f"{guarantee.get('adjacency') or 'nothing'}-level privacy: rerun with document canaries "
+                        f"{guarantee.adjacency or 'nothing'}-level privacy: rerun with document canaries "
                         "([attack.canaries] kind = \"unique-word\") or shadow models")
     alpha_each = alpha / sum(len(scores) * len(methods) for _, scores, _, methods, _ in sources)
     bounds, ceiling, signal = {}, 0.0, False
@@ -292,7 +171,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         if CURVE in methods:
             tests.update(curve_tests(scores, labels, profile, float(epsilon), alpha_each, family))
         if DELTA_TAIL in methods:
-            released, fresh = mechanism["fresh_released"]
+            released, fresh = mechanism.fresh_released
             tests[f"mechanism:{DELTA_TAIL}"] = delta_tail_bound(released, fresh, float(delta), alpha_each)
         bounds.update({prefix + name: b for name, b in tests.items()})
         ceiling = max(ceiling, bound_ceiling(labels, delta, alpha_each, valid, family))
@@ -300,7 +179,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if not bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
     power = None
-    if mechanism is not None and (mechanism["kind"] != "dpsu" or "anchors" in mechanism):
+    if mechanism is not None and (mechanism.kind != "dpsu" or mechanism.anchors is not None):
         labels = sources[0][2]
         methods = [m for m in sources[0][3] if m not in (CURVE, DELTA_TAIL)]
         power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, profile, methods)
@@ -313,18 +192,18 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     return dataclasses.replace(result, no_signal=no_signal)
 
 
-def claimed_profile(guarantee: dict, mechanism: dict) -> tuple[np.ndarray, np.ndarray] | None:
+def claimed_profile(guarantee: GuaranteeInfo, mechanism: MechanismInfo) -> tuple[np.ndarray, np.ndarray] | None:
     """The (ε_i, δ_i) pairs of the claimed mechanism's whole curve where its shape is known, else None.
 
     Gaussian mechanisms have one: a learner's from its dp-accounting event, a
     Gaussian DP vocabulary step's from its σ (its event states only (ε, δ)).
     """
-    if mechanism.get("stage") == "vocabulary":
-        p = mechanism["parameters"]
+    if mechanism.stage == "vocabulary":
+        p = mechanism.parameters
         if p.get("noise") != "gaussian":
             return None
         return gaussian_step_profile(float(p["scale"]), float(p["epsilon"]), float(p["delta"]))
-    return privacy_profile(guarantee_from_json(guarantee)) if guarantee.get("event") else None
+    return privacy_profile(guarantee.guarantee()) if guarantee.event else None
 
 
 def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:
@@ -350,7 +229,7 @@ def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, clai
     return out
 
 
-def simulated_power(mechanism: dict, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
+def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
                     profile, methods, replicates: int = POWER_REPLICATES) -> dict[str, float]:
     """The share of simulated audits of this design that refute a mechanism 2× and 10× less private.
 
@@ -364,12 +243,12 @@ def simulated_power(mechanism: dict, labels: np.ndarray, epsilon: float, delta: 
         hits = 0
         for _ in range(replicates):
             coins = rng.random(labels.size) < 0.5
-            parameters = {**mechanism["parameters"], "anchors": mechanism.get("anchors", 0)}
-            scores = {"mechanism": simulate_scores(mechanism["kind"], parameters, coins,
-                                                   int(mechanism["tokens"]), factor, rng,
-                                                   paired=bool(mechanism["paired"]), k=int(mechanism["topics"]))}
+            parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
+            scores = {"mechanism": simulate_scores(mechanism.kind, parameters, coins,
+                                                   int(mechanism.tokens), factor, rng,
+                                                   paired=bool(mechanism.paired), k=int(mechanism.topics))}
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
-            if mechanism["kind"] == "dpsu":
+            if mechanism.kind == "dpsu":
                 released = int((scores["mechanism"] >= RELEASED_FRESH).sum())
                 tests["delta-tail"] = delta_tail_bound(released, coins.size // 2, delta, alpha_each)
             if profile is not None:

@@ -362,7 +362,12 @@ def config_from_dict(data: dict[str, Any], source: str = "configuration",
 
 
 def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Config | AuditConfig:
-    """The configuration in a TOML file (as :func:`config_from_dict`), its paths taken relative to the file."""
+    """The configuration a TOML file describes (as :func:`config_from_dict`), every key checked.
+
+    Paths in the file (``[corpus] path``, ``[reference] path``, ``[model]``
+    files, ``[corpus.options]`` vocabularies) are relative to the file, not to
+    the working directory, so a configuration means the same from anywhere.
+    """
     path = Path(path)
     check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:

@@ -12,11 +12,9 @@ documents and the same fitting seed whatever N is and however many workers run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from topicaudit.engine.rundir import UNREADABLE_NPZ, atomic_write_bytes
 from topicaudit.engine.validation import check_seed, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
@@ -24,7 +22,7 @@ from topicaudit.memory import check_fits_in_memory
 
 @dataclass(frozen=True)
 class Plan:
-    """Membership and fitting seeds; saved with the run as ``plan.npz``."""
+    """Membership and fitting seeds; the run directory keeps ``arrays()`` as ``plan.npz``."""
 
     seed: int
     target_in: np.ndarray  # (n_docs,) bool
@@ -44,24 +42,6 @@ class Plan:
         """What ``plan.npz`` holds."""
         return {"seed": np.int64(self.seed), "target_in": self.target_in, "shadow_in": self.shadow_in,
                 "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
-
-    def save(self, path: Path) -> None:
-        atomic_write_bytes(Path(path), lambda handle: np.savez(handle, **self.arrays()))
-
-    @classmethod
-    def load(cls, path: Path) -> "Plan":
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return cls(
-                    seed=int(z["seed"]),
-                    target_in=z["target_in"],
-                    shadow_in=z["shadow_in"],
-                    target_seed=int(z["target_seed"]),
-                    shadow_seeds=z["shadow_seeds"],
-                )
-        except UNREADABLE_NPZ as error:
-            raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the audit that "
-                            "wrote it (the plan is recomputed from its seed)") from None
 
 
 def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:

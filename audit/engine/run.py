@@ -7,6 +7,7 @@ file each as they arrive, so an interrupted run resumes where it stopped.
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -34,7 +35,9 @@ from topicaudit.engine.config import Config, config_hash, run_config, validate
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.plan import make_plan
-from topicaudit.engine.rundir import RESULTS_SCHEMA, RunDirectory, load_audit_corpus
+from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.roc_figure import write_roc_figure
+from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
@@ -171,9 +174,9 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
     return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
 
 
-def execute_run(config: Config, quiet: bool = False) -> dict[str, Any]:
-    """``topicaudit run``: run (or resume) the audit a run configuration describes; returns ``results.json``'s
-    content.
+def execute_run(config: Config, quiet: bool = False) -> RunResults:
+    """``topicaudit run``: run (or resume) the audit a run configuration describes; returns what it wrote to
+    ``results.json``.
 
     The run directory's writer lock is held throughout: a second writer is refused.
     """
@@ -182,7 +185,7 @@ def execute_run(config: Config, quiet: bool = False) -> dict[str, Any]:
         return _execute_run(config, quiet)
 
 
-def _execute_run(config: Config, quiet: bool) -> dict[str, Any]:
+def _execute_run(config: Config, quiet: bool) -> RunResults:
     """``execute_run`` under the lock.
 
     Two experiments, either or both: the LiRA audit of natural documents (a
@@ -261,6 +264,7 @@ def _execute_run(config: Config, quiet: bool) -> dict[str, Any]:
         "resumed": resuming,
         "warnings": outcome.worker_warnings,
     }
+    natural_scores = None
     if plan is not None:
         t = time.perf_counter()
         target_stats = {name: values[0] for name, values in stats.items()}
@@ -273,7 +277,8 @@ def _execute_run(config: Config, quiet: bool) -> dict[str, Any]:
             **{f"shadow_{name}": v for name, v in shadow_stats.items()},
             "n_tokens": n_tokens,
         })
-        run.save_arrays("scores.npz", {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index})
+        natural_scores = {**scores, "is_member": plan.target_in, "doc_index": corpus.doc_index}
+        run.save_arrays("scores.npz", natural_scores)
         bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha,
                                       bounded_attacks(list(scores)))
         results["attacks"] = {name: summarize(s, plan.target_in) for name, s in scores.items()}
@@ -309,49 +314,52 @@ def _execute_run(config: Config, quiet: bool) -> dict[str, Any]:
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
     if "address" in results["ray"]:
         results["ray"]["models_by_node"] = run.models_by_node()
-    run.save_results(results)
-    return results
+    typed = RunResults.from_json(json.loads(json.dumps(results)))  # plain JSON values, as the file reads back
+    run.save_results(typed)
+    if natural_scores is not None:
+        write_roc_figure(run.path / "roc.png", typed.name or run.path.name, natural_scores, typed, atomic_write_bytes)
+    return typed
 
 
-def summary_table(results: dict[str, Any], verdict=None) -> str:
+def summary_table(results: RunResults, verdict=None) -> str:
     """The one-screen summary printed at the end of a run.
 
     verdict: ``topicaudit.engine.check.own_claim_check``'s (result, claim tested), so
     the bound and ceiling printed are ``check``'s own; without it no bound is printed.
     """
-    target, guarantee = results["target"], results["target"]["guarantee"]
-    claim = "none" if guarantee["epsilon"] is None else f"{guarantee['epsilon']:g}"
-    if guarantee["epsilon"] is not None and guarantee["adjacency"]:
-        claim += f" ({guarantee['adjacency']}-level, {guarantee['basis']})"
-    lines = [f"{results['corpus']['source']}"]
-    if results["attacks"]:
+    target, guarantee, corpus = results.target, results.target.guarantee, results.corpus
+    claim = "none" if guarantee.epsilon is None else f"{guarantee.epsilon:g}"
+    if guarantee.epsilon is not None and guarantee.adjacency:
+        claim += f" ({guarantee.adjacency}-level, {guarantee.basis})"
+    lines = [f"{corpus.source}"]
+    if results.attacks:
         lines += [
-            f"  {results['corpus']['n_docs']} documents, target vocabulary {target['vocabulary_size']} words, "
-            f"{target['n_members']} members; {target['learner']} k={target['k']}; "
-            f"{results['shadows']['n_shadows']} shadow models",
+            f"  {corpus.n_docs} documents, target vocabulary {target.vocabulary_size} words, "
+            f"{target.n_members} members; {target.learner} k={target.k}; "
+            f"{results.n_shadows} shadow models",
             "",
             f"  {'attack':<26}{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}",
         ]
-        for name, m in results["attacks"].items():
-            lines.append(f"  {name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}{m['tpr_at_fpr_0.01']:>12.2%}")
-    if "canaries" in results:
-        c = results["canaries"]
-        lines += ["", f"  canaries: {c['count']} {c['kind']} ({c['length']} tokens each), {c['members']} in the "
-                      f"canary release beside {c['fixed_training_documents']} fixed documents; "
-                      f"{target['learner']} k={target['k']}"]
-        for name, m in c["scores"].items():
-            lines.append(f"  {'canary ' + name:<26}{m['auc']:>8.3f}{m['tpr_at_fpr_0.001']:>13.2%}"
-                         f"{m['tpr_at_fpr_0.01']:>12.2%}")
-        lines.append(f"  canaries scored on {c.get('threat_model', 'the released Φ')}")
+        for name, m in results.attacks.items():
+            lines.append(f"  {name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}{m.tpr_at_fpr_0_01:>12.2%}")
+    if results.canaries is not None:
+        c = results.canaries
+        lines += ["", f"  canaries: {c.count} {c.kind} ({c.length} tokens each), {c.members} in the "
+                      f"canary release beside {c.fixed_training_documents} fixed documents; "
+                      f"{target.learner} k={target.k}"]
+        for name, m in (c.scores or {}).items():
+            lines.append(f"  {'canary ' + name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}"
+                         f"{m.tpr_at_fpr_0_01:>12.2%}")
+        lines.append(f"  canaries scored on {c.threat_model or 'the released Φ'}")
     if verdict is not None:
         lines += ["", *verdict_lines(*verdict, claim)]
-    for message in results.get("warnings", []):
+    for message in results.warnings:
         lines.append(f"  warning from a Ray worker: {message}")
-    if "test_under_noise" in target:
-        lines.append(f"  TEST MECHANISM: noise divided by {target['test_under_noise']:g}, claim unchanged")
-    if "test_bug" in target:
-        lines.append(f"  TEST MECHANISM: bug {target['test_bug']!r} planted, claim unchanged; never release it")
-    t = results["timings_s"]
+    if target.test_under_noise is not None:
+        lines.append(f"  TEST MECHANISM: noise divided by {target.test_under_noise:g}, claim unchanged")
+    if target.test_bug is not None:
+        lines.append(f"  TEST MECHANISM: bug {target.test_bug!r} planted, claim unchanged; never release it")
+    t = results.timings_s or {}
     parts = [f"{label} {t[key]:.1f} s" for key, label in
              (("fit_wall", "fits and their statistics"), ("statistics", "statistics of reloaded models"),
               ("canary_fit_wall", "canary fit")) if t.get(key)]

@@ -9,14 +9,17 @@
     canary_scores.npz  every canary score, by canary id
     statistics.npz     every statistic for the target and every shadow
     scores.npz         per-document scores of every attack, with the true labels
-    results.json       metrics, guarantee, timings (documented, stable keys)
+    results.json       metrics, guarantee, timings (documented, stable keys): a RunResults written out
+    roc.png            the main attacks' log-log ROC (drawn by topicaudit.engine.roc_figure)
+    manifest.json      the SHA-256 of every file above but roc.png
 
 An audit of a released model (``topicaudit audit``) writes config.toml,
 plan.npz, models/, statistics.npz, scores.csv (its ranking, a spreadsheet
 cannot run a cell of it) and audit.json.
 
 A directory made by another configuration is never reused: its config hash
-must match, so a resumed run cannot silently mix models.
+must match, so a resumed run cannot silently mix models. This module is the
+one reader of the .npz files (``load_arrays``).
 """
 from __future__ import annotations
 
@@ -41,15 +44,14 @@ from topicaudit.engine import manifest
 from topicaudit.engine.config import Config
 from topicaudit.engine.toml_writer import to_toml
 from topicaudit.engine.lock import holds_only_the_lock
+# The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
+from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
-from topicaudit.inputs.sizes import BoundedNpz
+from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release, Transcript
 
-RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
-# audit.json of `topicaudit audit`; /2: score columns and rankings named after the registry's attacks
-USER_AUDIT_SCHEMA = "topicaudit.user-audit/2"
 
 
 def load_audit_corpus(config: Config) -> Corpus:
@@ -167,17 +169,32 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def load_arrays(path: Path, copies: int = ARRAY_COPIES) -> dict[str, np.ndarray]:
+    """Every array of an .npz, each one's size checked before it is decompressed: the one reader of .npz files.
+
+    A damaged file raises one of ``UNREADABLE_NPZ`` (or a ``UserError``
+    naming it); callers decide what that means (refit a model, or stop).
+    ``copies``: how many copies of an array must fit in memory.
+    """
+    with BoundedNpz(path, str(path), copies) as z:
+        return {name: z[name] for name in z.files}
+
+
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
     regular_file(path)
     try:
-        with BoundedNpz(path, str(path)) as z:  # each array's size checked before it is decompressed
-            return {name: z[name] for name in z.files}
+        return load_arrays(path)
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
     except UNREADABLE_NPZ as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same command "
                         "to rewrite it") from None
+
+
+def read_results(path: Path) -> RunResults:
+    """A run's results.json as :class:`RunResults`, or a UserError naming the file and the fix."""
+    return RunResults.from_json(read_json(path), str(path))
 
 
 class RunDirectory:
@@ -265,20 +282,22 @@ class RunDirectory:
         if not path.exists():
             return None
         try:
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["config_hash"]) != config_hash:
-                    raise UserError(f"{path} was made by a different configuration; delete it to refit")
-                # Files written before learners could report info (or their slot) have no such entry.
-                info = json.loads(str(z["info"])) if "info" in z.files else {}
-                slot = str(z["model"]) if "model" in z.files else path.stem
-                release, seconds = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
-                                            transcript=transcript_from_arrays(z)),
-                                    float(z["fit_seconds"]))
-        except UNREADABLE_NPZ as error:
+            # One copy: this run wrote the file, so an array larger than memory means a damaged header.
+            z = load_arrays(path, copies=1)
+            made_by = str(z["config_hash"])
+            # Files written before learners could report info (or their slot) have no such entry.
+            info = json.loads(str(z["info"])) if "info" in z else {}
+            slot = str(z["model"]) if "model" in z else path.stem
+            release, seconds = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
+                                        transcript=transcript_from_arrays(z)),
+                                float(z["fit_seconds"]))
+        except (*UNREADABLE_NPZ, UserError) as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
             warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
             path.unlink(missing_ok=True)
             return None
+        if made_by != config_hash:
+            raise UserError(f"{path} was made by a different configuration; delete it to refit")
         manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
         if slot != path.stem:
             raise UserError(f"{path} holds the model {slot!r}, not {path.stem!r}: it was copied or renamed; "
@@ -298,9 +317,8 @@ class RunDirectory:
             self.save_arrays(name, arrays)
             return
         try:
-            with np.load(path, allow_pickle=False) as z:
-                stored = {key: z[key] for key in z.files}
-        except UNREADABLE_NPZ as error:
+            stored = load_arrays(path)
+        except (*UNREADABLE_NPZ, UserError) as error:
             raise UserError(
                 f"{path} is unreadable ({type(error).__name__}: {error}); it is recomputed from the seed, so "
                 f"delete {path} and rerun the same command (finished models are kept)"
@@ -314,10 +332,10 @@ class RunDirectory:
         counts: dict[str, int] = {}
         for path in sorted(self.models.glob("*.npz")):
             try:
-                with np.load(path, allow_pickle=False) as z:
-                    node = str(z["node"]) if "node" in z.files else ""
-            except UNREADABLE_NPZ:
+                arrays = load_arrays(path)
+            except (*UNREADABLE_NPZ, UserError):
                 continue
+            node = str(arrays["node"]) if "node" in arrays else ""
             counts[node] = counts.get(node, 0) + 1
         return counts
 
@@ -326,8 +344,8 @@ class RunDirectory:
         atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
         self.record(name)
 
-    def save_results(self, results: dict[str, Any]) -> None:
-        atomic_write_text(self.path / "results.json", json.dumps(results, indent=2) + "\n")
+    def save_results(self, results: RunResults) -> None:
+        atomic_write_text(self.path / "results.json", json.dumps(results.to_json(), indent=2) + "\n")
         self.record("results.json")
 
 
@@ -359,13 +377,13 @@ def transcript_arrays(transcript: Transcript) -> dict[str, np.ndarray]:
             **{f"transcript.array.{name}": values for name, values in transcript.arrays.items()}}
 
 
-def transcript_from_arrays(z) -> Transcript | None:
-    """The transcript stored by ``transcript_arrays`` in an open model file; None when it has none."""
-    if "transcript.kind" not in z.files:
+def transcript_from_arrays(z: dict[str, np.ndarray]) -> Transcript | None:
+    """The transcript stored by ``transcript_arrays`` in a model file's arrays; None when it has none."""
+    if "transcript.kind" not in z:
         return None
     prefix = "transcript.array."
     return Transcript(str(z["transcript.kind"]), z["transcript.columns"],
-                      {name[len(prefix):]: z[name] for name in z.files if name.startswith(prefix)},
+                      {name[len(prefix):]: z[name] for name in z if name.startswith(prefix)},
                       json.loads(str(z["transcript.parameters"])))
 
 

@@ -1,0 +1,584 @@
+"""What ``run``, ``audit`` and ``check`` return: typed, frozen records with versioned JSON.
+
+- :class:`RunResults` is ``results.json`` (``topicaudit run``, ``topicaudit.run()``);
+- :class:`AuditResults` is ``audit.json`` (``topicaudit audit``, ``topicaudit.audit_model()``);
+- :class:`CheckResult` is ``check --json``'s file (``topicaudit check``, ``topicaudit.check()``).
+
+Each holds exactly the JSON its command writes: ``X.from_json(d).to_json() == d``
+for every file this version writes, key order included, so the file is written
+from the record and read back into it. A key the file lacks (a run written
+before that key existed, or a hand-made file) is ``None`` on the record and
+stays absent when written again; a key this version does not know is kept
+as it was (``extra``). A schema this version does not know, or a newer one,
+is a ``UserError`` naming the file and the fix.
+
+``RunResults`` and ``AuditResults`` are also read-only mappings of their JSON
+(``results["canaries"]["count"]``), as the dicts they replace were.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+from xml.sax.saxutils import escape, quoteattr
+
+from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.bounds.verdict import THREAT_MODELS
+from topicaudit.errors import UserError
+from topicaudit.targets.events import guarantee_from_json
+from topicaudit.targets.guarantee import Guarantee
+
+RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
+# audit.json of `topicaudit audit`; /2: score columns and rankings named after the registry's attacks
+USER_AUDIT_SCHEMA = "topicaudit.user-audit/2"
+CHECK_SCHEMA = "topicaudit.check/1"              # check --json of `topicaudit check`
+
+# The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
+CURVE = "fdp-one-run-curve"
+# The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
+DELTA_TAIL = "delta-tail"
+
+
+def check_schema(data: Any, schema: str, where: str) -> None:
+    """``data`` is a JSON object of ``schema`` ("family/version"), or a UserError saying what it is and the fix."""
+    family, _, version = schema.rpartition("/")
+    found = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise UserError(f"{where} does not hold a JSON object; rerun the command that writes it")
+    if isinstance(found, str) and found.startswith(family + "/") and found[len(family) + 1:].isdigit():
+        if int(found[len(family) + 1:]) > int(version):
+            raise UserError(f"{where} has schema {found}, newer than this topicaudit reads ({schema}); "
+                            "upgrade topicaudit (pip install -U topicaudit) to read it")
+        if found == schema:
+            return
+    raise UserError(f"{where} has schema {found!r}, which this topicaudit does not read (it reads {schema}); "
+                    "it was not written by `topicaudit` for this purpose — rerun the audit to rewrite it")
+
+
+# -- how a field becomes JSON and back --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Codec:
+    """How a field's value is read from JSON (``decode(value, where)``) and written (``encode``)."""
+
+    decode: Callable[[Any, str], Any]
+    encode: Callable[[Any], Any]
+
+
+def record(cls: type[Record]) -> Codec:
+    return Codec(cls.from_json, lambda value: value.to_json())
+
+
+def records(cls: type[Record]) -> Codec:
+    """A JSON object of records, by name."""
+    def decode(value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise UserError(f"{where} must be a JSON object; rerun the audit to rewrite it")
+        return {name: cls.from_json(item, f"{where}.{name}") for name, item in value.items()}
+    return Codec(decode, lambda value: {name: item.to_json() for name, item in value.items()})
+
+
+def _bound(value: Any, where: str) -> EpsilonBound:
+    if not isinstance(value, dict) or not {"epsilon", "method", "confidence", "delta"} <= set(value):
+        raise UserError(f"{where} is not an ε bound (epsilon, method, confidence, delta); rerun the audit")
+    epsilon = value["epsilon"]
+    # ±∞ is written as a string (strict JSON has no ∞); EpsilonBound.to_json writes it so again.
+    return EpsilonBound(float(epsilon) if isinstance(epsilon, str) else epsilon, value["method"],
+                        value["confidence"], value["delta"], value.get("details", {}))
+
+
+BOUNDS = Codec(lambda value, where: {name: _bound(item, f"{where}.{name}") for name, item in
+                                     _object(value, where).items()},
+               lambda value: {name: bound.to_json() for name, bound in value.items()})
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be a JSON object; rerun the audit to rewrite it")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """A JSON object as a frozen record: one field per key, declared in the order the writer writes them.
+
+    ``KEYS`` maps a field to its key where the key is no identifier
+    (``tpr_at_fpr_0.001``); ``CODECS`` says how nested records are read and
+    written; ``REQUIRED`` fields must be in the file; ``OPTIONAL`` fields are
+    written only when set (a step that did not run leaves its key out).
+    """
+
+    KEYS: ClassVar[dict[str, str]] = {}
+    CODECS: ClassVar[dict[str, Codec]] = {}
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    # Keys the file did not have (they stay out of to_json), and keys this version does not know.
+    absent: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def _data_fields(cls):
+        return [f for f in fields(cls) if f.name not in ("absent", "extra")]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self._data_fields():
+            value = getattr(self, f.name)
+            if f.name in self.absent or (value is None and f.name in self.OPTIONAL):
+                continue
+            codec = self.CODECS.get(f.name)
+            out[self.KEYS.get(f.name, f.name)] = value if codec is None or value is None else codec.encode(value)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str):
+        data = _object(data, where)
+        values: dict[str, Any] = {}
+        absent, known = set(), set()
+        for f in cls._data_fields():
+            key = cls.KEYS.get(f.name, f.name)
+            known.add(key)
+            if key in data:
+                codec = cls.CODECS.get(f.name)
+                value = data[key]
+                values[f.name] = value if codec is None or value is None else codec.decode(value, f"{where}.{key}")
+                continue
+            if f.name in cls.REQUIRED:
+                raise UserError(f"{where} lacks {key!r}; it was not written by this version of topicaudit — "
+                                "rerun the audit")
+            if f.name not in cls.OPTIONAL:
+                absent.add(f.name)
+            values[f.name] = (f.default if f.default is not MISSING else
+                              f.default_factory() if f.default_factory is not MISSING else None)
+        return cls(**values, absent=frozenset(absent), extra={k: v for k, v in data.items() if k not in known})
+
+
+class JsonView(Mapping):
+    """A record read as the JSON mapping it writes (``results["target"]["k"]``), read-only."""
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+# -- results.json -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class CorpusInfo(Record):
+    """``corpus``: what was audited (the fingerprint is a digest of the counts and the vocabulary)."""
+
+    source: str | None = None
+    n_docs: int | None = None
+    n_words: int | None = None
+    n_tokens: int | None = None
+    n_dropped_empty: int | None = None
+    path: str | None = None  # absolute; None for the synthetic corpus
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuaranteeInfo(Record):
+    """``target.guarantee``: the claim as ``topicaudit.targets.guarantee.Guarantee.to_json`` wrote it."""
+
+    REQUIRED = ("epsilon", "delta")
+
+    epsilon: float | None  # None: no claim
+    delta: float
+    adjacency: str | None = None
+    basis: str | None = None
+    accountant: str | None = None
+    parameters: dict[str, Any] | None = None
+    event: dict[str, Any] | None = None  # the mechanism as a dp-accounting event
+
+    def guarantee(self) -> Guarantee:
+        """The Guarantee itself, its event rebuilt (for the accountant)."""
+        return guarantee_from_json(self.to_json())
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetInfo(Record):
+    """``target``: the learner, its vocabulary step and its claim; the release's size once shadows ran."""
+
+    REQUIRED = ("guarantee",)
+    OPTIONAL = ("test_under_noise", "test_bug", "vocabulary_size", "n_members", "monitor")
+    CODECS = {"guarantee": record(GuaranteeInfo)}
+
+    learner: str | None = None
+    k: int | None = None
+    vocabulary_step: str | None = None
+    guarantee: GuaranteeInfo
+    test_under_noise: float | None = None
+    test_bug: str | None = None
+    vocabulary_size: int | None = None
+    n_members: int | None = None
+    monitor: dict[str, Any] | None = None  # cgs-monitor's data-dependent privacy trajectory
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShadowsInfo(Record):
+    n_shadows: int | None = None
+    vocabulary: str | None = None
+    in_per_document: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttackMetrics(Record):
+    """One attack's metrics (``topicaudit.attacks.metrics.summarize``)."""
+
+    KEYS = {"tpr_at_fpr_0_001": "tpr_at_fpr_0.001", "tpr_at_fpr_0_01": "tpr_at_fpr_0.01"}
+
+    auc: float | None = None
+    tpr_at_fpr_0_001: float | None = None
+    tpr_at_fpr_0_01: float | None = None
+    balanced_accuracy: float | None = None
+
+    def get(self, key: str) -> float | None:
+        """A metric by its results.json key (``"tpr_at_fpr_0.001"``)."""
+        return self.to_json().get(key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NaturalBounds(Record):
+    """``epsilon_lower_bounds``: the one-run bound of each bounded attack on the natural documents."""
+
+    CODECS = {"by_attack": BOUNDS}
+
+    method: str | None = None
+    confidence: float | None = None
+    delta: float | None = None
+    epsilon: float | None = None  # the largest
+    by_attack: dict[str, EpsilonBound] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatisticsInfo(Record):
+    names: list[str] | None = None
+    max_zeta_gap: float | None = None
+    zeta_tol: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Utility(Record):
+    """``utility``: UMass coherence on the members, held-out perplexity on the non-members."""
+
+    umass_coherence: float | None = None
+    umass_coherence_per_topic: list[float] | None = None
+    top_n: int | None = None
+    coherence_documents: str | None = None
+    coherence_skipped_pairs: int | None = None
+    heldout_perplexity: float | None = None
+    heldout_documents: str | None = None
+    heldout_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryBounds(Record):
+    """A canary audit's bounds: every valid test, α split over them, and the audit's ceiling."""
+
+    OPTIONAL = ("ceiling",)
+    CODECS = {"by_test": BOUNDS}
+
+    confidence: float | None = None
+    delta: float | None = None
+    epsilon: float | None = None  # the largest
+    ceiling: float | None = None  # the largest ε any outcome could prove
+    by_test: dict[str, EpsilonBound] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MechanismInfo(Record):
+    """What a power estimate simulates: the claimed mechanism's constants, as its transcript states them."""
+
+    OPTIONAL = ("fresh_released", "anchors")
+
+    kind: str | None = None
+    parameters: dict[str, Any] | None = None
+    tokens: int | None = None
+    topics: int | None = None
+    paired: bool | None = None
+    stage: str | None = None  # "learner" or "vocabulary"
+    fresh_released: list[int] | None = None  # DP vocabulary steps: [released, fresh canary words]
+    anchors: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryResults(Record):
+    """``canaries``: the canary audit's design, metrics and bounds."""
+
+    OPTIONAL = ("mechanism", "release_epsilon_lower_bounds")
+    CODECS = {"mechanism": record(MechanismInfo), "scores": records(AttackMetrics),
+              "epsilon_lower_bounds": record(CanaryBounds), "release_epsilon_lower_bounds": record(CanaryBounds)}
+
+    observe: str | None = None  # "mechanism" or "release"
+    threat_model: str | None = None
+    paired: bool | None = None
+    mechanism: MechanismInfo | None = None
+    kind: str | None = None
+    count: int | None = None
+    length: int | None = None
+    members: int | None = None
+    fixed_training_documents: int | None = None
+    shadows: int | None = None
+    release_vocabulary_size: int | None = None
+    adjacency: str | None = None
+    scores: dict[str, AttackMetrics] | None = None
+    epsilon_lower_bounds: CanaryBounds | None = None
+    release_epsilon_lower_bounds: CanaryBounds | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RunResults(JsonView, Record):
+    """``results.json``: what one ``topicaudit run`` computed (docs/run-directory.md lists every key)."""
+
+    SCHEMA: ClassVar[str] = RESULTS_SCHEMA
+    REQUIRED = ("schema", "target")
+    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries")
+    CODECS = {"corpus": record(CorpusInfo), "target": record(TargetInfo), "shadows": record(ShadowsInfo),
+              "attacks": records(AttackMetrics), "epsilon_lower_bounds": record(NaturalBounds),
+              "statistics": record(StatisticsInfo), "utility": record(Utility), "canaries": record(CanaryResults)}
+
+    schema: str
+    name: str | None = None
+    config_hash: str | None = None
+    corpus: CorpusInfo | None = None
+    target: TargetInfo
+    shadows: ShadowsInfo | None = None
+    metrics_convention: str | None = None
+    attacks: dict[str, AttackMetrics] = field(default_factory=dict)  # empty: a canary-only run
+    seeds: dict[str, int] | None = None
+    versions: dict[str, str] | None = None
+    ray: dict[str, Any] | None = None
+    resumed: bool | None = None
+    warnings: list[str] = field(default_factory=list)  # raised inside Ray workers, each once
+    epsilon_lower_bounds: NaturalBounds | None = None
+    statistics: StatisticsInfo | None = None
+    utility: Utility | None = None
+    canaries: CanaryResults | None = None
+    timings_s: dict[str, float] | None = None
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "results.json") -> RunResults:
+        check_schema(data, cls.SCHEMA, where)
+        return super().from_json(data, where)
+
+    @property
+    def n_shadows(self) -> int:
+        return int(self.shadows.n_shadows or 0) if self.shadows is not None else 0
+
+    @property
+    def recorded_bounds(self) -> NaturalBounds | CanaryBounds | None:
+        """The bounds the run recorded: on the natural documents, else on the canaries."""
+        if self.epsilon_lower_bounds is not None:
+            return self.epsilon_lower_bounds
+        return self.canaries.epsilon_lower_bounds if self.canaries is not None else None
+
+
+# -- audit.json -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class AuditLearner(Record):
+    """``learner``: the shadows' learner and where its settings came from."""
+
+    CODECS = {"guarantee": record(GuaranteeInfo)}
+
+    name: str | None = None
+    k: int | None = None
+    params: dict[str, Any] | None = None
+    settings_from: str | None = None
+    vocabulary: str | None = None
+    guarantee: GuaranteeInfo | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditRanking(Record):
+    """``ranking``: the score the candidates are ordered by, and whether it was the recommended one."""
+
+    by: str | None = None
+    rank_by: str | None = None
+    recommended: bool | None = None
+    rule: str | None = None
+    order: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AuditResults(JsonView, Record):
+    """``audit.json``: one ``topicaudit audit`` of a released Φ (docs/user-audit.md lists every key).
+
+    ``top`` holds the best-ranked candidates' rows of scores.csv.
+    """
+
+    SCHEMA: ClassVar[str] = USER_AUDIT_SCHEMA
+    REQUIRED = ("schema",)
+    CODECS = {"learner": record(AuditLearner), "ranking": record(AuditRanking)}
+
+    schema: str
+    name: str | None = None
+    config_hash: str | None = None
+    inputs: dict[str, Any] | None = None
+    learner: AuditLearner | None = None
+    shadows: dict[str, Any] | None = None
+    ranking: AuditRanking | None = None
+    scores: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    top: list[dict[str, Any]] = field(default_factory=list)
+    statistics: dict[str, Any] | None = None
+    seeds: dict[str, int] | None = None
+    versions: dict[str, str] | None = None
+    ray: dict[str, Any] | None = None
+    timings_s: dict[str, float] | None = None
+    resumed: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "audit.json") -> AuditResults:
+        check_schema(data, cls.SCHEMA, where)
+        return super().from_json(data, where)
+
+
+# -- check ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict on one claim: every test's bound, what the tests observed, and how strong they were.
+
+    What ``topicaudit check`` prints and ``topicaudit.check()`` returns. A
+    claim (ε, δ) is violated when some test proves ε_LB > ε at confidence
+    1 − α (α split over the tests).
+
+    Attributes
+    ----------
+    run_dir : the run directory checked.
+    claimed_epsilon, delta, alpha : the claim held against the run, and 1 − confidence.
+    bounds : test ("natural/lira_online:one-run", "canaries/zeta:one-run") → its bound.
+    ceiling : the largest ε any outcome of these tests could prove.
+    adjacency : the claim's adjacency ("document" or "word"), which chose the tests.
+    observed : test prefix ("natural/", "canaries/") → what its scores observed, in words.
+    no_signal : the scores did not separate the candidates at all (then CONSISTENT would overstate
+        what was tested).
+    power : "2x" / "10x" → the simulated share of audits of this design that refute a mechanism 2× and
+        10× less private than claimed (mechanism audits only), and "replicates".
+
+    ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
+    are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
+    its JUnit XML.
+    """
+
+    run_dir: Path
+    claimed_epsilon: float
+    delta: float
+    alpha: float
+    bounds: dict[str, EpsilonBound]
+    ceiling: float = math.inf
+    adjacency: str = "document"
+    observed: dict[str, str] = field(default_factory=dict)
+    no_signal: bool = False
+    power: dict[str, float] | None = None
+
+    @property
+    def epsilon_lower_bound(self) -> float:
+        return max(b.epsilon for b in self.bounds.values())
+
+    @property
+    def strongest_attack(self) -> str:
+        return max(self.bounds, key=lambda name: self.bounds[name].epsilon)
+
+    @property
+    def violated(self) -> bool:
+        return self.epsilon_lower_bound > self.claimed_epsilon
+
+    @property
+    def verdict(self) -> str:
+        """VIOLATED, NO SIGNAL or CONSISTENT."""
+        return "VIOLATED" if self.violated else "NO SIGNAL" if self.no_signal else "CONSISTENT"
+
+    @property
+    def threat_model(self) -> str:
+        """What the strongest test observed, in words."""
+        return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
+
+    def message(self) -> str:
+        level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
+        observed = f"observed: {self.threat_model}"
+        if self.violated:
+            best = self.bounds[self.strongest_attack]
+            if best.method == DELTA_TAIL:
+                d = best.details
+                return (f"VIOLATED: {d['released']} of {d['fresh_canaries']} canary words that no other document "
+                        f"holds were released (p ≤ {d['p_value']:.2g} under the claim): its δ = {self.delta:g} "
+                        f"fails, for every ε; {observed} [{self.run_dir}]")
+            if best.method == CURVE:
+                return (f"VIOLATED: {self.strongest_attack} refutes the claimed mechanism's own trade-off curve "
+                        f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
+                        f"one; {level}); this refutes the mechanism the claim describes, not every (ε, δ) reading "
+                        f"of it; {observed} [{self.run_dir}]")
+            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
+                    f"> claimed ε = {self.claimed_epsilon:g}; {observed} [{self.run_dir}]")
+        if self.no_signal:
+            return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
+                    f"cannot refute any claim; {observed} [{self.run_dir}]")
+        if self.power is not None:
+            reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
+                     f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
+        elif self.ceiling > self.claimed_epsilon:
+            reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
+        else:
+            reach = (f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
+                     "add canaries, --canaries M)")
+        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
+                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach} [{self.run_dir}]")
+
+    def to_json(self) -> dict[str, Any]:
+        """``check --json``'s content; the derived verdict, bound and threat model are written out too."""
+        return {
+            "schema": CHECK_SCHEMA,
+            "run_dir": str(self.run_dir),
+            "claimed_epsilon": self.claimed_epsilon,
+            "delta": self.delta,
+            "alpha": self.alpha,
+            "adjacency": self.adjacency,
+            # ∞ (a δ-tail refutation) as the string "inf", as every bound's JSON has it: strict JSON has no ∞
+            "epsilon_lower_bound": (self.epsilon_lower_bound if math.isfinite(self.epsilon_lower_bound)
+                                    else str(self.epsilon_lower_bound)),
+            "strongest_attack": self.strongest_attack,
+            "ceiling": self.ceiling,
+            "violated": self.violated,
+            "verdict": self.verdict,
+            "no_signal": self.no_signal,
+            "observed": self.observed,
+            "threat_model": self.threat_model,
+            "power": self.power,
+            "bounds": {name: b.to_json() for name, b in self.bounds.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "check.json") -> CheckResult:
+        """The result ``to_json`` wrote; its verdict must be the one its bounds give (else the file was edited)."""
+        check_schema(data, CHECK_SCHEMA, where)
+        try:
+            result = cls(Path(data["run_dir"]), data["claimed_epsilon"], data["delta"], data["alpha"],
+                         BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
+                         dict(data["observed"]), bool(data["no_signal"]), data["power"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
+                            f"{error}); rerun `topicaudit check --json` to rewrite it") from None
+        if not result.bounds or result.verdict != data.get("verdict"):
+            raise UserError(f"{where}: its verdict is not the one its bounds give; the file was edited — rerun "
+                            "`topicaudit check --json` to rewrite it")
+        return result
+
+    def to_junit(self) -> str:
+        """One test case per run, failed when the claim is violated (any CI renders this)."""
+        failure = (f'<failure message={quoteattr(self.message())} type="PrivacyClaimViolated">'
+                   f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else (
+            f"<skipped message={quoteattr(self.message())}/>" if self.no_signal else "")
+        name = quoteattr(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})")
+        return ('<?xml version="1.0" encoding="utf-8"?>\n'
+                f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
+                f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'
+                "</testsuite>\n")
