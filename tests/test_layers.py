@@ -138,3 +138,13 @@ def test_the_distribution_has_one_top_level_package():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {name.split(".")[0] for name in setuptools["packages"]} == {"topicaudit"}
     assert set(setuptools["package-dir"]) == {"topicaudit", "topicaudit.targets", "topicaudit.reports"}
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """A subpackage missing from pyproject's list installs nowhere outside the development tree."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in FOLDERS.items():
+        for init in folder.rglob("__init__.py"):
+            found.add(".".join([package, *init.parent.relative_to(folder).parts]))
+    assert found == set(setuptools["packages"])
