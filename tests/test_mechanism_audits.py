@@ -17,7 +17,7 @@ from topicaudit.attacks.mechanism import (
     simulate_scores,
     subsampled_gaussian_llr,
 )
-from topicaudit.bounds.one_run import eps_lb_fdp_one_run, eps_lb_profile_one_run
+from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import run_audit

@@ -5,7 +5,7 @@ Natural documents are hard to single out, so an audit on them proves little
 One extra training of the target, the *canary release*, learns from a fixed
 training set plus each canary independently with probability ½; guessing the
 coins from the release alone gives the one-run ε bounds of
-:mod:`topicaudit.bounds.one_run` and :mod:`topicaudit.bounds.epsilon`.
+:mod:`topicaudit.bounds.one_run`.
 
 The fixed training set is the whole corpus (minus the held-out documents when
 the canaries are natural ones): it is the model a user would release, every

@@ -12,7 +12,8 @@ from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.rmia import rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
-from topicaudit.bounds.epsilon import EpsilonBound, eps_lb_one_run
+from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.bounds.one_run import eps_lb_one_run
 
 # Attacks whose ε lower bound a run reports (each at α/len, so all hold jointly).
 BOUNDED_ATTACKS = ("lira_online", "lira_offline")

@@ -29,8 +29,8 @@ from scipy import stats
 
 from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
-from topicaudit.bounds.epsilon import EpsilonBound, check_level
-from topicaudit.bounds.one_run import delta_tail_bound, eps_lb_profile_one_run
+from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
+from topicaudit.bounds.one_run import OneRunAuditor, delta_tail_bound
 from topicaudit.bounds.verdict import (
     THREAT_MODELS,
     VALID_BOUNDS,
@@ -52,11 +52,11 @@ from topicaudit.targets.guarantee import adjacency_of
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
-NATURAL_METHODS = ("one-run",)
+NATURAL_METHODS = (Method.ONE_RUN,)
 # The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
-CURVE = "fdp-one-run-curve"
+CURVE = Method.FDP_CURVE
 # The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
-DELTA_TAIL = "delta-tail"
+DELTA_TAIL = Method.DELTA_TAIL
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
@@ -116,7 +116,7 @@ class CheckResult:
                 return (f"VIOLATED: {d['released']} of {d['fresh_canaries']} canary words that no other document "
                         f"holds were released (p ≤ {d['p_value']:.2g} under the claim): its δ = {self.delta:g} "
                         f"fails, for every ε; {observed} [{self.run_dir}]")
-            if best.method == "fdp-one-run-curve":
+            if best.method == CURVE:
                 return (f"VIOLATED: {self.strongest_attack} refutes the claimed mechanism's own trade-off curve "
                         f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
                         f"one; {level}); this refutes the mechanism the claim describes, not every (ε, δ) reading "
@@ -256,7 +256,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
             profile = privacy_profile(guarantee_from_json(guarantee))
             if profile is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
-                methods = ("fdp-one-run-pure", CURVE)
+                methods = (Method.FDP_PURE, CURVE)
         if mechanism is not None and "fresh_released" in mechanism:
             methods += (DELTA_TAIL,)
         sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
@@ -330,8 +330,8 @@ def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, clai
     out = {}
     for name, values in scores.items():
         k_plus, k_minus = family(values)
-        out[f"{name}:{CURVE}"] = eps_lb_profile_one_run(values, labels, profile, claimed_epsilon, alpha_each,
-                                                        k_plus=k_plus, k_minus=k_minus)
+        out[f"{name}:{CURVE}"] = OneRunAuditor(values, labels).curve(profile, claimed_epsilon, alpha_each,
+                                                                     k_plus=k_plus, k_minus=k_minus)
     return out
 
 
