@@ -92,6 +92,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     Calibration of the analytic Gaussian mechanism (Balle & Wang 2018): δ(σ)
     above is strictly decreasing in σ, so solve δ(σ) = δ by bracketing and
     Brent's method, then step up until δ(σ) ≤ δ holds in floating point.
+    (dp-accounting's ``get_sigma_gaussian`` stops within 1e-12 of the root, on
+    either side, so its σ can claim slightly more than δ: not used here.)
     """
     if not (epsilon > 0 and 0 < delta < 1 and sensitivity > 0):
         raise ValueError("need epsilon > 0, 0 < delta < 1, sensitivity > 0")
