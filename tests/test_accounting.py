@@ -1,4 +1,4 @@
-"""topicaudit.targets.accounting: the DP-SVI accountants against published numbers and closed forms.
+"""topicaudit.targets.privacy.dp_svi_accounting: the DP-SVI accountants against published numbers and closed forms.
 
 Published cases (δ = 1e-5, Poisson-subsampled Gaussian, add/remove adjacency):
 
@@ -24,7 +24,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from topicaudit.targets.accounting import (
+from topicaudit.targets.privacy.dp_svi_accounting import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
     amplify_by_sampling,
@@ -38,7 +38,7 @@ from topicaudit.targets.accounting import (
     zcdp_park_epsilon,
     zcdp_to_dp,
 )
-from topicaudit.targets.dpsu import analytic_gaussian_sigma, gaussian_delta
+from topicaudit.targets.learners.dpsu import analytic_gaussian_sigma, gaussian_delta
 
 # -- published DP-SGD cases ------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
-from topicaudit.targets.guarantee import Adjacency, adjacency_of
+from topicaudit.targets.privacy.guarantee import Adjacency, adjacency_of
 
 KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "threshold")
 # Attributes by which learners cap a document's tokens.

@@ -45,9 +45,9 @@ from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.run import run_audit
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_json
 from topicaudit.errors import UserError
-from topicaudit.targets.composition import privacy_profile
-from topicaudit.targets.events import guarantee_from_json
-from topicaudit.targets.guarantee import adjacency_of
+from topicaudit.targets.privacy.composition import privacy_profile
+from topicaudit.targets.privacy.events import guarantee_from_json
+from topicaudit.targets.privacy.guarantee import adjacency_of
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none

@@ -246,7 +246,7 @@ class Prepared:
     model: UserModel
     candidates: Corpus
     reference: Corpus
-    target: Any                  # topicaudit.targets.pipeline.Pipeline the shadows run
+    target: Any                  # topicaudit.targets.learners.pipeline.Pipeline the shadows run
     k: int
     plan: Any                    # topicaudit.engine.plan.Plan over the pool (its target_in is unused)
     config: dict[str, Any]       # what config.toml records

@@ -6,7 +6,7 @@ a positive count. Every step builds a weighted histogram H over tokens in which
 each document spends an update budget of 1 (L1, or L2 for the Gaussian policy),
 adds noise to H on every *candidate* token and releases the tokens whose noisy
 weight exceeds a threshold ρ. Four steps, each a vocabulary step with the
-interface of ``topicaudit.targets.vocabulary`` (``select(X, seed)``, ``guarantee()``):
+interface of ``topicaudit.targets.learners.vocabulary`` (``select(X, seed)``, ``guarantee()``):
 
 ==========================  ===============================================
 ``dpsu-laplace``            Gopi et al. 2020, policy Laplace
@@ -68,7 +68,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.events import EpsilonDeltaDpEvent
+from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent
 from topicaudit.targets.params import non_negative, positive
 
 # --------------------------------------------------------------------------

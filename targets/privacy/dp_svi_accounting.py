@@ -73,7 +73,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
-from topicaudit.targets.guarantee import Basis
+from topicaudit.targets.privacy.guarantee import Basis
 
 __all__ = [
     "ACCOUNTANTS",
