@@ -40,10 +40,10 @@ import scipy.sparse as sp
 from topicaudit.attacks.canaries import default_length, make_canaries, resolve_kind
 from topicaudit.engine.run import all_canary_scores, canary_results
 from topicaudit.inputs.synthetic import synthetic_corpus
-from topicaudit.targets.composition import NEIGHBORING_RELATIONS, PLDAccountant
-from topicaudit.targets.guarantee import Guarantee
-from topicaudit.targets.pipeline import Pipeline
-from topicaudit.targets.vocabulary import CorpusVocabulary
+from topicaudit.targets.privacy.composition import NEIGHBORING_RELATIONS, PLDAccountant
+from topicaudit.targets.privacy.guarantee import Guarantee
+from topicaudit.targets.learners.pipeline import Pipeline
+from topicaudit.targets.learners.vocabulary import CorpusVocabulary
 
 # The canary audit's confidence is 1 − ALPHA: a correct learner fails it with probability ≤ ALPHA per seed.
 ALPHA = 0.01

@@ -1,4 +1,4 @@
-"""Time topicaudit.targets.cgs.CollapsedGibbsLDA on a random half of PHEME.
+"""Time topicaudit.targets.learners.cgs.CollapsedGibbsLDA on a random half of PHEME.
 
 Usage (from the repository root):
 
@@ -47,7 +47,7 @@ def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
 def child_compile() -> None:
     """Fresh process: import time, first fit (compile or cache load), later fits."""
     t0 = time.perf_counter()
-    from topicaudit.targets.cgs import CollapsedGibbsLDA
+    from topicaudit.targets.learners.cgs import CollapsedGibbsLDA
     t_import = time.perf_counter() - t0
     X = sp.csr_matrix(np.random.RandomState(0).poisson(0.3, (50, 40)).astype(np.float64))
     learner = CollapsedGibbsLDA(3, n_iter=20)
@@ -78,7 +78,7 @@ def main() -> None:
 
     import numba
 
-    from topicaudit.targets.cgs import CollapsedGibbsLDA
+    from topicaudit.targets.learners.cgs import CollapsedGibbsLDA
 
     X = load_pheme_half(0)
     n_tokens = int(X.sum())
@@ -109,7 +109,7 @@ def main() -> None:
     print()
     print("| numba one-off cost, fresh process | seconds |")
     print("|---|---|")
-    print(f"| import topicaudit.targets.cgs (numba, scipy, numpy) | {cold['import']:.2f} |")
+    print(f"| import topicaudit.targets.learners.cgs (numba, scipy, numpy) | {cold['import']:.2f} |")
     print(f"| first fit, empty cache: JIT compile | {cold['first'] - cold['later']:.2f} |")
     print(f"| first fit, warm cache (cache=True): load | {warm['first'] - warm['later']:.2f} |")
     shutil.rmtree(_CACHE, ignore_errors=True)

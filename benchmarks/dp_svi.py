@@ -20,7 +20,7 @@ benchmarks/results/dp_svi.md.
    the other half). Mean over seeds; batch VB LDA (``lda``) and the uniform
    Φ as references.
 2. **Accountants at equal noise.** ε of J Poisson-subsampled Gaussian steps by
-   every accountant of ``topicaudit.targets.accounting`` for the settings of Park et
+   every accountant of ``topicaudit.targets.privacy.dp_svi_accounting`` for the settings of Park et
    al.'s experiments (D = 400,000; 2016a: one epoch of S ∈ {5k, 10k, 20k},
    σ ∈ {1, 1.24, 2}; 2016b: 160,000 documents in minibatches of S ∈ {10,
    ..., 400}, σ = 1, δ = 1e-4) and this benchmark's KOS settings; then the
@@ -51,7 +51,7 @@ RESULTS = REPO / "benchmarks" / "results" / "dp_svi.md"
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
+from topicaudit.targets.privacy.dp_svi_accounting import ACCOUNTANTS, calibrate_noise_multiplier, compute_epsilon
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, math.inf)
 SETTINGS = {
@@ -124,8 +124,8 @@ def fixed_phi_perplexity(phi, Xte) -> float | None:
 
 
 def perplexity_section(seeds: int, k: int = 10) -> str:
-    from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
-    from topicaudit.targets.lda import VariationalLDA
+    from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
+    from topicaudit.targets.learners.lda import VariationalLDA
 
     Xtr, Xte, first, second = kos_split()
     out = [f"### 1. Held-out perplexity against ε on KOS (k = {k}, δ = 1e-5, RDP accountant)", "",
@@ -203,7 +203,7 @@ def accountant_section() -> str:
             table(["setting", "q", "J"] + names, rows), ""]
     # Park et al. 2016a report ε = 2.44 for S = 20,000, σ = 1.24, one epoch, δ unstated
     q, J = 20_000 / 400_000, 20
-    from topicaudit.targets.accounting import rdp_epsilon
+    from topicaudit.targets.privacy.dp_svi_accounting import rdp_epsilon
     lines = []
     for delta in (1e-4, 1e-5, 1e-6, 1e-7):
         lines.append((delta, rdp_epsilon(1.24, q, J, delta, conversion="abadi").epsilon,

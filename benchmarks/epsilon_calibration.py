@@ -44,7 +44,8 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from topicaudit.bounds.epsilon import eps_lb_bonferroni, eps_lb_gdp, eps_lb_one_run, eps_lb_split, gdp_mu_for  # noqa: E402
+from topicaudit.bounds.epsilon import eps_lb_bonferroni, eps_lb_gdp, eps_lb_split, gdp_mu_for  # noqa: E402
+from topicaudit.bounds.one_run import eps_lb_one_run  # noqa: E402
 
 METHODS = {
     "clopper-pearson-split": eps_lb_split,

@@ -29,7 +29,7 @@ corpus over the released vocabulary. The learners: ``cgs`` (α = 1/k,
 β = 0.01, 200 sweeps) and ``dp-cgs`` with the same priors and L = 16 tokens
 per document (the longest tweet after pre-processing has 16: a cap no tweet
 exceeds, so L only sets the noise). DP-CGS's noise is Lap(2L/ε₂) (document
-level; see targets/dp_cgs.py). The paper's code used Lap(2/ε₂), the
+level; see targets/learners/dp_cgs.py). The paper's code used Lap(2/ε₂), the
 per-token scale, while claiming document-level ε₂; series marked
 "paper-scale" reproduce that noise (dp-cgs with ε = L·ε₂), so the claim they
 carry is the paper's, not ours.

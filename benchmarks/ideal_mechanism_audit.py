@@ -29,8 +29,8 @@ import numpy as np
 from topicaudit.attacks.mechanism import simulate_scores
 from topicaudit.bounds.verdict import bound_tests, guess_family
 from topicaudit.engine.check import curve_tests
-from topicaudit.targets.composition import privacy_profile
-from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
+from topicaudit.targets.privacy.composition import privacy_profile
+from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ALPHA = 0.05

@@ -1,4 +1,4 @@
-"""Time topicaudit.targets.vb_lda.fit_lda_vb against scikit-learn's LatentDirichletAllocation.
+"""Time topicaudit.targets.learners.vb_lda.fit_lda_vb against scikit-learn's LatentDirichletAllocation.
 
 Usage (from the repository root):
 
@@ -56,7 +56,7 @@ def load_pheme_half(seed: int = 0) -> sp.csr_matrix:
 def child_compile() -> None:
     """Fresh process: import time, first fit (compile or cache load), later fits."""
     t0 = time.perf_counter()
-    from topicaudit.targets.vb_lda import fit_lda_vb
+    from topicaudit.targets.learners.vb_lda import fit_lda_vb
     t_import = time.perf_counter() - t0
     rng = np.random.RandomState(0)
     X = sp.csr_matrix(rng.poisson(0.3, (50, 40)).astype(np.float64))
@@ -77,7 +77,7 @@ def normalise(c):
 
 
 def bench(name, X, k, reps, sk_reps):
-    from topicaudit.targets.vb_lda import _fit, fit_lda_sklearn
+    from topicaudit.targets.learners.vb_lda import _fit, fit_lda_sklearn
 
     ours, comps, passes = [], [], []
     for s in range(max(reps, sk_reps)):
@@ -121,7 +121,7 @@ def main() -> None:
     import numba
     import sklearn
 
-    from topicaudit.targets.vb_lda import fit_lda_vb
+    from topicaudit.targets.learners.vb_lda import fit_lda_vb
 
     fit_lda_vb(sp.csr_matrix(np.ones((3, 4))), 2, 0)  # load the compiled kernels
     rows = []
@@ -154,7 +154,7 @@ def main() -> None:
     print()
     print("| numba one-off cost, fresh process | seconds |")
     print("|---|---|")
-    print(f"| import topicaudit.targets.vb_lda (numba, scipy, numpy) | {cold['import']:.2f} |")
+    print(f"| import topicaudit.targets.learners.vb_lda (numba, scipy, numpy) | {cold['import']:.2f} |")
     print(f"| first fit, empty cache: JIT compile | {cold['first'] - cold['later']:.2f} |")
     print(f"| first fit, warm cache (cache=True): load | {warm['first'] - warm['later']:.2f} |")
     shutil.rmtree(_CACHE, ignore_errors=True)

@@ -42,16 +42,11 @@ from scipy import optimize, special, stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from epsilon_calibration import release  # noqa: E402
 
-from topicaudit.bounds.epsilon import (  # noqa: E402
-    default_guess_counts,
-    eps_lb_one_run,
-    gdp_epsilon,
-    gdp_mu_for,
-    margin_guess_counts,
-    one_run_epsilon,
-)
+from topicaudit.bounds.epsilon import gdp_epsilon, gdp_mu_for  # noqa: E402
+from topicaudit.bounds.fdp import eps_lb_fdp_one_run, fdp_one_run_bound  # noqa: E402
+from topicaudit.bounds.guesses import default_guess_counts, margin_guess_counts  # noqa: E402
+from topicaudit.bounds.one_run import eps_lb_one_run, one_run_ceiling, one_run_epsilon  # noqa: E402
 from topicaudit.bounds.verdict import guess_family  # noqa: E402
-from topicaudit.bounds.one_run import eps_lb_fdp_one_run, fdp_one_run_bound, one_run_ceiling  # noqa: E402
 
 BOUNDS = {
     "one-run": lambda s, l, d, a, **kw: eps_lb_one_run(s, l, d, a, **kw),

@@ -124,7 +124,7 @@ def best_sample(samples, loglik, iters: int, burn_in: int, thin: int) -> np.ndar
 
 
 def run_seed(seed: int, alpha0: float, iters: int, burn_in: int, thin: int) -> dict[str, float]:
-    from topicaudit.targets.poisson_factorization import lppf_samples, pf_samples, privatize_counts
+    from topicaudit.targets.learners.poisson_factorization import lppf_samples, pf_samples, privatize_counts
 
     data_ss, noise_ss, *chain_ss = np.random.SeedSequence([seed, round(alpha0 * 1000)]).spawn(5)
     data_rng = np.random.default_rng(data_ss)

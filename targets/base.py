@@ -1,4 +1,4 @@
-"""What a target hands an adversary (Release) and what it promises (Guarantee, in targets/guarantee.py).
+"""What a target hands an adversary (Release) and what it promises (Guarantee, in targets/privacy/guarantee.py).
 
 A target is a whole release pipeline: a vocabulary step followed by a learner.
 The engine only ever calls ``fit`` and ``guarantee``; targets know nothing of
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
 
 __all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Release", "Target", "Transcript"]
 

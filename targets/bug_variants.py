@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import math
 
-from topicaudit.targets.accounting import calibrate_noise_multiplier
+from topicaudit.targets.privacy.dp_svi_accounting import calibrate_noise_multiplier
 
 # A divisor this large leaves no noise worth the name (the geometric and randomised-response
 # mechanisms at 10⁶·ε keep every count and bit).

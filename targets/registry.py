@@ -5,36 +5,36 @@ import importlib
 import inspect
 
 from topicaudit.errors import UserError
-from topicaudit.targets.composition import compose
+from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.params import check_topics
-from topicaudit.targets.pipeline import Pipeline
+from topicaudit.targets.learners.pipeline import Pipeline
 from topicaudit.targets.bug_variants import VOCABULARY_BUGS, BrokenLearner, BrokenVocabulary, under_noised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
 # unpickles one target loads that target's code only, not every learner's.
 # learner name → (class, fixed keyword arguments)
 LEARNERS = {
-    "lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "compiled"}),
-    "sklearn-lda": ("topicaudit.targets.lda:VariationalLDA", {"backend": "sklearn"}),
-    "cgs": ("topicaudit.targets.cgs:CollapsedGibbsLDA", {}),
-    "gensim-lda": ("topicaudit.targets.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
-    "tomotopy-lda": ("topicaudit.targets.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
-    "cgs-monitor": ("topicaudit.targets.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
-    "dp-cgs": ("topicaudit.targets.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
-    "hdp-lda": ("topicaudit.targets.hdp_lda:ZhaoHDPLDA", {}),
-    "dp-svi": ("topicaudit.targets.dp_svi:DPStochasticVariationalLDA", {}),
-    "lp-lda": ("topicaudit.targets.lp_lda:LocallyPrivateLDA", {}),
-    "pf": ("topicaudit.targets.poisson_factorization:PoissonFactorization", {}),
-    "lppf": ("topicaudit.targets.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
-    "lppf-naive": ("topicaudit.targets.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
+    "lda": ("topicaudit.targets.learners.lda:VariationalLDA", {"backend": "compiled"}),
+    "sklearn-lda": ("topicaudit.targets.learners.lda:VariationalLDA", {"backend": "sklearn"}),
+    "cgs": ("topicaudit.targets.learners.cgs:CollapsedGibbsLDA", {}),
+    "gensim-lda": ("topicaudit.targets.learners.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
+    "tomotopy-lda": ("topicaudit.targets.learners.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
+    "cgs-monitor": ("topicaudit.targets.learners.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
+    "dp-cgs": ("topicaudit.targets.learners.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
+    "hdp-lda": ("topicaudit.targets.learners.hdp_lda:ZhaoHDPLDA", {}),
+    "dp-svi": ("topicaudit.targets.learners.dp_svi:DPStochasticVariationalLDA", {}),
+    "lp-lda": ("topicaudit.targets.learners.lp_lda:LocallyPrivateLDA", {}),
+    "pf": ("topicaudit.targets.learners.poisson_factorization:PoissonFactorization", {}),
+    "lppf": ("topicaudit.targets.learners.poisson_factorization:LocallyPrivatePoissonFactorization", {}),
+    "lppf-naive": ("topicaudit.targets.learners.poisson_factorization:NaiveLocallyPrivatePoissonFactorization", {}),
 }
 VOCABULARY_STEPS = {
-    "observed": "topicaudit.targets.vocabulary:ObservedVocabulary",
-    "all": "topicaudit.targets.vocabulary:CorpusVocabulary",
-    "dpsu-laplace": "topicaudit.targets.dpsu:PolicyLaplaceDPSU",
-    "dpsu-gaussian": "topicaudit.targets.dpsu:PolicyGaussianDPSU",
-    "dpsu-gw": "topicaudit.targets.dpsu:GreedyWeightedDPSU",
-    "dpsu-gw-public-code": "topicaudit.targets.dpsu:GreedyWeightedPublicCode",
+    "observed": "topicaudit.targets.learners.vocabulary:ObservedVocabulary",
+    "all": "topicaudit.targets.learners.vocabulary:CorpusVocabulary",
+    "dpsu-laplace": "topicaudit.targets.learners.dpsu:PolicyLaplaceDPSU",
+    "dpsu-gaussian": "topicaudit.targets.learners.dpsu:PolicyGaussianDPSU",
+    "dpsu-gw": "topicaudit.targets.learners.dpsu:GreedyWeightedDPSU",
+    "dpsu-gw-public-code": "topicaudit.targets.learners.dpsu:GreedyWeightedPublicCode",
 }
 
 

@@ -7,11 +7,16 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-# Reinstall whenever pyproject.toml changes.
+# The editable install is "strict" (docs/architecture.md#one-package): a tree of links under build/ to every file
+# of the package, named by a static .pth file, so mypy and editors resolve topicaudit as they would an installed
+# package (the default mode's import hook is invisible to them). Edits to a file show through its link; a file
+# added, removed or renamed needs a new tree, so reinstall whenever pyproject.toml or the list of files changes.
 stamp=.venv/.topicaudit-installed
-want=$(sha256sum pyproject.toml | cut -c1-16)
+want=$( (cat pyproject.toml; find audit targets reports -type f ! -path '*/__pycache__/*' | LC_ALL=C sort) \
+        | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' \
+        --config-settings editable_mode=strict
     echo "$want" > "$stamp"
 fi
 # Full WordNet 3.0 (Debian's wordnet-base) lets the tests prove that the shipped

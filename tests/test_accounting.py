@@ -1,4 +1,4 @@
-"""topicaudit.targets.accounting: the DP-SVI accountants against published numbers and closed forms.
+"""topicaudit.targets.privacy.dp_svi_accounting: the DP-SVI accountants against published numbers and closed forms.
 
 Published cases (δ = 1e-5, Poisson-subsampled Gaussian, add/remove adjacency):
 
@@ -17,13 +17,14 @@ the default conversion is never larger.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 
 import dp_accounting
 import numpy as np
 import pytest
 
-from topicaudit.targets.accounting import (
+from topicaudit.targets.privacy.dp_svi_accounting import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
     amplify_by_sampling,
@@ -37,6 +38,7 @@ from topicaudit.targets.accounting import (
     zcdp_park_epsilon,
     zcdp_to_dp,
 )
+from topicaudit.targets.learners.dpsu import analytic_gaussian_sigma, gaussian_delta
 
 # -- published DP-SGD cases ------------------------------------------------------------------
 
@@ -187,3 +189,59 @@ def test_accountants_name_themselves_and_reject_bad_input():
         calibrate_noise_multiplier(1.0, 0.0, 0.1, 10)
     with pytest.raises(ValueError, match="epsilon"):
         calibrate_noise_multiplier(-1.0, 1e-5, 0.1, 10)
+
+
+# -- logging -----------------------------------------------------------------------------------
+
+
+def _absl_passes(message: str) -> bool:
+    record = logging.LogRecord("absl", logging.WARNING, __file__, 0, message, None, None)
+    return bool(logging.getLogger("absl").filter(record))
+
+
+def test_importing_the_accountants_leaves_absl_logging_alone():
+    """No filter on absl's logger outside an RDP computation: the application owns its logging."""
+    assert _absl_passes("_compute_log_a_frac failed to converge after 1000 iterations")
+
+
+def test_the_rdp_accountant_silences_only_its_own_warning_during_its_own_call(caplog):
+    caplog.set_level(logging.WARNING)
+    event = subsampled_gaussian_event(0.7, 0.5, 10)  # orders 1.4-1.7 fail to converge at this noise
+    rdp_epsilon(0.7, 0.5, 10, 1e-5)
+    assert not [r for r in caplog.records if "failed to converge" in r.getMessage()]
+    assert _absl_passes("_compute_log_a_frac failed to converge after 1000 iterations")
+    dp_accounting.rdp.RdpAccountant().compose(event)  # the same computation outside rdp_epsilon still says so
+    assert [r for r in caplog.records if "failed to converge" in r.getMessage()]
+
+
+# -- what dp-accounting already has ------------------------------------------------------------
+# Used where it gives the same numbers (get_epsilon_gaussian for the per-step ε; the RDP and PLD
+# accountants). The two searches below are kept: dp-accounting's land elsewhere, which would change every
+# calibrated noise level a run records, and its Gaussian σ can sit on the wrong side of δ.
+
+
+def test_calibration_keeps_its_numbers_where_dp_accountings_search_lands_elsewhere():
+    q, steps, delta, target = 0.01, 1000, 1e-5, 1.0
+    ours = calibrate_noise_multiplier(target, delta, q, steps, "rdp")
+    assert ours == 1.5131281521882634  # the noise every DP-SVI run at these settings has recorded
+    assert calibrate_noise_multiplier(2.0, 1e-5, 0.05, 200, "pld") == 1.672144145383139
+    add_remove = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    theirs = dp_accounting.calibrate_dp_mechanism(
+        lambda: dp_accounting.rdp.RdpAccountant(neighboring_relation=add_remove),
+        lambda z: subsampled_gaussian_event(z, q, steps), target, delta,
+        bracket_interval=dp_accounting.LowerEndpointAndGuess(0.0, 1.0))
+    assert theirs != ours and compute_epsilon(theirs, q, steps, delta).epsilon <= target
+
+
+def test_gaussian_sigma_never_claims_more_than_asked_where_dp_accountings_can():
+    """The smallest σ with δ(σ) ≤ δ in floating point; dp-accounting's root is within 1e-12 on either side."""
+    assert analytic_gaussian_sigma(1.0, 5e-6) == 3.8841408046043675  # DPSU-Gaussian's recorded noise_scale
+    assert analytic_gaussian_sigma(4.0, 5e-7) == 1.225693073251914
+    over = 0
+    for epsilon, delta in itertools.product([0.1, 0.5, 1.0, 2.0, 4.0, 8.0], [1e-3, 5e-6, 5e-7, 1e-9]):
+        ours = analytic_gaussian_sigma(epsilon, delta)
+        assert gaussian_delta(ours, epsilon) <= delta
+        theirs = dp_accounting.get_sigma_gaussian(epsilon, delta)
+        assert theirs == pytest.approx(ours, rel=1e-11)
+        over += gaussian_delta(theirs, epsilon) > delta
+    assert over > 0

@@ -24,7 +24,7 @@ def nmf_learner(tmp_path, monkeypatch):
     module = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     (tmp_path / "doc_nmf.py").write_text(module)
     monkeypatch.syspath_prepend(str(tmp_path))
-    line = re.search(r'^"nmf": \("topicaudit\.targets\.nmf:NMFTopics", \{\}\),$', text, re.M)
+    line = re.search(r'^"nmf": \("topicaudit\.targets\.learners\.nmf:NMFTopics", \{\}\),$', text, re.M)
     assert line, "the page's registry line changed: update this test"
     monkeypatch.setitem(LEARNERS, "nmf", ("doc_nmf:NMFTopics", {}))
     yield

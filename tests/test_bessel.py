@@ -1,4 +1,4 @@
-"""topicaudit.targets.bessel: the Bessel sampler against the exact pmf.
+"""topicaudit.targets.learners.bessel: the Bessel sampler against the exact pmf.
 
 Each of the two exact methods (inversion from the mode, mode-centred
 rejection) and the automatic choice between them is tested by a chi-square
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from topicaudit.targets.bessel import bessel_logpmf, bessel_mode, sample_bessel
+from topicaudit.targets.learners.bessel import bessel_logpmf, bessel_mode, sample_bessel
 
 NUS = (0.0, 1.0, 3.5, 20.0, 200.0)
 AS = (0.01, 0.3, 2.0, 10.0, 60.0, 500.0, 5000.0)

@@ -10,7 +10,7 @@ from topicaudit.attacks.canaries import UNRELEASED_PENALTY, canary_scores, make_
 from topicaudit.engine.check import check_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
-from topicaudit.bounds.epsilon import eps_lb_one_run
+from topicaudit.bounds.one_run import eps_lb_one_run
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release

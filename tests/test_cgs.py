@@ -1,4 +1,4 @@
-"""topicaudit.targets.cgs: collapsed Gibbs sampling for LDA.
+"""topicaudit.targets.learners.cgs: collapsed Gibbs sampling for LDA.
 
 * the compiled sweep samples the exact collapsed posterior (enumerated on a
   tiny corpus);
@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 
 from topicaudit.targets.base import NO_GUARANTEE
-from topicaudit.targets.cgs import CollapsedGibbsLDA, _initial_counts, _sweep, run_cgs, tokens_from_counts
+from topicaudit.targets.learners.cgs import CollapsedGibbsLDA, _initial_counts, _sweep, run_cgs, tokens_from_counts
 
 from planted import matched_topic_errors, planted_corpus
 

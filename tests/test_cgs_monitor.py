@@ -1,4 +1,4 @@
-"""topicaudit.targets.cgs_monitor: CGS with Zhao et al.'s inherent-privacy monitor.
+"""topicaudit.targets.learners.cgs_monitor: CGS with Zhao et al.'s inherent-privacy monitor.
 
 * the sampler is exactly ``cgs`` (same Φ from the same seed);
 * the trajectories are cumulative (non-decreasing), word level ≤ document level;
@@ -18,8 +18,8 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.targets import build_target
-from topicaudit.targets.cgs import CollapsedGibbsLDA, tokens_from_counts
-from topicaudit.targets.cgs_monitor import (MonitoredCollapsedGibbsLDA, _fast_bound, _topic_terms, draw_bound,
+from topicaudit.targets.learners.cgs import CollapsedGibbsLDA, tokens_from_counts
+from topicaudit.targets.learners.cgs_monitor import (MonitoredCollapsedGibbsLDA, _fast_bound, _topic_terms, draw_bound,
                                  run_monitored_cgs)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import topicaudit.inputs.corpus as corpus_mod
+from topicaudit.inputs.formats import newsgroups
 import topicaudit.inputs.files as files_mod
 from topicaudit.inputs.corpus import (KNOWN_FORMATS, Corpus, corpus_from_counts, corpus_from_texts, keep_most_frequent_words,
                           load_corpus)
@@ -111,7 +111,7 @@ def test_documents_left_without_words_are_dropped_and_counted():
 @pytest.fixture(scope="module")
 def news_train_raw(shared_file):
     path = shared_file("20news", "20news-bydate-reassembled.tar.gz")
-    texts, _, _ = corpus_mod._read_20news_with_ids(path, subset="train", remove=())
+    texts, _, _ = newsgroups.read_20news(path, subset="train", remove=())
     return texts
 
 
@@ -125,9 +125,9 @@ def test_20news_train_count_and_countvectorizer_vocabulary(news_train_raw):
 def test_20news_strippers_match_scikit_learn(news_train_raw):
     skl = pytest.importorskip("sklearn.datasets._twenty_newsgroups")
     for text in news_train_raw[::7]:
-        assert corpus_mod.strip_newsgroup_header(text) == skl.strip_newsgroup_header(text)
-        assert corpus_mod.strip_newsgroup_footer(text) == skl.strip_newsgroup_footer(text)
-        assert corpus_mod.strip_newsgroup_quoting(text) == skl.strip_newsgroup_quoting(text)
+        assert newsgroups.strip_newsgroup_header(text) == skl.strip_newsgroup_header(text)
+        assert newsgroups.strip_newsgroup_footer(text) == skl.strip_newsgroup_footer(text)
+        assert newsgroups.strip_newsgroup_quoting(text) == skl.strip_newsgroup_quoting(text)
 
 
 def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path, shared_file):
@@ -151,7 +151,7 @@ def test_20news_default_load_reads_the_tarball_in_memory(monkeypatch, tmp_path, 
 
 def test_20news_test_subset_and_options(shared_file):
     path = shared_file("20news", "20news-bydate-reassembled.tar.gz")
-    texts, source, _ = corpus_mod._read_20news_with_ids(path, subset="test", remove="headers")
+    texts, source, _ = newsgroups.read_20news(path, subset="test", remove="headers")
     assert len(texts) == 7532 and "subset test" in source
     with user_error("subset must be 'train', 'test' or 'all'"):
         load_corpus(path, subset="validation")

@@ -1,4 +1,4 @@
-"""topicaudit.targets.dp_cgs: Zhu et al.'s DP collapsed Gibbs sampling with a document-length cap.
+"""topicaudit.targets.learners.dp_cgs: Zhu et al.'s DP collapsed Gibbs sampling with a document-length cap.
 
 Privacy properties, not only shapes:
 * the Laplace scale is exactly 2L/ε, linear in the cap L and in 1/ε, and the
@@ -18,8 +18,8 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.targets import build_target
-from topicaudit.targets.cgs import run_cgs
-from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA, cap_document_lengths, laplace_scale, run_dp_cgs
+from topicaudit.targets.learners.cgs import run_cgs
+from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA, cap_document_lengths, laplace_scale, run_dp_cgs
 
 from planted import matched_topic_errors, planted_corpus
 

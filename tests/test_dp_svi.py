@@ -1,4 +1,4 @@
-"""topicaudit.targets.dp_svi: Park et al.'s DP stochastic variational LDA.
+"""topicaudit.targets.learners.dp_svi: Park et al.'s DP stochastic variational LDA.
 
 * the per-document sensitivity bound (‖x_d‖₂ ≤ N_d ≤ N, attained in the limit;
   ≤ C with clipping) and the E-step being vb_lda's, unchanged;
@@ -19,10 +19,10 @@ import scipy.sparse as sp
 from topicaudit.errors import UserError
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets import build_target
-from topicaudit.targets.accounting import compute_epsilon
+from topicaudit.targets.privacy.dp_svi_accounting import compute_epsilon
 from topicaudit.targets.base import NO_GUARANTEE
-from topicaudit.targets.dp_svi import DPStochasticVariationalLDA, cap_tokens, minibatch_statistics
-from topicaudit.targets.vb_lda import _EPS, _dirichlet_expectation_2d, _e_step
+from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA, cap_tokens, minibatch_statistics
+from topicaudit.targets.learners.vb_lda import _EPS, _dirichlet_expectation_2d, _e_step
 
 from planted import matched_topic_errors
 
@@ -46,7 +46,7 @@ def test_statistics_are_vb_ldas_e_step_and_each_document_sums_to_its_length():
     k = 4
     lam = np.random.default_rng(1).gamma(100.0, 0.01, (k, X.shape[1]))
     s, norms = minibatch_statistics(X, lam, np.random.default_rng(2), doc_topic_prior=0.25)
-    # the same E-step on the whole batch at once, as topicaudit.targets.vb_lda runs it
+    # the same E-step on the whole batch at once, as topicaudit.targets.learners.vb_lda runs it
     rng = np.random.default_rng(2)
     doc_topic = rng.gamma(100.0, 0.01, (X.shape[0], k))
     exp_doc_topic = np.exp(_dirichlet_expectation_2d(doc_topic))

@@ -1,4 +1,4 @@
-"""topicaudit.targets.dpsu: DP Set Union vocabulary steps (docs/algorithms.md#dp-set-union).
+"""topicaudit.targets.learners.dpsu: DP Set Union vocabulary steps (docs/algorithms.md#dp-set-union).
 
 * the analytic Gaussian calibration against a numerical hockey-stick integral;
 * the compiled histogram builders against plain-Python references, and the
@@ -25,8 +25,8 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
 from topicaudit.targets.base import Guarantee
-from topicaudit.targets.composition import compose
-from topicaudit.targets.dpsu import (
+from topicaudit.targets.privacy.composition import compose
+from topicaudit.targets.learners.dpsu import (
     DPSU_STEPS,
     GreedyWeightedDPSU,
     GreedyWeightedPublicCode,

@@ -9,19 +9,17 @@ from topicaudit.bounds.epsilon import (
     EpsilonBound,
     clopper_pearson_upper,
     count_grid,
-    default_guess_counts,
     eps_lb_bonferroni,
     eps_lb_gdp,
-    eps_lb_one_run,
     eps_lb_split,
     epsilon_from_rates,
     gdp_delta,
     gdp_epsilon,
     gdp_mu_for,
     gdp_mu_from_rates,
-    one_run_epsilon,
-    one_run_p_value,
 )
+from topicaudit.bounds.guesses import default_guess_counts
+from topicaudit.bounds.one_run import eps_lb_one_run, one_run_epsilon, one_run_p_value
 
 ALPHA = 0.05
 

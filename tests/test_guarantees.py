@@ -17,10 +17,10 @@ from dp_accounting import dp_event, pld
 from topicaudit.attacks.canaries import resolve_kind
 from topicaudit.bounds.dp_region import claim_of
 from topicaudit.targets import build_target
-from topicaudit.targets.accounting import pld_epsilon, subsampled_gaussian_event
-from topicaudit.targets.composition import NEIGHBORING_RELATIONS, PLDAccountant, compose
-from topicaudit.targets.events import EpsilonDeltaDpEvent, guarantee_from_json
-from topicaudit.targets.guarantee import (
+from topicaudit.targets.privacy.dp_svi_accounting import pld_epsilon, subsampled_gaussian_event
+from topicaudit.targets.privacy.composition import NEIGHBORING_RELATIONS, PLDAccountant, compose
+from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent, guarantee_from_json
+from topicaudit.targets.privacy.guarantee import (
     NO_GUARANTEE,
     Adjacency,
     Basis,

@@ -1,4 +1,4 @@
-"""topicaudit.targets.hdp_lda: Zhao et al.'s HDP-LDA (word-level DP) without the repository's defects.
+"""topicaudit.targets.learners.hdp_lda: Zhao et al.'s HDP-LDA (word-level DP) without the repository's defects.
 
 * ε_g = T(ε_l + 2 ln(C/β + 1)), reported as a theorem at word adjacency;
 * the privacy argument itself, on the conditional the kernel samples from:
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from topicaudit.targets.cgs import _initial_counts, tokens_from_counts
-from topicaudit.targets.hdp_lda import ZhaoHDPLDA, _hdp_sweep, epsilon_g, run_hdp_lda
+from topicaudit.targets.learners.cgs import _initial_counts, tokens_from_counts
+from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA, _hdp_sweep, epsilon_g, run_hdp_lda
 
 from planted import matched_topic_errors, planted_corpus
 

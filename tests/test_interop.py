@@ -66,7 +66,7 @@ def docs():
 
 
 def test_gensim_learner_reproduces_a_users_gensim_model(docs):
-    from topicaudit.targets.gensim_lda import GensimLDA
+    from topicaudit.targets.learners.gensim_lda import GensimLDA
 
     dictionary = Dictionary(docs)
     bow = [dictionary.doc2bow(d) for d in docs]
@@ -80,7 +80,7 @@ def test_gensim_learner_reproduces_a_users_gensim_model(docs):
 
 
 def test_tomotopy_learner_reproduces_a_users_tomotopy_model(docs):
-    from topicaudit.targets.tomotopy_lda import TomotopyLDA, token_lists
+    from topicaudit.targets.learners.tomotopy_lda import TomotopyLDA, token_lists
 
     words = used_words(docs)
     X = counts(docs, words)
@@ -98,7 +98,7 @@ def test_tomotopy_learner_reproduces_a_users_tomotopy_model(docs):
 
 
 def test_tomotopy_learner_gives_unseen_words_the_priors_share():
-    from topicaudit.targets.tomotopy_lda import TomotopyLDA
+    from topicaudit.targets.learners.tomotopy_lda import TomotopyLDA
 
     X = sp.csr_matrix(np.array([[3, 1, 0, 0], [0, 2, 2, 0], [1, 0, 4, 0]], dtype=float))  # word 3 unused
     phi = TomotopyLDA(2, eta=0.5, iterations=20).fit(X, 1)
@@ -182,7 +182,7 @@ def test_a_tomotopy_file_gives_phi_vocabulary_and_settings(tmp_path, docs):
 
 def test_shadows_with_the_recovered_tomotopy_settings_reproduce_the_model(tmp_path, docs):
     from topicaudit.targets import build_target
-    from topicaudit.targets.tomotopy_lda import token_lists
+    from topicaudit.targets.learners.tomotopy_lda import token_lists
 
     words = used_words(docs)
     X = counts(docs, words)

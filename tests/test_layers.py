@@ -20,6 +20,11 @@ FOLDERS = {"topicaudit": ROOT / "audit", "topicaudit.targets": ROOT / "targets",
 # Lowest first. A module may import modules of its own layer and of the layers before it.
 LAYERS = [
     ("base", ("topicaudit.errors", "topicaudit.version", "topicaudit.memory")),
+    # targets: privacy (guarantees, events, accountants) < base, params, counts < learners < registry, bug variants
+    ("targets.privacy", ("topicaudit.targets.privacy",)),
+    ("targets.base", ("topicaudit.targets.base", "topicaudit.targets.params", "topicaudit.targets.counts",
+                      "topicaudit.targets.optional")),
+    ("targets.learners", ("topicaudit.targets.learners",)),
     ("targets", ("topicaudit.targets",)),
     ("inputs", ("topicaudit.inputs",)),
     ("bounds", ("topicaudit.bounds",)),
@@ -180,3 +185,22 @@ def test_the_distribution_has_one_top_level_package():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {name.split(".")[0] for name in setuptools["packages"]} == {"topicaudit"}
     assert set(setuptools["package-dir"]) == {"topicaudit", "topicaudit.targets", "topicaudit.reports"}
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """A subpackage missing from pyproject's list installs nowhere outside the development tree."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in FOLDERS.items():
+        for init in folder.rglob("__init__.py"):
+            found.add(".".join([package, *init.parent.relative_to(folder).parts]))
+    assert found == set(setuptools["packages"])
+
+
+def test_the_privacy_subpackage_may_not_import_a_learner(tmp_path):
+    """Guarantees and accountants describe mechanisms; they never depend on the code that fits models."""
+    path = tmp_path / "bad.py"
+    path.write_text("from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA\n")
+    (name, _, _, _), *_ = imports(path, "topicaudit.targets.privacy.bad")
+    assert layer_of(name) > layer_of("topicaudit.targets.privacy.bad")
+    assert layer_of("topicaudit.targets.learners.dp_svi") > layer_of("topicaudit.targets.base")

@@ -11,8 +11,8 @@ import pytest
 from topicaudit.learner_checks import check_guarantee
 from topicaudit.targets import LEARNERS
 from topicaudit.targets.bug_variants import BrokenLearner
-from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
-from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
+from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.params import positive
 from topicaudit.targets.registry import build_learner
 from topicaudit.testing import check_learner

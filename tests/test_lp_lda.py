@@ -1,4 +1,4 @@
-"""topicaudit.targets.lp_lda: randomised response, the server's estimates and reconstruction, the learner.
+"""topicaudit.targets.learners.lp_lda: randomised response, the server's estimates and reconstruction, the learner.
 
 * flip rates of the randomiser: 1 → 1 with probability p, 0 → 1 with 1 − p
   (exact binomial tests), independently of position;
@@ -19,7 +19,7 @@ from scipy import stats
 
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
-from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts, randomize_presence, reconstruct
+from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts, randomize_presence, reconstruct
 
 
 @pytest.mark.parametrize("p", [0.55, 0.75, 0.95])
@@ -97,7 +97,7 @@ def test_fit_is_reproducible_by_seed():
 
 
 def test_column_blocks_cover_the_vocabulary(monkeypatch):
-    import topicaudit.targets.lp_lda as lp
+    import topicaudit.targets.learners.lp_lda as lp
 
     monkeypatch.setattr(lp, "_BLOCK_CELLS", 7 * 200)  # 7 columns per block, the last one partial
     X, _ = _planted(n=200)

@@ -19,18 +19,18 @@ from topicaudit.attacks.mechanism import (
     simulate_scores,
     subsampled_gaussian_llr,
 )
-from topicaudit.bounds.one_run import eps_lb_fdp_one_run, eps_lb_profile_one_run
+from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner
-from topicaudit.targets.dp_cgs import ZhuDPCollapsedGibbsLDA
-from topicaudit.targets.dp_svi import DPStochasticVariationalLDA
-from topicaudit.targets.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
-from topicaudit.targets.lp_lda import LocallyPrivateLDA, estimate_counts
-from topicaudit.targets.poisson_factorization import (
+from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
+from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
+from topicaudit.targets.learners.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
+from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts
+from topicaudit.targets.learners.poisson_factorization import (
     LocallyPrivatePoissonFactorization,
     _released_phi,
     _streams,
@@ -97,7 +97,7 @@ def test_dp_cgs_records_the_noisy_counts_phi_is_made_of():
 
 
 def test_hdp_lda_records_every_release_and_phi_is_made_of_the_last():
-    from topicaudit.targets.hdp_lda import ZhaoHDPLDA
+    from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA
     X = _counts()
     learner = ZhaoHDPLDA(3, n_iter=6)
     phi, transcript = learner.fit_observed(X, 3, np.array([1, 4]))

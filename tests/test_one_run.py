@@ -1,4 +1,6 @@
-"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2024) and the audit ceiling (audit/bounds/one_run.py)."""
+"""f-DP one-run bounds (Mahloujifar, Melis & Chaudhuri 2024; audit/bounds/fdp.py), the audit ceiling and the
+auditor that offers every one-run bound (audit/bounds/one_run.py)."""
+import json
 import math
 
 import numpy as np
@@ -6,21 +8,13 @@ import pytest
 from scipy import optimize, special, stats
 from scipy.special import logit
 
-from topicaudit.bounds import one_run
-from topicaudit.bounds.epsilon import (
-    default_guess_counts,
-    eps_lb_one_run,
-    gdp_epsilon,
-    margin_guess_counts,
-    one_run_epsilon,
-)
-from topicaudit.bounds.one_run import (
-    _excess_mass,
-    _ndtri,
-    eps_lb_fdp_one_run,
-    fdp_one_run_bound,
-    one_run_ceiling,
-)
+from topicaudit.bounds import fdp
+from topicaudit.bounds.epsilon import EpsilonBound, Method, gdp_epsilon
+from topicaudit.bounds.fdp import _excess_mass, _ndtri, eps_lb_fdp_one_run, fdp_one_run_bound
+from topicaudit.bounds.guesses import default_guess_counts, margin_guess_counts
+from topicaudit.bounds.fdp import eps_lb_profile_one_run
+from topicaudit.bounds.one_run import OneRunAuditor, eps_lb_one_run, one_run_ceiling, one_run_epsilon
+from topicaudit.bounds.verdict import VALID_BOUNDS
 
 ALPHA = 0.05
 
@@ -249,8 +243,8 @@ def test_scores_api_details_and_edge_cases():
     assert b0.epsilon == 0.0 and b0.details["mu_lb"] > 0 and "note" in b0.details
     p = eps_lb_fdp_one_run(scores, labels, 1e-5, ALPHA, family="pure")
     assert p.method == "fdp-one-run-pure" and 0 < p.epsilon < b.epsilon  # GDP's assumption buys more
-    assert one_run._rejects(n, p.details["guesses"], p.details["correct"], p.details["alpha_per_test"],
-                            "pure", 0.99 * p.epsilon, 1e-5)
+    assert fdp._rejects(n, p.details["guesses"], p.details["correct"], p.details["alpha_per_test"],
+                        "pure", 0.99 * p.epsilon, 1e-5)
     # m > n: unscored canaries count as abstentions and the bound can only drop.
     assert eps_lb_fdp_one_run(scores, labels, 1e-5, ALPHA, family="pure", m=5 * n).epsilon <= p.epsilon
     tied = np.zeros(100)
@@ -264,6 +258,62 @@ def test_scores_api_details_and_edge_cases():
         eps_lb_fdp_one_run(scores, labels, 1e-5, m=10)
     with pytest.raises(ValueError):
         fdp_one_run_bound(10, 5, 6, ALPHA, family="pure")
+
+
+# ---------------------------------------------------------------- one auditor, the method names
+
+
+def _experiment(seed=5, n=400):
+    rng = np.random.default_rng(seed)
+    labels = rng.random(n) < 0.5
+    scores = rng.normal(size=n) + 1.5 * labels
+    scores[:3] = np.nan  # NaN counts as the lowest score, for the auditor as for the functions
+    return scores, labels
+
+
+@pytest.mark.parametrize("k_plus,k_minus", [(None, None), ([100, 50], [100, 0])])
+def test_the_auditor_gives_every_one_run_bound_exactly(k_plus, k_minus):
+    scores, labels = _experiment()
+    auditor = OneRunAuditor(scores, labels, m=500, seed=3)
+    kw = dict(k_plus=k_plus, k_minus=k_minus, m=500, seed=3)
+    for delta in (0.0, 1e-5):
+        assert auditor.bound(Method.ONE_RUN, delta, ALPHA, k_plus=k_plus, k_minus=k_minus) == \
+            eps_lb_one_run(scores, labels, delta, ALPHA, **kw)
+        for family in ("pure", "gdp"):
+            assert auditor.bound(f"fdp-one-run-{family}", delta, ALPHA, k_plus=k_plus, k_minus=k_minus) == \
+                eps_lb_fdp_one_run(scores, labels, delta, ALPHA, family=family, **kw)
+    profile = ([0.5, 1.0, 2.0], [1e-2, 1e-3, 1e-5])
+    assert auditor.curve(profile, 1.0, ALPHA, k_plus=k_plus, k_minus=k_minus) == \
+        eps_lb_profile_one_run(scores, labels, profile, 1.0, ALPHA, **kw)
+    for method in (Method.ONE_RUN, Method.FDP_PURE):
+        assert auditor.ceiling(method, 1e-5, ALPHA, k_plus=k_plus, k_minus=k_minus) == \
+            one_run_ceiling(500, ALPHA, 1e-5, method, k_plus=k_plus, k_minus=k_minus, n=scores.size)
+
+
+def test_the_auditor_refuses_a_method_it_has_no_bound_for():
+    auditor = OneRunAuditor(*_experiment())
+    with pytest.raises(ValueError, match="curve"):
+        auditor.bound(Method.FDP_CURVE, 1e-5)
+    with pytest.raises(ValueError, match="not an .* bound"):
+        auditor.bound(Method.SPLIT, 1e-5)
+    with pytest.raises(ValueError):
+        auditor.bound("one-run-typo", 1e-5)
+    with pytest.raises(ValueError, match="method must be one of"):
+        auditor.ceiling(Method.DELTA_TAIL, 1e-5)
+
+
+def test_method_names_are_the_strings_results_record():
+    """results.json and check's keys hold these exact strings: renaming a member must not change them."""
+    assert {str(m) for m in Method} == {
+        "clopper-pearson-split", "clopper-pearson-bonferroni", "gdp", "one-run", "fdp-one-run-pure",
+        "fdp-one-run-gdp", "fdp-one-run-curve", "delta-tail"}
+    assert VALID_BOUNDS == ("one-run", "fdp-one-run-pure")
+    b = OneRunAuditor(*_experiment()).bound(Method.ONE_RUN, 1e-5)
+    recorded = b.to_json()
+    assert type(recorded["method"]) is str and recorded["method"] == "one-run"
+    as_string = EpsilonBound(b.epsilon, "one-run", b.confidence, b.delta, b.details).to_json()
+    assert json.dumps(recorded, indent=2) == json.dumps(as_string, indent=2)
+    assert f"natural/lira:{b.method}" == "natural/lira:one-run"
 
 
 # ---------------------------------------------------------------- cross-check with jax-privacy

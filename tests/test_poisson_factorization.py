@@ -1,4 +1,4 @@
-"""topicaudit.targets.poisson_factorization: the geometric mechanism, the samplers, the learners.
+"""topicaudit.targets.learners.poisson_factorization: the geometric mechanism, the samplers, the learners.
 
 * the two-sided geometric noise has the pmf (1−α)/(1+α)·α^|τ| (chi-square),
   and so does its Skellam form with Exp(mean α/(1−α)) rates (Schein Thm 2),
@@ -21,7 +21,7 @@ from scipy import stats
 
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
-from topicaudit.targets.poisson_factorization import (
+from topicaudit.targets.learners.poisson_factorization import (
     LocallyPrivatePoissonFactorization,
     NaiveLocallyPrivatePoissonFactorization,
     PoissonFactorization,
@@ -169,7 +169,7 @@ def test_fits_are_reproducible_by_seed_and_naive_sees_the_same_noise():
     assert np.array_equal(learner.fit(X, 5), learner.fit(X, 5))
     assert not np.array_equal(learner.fit(X, 5), learner.fit(X, 6))
     naive = NaiveLocallyPrivatePoissonFactorization(3, alpha=0.5, n_iter=20)
-    from topicaudit.targets.poisson_factorization import _streams
+    from topicaudit.targets.learners.poisson_factorization import _streams
     a = learner._privatize(X, _streams(9)[0])
     b = naive._privatize(X, _streams(9)[0])
     assert np.array_equal(a, b)

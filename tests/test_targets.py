@@ -1,7 +1,7 @@
 import pytest
 
 from topicaudit.errors import UserError
-from topicaudit.targets.dpsu import DPSU_STEPS
+from topicaudit.targets.learners.dpsu import DPSU_STEPS
 from topicaudit.targets.registry import LEARNERS, VOCABULARY_STEPS, _load, build_target
 
 

@@ -13,7 +13,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_from_counts
 from topicaudit.inputs.phi_io import check_phi
 from topicaudit.targets import build_target
-from topicaudit.targets.cgs import tokens_from_counts
+from topicaudit.targets.learners.cgs import tokens_from_counts
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import check_topics
 

@@ -1,4 +1,4 @@
-"""topicaudit.targets.vb_lda reproduces scikit-learn's batch LatentDirichletAllocation.
+"""topicaudit.targets.learners.vb_lda reproduces scikit-learn's batch LatentDirichletAllocation.
 
 Each real-data case fits sklearn once (instrumented to record every
 document's number of inner passes) and our numba port once from the same
@@ -20,7 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.inputs.corpus import load_corpus
-from topicaudit.targets.vb_lda import _fit, fit_lda_sklearn, fit_lda_vb
+from topicaudit.targets.learners.vb_lda import _fit, fit_lda_sklearn, fit_lda_vb
 
 CONTRACT_TOL = 1e-6    # row-normalised components_, absolute
 TIGHT_REL_TOL = 1e-9   # raw components_, relative, when pass counts agree
@@ -136,7 +136,7 @@ def _synthetic(n_docs=80, n_words=60, k=4, seed=0, empty_docs=(3, 40),
 
 def test_dirichlet_expectation_bitwise_equal_to_sklearn():
     skfast = pytest.importorskip("sklearn.decomposition._online_lda_fast")
-    from topicaudit.targets.vb_lda import _dirichlet_expectation_2d
+    from topicaudit.targets.learners.vb_lda import _dirichlet_expectation_2d
 
     rng = np.random.RandomState(0)
     a = rng.gamma(0.3, 3.0, (40, 300))
@@ -148,7 +148,7 @@ def test_dirichlet_expectation_bitwise_equal_to_sklearn():
 
 def test_single_e_step_matches_sklearn():
     skl = pytest.importorskip("sklearn.decomposition._lda")
-    from topicaudit.targets.vb_lda import _EPS, _dirichlet_expectation_2d, _e_step
+    from topicaudit.targets.learners.vb_lda import _EPS, _dirichlet_expectation_2d, _e_step
 
     X = _synthetic(n_docs=150, n_words=80, k=5, seed=3)
     k = 5

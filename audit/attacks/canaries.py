@@ -5,7 +5,7 @@ Natural documents are hard to single out, so an audit on them proves little
 One extra training of the target, the *canary release*, learns from a fixed
 training set plus each canary independently with probability ½; guessing the
 coins from the release alone gives the one-run ε bounds of
-:mod:`topicaudit.bounds.one_run` and :mod:`topicaudit.bounds.epsilon`.
+:mod:`topicaudit.bounds.one_run`.
 
 The fixed training set is the whole corpus (minus the held-out documents when
 the canaries are natural ones): it is the model a user would release, every
@@ -54,7 +54,7 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
-from topicaudit.targets.guarantee import Adjacency, adjacency_of
+from topicaudit.targets.privacy.guarantee import Adjacency, adjacency_of
 
 KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "threshold")
 # Attributes by which learners cap a document's tokens.

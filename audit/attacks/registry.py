@@ -24,7 +24,8 @@ from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.quantile import quantile_scores
 from topicaudit.attacks.rmia import population_scores, rmia_scores
 from topicaudit.attacks.variance import shrunk_offline_scores, shrunk_online_scores
-from topicaudit.bounds.epsilon import EpsilonBound, eps_lb_one_run
+from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.bounds.one_run import eps_lb_one_run
 
 # What an attack may need (AttackInputs.provides says which a caller has):
 #   zeta              ζ under the model under audit and under every shadow, and which shadows trained on what

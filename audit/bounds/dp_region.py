@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.targets.guarantee import Adjacency, Basis, adjacency_of, basis_of
+from topicaudit.targets.privacy.guarantee import Adjacency, Basis, adjacency_of, basis_of
 
 
 def dp_tpr_bound(fpr, epsilon: float, delta: float) -> np.ndarray:

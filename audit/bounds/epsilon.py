@@ -16,7 +16,7 @@ Which method fits which experiment:
   (one canary per independent training, or a mechanism whose outputs are
   independent across canaries given their membership). Many documents scored
   against ONE target training are not independent trials.
-* ``eps_lb_one_run`` (Steinke, Nasr & Jagielski 2023) is valid for a single
+* ``one_run.eps_lb_one_run`` (Steinke, Nasr & Jagielski 2023) is valid for a single
   training in which each of m canaries was included independently with
   probability ½ (``topicaudit.engine.plan`` draws the target that way), whatever the
   dependence between the canaries' scores.
@@ -32,13 +32,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from topicaudit.errors import UserError
 
-METHODS = ("clopper-pearson-split", "clopper-pearson-bonferroni", "gdp", "one-run")
+
+class Method(StrEnum):
+    """The name of every ε-bound method, as ``EpsilonBound.method`` and results.json record it."""
+
+    SPLIT = "clopper-pearson-split"  # independent trials, threshold on a held-out split
+    BONFERRONI = "clopper-pearson-bonferroni"  # independent trials, a corrected family of thresholds
+    GDP = "gdp"  # independent trials, assumes a Gaussian trade-off curve
+    ONE_RUN = "one-run"  # one training (Steinke, Nasr & Jagielski 2023): topicaudit.bounds.one_run
+    FDP_PURE = "fdp-one-run-pure"  # one training, f-DP analysis of f_{ε,δ}: topicaudit.bounds.fdp
+    FDP_GDP = "fdp-one-run-gdp"  # one training, f-DP analysis of μ-GDP (assumes a Gaussian curve)
+    FDP_CURVE = "fdp-one-run-curve"  # one training, the claimed mechanism's own trade-off curve
+    DELTA_TAIL = "delta-tail"  # a claim's δ, tested by words only a canary holds
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class EpsilonBound:
     """An empirical ε lower bound at confidence 1 − α, with what it rests on."""
 
     epsilon: float  # the lower bound (0 when nothing can be proven)
-    method: str  # one of METHODS
+    method: Method
     confidence: float  # 1 - alpha
     delta: float
     details: dict = field(default_factory=dict)
@@ -55,7 +67,7 @@ class EpsilonBound:
         return _jsonable(
             {
                 "epsilon": self.epsilon,
-                "method": self.method,
+                "method": str(self.method),
                 "confidence": self.confidence,
                 "delta": self.delta,
                 "details": self.details,
@@ -173,7 +185,8 @@ def gdp_mu_for(epsilon, delta):
 # --------------------------------------------------------------------------
 
 
-def _prepare(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+def prepare_scores(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    """Scores as flat float64 (NaN → −∞, the lowest) and labels as bool, of one shape, or a ValueError."""
     scores = np.nan_to_num(np.asarray(scores, dtype=np.float64).ravel(), nan=-np.inf)
     labels = np.asarray(labels).ravel()
     if labels.dtype != bool:
@@ -326,7 +339,7 @@ def _select_split(scores, labels, alpha, delta, kind, split, seed) -> dict:
 
 
 # --------------------------------------------------------------------------
-# The four bounds
+# The three bounds of independent trials
 # --------------------------------------------------------------------------
 
 
@@ -339,10 +352,10 @@ def eps_lb_split(scores, labels, delta, alpha=0.05, *, split=0.5, seed=0) -> Eps
     ``epsilon_from_rates``. Needs independent trials (module docstring).
     """
     check_level(alpha, delta)
-    scores, labels = _prepare(scores, labels)
+    scores, labels = prepare_scores(scores, labels)
     d = _select_split(scores, labels, alpha, delta, "dp", split, seed)
     eps = epsilon_from_rates(d["fpr_ub"], d["fnr_ub"], delta)
-    return EpsilonBound(eps, "clopper-pearson-split", 1.0 - alpha, delta, d)
+    return EpsilonBound(eps, Method.SPLIT, 1.0 - alpha, delta, d)
 
 
 def eps_lb_bonferroni(scores, labels, delta, alpha=0.05, *, thresholds=None, grid_size=32) -> EpsilonBound:
@@ -358,10 +371,10 @@ def eps_lb_bonferroni(scores, labels, delta, alpha=0.05, *, thresholds=None, gri
     Needs independent trials (module docstring).
     """
     check_level(alpha, delta)
-    scores, labels = _prepare(scores, labels)
+    scores, labels = prepare_scores(scores, labels)
     d = _select_bonferroni(scores, labels, alpha, delta, "dp", thresholds, grid_size)
     eps = epsilon_from_rates(d["fpr_ub"], d["fnr_ub"], delta)
-    return EpsilonBound(eps, "clopper-pearson-bonferroni", 1.0 - alpha, delta, d)
+    return EpsilonBound(eps, Method.BONFERRONI, 1.0 - alpha, delta, d)
 
 
 def eps_lb_gdp(
@@ -380,7 +393,7 @@ def eps_lb_gdp(
     μ_LB far above the μ its (ε, δ) corresponds to: the bound is then invalid.
     """
     check_level(alpha, delta)
-    scores, labels = _prepare(scores, labels)
+    scores, labels = prepare_scores(scores, labels)
     if threshold == "bonferroni":
         d = _select_bonferroni(scores, labels, alpha, delta, "gdp", thresholds, grid_size)
     elif threshold == "split":
@@ -389,189 +402,4 @@ def eps_lb_gdp(
         raise ValueError("threshold must be 'bonferroni' or 'split'")
     mu = gdp_mu_from_rates(d["fpr_ub"], d["fnr_ub"])
     d = {"threshold_rule": threshold, "mu_lb": mu, "assumes": "the release is mu-GDP (Gaussian trade-off curve)", **d}
-    return EpsilonBound(gdp_epsilon(mu, delta), "gdp", 1.0 - alpha, delta, d)
-
-
-def one_run_p_value(m, r, v, epsilon, delta):
-    """Steinke, Nasr & Jagielski (2023), Theorem 3 / Appendix D: P[≥ v of r guesses correct] under (ε, δ)-DP.
-
-    With q = e^ε/(1 + e^ε) and f(u) = P[Bin(r, q) ≥ u]:
-    p = f(v) + 2·m·δ·max_{i=1..v} (f(v − i) − f(v))/i, capped at 1.
-    Vectorised over arrays of r and v (m, ε, δ scalars).
-    """
-    r, v = np.broadcast_arrays(np.asarray(r, np.int64), np.asarray(v, np.int64))
-    if np.any((v < 0) | (v > r) | (r > m)):
-        raise ValueError("need 0 <= v <= r <= m")
-    q = 1.0 / (1.0 + math.exp(-epsilon))
-    p = stats.binom.sf(v - 1, r, q)
-    if delta > 0:
-        vmax = int(v.max(initial=0))
-        if vmax > 0:
-            i = np.arange(1, vmax + 1)
-            j = v[..., None] - i  # v - i: outcomes v-1, v-2, ..., v-vmax
-            pmf = np.where(j >= 0, stats.binom.pmf(np.maximum(j, 0), r[..., None], q), 0.0)
-            term = (np.cumsum(pmf, axis=-1) / i).max(axis=-1)  # (f(v-i) - f(v)) / i, max over i
-            p = p + 2.0 * m * delta * np.where(v > 0, term, 0.0)
-    out = np.minimum(p, 1.0)
-    return float(out) if out.ndim == 0 else out
-
-
-def one_run_epsilon(m, r, v, delta, alpha, iterations=40) -> float:
-    """Largest ε (to bisection precision) whose one-run p-value is below α; 0 if none.
-
-    δ = 0: p = P[Bin(r, q) ≥ v] = I_q(v, r − v + 1), so q is the
-    Clopper–Pearson lower bound of the guess accuracy and ε = logit(q)
-    exactly. δ > 0: bisection below that value (the δ term only adds),
-    keeping p(ε_lo) < α throughout, so the answer is a rejected ε even where p
-    is not monotone; any rejected ε ≥ the true ε has probability ≤ α, because
-    every p(ε') with ε' ≥ ε_true bounds the true tail.
-    """
-    if v == 0:
-        return 0.0
-    q0 = float(special.betaincinv(v, r - v + 1, alpha))
-    hi = math.log(q0) - math.log1p(-q0) if q0 < 1 else math.inf
-    if hi <= 0:
-        return 0.0
-    if delta <= 0:
-        return hi
-    lo = 0.0
-    if one_run_p_value(m, r, v, 0.0, delta) >= alpha:
-        return 0.0
-    if math.isinf(hi):
-        hi = 1.0
-        while one_run_p_value(m, r, v, hi, delta) < alpha:
-            lo, hi = hi, 2 * hi
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        if one_run_p_value(m, r, v, mid, delta) < alpha:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def default_guess_counts(n: int, min_guesses: int = 32) -> list[tuple[int, int]]:
-    """Label-free (k+, k−) family: k = n/2, n/4, … down to min_guesses/2, as (k, k) and (k, 0).
-
-    (k, k) suits attacks that separate both tails; (k, 0) suits attacks
-    like LiRA whose evidence sits in the members' top scores. Fewer than ~32
-    guesses cannot prove much at α/|family| anyway.
-    """
-    pairs, k = [], n // 2
-    while k >= max(min_guesses // 2, 1):
-        pairs += [(k, k), (k, 0)]
-        k //= 2
-    if not pairs and n:
-        pairs = [(n // 2, n - n // 2)]
-    return pairs
-
-
-def margin_guess_counts(n: int, zs=(1.5, 2.5, 3.5)) -> list[tuple[int, int]]:
-    """Label-free (k, k) pairs just inside the member count: k = ⌊n/2 − z·√n/2⌋ for each z.
-
-    With independent ½ coins the members number Bin(n, ½) (sd √n/2), so k
-    sits below both class sizes with probability ≈ (2Φ(z) − 1): a perfect
-    attack then gets all 2k guesses right. The family for near-perfect
-    attacks (canaries a non-private learner memorises); the default family
-    wastes guesses on (n/2, n/2), which a perfect attack gets wrong by
-    |#members − n/2|, and pays Bonferroni for pairs that cannot win.
-    """
-    ks = sorted({int(n // 2 - z * math.sqrt(n) / 2) for z in zs}, reverse=True)
-    return [(k, k) for k in ks if k >= 1]
-
-
-def guess_pairs(n: int, k_plus=None, k_minus=None) -> list[tuple[int, int]]:
-    """The (k+, k−) guess counts to test: ``default_guess_counts(n)`` unless given.
-
-    k_plus/k_minus: ints (one pre-registered test) or equal-length sequences
-    (a family); a missing one counts as 0. Raises ValueError for counts
-    outside 0 ≤ k+, k− and k+ + k− ≤ n.
-    """
-    if k_plus is None and k_minus is None:
-        return default_guess_counts(n)
-    kp = np.atleast_1d(np.asarray(0 if k_plus is None else k_plus, np.int64))
-    km = np.atleast_1d(np.asarray(0 if k_minus is None else k_minus, np.int64))
-    kp, km = np.broadcast_arrays(kp, km)
-    pairs = list(zip(kp.tolist(), km.tolist()))
-    for kp_, km_ in pairs:
-        if kp_ < 0 or km_ < 0 or kp_ + km_ > n:
-            raise ValueError(f"need k+, k- >= 0 and k+ + k- <= n = {n}; got ({kp_}, {km_})")
-    return pairs
-
-
-def guess_outcomes(scores, labels, pairs, seed=0) -> list[tuple[int, int, int, int]]:
-    """(k+, k−, r, v) per pair: guess "in" for the k+ highest scores, "out" for the k− lowest.
-
-    r = k+ + k− guesses, v of them correct. Ties are broken by a seeded random
-    order (a permutation, then a stable sort by score), never by input order,
-    which may follow the labels. ``scores``/``labels`` as from ``_prepare``.
-    """
-    n = scores.size
-    perm = np.random.default_rng(seed).permutation(n)
-    order = perm[np.argsort(-scores[perm], kind="stable")]
-    hits_top = np.r_[0, np.cumsum(labels[order])]  # members among the top j
-    hits_bottom = np.r_[0, np.cumsum(~labels[order[::-1]])]  # non-members among the bottom j
-    return [(kp, km, kp + km, int(hits_top[kp] + hits_bottom[km])) for kp, km in pairs]
-
-
-def eps_lb_one_run(
-    scores, labels, delta, alpha=0.05, *, k_plus=None, k_minus=None, m=None, seed=0
-) -> EpsilonBound:
-    """ε_LB from one training run (Steinke, Nasr & Jagielski 2023, Algorithm 1 + Theorem 3).
-
-    Assumes each of the m canaries (default: every scored example) was
-    included independently with probability ½ and the scores are computed
-    from the release without the labels. Guess "in" for the k+ highest scores
-    and "out" for the k− lowest (ties broken by a seeded random order, never
-    by input order); r = k+ + k− guesses, v correct. Theorem 3: for an
-    (ε, δ)-DP release, P[V ≥ v] ≤ f(v) + 2mδ·max_{i=1..v}(f(v − i) − f(v))/i
-    with f(u) = P[Bin(r, e^ε/(1 + e^ε)) ≥ u]; ε_LB is the largest ε whose
-    bound is below α (``one_run_epsilon``).
-
-    k_plus/k_minus: ints (one pre-registered test), or equal-length sequences
-    (a family); default ``default_guess_counts(n)``. A family is Bonferroni-
-    corrected (each member at α/|family|) and the largest bound is reported —
-    the paper's own sweep over k takes the max without correction.
-    """
-    m, results, a = one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed)
-    if isinstance(results, str):
-        return EpsilonBound(0.0, "one-run", 1.0 - alpha, delta, {"m": m, "reason": results})
-    # The δ = 0 bound (closed form) caps the δ > 0 one: bisect only pairs that could win.
-    cap = [one_run_epsilon(m, r, v, 0.0, a) if r else 0.0 for _, _, r, v in results]
-    best, best_i = 0.0, 0
-    for i in np.argsort(cap)[::-1]:
-        if cap[i] <= best:
-            break
-        _, _, r, v = results[i]
-        e = one_run_epsilon(m, r, v, delta, a)
-        if e > best:
-            best, best_i = e, int(i)
-    return EpsilonBound(best, "one-run", 1.0 - alpha, delta, one_run_details(m, results, best_i, a, seed))
-
-
-def one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed):
-    """What every one-run bound starts from: checked inputs, m, each guess pair's outcome, α per pair.
-
-    Returns (m, outcomes [(k+, k−, r, v), …], α per pair), or (m, reason, None)
-    when nothing can be tested: no guesses, or labels of one class only (then
-    inclusion was evidently not randomised; claim nothing rather than lean on
-    a 2^-n event).
-    """
-    check_level(alpha, delta)
-    scores, labels = _prepare(scores, labels)
-    n = scores.size
-    m = n if m is None else int(m)
-    if m < n:
-        raise ValueError("m (canaries randomised) cannot be below the number scored")
-    pairs = guess_pairs(n, k_plus, k_minus)
-    if not pairs or labels.all() or not labels.any():
-        return m, "no canaries" if not pairs else "labels contain one class only", None
-    return m, guess_outcomes(scores, labels, pairs, seed), alpha / len(pairs)
-
-
-def one_run_details(m, outcomes, best_i, alpha_each, seed) -> dict:
-    """The ``details`` of a one-run bound: the winning guess pair and the family it was chosen from."""
-    k_plus, k_minus, r, v = outcomes[best_i]
-    return {"m": m, "k_plus": k_plus, "k_minus": k_minus, "guesses": r, "correct": v,
-            "family_size": len(outcomes), "alpha_per_test": alpha_each,
-            "family": [list(x) for x in outcomes], "seed": seed}
+    return EpsilonBound(gdp_epsilon(mu, delta), Method.GDP, 1.0 - alpha, delta, d)

@@ -7,17 +7,15 @@ never of the coins: then the largest of several bounds, each at its share of
 """
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
-from topicaudit.bounds.epsilon import EpsilonBound, default_guess_counts, eps_lb_one_run, margin_guess_counts
-from topicaudit.bounds.one_run import eps_lb_fdp_one_run
+from topicaudit.bounds.epsilon import EpsilonBound, Method
+from topicaudit.bounds.guesses import default_guess_counts, margin_guess_counts
+from topicaudit.bounds.one_run import OneRunAuditor
 
-# ε-bound methods valid for any (ε, δ)-DP release, so a verdict may rest on them: name → function
-# (scores, labels, delta, alpha, k_plus=, k_minus=) -> EpsilonBound. (The f-DP bound's Gaussian family
-# assumes a Gaussian trade-off curve and flags correct Laplace or randomised-response mechanisms: not here.)
-VALID_BOUNDS = {"one-run": eps_lb_one_run, "fdp-one-run-pure": partial(eps_lb_fdp_one_run, family="pure")}
+# ε-bound methods valid for any (ε, δ)-DP release, so a verdict may rest on them. (The f-DP bound's Gaussian
+# family assumes a Gaussian trade-off curve and flags correct Laplace or randomised-response mechanisms: not here.)
+VALID_BOUNDS = (Method.ONE_RUN, Method.FDP_PURE)
 
 
 # What a canary audit observed, in the words every verdict uses.
@@ -82,10 +80,10 @@ def bound_tests(scores: dict[str, np.ndarray], labels: np.ndarray, delta: float,
     """
     bounds = {}
     for name, values in scores.items():
+        auditor = OneRunAuditor(values, labels)
         k_plus, k_minus = family(values) if family else (None, None)
         for method in methods:
-            bounds[f"{name}:{method}"] = VALID_BOUNDS[method](values, labels, delta, alpha_each,
-                                                              k_plus=k_plus, k_minus=k_minus)
+            bounds[f"{name}:{method}"] = auditor.bound(method, delta, alpha_each, k_plus=k_plus, k_minus=k_minus)
     return bounds
 
 

@@ -106,7 +106,7 @@ class AuditInputs:
     model: UserModel
     candidates: Corpus
     reference: Corpus
-    target: Any                  # topicaudit.targets.pipeline.Pipeline the shadows run
+    target: Any                  # topicaudit.targets.learners.pipeline.Pipeline the shadows run
     settings_from: str           # where the shadows' parameters come from, for the output
     notes: list[str]
     n_duplicated: int            # candidates whose counts equal a reference document's

@@ -26,8 +26,8 @@ from scipy import stats
 
 from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
-from topicaudit.bounds.epsilon import EpsilonBound, check_level
-from topicaudit.bounds.one_run import delta_tail_bound, eps_lb_profile_one_run
+from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
+from topicaudit.bounds.one_run import OneRunAuditor, delta_tail_bound
 from topicaudit.bounds.verdict import (
     THREAT_MODELS,
     VALID_BOUNDS,
@@ -43,14 +43,14 @@ from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeI
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
 from topicaudit.errors import UserError
-from topicaudit.targets.composition import privacy_profile
-from topicaudit.targets.dpsu import gaussian_step_profile
-from topicaudit.targets.guarantee import adjacency_of
+from topicaudit.targets.learners.dpsu import gaussian_step_profile
+from topicaudit.targets.privacy.composition import privacy_profile
+from topicaudit.targets.privacy.guarantee import adjacency_of
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
-NATURAL_METHODS = ("one-run",)
+NATURAL_METHODS = (Method.ONE_RUN,)
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
@@ -136,7 +136,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
             profile = claimed_profile(guarantee, mechanism)
             if profile is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
-                methods = ("fdp-one-run-pure", CURVE)
+                methods = (Method.FDP_PURE, CURVE)
         if mechanism is not None and mechanism.fresh_released is not None:
             methods += (DELTA_TAIL,)
         sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
@@ -224,8 +224,8 @@ def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, clai
     out = {}
     for name, values in scores.items():
         k_plus, k_minus = family(values)
-        out[f"{name}:{CURVE}"] = eps_lb_profile_one_run(values, labels, profile, claimed_epsilon, alpha_each,
-                                                        k_plus=k_plus, k_minus=k_minus)
+        out[f"{name}:{CURVE}"] = OneRunAuditor(values, labels).curve(profile, claimed_epsilon, alpha_each,
+                                                                     k_plus=k_plus, k_minus=k_minus)
     return out
 
 

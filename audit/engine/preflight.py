@@ -15,7 +15,7 @@ from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.config import Config, validate
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
-from topicaudit.targets.guarantee import adjacency_of
+from topicaudit.targets.privacy.guarantee import adjacency_of
 
 
 def check_claim_inputs(config: Config, epsilon: float | None = None, delta: float | None = None,

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 from xml.sax.saxutils import escape, quoteattr
 
-from topicaudit.bounds.epsilon import EpsilonBound
+from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.errors import UserError
-from topicaudit.targets.events import guarantee_from_json
-from topicaudit.targets.guarantee import Guarantee
+from topicaudit.targets.privacy.events import guarantee_from_json
+from topicaudit.targets.privacy.guarantee import Guarantee
 
 RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
 # audit.json of `topicaudit audit`; /2: score columns and rankings named after the registry's attacks
@@ -37,9 +37,9 @@ USER_AUDIT_SCHEMA = "topicaudit.user-audit/2"
 CHECK_SCHEMA = "topicaudit.check/1"              # check --json of `topicaudit check`
 
 # The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
-CURVE = "fdp-one-run-curve"
+CURVE = Method.FDP_CURVE
 # The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
-DELTA_TAIL = "delta-tail"
+DELTA_TAIL = Method.DELTA_TAIL
 
 
 def check_schema(data: Any, schema: str, where: str) -> None:
@@ -186,7 +186,7 @@ class CorpusInfo(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class GuaranteeInfo(Record):
-    """``target.guarantee``: the claim as ``topicaudit.targets.guarantee.Guarantee.to_json`` wrote it."""
+    """``target.guarantee``: the claim as ``topicaudit.targets.privacy.guarantee.Guarantee.to_json`` wrote it."""
 
     REQUIRED = ("epsilon", "delta")
 

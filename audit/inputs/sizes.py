@@ -33,6 +33,15 @@ def check_bytes(nbytes: float, what: str, fix: str) -> None:
     check_fits_in_memory(nbytes, what, fix)
 
 
+# Memory a corpus row, column and stored count take on their way in (indptr, positions, ids, copies).
+_BYTES_PER_DOCUMENT, _BYTES_PER_WORD, _BYTES_PER_ENTRY = 100, 100, 64
+
+
+def check_corpus_bytes(documents: int, words: int, entries: int, what: str, fix: str) -> None:
+    """Refuse a bag-of-words corpus whose header declares more documents, words and counts than memory holds."""
+    check_bytes(_BYTES_PER_DOCUMENT * documents + _BYTES_PER_WORD * words + _BYTES_PER_ENTRY * entries, what, fix)
+
+
 def memory_cap() -> int:
     """The most bytes one reader may decompress: the memory available now (or 1 TiB when unknown)."""
     available = available_memory()

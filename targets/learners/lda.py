@@ -1,7 +1,7 @@
 """Non-private LDA learners: the model the paper attacks.
 
 ``lda`` is our compiled port of scikit-learn's batch variational Bayes
-(``topicaudit.targets.vb_lda``): same updates, same random draws, ~20x faster, so
+(``topicaudit.targets.learners.vb_lda``): same updates, same random draws, ~20x faster, so
 hundreds of shadow models are cheap. ``sklearn-lda`` calls scikit-learn
 itself, for checking that the port changes nothing in an audit.
 """
@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.params import choice, integer, positive
-from topicaudit.targets.vb_lda import fit_lda_sklearn, fit_lda_vb
+from topicaudit.targets.learners.vb_lda import fit_lda_sklearn, fit_lda_vb
 
 
 class VariationalLDA:

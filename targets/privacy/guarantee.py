@@ -1,9 +1,9 @@
 """A privacy claim as data: (ε, δ), what it protects (Adjacency), why it holds (Basis), the mechanism (event).
 
 Every learner and vocabulary step reports one ``Guarantee``; a pipeline composes
-its parts' guarantees (``topicaudit.targets.composition``); ``results.json``
+its parts' guarantees (``topicaudit.targets.privacy.composition``); ``results.json``
 stores ``Guarantee.to_json()`` and readers rebuild it with
-``topicaudit.targets.events.guarantee_from_json`` (or read single fields with ``adjacency_of`` and
+``topicaudit.targets.privacy.events.guarantee_from_json`` (or read single fields with ``adjacency_of`` and
 ``basis_of``). The enums are ``StrEnum``s, so their members compare equal to,
 format as and serialise to the same strings the files always held.
 """
@@ -125,7 +125,7 @@ class Guarantee:
 def event_to_json(event) -> dict[str, Any] | None:
     """A DpEvent as plain JSON: ``{"class_name": ..., field: value, ...}``, nested events likewise.
 
-    Read back with ``topicaudit.targets.events.event_from_json``.
+    Read back with ``topicaudit.targets.privacy.events.event_from_json``.
     """
     return None if event is None else _named_tuple_to_json(event.to_named_tuple())
 

@@ -13,7 +13,7 @@ the chain's state: it is reported as a **monitor**, never as a guarantee
 (``guarantee()`` has ε = inf, basis ``"monitor"``; the trajectory goes into
 the release's ``info["monitor"]`` and from there into ``results.json``).
 
-The sampler is exactly ``topicaudit.targets.cgs`` (same draws from the same seed, so the
+The sampler is exactly ``topicaudit.targets.learners.cgs`` (same draws from the same seed, so the
 same Φ); the monitor only reads the counts.
 
 The per-draw bound ε_i(m), its derivation and what it does not cover: docs/algorithms.md#cgs-privacy-monitor.
@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Basis, Guarantee
-from topicaudit.targets.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
+from topicaudit.targets.learners.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
 from topicaudit.targets.params import integer
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
@@ -124,7 +124,7 @@ def _fast_bound(nwk, nk, w, beta, vbeta, a, m, up_rm, dn_add, table):
 
 @njit(cache=True)
 def _monitored_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, ms, up_rm, dn_add, table):
-    """``topicaudit.targets.cgs._sweep`` plus the largest word- (ms[0] = 1) and document-level (ms[1] = L) ε_i.
+    """``topicaudit.targets.learners.cgs._sweep`` plus the largest word- (ms[0] = 1) and document-level (ms[1] = L) ε_i.
 
     up_rm, dn_add (2, k): per-topic terms of the bound for the current nk, kept
     up to date as tokens move; table (2, T): log1p(m/(n + β)) for n < T.
@@ -164,7 +164,7 @@ def draw_bound(nwk: np.ndarray, nk: np.ndarray, w: int, beta: float, m: int) -> 
 def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: float = 0.01,
                       n_iter: int = 200, n_avg: int = 1, max_doc_length: int | None = None
                       ) -> tuple[GibbsState, dict]:
-    """``topicaudit.targets.cgs.run_cgs`` (same draws) plus the monitor's trajectories.
+    """``topicaudit.targets.learners.cgs.run_cgs`` (same draws) plus the monitor's trajectories.
 
     max_doc_length: L of the document-level monitor; None means the longest
     document of X (data-dependent, like everything the monitor reports).
@@ -205,7 +205,7 @@ def run_monitored_cgs(X, k: int, seed: int, alpha: float | None = None, beta: fl
     monitor = {
         "basis": Basis.MONITOR.value,
         "method": ("Zhao et al. 2019 inherent privacy of CGS: per-draw exponential-mechanism bound from the "
-                   "current counts, max over tokens per iteration, summed over iterations (targets/cgs_monitor.py)"),
+                   "current counts, max over tokens per iteration, summed over iterations (targets/learners/cgs_monitor.py)"),
         "note": "data-dependent diagnostic, not a differential-privacy guarantee",
         "max_doc_length": max_doc_length,
         "beta": beta,
@@ -225,7 +225,7 @@ class MonitoredCollapsedGibbsLDA:
 
     Parameters
     ----------
-    k, alpha, beta, n_iter, n_avg : as :class:`topicaudit.targets.cgs.CollapsedGibbsLDA`.
+    k, alpha, beta, n_iter, n_avg : as :class:`topicaudit.targets.learners.cgs.CollapsedGibbsLDA`.
     max_doc_length : L for the document-level monitor; None: the longest
         training document.
     """

@@ -11,7 +11,7 @@ class Pipeline:
     """Select a vocabulary, restrict the counts to it, learn Φ over it."""
 
     def __init__(self, vocabulary_step, learner, guarantee: Guarantee):
-        """guarantee: the parts' guarantees composed (``topicaudit.targets.composition.compose``), given by
+        """guarantee: the parts' guarantees composed (``topicaudit.targets.privacy.composition.compose``), given by
         whoever builds the pipeline so that Ray workers, which only fit, never load the accountants."""
         self.vocabulary_step = vocabulary_step
         self.learner = learner

@@ -31,8 +31,8 @@ from dp_accounting.pld import privacy_loss_distribution as PLD
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 import numpy as np
 
-from topicaudit.targets.events import EpsilonDeltaDpEvent
-from topicaudit.targets.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, weakest_basis
+from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent
+from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, weakest_basis
 
 _RELATION = dp_accounting.NeighboringRelation
 # How dp-accounting should read each adjacency's neighbours. Word-level claims

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Basis, Guarantee
-from topicaudit.targets.events import NO_OP_EVENT
+from topicaudit.targets.privacy.events import NO_OP_EVENT
 
 
 class ObservedVocabulary:

@@ -14,7 +14,7 @@ The mechanism as implemented, why it is ε_g-DP at word level (substitution), an
 the authors' repository not copied: docs/algorithms.md#hdp-lda.
 
 Randomness: ``SeedSequence(seed).spawn(2)`` gives (sampler, noise) streams;
-the sampler stream is used as ``topicaudit.targets.cgs.run_cgs`` uses its seed.
+the sampler stream is used as ``topicaudit.targets.learners.cgs.run_cgs`` uses its seed.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.cgs import add_token, draw_topic, random_start
-from topicaudit.targets.events import EpsilonDeltaDpEvent, laplace_event
+from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start
+from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent, laplace_event
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
@@ -181,7 +181,7 @@ class ZhaoHDPLDA:
                 laplace_event(2.0 / self.epsilon_l, 2.0),
                 EpsilonDeltaDpEvent(2.0 * math.log(self.clip / self.beta + 1.0))]), self.n_iter),
             accountant=("Zhao et al. 2019 ε_g = T(ε_l + 2 ln(C/β + 1)): basic adaptive composition of "
-                        "T Laplace(2/ε_l) releases and T clipped-count sweeps (targets/hdp_lda.py)"),
+                        "T Laplace(2/ε_l) releases and T clipped-count sweeps (targets/learners/hdp_lda.py)"),
             parameters={
                 "learner": "hdp-lda", "epsilon_l": self.epsilon_l, "clip": self.clip, "beta": self.beta,
                 "n_iter": self.n_iter, "per_iteration_sampling": 2.0 * math.log(self.clip / self.beta + 1.0),

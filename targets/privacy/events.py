@@ -5,7 +5,7 @@ randomised response, Poisson subsampling, composition, ...) and leaves the
 arithmetic to an accountant. One kind of statement it has no event for is the
 one a proof often ends with: "this mechanism is (ε, δ)-DP", with nothing more
 known about its privacy loss. ``EpsilonDeltaDpEvent`` is that statement; the
-accountant of ``topicaudit.targets.composition`` gives it the privacy loss of
+accountant of ``topicaudit.targets.privacy.composition`` gives it the privacy loss of
 the worst (ε, δ)-DP mechanism (infinite loss with probability δ, ±ε
 otherwise), which every (ε, δ)-DP mechanism is dominated by, so composing it
 is sound.
@@ -19,7 +19,7 @@ import attr
 import dp_accounting
 from dp_accounting import dp_event
 
-from topicaudit.targets.guarantee import Guarantee
+from topicaudit.targets.privacy.guarantee import Guarantee
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)

@@ -56,13 +56,16 @@ equal noise isolates the composition method.
 
 Every accountant returns a ``PrivacySpent`` naming itself, so a ``Guarantee``
 can say how its ε was computed. ``calibrate_noise_multiplier`` inverts any of
-them by bisection on z.
+them by bisection on z. (dp-accounting's ``calibrate_dp_mechanism`` takes only
+its own accountants and, by Brent's method, lands on other noise levels than the
+ones runs have recorded, so it is not used here.)
 """
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +73,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
-from topicaudit.targets.guarantee import Basis
+from topicaudit.targets.privacy.guarantee import Basis
 
 __all__ = [
     "ACCOUNTANTS",
@@ -102,7 +105,17 @@ class _QuietLogA(logging.Filter):
         return "_compute_log_a_frac failed to converge" not in record.getMessage()
 
 
-logging.getLogger("absl").addFilter(_QuietLogA())
+@contextmanager
+def _quiet_log_a():
+    """``_QuietLogA`` on absl's logger for the duration of one RDP computation only: the application's logging
+    is the application's (a filter added at import would hide the message from every other user of absl)."""
+    absl = logging.getLogger("absl")
+    quiet = _QuietLogA()
+    absl.addFilter(quiet)
+    try:
+        yield
+    finally:
+        absl.removeFilter(quiet)
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,8 @@ def rdp_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta
     if noise_multiplier == 0:
         return PrivacySpent(math.inf, delta, _NAMES["rdp"], details={"order": None})
     accountant = rdp.RdpAccountant(orders=orders, neighboring_relation=_ADD_REMOVE)
-    accountant.compose(subsampled_gaussian_event(noise_multiplier, sampling_rate, steps))
+    with _quiet_log_a():
+        accountant.compose(subsampled_gaussian_event(noise_multiplier, sampling_rate, steps))
     if conversion == "optimal":
         epsilon, order = accountant.get_epsilon_and_optimal_order(delta)
         name = _NAMES["rdp"]

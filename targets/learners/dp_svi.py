@@ -11,7 +11,7 @@ One step t = 1, ..., J, given the variational topic parameters λ (k × V):
 2. **Token cap.** A document with more than N (``max_doc_tokens``) tokens is
    replaced by N of its tokens drawn uniformly without replacement, afresh at
    every visit.
-3. **E-step** (scikit-learn's variational E-step, ``topicaudit.targets.vb_lda._e_step``,
+3. **E-step** (scikit-learn's variational E-step, ``topicaudit.targets.learners.vb_lda._e_step``,
    reused unchanged, one document at a time): from E[log β] under λ, the
    document's γ_d and the responsibilities φ_dvk; its expected sufficient
    statistics are x_d[k, v] = c_dv φ_dvk (c_dv its capped count of word v).
@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from numba import njit
 from scipy.special import digamma
 
-from topicaudit.targets.accounting import (
+from topicaudit.targets.privacy.dp_svi_accounting import (
     ACCOUNTANTS,
     calibrate_noise_multiplier,
     compute_epsilon,
@@ -52,7 +52,7 @@ from topicaudit.targets.accounting import (
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive
-from topicaudit.targets.vb_lda import (
+from topicaudit.targets.learners.vb_lda import (
     _EPS,
     _INIT_GAMMA,
     _INIT_VAR,
@@ -202,7 +202,7 @@ class DPStochasticVariationalLDA:
     noise_multiplier : z = noise std / sensitivity, instead of ``epsilon``;
         0 means no noise. The claimed ε is then the accountant's.
     accountant : "rdp" (default), "pld", "zcdp", "advanced", "linear" or
-        "zcdp-park" (see ``topicaudit.targets.accounting``; the last is not a theorem).
+        "zcdp-park" (see ``topicaudit.targets.privacy.dp_svi_accounting``; the last is not a theorem).
     tau0, kappa : step sizes ρ_t = (τ0 + t)^(−κ), κ ∈ (0.5, 1]; defaults are
         scikit-learn's online LDA (learning_offset 10, learning_decay 0.7).
     eta, alpha : topic-word and document-topic Dirichlet priors; None = 1/k.

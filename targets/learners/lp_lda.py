@@ -31,7 +31,7 @@ Server side (``estimate_counts``, ``reconstruct``): Zhao et al.'s steps 1–5
    in |Δ_v| random vectors that have it 1; the choice is uniform without
    replacement. Afterwards column v sums to t_v.
 5. The adjusted vectors are the reconstructed corpus (each set bit is one
-   token); collapsed Gibbs sampling (``topicaudit.targets.cgs.run_cgs``, compiled) on it
+   token); collapsed Gibbs sampling (``topicaudit.targets.learners.cgs.run_cgs``, compiled) on it
    gives Φ.
 
 Everything after the randomiser is post-processing of locally private data,
@@ -57,9 +57,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.cgs import run_cgs
+from topicaudit.targets.learners.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.events import binary_randomized_response_event
+from topicaudit.targets.privacy.events import binary_randomized_response_event
 from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]

@@ -39,7 +39,7 @@ Per cell, with auxiliary rates λ⁺, λ⁻ (2Geo(α) = Skellam(λ⁺, λ⁻) wi
 λ± ~ Exp(mean α/(1−α)), Thm 2):
 
     μ = Σ_k θ_dk φ_kv
-    m ~ Bes(|ỹ|, 2√((μ + λ⁺) λ⁻))                    (topicaudit.targets.bessel)
+    m ~ Bes(|ỹ|, 2√((μ + λ⁺) λ⁻))                    (topicaudit.targets.learners.bessel)
     ỹ ≤ 0: ỹ⁺ = m, g⁻ = m − ỹ;   ỹ > 0: g⁻ = m, ỹ⁺ = m + ỹ
     y ~ Binom(ỹ⁺, μ/(μ + λ⁺)),  g⁺ = ỹ⁺ − y            (binomial thinning)
     λ± ~ Gamma(1 + g±, rate (1−α)/α + 1)
@@ -70,7 +70,7 @@ from dp_accounting import dp_event
 from numba import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.bessel import bessel_sample
+from topicaudit.targets.learners.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import averaged_sweeps, integer, positive
 

@@ -14,7 +14,7 @@ The mechanism as implemented, why the noise scale is 2L/ε, why the guarantee is
 not a theorem, and the defects of the public code not copied: docs/algorithms.md#dp-cgs.
 
 Randomness: ``np.random.SeedSequence(seed).spawn(3)`` gives (cap, sampler,
-noise) streams; the sampler stream is used exactly as ``topicaudit.targets.cgs.run_cgs``
+noise) streams; the sampler stream is used exactly as ``topicaudit.targets.learners.cgs.run_cgs``
 uses its seed, so with the noise set to zero the result equals
 ``run_cgs(capped X, k, sampler seed, n_iter=n_iter)`` (tests check this).
 """
@@ -27,8 +27,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
-from topicaudit.targets.events import laplace_event
+from topicaudit.targets.learners.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
+from topicaudit.targets.privacy.events import laplace_event
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
@@ -65,7 +65,7 @@ def cap_document_lengths(X, max_doc_length: int, rng: np.random.Generator) -> sp
 
 @njit(cache=True)
 def _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, noise_wk, noise_k):
-    """The private sweep: like ``topicaudit.targets.cgs._sweep`` with fixed noise on n_tw and n_t."""
+    """The private sweep: like ``topicaudit.targets.learners.cgs._sweep`` with fixed noise on n_tw and n_t."""
     k = nk.shape[0]
     for i in range(z.shape[0]):
         d = doc[i]
@@ -94,7 +94,7 @@ class DPGibbsState:
     """Final state of :func:`run_dp_cgs`.
 
     X: the capped counts the sampler ran on (docs × words, CSR).
-    doc, word, z, ndk, nwk, nk: as ``topicaudit.targets.cgs.GibbsState`` (true counts of the
+    doc, word, z, ndk, nwk, nk: as ``topicaudit.targets.learners.cgs.GibbsState`` (true counts of the
         final z; the noise is never added to them).
     noise_wk (words × k), noise_k (k,): the Laplace noise of the private sweep.
     scale: its scale b = 2L/ε.

@@ -6,7 +6,7 @@ a positive count. Every step builds a weighted histogram H over tokens in which
 each document spends an update budget of 1 (L1, or L2 for the Gaussian policy),
 adds noise to H on every *candidate* token and releases the tokens whose noisy
 weight exceeds a threshold ρ. Four steps, each a vocabulary step with the
-interface of ``topicaudit.targets.vocabulary`` (``select(X, seed)``, ``guarantee()``):
+interface of ``topicaudit.targets.learners.vocabulary`` (``select(X, seed)``, ``guarantee()``):
 
 ==========================  ===============================================
 ``dpsu-laplace``            Gopi et al. 2020, policy Laplace
@@ -68,7 +68,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
-from topicaudit.targets.events import EpsilonDeltaDpEvent
+from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent
 from topicaudit.targets.params import non_negative, positive
 
 # --------------------------------------------------------------------------
@@ -92,6 +92,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     Calibration of the analytic Gaussian mechanism (Balle & Wang 2018): δ(σ)
     above is strictly decreasing in σ, so solve δ(σ) = δ by bracketing and
     Brent's method, then step up until δ(σ) ≤ δ holds in floating point.
+    (dp-accounting's ``get_sigma_gaussian`` stops within 1e-12 of the root, on
+    either side, so its σ can claim slightly more than δ: not used here.)
     """
     if not (epsilon > 0 and 0 < delta < 1 and sensitivity > 0):
         raise ValueError("need epsilon > 0, 0 < delta < 1, sensitivity > 0")
