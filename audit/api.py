@@ -14,7 +14,7 @@ from typing import Any
 
 from topicaudit.engine.audit import audit_config, execute_audit
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config
+from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config, run_config
 from topicaudit.engine.results import AuditResults, CheckResult, RunResults
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
@@ -38,7 +38,7 @@ def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool 
     Returns the run directory's ``results.json`` as :class:`RunResults` (``to_json()`` is the file's
     content); an interrupted run resumes. The run directory also holds roc.png when shadows ran.
     """
-    return execute_run(as_config(config), quiet=quiet)
+    return execute_run(run_config(as_config(config)), quiet=quiet)  # an AuditConfig: a clear UserError
 
 
 def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = None, reference: str | Path | None = None,

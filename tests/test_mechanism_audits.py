@@ -20,6 +20,7 @@ from topicaudit.attacks.mechanism import (
     subsampled_gaussian_llr,
 )
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
+from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
@@ -336,6 +337,13 @@ def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys)
     assert audit("noise", "dpsu-noise-tenth")[0] == 1
     code, out = audit("threshold", "dpsu-threshold-halved")
     assert code == 1 and "that no other document holds were released" in out
+
+
+def test_the_delta_tail_needs_two_releases_a_single_delta_event_is_what_the_claim_allows():
+    once, twice = delta_tail_bound(1, 500, 1e-5, 0.01), delta_tail_bound(2, 500, 1e-5, 0.01)
+    assert once.epsilon == 0.0 and once.details["p_value"] == pytest.approx(500 * 1e-5 / 2)
+    assert twice.epsilon == math.inf and twice.details["p_value"] == pytest.approx(500 * 1e-5 / 4)
+    assert delta_tail_bound(2, 500, 1e-2, 0.01).epsilon == 0.0  # Markov: 500·δ/4 = 1.25 > α
 
 
 def test_a_gaussian_vocabulary_step_is_also_tested_against_its_own_curve(tmp_path, capsys):

@@ -143,7 +143,7 @@ def test_check_results_round_trip_and_refuse_an_edited_verdict():
 
 
 def test_audit_results_round_trip():
-    data = {"schema": "topicaudit.user-audit/1", "name": "m", "config_hash": "h", "inputs": {"phi": {"k": 3}},
+    data = {"schema": "topicaudit.user-audit/2", "name": "m", "config_hash": "h", "inputs": {"phi": {"k": 3}},
             "learner": {"name": "lda", "k": 3, "params": {}, "settings_from": "defaults", "vocabulary": "v",
                         "guarantee": {"epsilon": None, "delta": 0.0, "adjacency": None, "basis": "none",
                                       "accountant": None, "parameters": {}, "event": None}},

@@ -182,17 +182,23 @@ def eps_lb_one_run(
     return EpsilonBound(best, Method.ONE_RUN, 1.0 - alpha, delta, one_run_details(m, results, best_i, a, seed))
 
 
-def delta_tail_bound(released: int, fresh: int, delta: float, alpha: float) -> EpsilonBound:
-    """The δ of a claim tested by words that only a canary holds: any release refutes it when rare enough.
+# A single event of probability δ is what an (ε, δ) claim allows to happen now and then: the δ-tail test
+# refutes only on at least two (a subset of the Markov test's rejections, so still valid at α).
+DELTA_TAIL_MIN_RELEASES = 2
 
-    Without canary i its word is in no document, so an (ε, δ)-DP step releases
-    it with probability 0 without it and ≤ δ with it; each canary trains with
-    probability ½, so the count X of such releases has E[X] ≤ fresh·δ/2 and
-    P[X ≥ x] ≤ fresh·δ/(2x) (Markov), whatever the dependence between them.
-    When that is ≤ α the claim fails for every ε: the bound is ∞. Method "delta-tail".
+
+def delta_tail_bound(released: int, fresh: int, delta: float, alpha: float) -> EpsilonBound:
+    """The δ of a claim tested by words that only a canary holds: releases refute it when rare enough.
+
+    Without canary i its words are in no document, so an (ε, δ)-DP step releases
+    one with probability 0 without it and ≤ δ with it; each canary trains with
+    probability ½, so the count X of canaries with a release has E[X] ≤ fresh·δ/2
+    and P[X ≥ x] ≤ fresh·δ/(2x) (Markov), whatever the dependence between them.
+    When that is ≤ α and X ≥ ``DELTA_TAIL_MIN_RELEASES`` the claim fails for
+    every ε: the bound is ∞. Method "delta-tail".
     """
     p_value = fresh * delta / (2.0 * released) if released else 1.0
-    refuted = released > 0 and p_value <= alpha
+    refuted = released >= DELTA_TAIL_MIN_RELEASES and p_value <= alpha
     return EpsilonBound(math.inf if refuted else 0.0, Method.DELTA_TAIL, 1.0 - alpha, delta,
                         {"fresh_canaries": fresh, "released": released, "p_value": min(1.0, p_value)})
 
