@@ -38,7 +38,7 @@ from topicaudit.targets.privacy.dp_svi_accounting import (
     zcdp_park_epsilon,
     zcdp_to_dp,
 )
-from topicaudit.targets.learners.dpsu import analytic_gaussian_sigma, gaussian_delta
+from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
 
 # -- published DP-SGD cases ------------------------------------------------------------------
 
