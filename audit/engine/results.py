@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 from xml.sax.saxutils import escape, quoteattr
 
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
+from topicaudit.engine.records import BOUNDS, JsonView, Record, check_schema, record, records
 from topicaudit.errors import UserError
 from topicaudit.targets.privacy.events import guarantee_from_json
 from topicaudit.targets.privacy.guarantee import Guarantee
@@ -40,134 +40,6 @@ CHECK_SCHEMA = "topicaudit.check/1"              # check --json of `topicaudit c
 CURVE = Method.FDP_CURVE
 # The δ-tail test of a DP vocabulary step: canary words no fixed document holds, released at all.
 DELTA_TAIL = Method.DELTA_TAIL
-
-
-def check_schema(data: Any, schema: str, where: str) -> None:
-    """``data`` is a JSON object of ``schema`` ("family/version"), or a UserError saying what it is and the fix."""
-    family, _, version = schema.rpartition("/")
-    found = data.get("schema") if isinstance(data, dict) else None
-    if not isinstance(data, dict):
-        raise UserError(f"{where} does not hold a JSON object; rerun the command that writes it")
-    if isinstance(found, str) and found.startswith(family + "/") and found[len(family) + 1:].isdigit():
-        if int(found[len(family) + 1:]) > int(version):
-            raise UserError(f"{where} has schema {found}, newer than this topicaudit reads ({schema}); "
-                            "upgrade topicaudit (pip install -U topicaudit) to read it")
-        if found == schema:
-            return
-    raise UserError(f"{where} has schema {found!r}, which this topicaudit does not read (it reads {schema}); "
-                    "it was not written by `topicaudit` for this purpose — rerun the audit to rewrite it")
-
-
-# -- how a field becomes JSON and back --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Codec:
-    """How a field's value is read from JSON (``decode(value, where)``) and written (``encode``)."""
-
-    decode: Callable[[Any, str], Any]
-    encode: Callable[[Any], Any]
-
-
-def record(cls: type[Record]) -> Codec:
-    return Codec(cls.from_json, lambda value: value.to_json())
-
-
-def records(cls: type[Record]) -> Codec:
-    """A JSON object of records, by name."""
-    def decode(value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise UserError(f"{where} must be a JSON object; rerun the audit to rewrite it")
-        return {name: cls.from_json(item, f"{where}.{name}") for name, item in value.items()}
-    return Codec(decode, lambda value: {name: item.to_json() for name, item in value.items()})
-
-
-def _bound(value: Any, where: str) -> EpsilonBound:
-    if not isinstance(value, dict) or not {"epsilon", "method", "confidence", "delta"} <= set(value):
-        raise UserError(f"{where} is not an ε bound (epsilon, method, confidence, delta); rerun the audit")
-    epsilon = value["epsilon"]
-    # ±∞ is written as a string (strict JSON has no ∞); EpsilonBound.to_json writes it so again.
-    return EpsilonBound(float(epsilon) if isinstance(epsilon, str) else epsilon, value["method"],
-                        value["confidence"], value["delta"], value.get("details", {}))
-
-
-BOUNDS = Codec(lambda value, where: {name: _bound(item, f"{where}.{name}") for name, item in
-                                     _object(value, where).items()},
-               lambda value: {name: bound.to_json() for name, bound in value.items()})
-
-
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise UserError(f"{where} must be a JSON object; rerun the audit to rewrite it")
-    return value
-
-
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """A JSON object as a frozen record: one field per key, declared in the order the writer writes them.
-
-    ``KEYS`` maps a field to its key where the key is no identifier
-    (``tpr_at_fpr_0.001``); ``CODECS`` says how nested records are read and
-    written; ``REQUIRED`` fields must be in the file; ``OPTIONAL`` fields are
-    written only when set (a step that did not run leaves its key out).
-    """
-
-    KEYS: ClassVar[dict[str, str]] = {}
-    CODECS: ClassVar[dict[str, Codec]] = {}
-    REQUIRED: ClassVar[tuple[str, ...]] = ()
-    OPTIONAL: ClassVar[tuple[str, ...]] = ()
-
-    # Keys the file did not have (they stay out of to_json), and keys this version does not know.
-    absent: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def _data_fields(cls):
-        return [f for f in fields(cls) if f.name not in ("absent", "extra")]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in self._data_fields():
-            value = getattr(self, f.name)
-            if f.name in self.absent or (value is None and f.name in self.OPTIONAL):
-                continue
-            codec = self.CODECS.get(f.name)
-            out[self.KEYS.get(f.name, f.name)] = value if codec is None or value is None else codec.encode(value)
-        out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, where: str):
-        data = _object(data, where)
-        values: dict[str, Any] = {}
-        absent, known = set(), set()
-        for f in cls._data_fields():
-            key = cls.KEYS.get(f.name, f.name)
-            known.add(key)
-            if key in data:
-                codec = cls.CODECS.get(f.name)
-                value = data[key]
-                values[f.name] = value if codec is None or value is None else codec.decode(value, f"{where}.{key}")
-                continue
-            if f.name in cls.REQUIRED:
-                raise UserError(f"{where} lacks {key!r}; it was not written by this version of topicaudit — "
-                                "rerun the audit")
-            if f.name not in cls.OPTIONAL:
-                absent.add(f.name)
-            values[f.name] = (f.default if f.default is not MISSING else
-                              f.default_factory() if f.default_factory is not MISSING else None)
-        return cls(**values, absent=frozenset(absent), extra={k: v for k, v in data.items() if k not in known})
-
-
-class JsonView(Mapping):
-    """A record read as the JSON mapping it writes (``results["target"]["k"]``), read-only."""
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_json()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_json())
-
-    def __len__(self) -> int:
-        return len(self.to_json())
 
 
 # -- results.json -------------------------------------------------------------------------------------------
