@@ -121,16 +121,25 @@ def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config):
     assert not config.run_dir.exists()
 
 
+def _pheme_config(tmp_path, pheme_path, shadows: int, seed: int):
+    """The paper's corpus (already cleaned) and learner (k = 5) with this many shadows."""
+    return config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
+                             "attack": {"shadows": shadows}, "seed": seed, "output": str(tmp_path / "pheme")})
+
+
+def _assert_the_papers_corpus(results) -> None:
+    assert results["corpus"]["n_docs"] == 5698
+    assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
+
+
 def test_real_pheme_audit_with_four_shadows(tmp_path, pheme_path):
     """The paper's corpus and learner with 4 shadows, the default suite's real-data audit (16: marked slow).
 
     With this few shadows the few-model attacks (docs/attacks.md) are the ones that see the leak.
     """
-    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
-                               "attack": {"shadows": 4}, "seed": 0, "output": str(tmp_path / "pheme")})
+    config = _pheme_config(tmp_path, pheme_path, shadows=4, seed=0)
     results = execute_run(config, quiet=True)
-    assert results["corpus"]["n_docs"] == 5698
-    assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
+    _assert_the_papers_corpus(results)
     attacks = results["attacks"]
     assert attacks["lira_offline_shrunk"]["auc"] > 0.70
     assert attacks["rmia_online"]["auc"] > 0.68
@@ -141,11 +150,9 @@ def test_real_pheme_audit_with_four_shadows(tmp_path, pheme_path):
 @pytest.mark.slow
 def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path, pheme_path):
     """The paper's corpus and learner, 16 shadows: the leak is already visible."""
-    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
-                               "attack": {"shadows": 16}, "seed": 0, "output": str(tmp_path / "pheme")})
+    config = _pheme_config(tmp_path, pheme_path, shadows=16, seed=0)
     results = execute_run(config, quiet=True)
-    assert results["corpus"]["n_docs"] == 5698
-    assert 4000 < results["target"]["vocabulary_size"] < 4500   # the paper's code: 4,203
+    _assert_the_papers_corpus(results)
     attacks = results["attacks"]
     assert attacks["lira_online"]["auc"] > 0.68
     assert attacks["lira_offline"]["auc"] > 0.68
@@ -156,8 +163,7 @@ def test_real_pheme_audit_with_few_shadows_finds_members(tmp_path, pheme_path):
 @pytest.mark.slow
 def test_real_pheme_audit_reproduces_the_paper(tmp_path, pheme_path):
     """The paper's setting (k=5, N=128): online TPR at 0.1% FPR near 12.8%, AUC near 0.76."""
-    config = config_from_dict({"corpus": {"path": str(pheme_path), "preprocess": False}, "target": {"k": 5},
-                               "attack": {"shadows": 128}, "seed": 2, "output": str(tmp_path / "pheme")})
+    config = _pheme_config(tmp_path, pheme_path, shadows=128, seed=2)
     attacks = execute_run(config, quiet=True)["attacks"]
     assert attacks["lira_online"]["auc"] > 0.74
     assert attacks["lira_online"]["tpr_at_fpr_0.001"] > 0.08
