@@ -21,7 +21,12 @@ from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets import build_target
 from topicaudit.targets.privacy.dp_svi_accounting import compute_epsilon
 from topicaudit.targets.base import NO_GUARANTEE
-from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA, cap_tokens, minibatch_statistics
+from topicaudit.targets.learners.dp_svi import (
+    DPStochasticVariationalLDA,
+    _cap_counts,
+    cap_tokens,
+    minibatch_statistics,
+)
 from topicaudit.targets.learners.vb_lda import _EPS, _dirichlet_expectation_2d, _e_step
 
 from planted import matched_topic_errors
@@ -105,6 +110,20 @@ def test_cap_keeps_exactly_n_tokens_uniformly():
     assert abs(kept.mean() - 6.0) < 4 * math.sqrt(var / kept.size)
     assert kept.var() == pytest.approx(var, rel=0.1)
     assert cap_tokens(X, 100, rng) is X
+
+
+def test_capped_one_word_documents_skip_their_uniforms_without_changing_the_stream():
+    """A one-word document keeps cap tokens; its uniforms are skipped, not drawn, and every draw stays the same."""
+    X = sp.csr_matrix(np.array([[800.0, 0, 0], [30.0, 10.0, 0], [0, 0, 900.0], [0, 3.0, 0], [12.0, 0, 9.0]]))
+    rng, reference = np.random.default_rng(5), np.random.default_rng(5)
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    uniforms = reference.random(int(lengths[lengths > 8].sum()))   # every uniform drawn, as before the shortcut
+    expected = _cap_counts(X.indptr.astype(np.int64), X.data, 8, uniforms)
+    Y = cap_tokens(X, 8, rng)
+    assert np.array_equal(Y.data, expected)
+    assert Y.toarray()[[0, 2]].tolist() == [[8.0, 0, 0], [0, 0, 8.0]]
+    assert np.asarray(Y.sum(axis=1)).ravel().tolist() == [8.0, 8.0, 8.0, 3.0, 8.0]
+    assert rng.random(3).tolist() == reference.random(3).tolist()
 
 
 # -- the mechanism: noise, clamping, sampling ---------------------------------------------------

@@ -15,9 +15,8 @@ from topicaudit.attacks.mechanism import (
     released_fresh_canaries,
     laplace_column_llr,
     mechanism_scores,
-    one_word_contribution,
     simulate_scores,
-    subsampled_gaussian_llr,
+    subsampled_gaussian_step_scores,
 )
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
@@ -49,16 +48,16 @@ def _counts(seed=0, n_docs=60, n_words=40):
 
 
 # -- the transcript is what the model consumed ----------------------------------------------------
-def test_dp_svi_records_the_very_noisy_sums_and_expectations_its_updates_used():
+def test_dp_svi_records_the_very_noisy_sums_and_top_topics_its_updates_used():
     X = _counts()
     learner = DPStochasticVariationalLDA(3, epsilon=2.0, n_iter=6, sampling_rate=0.5)
     columns = np.arange(X.shape[1])
     phi, transcript = learner.fit_observed(X, 11, columns)
-    y, elog = transcript.arrays["noisy_sums"].astype(np.float64), transcript.arrays["expected_log_beta"]
+    y, top = transcript.arrays["noisy_sums"].astype(np.float64), transcript.arrays["top_topics"]
     # Replay the stochastic M-step from the data-independent start using only the recorded sums.
     lam = np.random.default_rng(11).gamma(100.0, 1.0 / 100.0, (3, X.shape[1]))
     for t in range(1, 7):
-        assert np.allclose(elog[t - 1], digamma(lam) - digamma(lam.sum(axis=1))[:, None], atol=1e-5)
+        assert np.array_equal(top[t - 1], np.argmax(digamma(lam) - digamma(lam.sum(axis=1))[:, None], axis=0))
         rho = (learner.tau0 + t) ** (-learner.kappa)
         lam = (1 - rho) * lam + rho * (1.0 / 3 + np.maximum(y[t - 1], 0.0) / 0.5)
     assert np.allclose(lam / lam.sum(axis=1, keepdims=True), phi, rtol=1e-4)
@@ -135,29 +134,37 @@ def test_randomized_response_and_geometric_scores_are_the_likelihood_ratio_of_th
     assert mechanism_scores(partial, c)["mechanism"][2] == 0.0
 
 
-def test_laplace_and_gaussian_scores_match_hand_computation():
+def test_laplace_scores_match_hand_computation():
     y = np.array([[10.0, -3.0], [2.0, 50.0]])
     L, b = 8, 4.0
     by_hand = [math.log(0.5 * (math.exp((10 - 2) / b) + math.exp((2 - 6) / b))),
                math.log(0.5 * (math.exp((3 - 11) / b) + math.exp((50 - 42) / b)))]
     assert np.allclose(laplace_column_llr(y, L, b), by_hand)
-    y = np.array([[[1.0], [2.0]], [[-1.0], [0.5]]])     # (T=2, k=2, one canary)
-    v = np.array([[[3.0], [0.0]], [[1.0], [1.0]]])
-    sigma, q = 2.0, 0.1
-    z = [(3.0 - 4.5) / 4, (-0.5 - 1.0) / 4]
-    assert subsampled_gaussian_llr(y, v, sigma, q)[0] == pytest.approx(
-        sum(math.log(1 - q + q * math.exp(zi)) for zi in z))
 
 
-def test_a_one_word_documents_contribution_follows_its_e_step_and_the_clip():
-    elog = np.log(np.array([[0.7], [0.2], [0.1]]))[None]      # (T=1, k=3, one word)
-    x = one_word_contribution(elog, 50, 0.1, None)[0, :, 0]
-    assert x.sum() == pytest.approx(50) and np.argmax(x) == 0
-    gamma = 0.1 + x   # a fixed point of the E-step
-    phi = np.exp(digamma(gamma) - digamma(gamma.sum())) * np.exp(elog[0, :, 0])
-    assert np.allclose(x, 50 * phi / phi.sum(), atol=0.05)
-    clipped = one_word_contribution(elog, 50, 0.1, 10.0)[0, :, 0]
-    assert np.linalg.norm(clipped) == pytest.approx(10.0) and np.allclose(clipped / 10, x / np.linalg.norm(x))
+def test_a_dp_svi_step_scores_n_tokens_in_the_columns_top_topic_clipped_as_claimed():
+    y = np.array([[[30.0, 5.0], [-10.0, 40.0]], [[0.0, -20.0], [25.0, 10.0]]])    # (T=2, k=2, 2 canaries)
+    top = np.array([[0, 1], [1, 0]], dtype=np.int16)                              # (T=2, 2 canaries)
+    sigma, q = 20.0, 0.1
+
+    def by_hand(size, picks):
+        return sum(math.log(1 - q + q * math.exp((size * v - size**2 / 2) / sigma**2)) for v in picks)
+    # canary 0 sits in topic 0, then topic 1; canary 1 in topic 1, then topic 0
+    picks = ([30.0, 25.0], [40.0, -20.0])
+    assert np.allclose(subsampled_gaussian_step_scores(y, top, 50, None, sigma, q), [by_hand(50, p) for p in picks])
+    assert np.allclose(subsampled_gaussian_step_scores(y, top, 50, 10.0, sigma, q), [by_hand(10, p) for p in picks])
+    assert np.allclose(subsampled_gaussian_step_scores(y, top, 50, None, sigma, 1.0),
+                       [sum((50 * v - 1250) / 400 for v in p) for p in picks])
+
+
+def test_a_one_word_documents_e_step_puts_its_tokens_in_its_top_topic():
+    """Why the DP-SVI score places the canary's N tokens in its column's top topic: the E-step ends there."""
+    elog = np.log(np.array([0.35, 0.33, 0.32]))
+    gamma = np.ones(3)
+    for _ in range(1000):
+        phi = np.exp(digamma(gamma) - digamma(gamma.sum()) + elog)
+        gamma = 0.2 + 200 * phi / phi.sum()
+    assert np.argmax(gamma) == 0 and gamma[0] > 199
 
 
 # -- paired canaries -----------------------------------------------------------------------------------

@@ -214,10 +214,9 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
             documents = _threshold_rows(n_words, count, length)
         else:
             n_columns = n_words + (2 if kind == "paired" else 1) * count
-            cols = np.repeat(n_words + np.arange(count), length).reshape(count, length)
-            documents = _rows(cols, n_columns)
+            documents = _one_word_rows(n_words + np.arange(count), length, n_columns)
             if kind == "paired":
-                alternates = _rows(cols + count, n_columns)
+                alternates = _one_word_rows(n_words + count + np.arange(count), length, n_columns)
     shadow_in = shadow_seeds = None
     if shadows:
         pairs_seq, seeds_seq = shadow_seq.spawn(2)
@@ -244,6 +243,12 @@ def _threshold_rows(n_words: int, count: int, length: int) -> sp.csr_matrix:
         rows.append(np.repeat(odd, extra))
     rows, cols = np.concatenate(rows), np.concatenate(cols)
     return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(count, n_words + count + odd.size * extra))
+
+
+def _one_word_rows(words: np.ndarray, length: int, n_columns: int) -> sp.csr_matrix:
+    """One document per word: ``length`` copies of it."""
+    return sp.csr_matrix((np.full(words.size, float(length)), words, np.arange(words.size + 1)),
+                         shape=(words.size, n_columns))
 
 
 def _rows(cols: np.ndarray, n_columns: int) -> sp.csr_matrix:

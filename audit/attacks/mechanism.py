@@ -29,10 +29,11 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
 ``laplace-count-releases``  HDP-LDA's every release of the column: the
                          ``laplace-counts`` ratio of each, summed over releases.
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
-                         contribution v_t is its E-step under that step's
-                         E[log β], clipped as claimed; the step is
-                         log(1 − q + q·exp((⟨y_t, v_t⟩ − ‖v_t‖²/2)/σ²)),
-                         summed over steps.
+                         contribution v_t is its N tokens, clipped as claimed,
+                         in the topic of the column's largest E[log β] at that
+                         step (where a one-word document's E-step converges);
+                         the step is log(1 − q + q·exp((⟨y_t, v_t⟩ −
+                         ‖v_t‖²/2)/σ²)), summed over steps.
 
 Paired canaries (replace-one claims) score heads-word minus tails-word. A
 canary whose column the transcript lacks (a vocabulary step dropped it)
@@ -46,7 +47,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import digamma, logsumexp
+from numba import njit
+from scipy.special import logsumexp
 
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.targets.base import Transcript
@@ -55,9 +57,6 @@ KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "laplace-c
          "subsampled-gaussian-steps", "dpsu")
 # The score of a released word that no fixed document holds: under the claim only δ could have released it.
 RELEASED_FRESH = 1e6
-# The E-step of a one-word document converges in a few passes; these bound the loop.
-_E_STEP_PASSES = 100
-_E_STEP_TOL = 1e-3
 
 
 def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
@@ -130,10 +129,12 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
         y = np.asarray(a["releases"], dtype=np.float64)[:, :, at[seen]]          # (T, k, seen)
         out[seen] = sum(laplace_column_llr(step, tokens, float(p["scale"])) for step in y)
         return out
-    y = np.asarray(a["noisy_sums"], dtype=np.float64)[:, :, at[seen]]             # (T, k, seen)
-    elog_beta = np.asarray(a["expected_log_beta"], dtype=np.float64)[:, :, at[seen]]
-    v = one_word_contribution(elog_beta, tokens, float(p["doc_topic_prior"]), p.get("clip_norm"))
-    out[seen] = subsampled_gaussian_llr(y, v, float(p["noise_std"]), float(p["sampling_rate"]))
+    columns = at[seen]
+    every = columns.size == np.asarray(transcript.columns).size and np.array_equal(columns, np.arange(columns.size))
+    y, top = (np.asarray(a[name]) if every else np.asarray(a[name])[..., columns]     # (T, k, seen), (T, seen)
+              for name in ("noisy_sums", "top_topics"))
+    out[seen] = subsampled_gaussian_step_scores(y, top, tokens, p.get("clip_norm"), float(p["noise_std"]),
+                                                float(p["sampling_rate"]))
     return out
 
 
@@ -185,36 +186,38 @@ def laplace_column_llr(y: np.ndarray, tokens: int, scale: float) -> np.ndarray:
     return logsumexp(ratio, axis=0) - math.log(y.shape[0])
 
 
-def one_word_contribution(elog_beta: np.ndarray, tokens: int, doc_topic_prior: float,
-                          clip_norm: float | None) -> np.ndarray:
-    """x = N·φ, a document of N copies of one word under E[log β] (… × k × canaries, k on axis −2), clipped.
+@njit(cache=True, nogil=True)
+def _subsampled_gaussian_step_scores(noisy_sums, top_topics, size, sigma, q):
+    """Σ_t log(1 − q + q·exp((size·y_tj − size²/2)/σ²)) per canary, j = top_topics[t] (memory flat in m)."""
+    steps, _, m = noisy_sums.shape
+    out = np.zeros(m)
+    log_keep = math.log1p(-q) if q < 1 else -np.inf
+    log_q = math.log(q)
+    for s in range(steps):
+        for c in range(m):
+            z = (size * noisy_sums[s, top_topics[s, c], c] - 0.5 * size * size) / (sigma * sigma)
+            if q < 1:
+                a, b = log_keep, log_q + z
+                out[c] += max(a, b) + math.log1p(math.exp(-abs(a - b)))
+            else:
+                out[c] += z
+    return out
 
-    The variational E-step restricted to that document: φ_t ∝ exp(E[log θ_t] +
-    E[log β_tw]), γ = α + N·φ, iterated to the learner's tolerance.
+
+def subsampled_gaussian_step_scores(noisy_sums: np.ndarray, top_topics: np.ndarray, tokens: int,
+                                    clip_norm: float | None, sigma: float, q: float) -> np.ndarray:
+    """Each canary's log-likelihood ratio over every step of a Poisson-subsampled Gaussian.
+
+    noisy_sums (T × k × canaries): each step's noisy column; top_topics (T ×
+    canaries): the topic of the column's largest E[log β] at that step. The
+    canary's contribution v_t is its N tokens (N clipped to C) in that topic:
+    the E-step of a one-word document of N ≫ k tokens converges there from a
+    symmetric start (docs/canaries.md measures how close the learner's own
+    E-step comes).
     """
-    gamma = np.ones_like(elog_beta)
-    for _ in range(_E_STEP_PASSES):
-        elog_theta = digamma(gamma) - digamma(gamma.sum(axis=-2, keepdims=True))
-        logits = elog_theta + elog_beta
-        phi = np.exp(logits - logits.max(axis=-2, keepdims=True))
-        phi /= phi.sum(axis=-2, keepdims=True)
-        new = doc_topic_prior + tokens * phi
-        change = np.abs(new - gamma).mean(axis=-2).max()
-        gamma = new
-        if change < _E_STEP_TOL:
-            break
-    x = tokens * phi
-    if clip_norm is not None:
-        norm = np.sqrt((x * x).sum(axis=-2, keepdims=True))
-        x = x * np.minimum(1.0, float(clip_norm) / np.maximum(norm, 1e-300))
-    return x
-
-
-def subsampled_gaussian_llr(y: np.ndarray, v: np.ndarray, sigma: float, q: float) -> np.ndarray:
-    """Σ_t log(1 − q + q·exp((⟨y_t, v_t⟩ − ‖v_t‖²/2)/σ²)) for y, v of shape (T, k, canaries)."""
-    z = ((y * v).sum(axis=1) - 0.5 * (v * v).sum(axis=1)) / sigma**2
-    out = np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
-    return out.sum(axis=0)
+    size = float(tokens) if clip_norm is None else min(float(tokens), float(clip_norm))
+    return _subsampled_gaussian_step_scores(np.ascontiguousarray(noisy_sums), np.ascontiguousarray(top_topics),
+                                            size, float(sigma), float(q))
 
 
 # --------------------------------------------------------------------------

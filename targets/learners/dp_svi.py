@@ -84,6 +84,10 @@ def _cap_counts(indptr, data, cap, uniforms):
             length += int(data[j])
         if length <= cap:
             continue
+        if stop - start == 1:  # one word: it keeps cap tokens whatever the uniforms say
+            out[start] = cap
+            pos += length
+            continue
         need = cap
         left = length
         for j in range(start, stop):
@@ -154,8 +158,34 @@ def cap_tokens(X: sp.csr_matrix, cap: int, rng: np.random.Generator) -> sp.csr_m
     n_uniforms = int(lengths[lengths > cap].sum())
     if n_uniforms == 0:
         return X
-    data = _cap_counts(X.indptr.astype(np.int64), X.data, int(cap), rng.random(n_uniforms))
+    data = _cap_counts(X.indptr.astype(np.int64), X.data, int(cap), _cap_uniforms(X, lengths, cap, rng))
     return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+
+
+def _cap_uniforms(X: sp.csr_matrix, lengths: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """One uniform per token of the capped documents, in row order, as ``rng.random`` would draw them.
+
+    A capped one-word document (a canary of 4× the cap) ignores its uniforms,
+    so the generator is advanced past them instead of filling them: the
+    stream, and every later draw, stay exactly what drawing them gives.
+    """
+    capped = np.flatnonzero(lengths > cap)
+    sizes = lengths[capped].astype(np.int64)
+    needed = np.diff(X.indptr)[capped] > 1
+    uniforms = np.zeros(int(sizes.sum()))
+    advance = getattr(rng.bit_generator, "advance", None)
+    if advance is None or needed.all():
+        return rng.random(uniforms.size)
+    offsets = np.r_[0, np.cumsum(sizes)]
+    position = 0  # uniforms the generator has passed
+    for i in np.flatnonzero(needed):
+        if offsets[i] > position:
+            advance(int(offsets[i] - position))
+        uniforms[offsets[i]:offsets[i + 1]] = rng.random(int(sizes[i]))
+        position = int(offsets[i + 1])
+    if uniforms.size > position:
+        advance(int(uniforms.size - position))
+    return uniforms
 
 
 def minibatch_statistics(X: sp.csr_matrix, lam: np.ndarray, rng: np.random.Generator, *,
@@ -297,9 +327,10 @@ class DPStochasticVariationalLDA:
         """λ (k × V, float64) after J steps; also stored as ``components_``.
 
         observe: column ids whose every step is recorded in ``steps_``: the noisy
-        minibatch sums before the clamp (``noisy_sums``, J × k × columns) and
-        E[log β] of those columns under the λ the step's E-step used
-        (``expected_log_beta``), float32.
+        minibatch sums before the clamp (``noisy_sums``, J × k × columns,
+        float32) and the topic of each column's largest E[log β] under the λ
+        the step's E-step used (``top_topics``, J × columns, int16): where a
+        one-word document of that column puts its tokens.
         """
         X = check_counts(X, nonempty=True)  # whole counts: the token cap draws tokens
         n_docs, n_words = X.shape
@@ -313,10 +344,11 @@ class DPStochasticVariationalLDA:
         batch_sizes = np.zeros(self.n_iter, dtype=np.int64)
         observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
         noisy_sums = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
-        expected_log_beta = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
+        top_topics = np.zeros((self.n_iter, observe.size), dtype=np.int16 if k < 2**15 else np.int32)
         for t in range(1, self.n_iter + 1):
             if observe.size:
-                expected_log_beta[t - 1] = digamma(lam[:, observe]) - digamma(lam.sum(axis=1))[:, None]
+                elog_beta = digamma(lam[:, observe]) - digamma(lam.sum(axis=1))[:, None]
+                top_topics[t - 1] = elog_beta.argmax(axis=0)
             batch = np.flatnonzero(rng.random(n_docs) < q)
             batch_sizes[t - 1] = batch.size
             Xb = cap_tokens(X[batch], self.max_doc_tokens, rng)
@@ -331,7 +363,7 @@ class DPStochasticVariationalLDA:
             lam += rho * (eta + s / q)
         self.components_ = lam
         self.batch_sizes_ = batch_sizes
-        self.steps_ = {"noisy_sums": noisy_sums, "expected_log_beta": expected_log_beta}
+        self.steps_ = {"noisy_sums": noisy_sums, "top_topics": top_topics}
         return lam
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
