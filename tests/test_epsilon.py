@@ -106,6 +106,16 @@ def test_one_run_p_value_against_the_theorem_term_by_term(m, r, v, eps, delta):
     assert one_run_p_value(m, r, v, eps, delta) == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
+
+@pytest.mark.parametrize("m,r,v,eps", [(100_000, 50_000, 30_000, 0.3), (100_000, 50_000, 26_000, 0.05),
+                                       (100_000, 3_000, 2_990, 4.0)])
+def test_one_run_p_value_of_a_large_audit_equals_the_sum_over_every_outcome(m, r, v, eps):
+    """The δ term skips outcomes whose probability underflows; the value is the full sum's, to the bit."""
+    q = 1.0 / (1.0 + math.exp(-eps))
+    i = np.arange(1, v + 1)
+    full = stats.binom.sf(v - 1, r, q) + 2 * m * 1e-5 * (np.cumsum(stats.binom.pmf(v - i, r, q)) / i).max()
+    assert one_run_p_value(m, r, v, eps, 1e-5) == min(full, 1.0)
+
 @pytest.mark.parametrize("m,r,v,delta", [
     (200, 100, 80, 0.0), (200, 100, 80, 1e-4), (1000, 60, 58, 1e-5), (100, 50, 20, 0.0),
 ])

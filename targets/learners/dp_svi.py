@@ -41,7 +41,6 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from scipy.special import digamma
 
 from topicaudit.targets.privacy.dp_svi_accounting import (
     ACCOUNTANTS,
@@ -190,16 +189,16 @@ def _cap_uniforms(X: sp.csr_matrix, lengths: np.ndarray, cap: int, rng: np.rando
 
 def minibatch_statistics(X: sp.csr_matrix, lam: np.ndarray, rng: np.random.Generator, *,
                          doc_topic_prior: float, clip_norm: float = math.inf,
-                         max_doc_update_iter: int = 100,
-                         mean_change_tol: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+                         max_doc_update_iter: int = 100, mean_change_tol: float = 1e-3,
+                         elog_beta: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The (clipped) sum of the expected sufficient statistics of X's rows under λ.
 
     Returns (s, norms): s (k × V) = Σ_d clip(x_d), norms (n_docs,) = ‖x_d‖_F
     before clipping. Draws the documents' initial γ from rng (Gamma(100, 1/100),
-    as scikit-learn).
+    as scikit-learn). elog_beta: E[log β] of λ when the caller has it already.
     """
     k, n_words = lam.shape
-    exp_wt = np.ascontiguousarray(np.exp(_dirichlet_expectation_2d(lam)).T)
+    exp_wt = np.ascontiguousarray(np.exp(_dirichlet_expectation_2d(lam) if elog_beta is None else elog_beta).T)
     doc_topic = rng.gamma(_INIT_GAMMA, _INIT_VAR, (X.shape[0], k))
     exp_doc_topic = np.exp(_dirichlet_expectation_2d(doc_topic)) if X.shape[0] else doc_topic
     sstats_t = np.zeros((n_words, k))
@@ -346,15 +345,15 @@ class DPStochasticVariationalLDA:
         noisy_sums = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
         top_topics = np.zeros((self.n_iter, observe.size), dtype=np.int16 if k < 2**15 else np.int32)
         for t in range(1, self.n_iter + 1):
+            elog_beta = _dirichlet_expectation_2d(lam)   # what this step's E-step uses
             if observe.size:
-                elog_beta = digamma(lam[:, observe]) - digamma(lam.sum(axis=1))[:, None]
-                top_topics[t - 1] = elog_beta.argmax(axis=0)
+                top_topics[t - 1] = elog_beta[:, observe].argmax(axis=0)
             batch = np.flatnonzero(rng.random(n_docs) < q)
             batch_sizes[t - 1] = batch.size
             Xb = cap_tokens(X[batch], self.max_doc_tokens, rng)
             s, _ = minibatch_statistics(Xb, lam, rng, doc_topic_prior=alpha, clip_norm=clip,
                                         max_doc_update_iter=self.max_doc_update_iter,
-                                        mean_change_tol=self.mean_change_tol)
+                                        mean_change_tol=self.mean_change_tol, elog_beta=elog_beta)
             s += self._noise(rng, s.shape)
             noisy_sums[t - 1] = s[:, observe]
             np.maximum(s, 0.0, out=s)
