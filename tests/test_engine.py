@@ -14,6 +14,9 @@ import pytest
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -112,7 +115,7 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
     assert not config.run_dir.exists()
 
 
-def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config):
+def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config, own_ray):
     from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})

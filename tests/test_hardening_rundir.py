@@ -23,6 +23,9 @@ from topicaudit.engine.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"name": "tamper", "seed": 3, "synthetic": {"n_docs": 200, "n_words": 300, "mean_length": 30},
           "target": {"k": 3, "params": {"max_iter": 5}}, "attack": {"shadows": 2, "canaries": {"count": 60}},
@@ -31,8 +34,9 @@ CLAIM = "0.01"  # plain LDA with canaries proves more than this
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
+def finished(tmp_path_factory, ray_holder):
     """A finished run with shadows and canaries whose check at ε = 0.01 is VIOLATED."""
+    ray_holder.start()
     out = tmp_path_factory.mktemp("rundir") / "run"
     execute_run(config_from_dict({**CONFIG, "output": str(out)}), quiet=True)
     return out
