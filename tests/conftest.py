@@ -15,7 +15,8 @@ that does makes its own run.
 test process join, as a library caller's runs join the Ray it initialised,
 instead of each paying for a start, a stop and cold workers. Starting a local
 instance is still tested wherever ``topicaudit`` runs as its own process; a
-test that needs Ray uninitialised in this process asks for ``own_ray``.
+test that needs Ray uninitialised in this process asks for ``own_ray``, and
+such tests run at the end of the session.
 """
 from __future__ import annotations
 
@@ -125,6 +126,11 @@ class SharedRay:
         session, self._session = self._session, None
         if session is not None:
             session.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that need Ray uninitialised (``own_ray``) run last, so the shared instance starts only once."""
+    items.sort(key=lambda item: "own_ray" in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="session")
