@@ -159,10 +159,12 @@ class Cluster:
         # Processes a failed `ray start` left behind are no one's descendants any more, but
         # they name our own (unique) temp dir on their command line.
         victims += [(pid, _started(pid)) for pid in _naming(str(self.temp_dir)) if pid not in dict(victims)]
+        # A `ray start --block` stops its node's processes within a second of its own SIGTERM, but lingers ~20 s
+        # when they die under it at the same moment: signal the `ray start`s first, then whatever is left.
+        _signal([(process.pid, _started(process.pid)) for process in self.processes], signal.SIGTERM)
+        _wait_gone(victims, seconds=10)
         _signal(victims, signal.SIGTERM)
-        deadline = time.time() + 20
-        while time.time() < deadline and any(_started(pid) == start and not _zombie(pid) for pid, start in victims):
-            time.sleep(0.5)
+        _wait_gone(victims, seconds=20)
         _signal(victims, signal.SIGKILL)
         for process in self.processes:
             process.wait(timeout=30)
@@ -203,6 +205,13 @@ def _signal(victims: list[tuple[int, str | None]], sig: int) -> None:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+
+
+def _wait_gone(victims: list[tuple[int, str | None]], seconds: float) -> None:
+    """Until every victim has exited (or is a zombie), at most ``seconds``."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(_started(pid) == start and not _zombie(pid) for pid, start in victims):
+        time.sleep(0.2)
 
 
 def _zombie(pid: int) -> bool:

@@ -10,16 +10,33 @@ run once per session and shared by the modules that only read its outputs
 (the engine's files, ``check``, the ROC figure). Tests may add what ``check``
 and the ROC figure write beside its files, never change or resume it: a test
 that does makes its own run.
+
+``shared_ray`` is one local Ray instance (two CPUs) that the runs made in the
+test process join, as a library caller's runs join the Ray it initialised,
+instead of each paying for a start, a stop and cold workers. Starting a local
+instance is still tested wherever ``topicaudit`` runs as its own process; a
+test that needs Ray uninitialised in this process asks for ``own_ray``, and
+such tests run at the end of the session.
 """
 from __future__ import annotations
 
 import copy
+import os
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+from topicaudit.engine import parallel
 from topicaudit.engine.config import Config, config_from_dict
+from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import execute_run
+
+# OpenMP threads (scikit-learn's gradient boosting, which the quantile-regression attack fits in the driver) spin
+# while they wait; on a machine running other work they spin against each other, and scoring the small audit took
+# 30 s instead of 1 (load 8 on 2 cores). Waiting passively changes no number, only how idle threads wait. Set
+# before anything loads OpenMP; the commands the tests start inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -87,8 +104,58 @@ def small_settings() -> dict:
     return copy.deepcopy(SMALL_RUN)
 
 
+class SharedRay:
+    """The session's local Ray instance: started on first use, kept until the session ends or a test needs none."""
+
+    def __init__(self):
+        self._session: ExitStack | None = None
+
+    def start(self) -> None:
+        if self._session is not None:
+            return
+        # The command line (run in-process by many tests) sets this; it would end pytest if the raylet died.
+        exit_when_raylet_dies, parallel.EXIT_WHEN_RAYLET_DIES = parallel.EXIT_WHEN_RAYLET_DIES, False
+        session = ExitStack()
+        try:
+            session.enter_context(ray_session("", num_cpus=2))
+        finally:
+            parallel.EXIT_WHEN_RAYLET_DIES = exit_when_raylet_dies
+        self._session = session
+
+    def stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that need Ray uninitialised (``own_ray``) run last, so the shared instance starts only once."""
+    items.sort(key=lambda item: "own_ray" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
-def finished_run(tmp_path_factory) -> tuple[Config, dict]:
+def ray_holder() -> SharedRay:
+    """The shared local Ray instance, not started yet: module fixtures that run audits call its ``start()``."""
+    holder = SharedRay()
+    yield holder
+    holder.stop()
+
+
+@pytest.fixture
+def shared_ray(ray_holder) -> None:
+    """The shared local Ray instance, running: runs in this process join it (``ray_session`` uses it as it is)."""
+    ray_holder.start()
+
+
+@pytest.fixture
+def own_ray(ray_holder) -> None:
+    """No Ray initialised in this process: the test's run starts (or fails to start) its own local instance."""
+    ray_holder.stop()
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, ray_holder) -> tuple[Config, dict]:
     """(configuration, results) of the small audit, run once per session; never change or resume it."""
+    ray_holder.start()
     config = make_small_config(tmp_path_factory.mktemp("finished"))
     return config, execute_run(config, quiet=True)

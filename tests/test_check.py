@@ -11,6 +11,9 @@ from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 # A canary-only audit: one fit, no Ray, a few seconds; the non-private learner is refuted at small ε.
 CANARY_ONLY = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"k": 3},
                "attack": {"shadows": 0, "canaries": {"count": 100}}}

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray
 
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
+
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -87,6 +91,15 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run, small
         np.testing.assert_array_equal(values, load_scores(run_dir)[name])
 
 
+def test_a_run_joins_the_callers_ray_and_leaves_it_running(tmp_path, small_config):
+    """A Ray the caller initialised (here the session's shared instance) is used as it is, and not stopped after."""
+    node = ray.get_runtime_context().get_node_id()
+    results = execute_run(small_config(tmp_path, "joined", synthetic={"n_docs": 60, "n_words": 200},
+                                       attack={"shadows": 2}), quiet=True)
+    assert ray.is_initialized() and ray.get_runtime_context().get_node_id() == node
+    assert results["ray"]["models_by_node"] == {node: 3}  # the target and both shadows, fitted on its node
+
+
 def test_a_different_configuration_cannot_reuse_the_directory(finished_run, small_config):
     from topicaudit.errors import UserError
 
@@ -112,7 +125,7 @@ def test_a_learner_refusing_the_data_is_a_user_error_and_leaves_no_directory(tmp
     assert not config.run_dir.exists()
 
 
-def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config):
+def test_an_unreachable_cluster_is_a_user_error(tmp_path, small_config, own_ray):
     from topicaudit.errors import UserError
 
     config = small_config(tmp_path, "nowhere", ray={"address": f"127.0.0.1:{_free_port()}"})

@@ -582,7 +582,7 @@ def test_sweep_refuses_an_empty_or_unwritable_output(capsys, tmp_path):
         assert_one_line_error(code, err)
 
 
-def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch):
+def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch, own_ray):
     import ray
 
     def overloaded(*args, **kwargs):

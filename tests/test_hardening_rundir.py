@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,9 @@ from topicaudit.engine.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"name": "tamper", "seed": 3, "synthetic": {"n_docs": 200, "n_words": 300, "mean_length": 30},
           "target": {"k": 3, "params": {"max_iter": 5}}, "attack": {"shadows": 2, "canaries": {"count": 60}},
@@ -31,8 +35,9 @@ CLAIM = "0.01"  # plain LDA with canaries proves more than this
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
+def finished(tmp_path_factory, ray_holder):
     """A finished run with shadows and canaries whose check at ε = 0.01 is VIOLATED."""
+    ray_holder.start()
     out = tmp_path_factory.mktemp("rundir") / "run"
     execute_run(config_from_dict({**CONFIG, "output": str(out)}), quiet=True)
     return out
@@ -214,15 +219,19 @@ def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path):
     cases["results.json is a FIFO"] = lambda d: ((d / "results.json").unlink(), os.mkfifo(d / "results.json"))
     cases["no manifest, flipped truth"] = lambda d: ((d / manifest.NAME).unlink(),
                                                      rewrite(d / "scores.npz", is_member=lambda m: ~m))
-    codes = {}
+    checks = []
     for i, (name, damage) in enumerate(cases.items()):
         run_dir = tmp_path / f"r{i}"
         shutil.copytree(finished, run_dir)
         damage(run_dir)
         # A damaged directory is refused before any bound, whatever the claim: only the claim the intact run
         # violates could bring a wrong exit 1, so it alone is checked there (each check is a process start).
-        for claim in (CLAIM, "1000") if name == "untouched" else (CLAIM,):
-            done = console("check", run_dir, "--epsilon", claim, timeout=120)
+        checks += [(name, claim, run_dir) for claim in ((CLAIM, "1000") if name == "untouched" else (CLAIM,))]
+    # Each check is its own process on its own copy: run them side by side, one per core.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        finished_checks = pool.map(lambda c: console("check", c[2], "--epsilon", c[1], timeout=120), checks)
+        codes = {}
+        for (name, claim, _), done in zip(checks, finished_checks):
             violated = done.stdout.startswith("VIOLATED")
             assert (done.returncode == 1) == violated, (name, claim, done.returncode, done.stdout, done.stderr)
             assert done.returncode in (0, 1, 2), (name, claim, done.stderr)

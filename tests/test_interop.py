@@ -358,15 +358,7 @@ def test_an_mm_corpus_needs_its_dictionary(tmp_path, docs):
 # --------------------------------------------------------------------------- #
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    from topicaudit.engine.parallel import ray_session
-
-    with ray_session("", num_cpus=2) as ray:
-        yield ray
-
-
-def test_audit_a_tomotopy_file_with_shadows_trained_like_it(tmp_path, ray_cluster, capsys):
+def test_audit_a_tomotopy_file_with_shadows_trained_like_it(tmp_path, shared_ray, capsys):
     docs = token_docs(60, 1)
     path = saved_tomotopy(tmp_path, docs[:30], alpha=0.2)
     (tmp_path / "cand.json").write_text(json.dumps({"text": docs[:40]}))
@@ -386,7 +378,7 @@ def test_audit_a_tomotopy_file_with_shadows_trained_like_it(tmp_path, ray_cluste
     assert "optim_interval=7" in captured.out
 
 
-def test_audit_a_trusted_gensim_model_from_an_mm_corpus(tmp_path, ray_cluster, capsys):
+def test_audit_a_trusted_gensim_model_from_an_mm_corpus(tmp_path, shared_ray, capsys):
     docs = token_docs(60, 2)
     path, _, dictionary = saved_gensim(tmp_path, docs[:30])
     MmCorpus.serialize(str(tmp_path / "cand.mm"), [dictionary.doc2bow(d) for d in docs[:40]])

@@ -14,7 +14,6 @@ from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
-from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.results import Utility
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.sweep import run_sweep
@@ -23,6 +22,9 @@ from topicaudit.reports.build import build_report
 from topicaudit.reports.collect import Group, collect, read_run
 from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
 from topicaudit.reports.markdown import md_text
+
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
 
 TINY = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
         "attack": {"shadows": 4}, "ray": {"num_cpus": 1}}
@@ -53,16 +55,16 @@ def text_corpus(path, n=60, seed=0):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, ray_holder):
     tmp = tmp_path_factory.mktemp("report")
     corpus = tmp / "texts.json"
     text_corpus(corpus)
-    with ray_session("", 1):
-        run_sweep(_config(name="tiny"), "target.k", [2, 3], 2, tmp / "sweep", quiet=True)
-        execute_run(_config(output=str(tmp / "other-corpus"), **{"synthetic.n_docs": 150}), quiet=True)
-        execute_run(_config(output=str(tmp / "all-vocab"), **{"target.vocabulary": "all"}), quiet=True)
-        execute_run(_config(output=str(tmp / "text"), **{"corpus.path": str(corpus), "corpus.preprocess": False}),
-                  quiet=True)
+    ray_holder.start()
+    run_sweep(_config(name="tiny"), "target.k", [2, 3], 2, tmp / "sweep", quiet=True)
+    execute_run(_config(output=str(tmp / "other-corpus"), **{"synthetic.n_docs": 150}), quiet=True)
+    execute_run(_config(output=str(tmp / "all-vocab"), **{"target.vocabulary": "all"}), quiet=True)
+    execute_run(_config(output=str(tmp / "text"), **{"corpus.path": str(corpus), "corpus.preprocess": False}),
+                quiet=True)
     return tmp
 
 

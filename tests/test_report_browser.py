@@ -132,7 +132,8 @@ class DevTools:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, ray_holder):
+    ray_holder.start()
     tmp = tmp_path_factory.mktemp("browser")
     rng = np.random.default_rng(1)
     texts = [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 30)))) for _ in range(40)]
@@ -205,8 +206,9 @@ LAYOUT = """JSON.stringify({
 
 
 @pytest.fixture(scope="module")
-def canary_report(tmp_path_factory):
+def canary_report(tmp_path_factory, ray_holder):
     """A run with shadow models and canaries: its verdict comes from both, its ledger has every column."""
+    ray_holder.start()
     tmp = tmp_path_factory.mktemp("browser-canaries")
     execute_run(config_from_dict({"synthetic": {"n_docs": 300, "n_words": 800}, "target": {"k": 4},
                                 "attack": {"shadows": 4, "canaries": {"count": 200}}, "ray": {"num_cpus": 1},

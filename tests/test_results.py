@@ -22,6 +22,9 @@ from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.results import AuditResults, CheckResult, RunResults
 from topicaudit.errors import UserError
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 CANARIES = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"k": 3},
             "attack": {"shadows": 0, "canaries": {"count": 100}}}
 # DP-CGS records what its mechanism released: the canaries observe the mechanism (results.json "mechanism");

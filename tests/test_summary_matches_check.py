@@ -2,7 +2,12 @@
 import json
 import re
 
+import pytest
+
 from topicaudit.cli.main import main
+
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
 
 CONFIG = """
 [synthetic]

@@ -9,6 +9,9 @@ from topicaudit.engine.config import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.engine.sweep import load_sweep, parse_value, plan_sweep, sweep_table, with_parameter
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 TINY = """
 name = "tiny"
 seed = 7
@@ -24,7 +27,8 @@ num_cpus = 1
 
 
 @pytest.fixture(scope="module")
-def finished_sweep(tmp_path_factory):
+def finished_sweep(tmp_path_factory, ray_holder):
+    ray_holder.start()
     tmp = tmp_path_factory.mktemp("sweep")
     config = tmp / "tiny.toml"
     config.write_text(TINY)

@@ -24,15 +24,6 @@ from topicaudit.inputs.phi_io import load_user_model, read_vocabulary
 WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b in ("ash", "bay", "cove", "dune")]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """One local Ray instance for every audit in this module (each run joins it instead of starting its own)."""
-    from topicaudit.engine.parallel import ray_session
-
-    with ray_session("", num_cpus=2) as ray:
-        yield ray
-
-
 def run_cli(capsys, *args):
     code = main(["audit", *map(str, args)])
     captured = capsys.readouterr()
@@ -119,7 +110,7 @@ def pheme_export(tmp_path_factory, pheme_path):
     return d, member
 
 
-def test_ranks_hidden_pheme_members_above_non_members(pheme_export, ray_cluster, capsys):
+def test_ranks_hidden_pheme_members_above_non_members(pheme_export, shared_ray, capsys):
     d, member = pheme_export
     code, out, err = run_cli(capsys, d / "phi.npy", "--vocabulary", d / "vocab.txt",
                              "--candidates", d / "candidates.json", "--reference", d / "reference.json",
@@ -465,7 +456,7 @@ TRICKY = [
 ]
 
 
-def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, ray_cluster, capsys):
+def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, shared_ray, capsys):
     texts = json.loads((tiny / "cand.json").read_text())["text"][:25] + TRICKY
     (tiny / "cand.json").write_text(json.dumps({"text": texts}))
     code, out, err = run_cli(capsys, *tiny_args(tiny, "--show-text", "--top", 30))
@@ -486,7 +477,7 @@ def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, ray_cluste
     assert "text" in result["scores"]["columns"] and len(result["top"]) == 30
 
 
-def test_a_trusted_joblib_lda_is_audited(tiny, ray_cluster, capsys):
+def test_a_trusted_joblib_lda_is_audited(tiny, shared_ray, capsys):
     import joblib
     from sklearn.decomposition import LatentDirichletAllocation
     from sklearn.feature_extraction.text import CountVectorizer
@@ -507,7 +498,7 @@ def test_a_trusted_joblib_lda_is_audited(tiny, ray_cluster, capsys):
     assert len(read_scores(tiny / "run" / "scores.csv")) == result["inputs"]["candidates"]["n_scored"] > 25
 
 
-def test_an_interrupted_audit_resumes_with_identical_scores(tiny, ray_cluster, capsys):
+def test_an_interrupted_audit_resumes_with_identical_scores(tiny, shared_ray, capsys):
     code, _, err = run_cli(capsys, *tiny_args(tiny, "--quiet"))
     assert code == 0, err
     run = tiny / "run"
@@ -575,7 +566,7 @@ def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
     assert not (tiny / "run").exists()
 
 
-def test_a_configuration_file_gives_the_same_audit_as_the_flags(tiny, ray_cluster, capsys):
+def test_a_configuration_file_gives_the_same_audit_as_the_flags(tiny, shared_ray, capsys):
     """`topicaudit audit CONFIG.toml` builds the same configuration as the flags: same identity, same scores.
 
     Paths in the file are relative to the file; a flag given beside the file overrides it.
@@ -612,7 +603,7 @@ def test_audit_refuses_a_run_configuration_naming_the_command_it_belongs_to(tiny
     assert code == 2 and "no model to audit" in err, err
 
 
-def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsys):
+def test_the_python_api_audits_a_model_like_the_command(tiny, shared_ray, capsys):
     import topicaudit
 
     code, _, err = run_cli(capsys, *tiny_args(tiny, output="by-cli"), "--quiet")
@@ -626,7 +617,7 @@ def test_the_python_api_audits_a_model_like_the_command(tiny, ray_cluster, capsy
     assert read_scores(tiny / "by-api" / "scores.csv") == read_scores(tiny / "by-cli" / "scores.csv")
 
 
-def test_quantile_regression_ranks_the_candidates(tiny, ray_cluster, capsys):
+def test_quantile_regression_ranks_the_candidates(tiny, shared_ray, capsys):
     code, _, err = run_cli(capsys, *tiny_args(tiny, "--rank-by", "quantile_regression", "--quiet"))
     assert code == 0, err
     rows = read_scores(tiny / "run" / "scores.csv")

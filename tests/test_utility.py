@@ -16,6 +16,9 @@ from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.attacks.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence
 from topicaudit.targets.base import Release
 
+# Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.
+pytestmark = pytest.mark.usefixtures("shared_ray")
+
 
 def _brute_coherence(phi, X, M):
     dense = X.toarray() > 0
