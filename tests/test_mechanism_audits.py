@@ -18,9 +18,11 @@ from topicaudit.attacks.mechanism import (
     simulate_scores,
     subsampled_gaussian_step_scores,
 )
+from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
+from topicaudit.engine.check import ClaimShape
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
@@ -29,6 +31,7 @@ from topicaudit.targets.bug_variants import BUGS, BrokenLearner
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
 from topicaudit.targets.learners.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
+from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma
 from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.learners.poisson_factorization import (
     LocallyPrivatePoissonFactorization,
@@ -353,11 +356,34 @@ def test_the_delta_tail_needs_two_releases_a_single_delta_event_is_what_the_clai
     assert delta_tail_bound(2, 500, 1e-2, 0.01).epsilon == 0.0  # Markov: 500·δ/4 = 1.25 > α
 
 
-def test_a_gaussian_vocabulary_step_is_also_tested_against_its_own_curve(tmp_path, capsys):
+def test_a_gaussian_vocabulary_step_is_tested_as_the_gaussian_mechanism_on_its_anchored_canaries(tmp_path, capsys):
     execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / "g"),
         "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-gaussian", "vocabulary_params": {"epsilon": 2.0}},
         "attack": {"shadows": 0, "canaries": {"count": 400, "kind": "threshold"}}}), quiet=True)
     assert main(["check", str(tmp_path / "g"), "--json", str(tmp_path / "g.json")]) == 0
     verdict = json.loads((tmp_path / "g.json").read_text())
-    assert "canaries/mechanism:fdp-one-run-curve" in verdict["bounds"]
+    gdp = verdict["bounds"]["canaries/mechanism:fdp-one-run-gdp"]
+    assert gdp["details"]["canaries"] == "anchored" and gdp["details"]["scored"] == 200   # the even canaries
+    assert gdp["delta"] == pytest.approx(1e-5 / 2)
+    assert "canaries/mechanism:delta-tail" in verdict["bounds"]   # the fresh ones hold the threshold's δ
+
+
+def test_the_anchored_gaussian_test_refutes_exactly_above_the_steps_own_mu():
+    """Read at δ/2, μ-GDP's ε is the claimed ε exactly at μ = 1/σ: the test refutes iff μ_LB > 1/σ."""
+    epsilon, delta = 3.0, 1e-5
+    sigma = analytic_gaussian_sigma(epsilon, delta / 2)
+    assert gdp_epsilon(1 / sigma, delta / 2) == pytest.approx(epsilon, rel=1e-6)
+    rng = np.random.default_rng(3)
+    m = 20_000
+    anchored, coins = np.arange(m) % 2 == 0, rng.random(m) < 0.5
+    shape = ClaimShape(Method.FDP_GDP, gaussian_delta=delta / 2, anchored=anchored)
+
+    def audit(noise):   # the anchored word's weight moves by 1 when its canary trains; fresh canaries score 0
+        weight = coins + rng.normal(0.0, noise, m)
+        scores = np.where(anchored, (weight ** 2 - (weight - 1) ** 2) / (2 * sigma**2), 0.0)
+        return shape.tests({"mechanism": scores}, coins, epsilon, 0.05)["mechanism:fdp-one-run-gdp"]
+    correct, halved = audit(sigma), audit(sigma / 2)
+    assert correct.details["scored"] == m // 2
+    assert 0 < correct.epsilon < epsilon < halved.epsilon
+    assert (correct.details["mu_lb"] < 1 / sigma) and (halved.details["mu_lb"] > 1 / sigma)

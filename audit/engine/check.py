@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -126,17 +127,16 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     check_level(alpha, delta, "--alpha", "--delta")
 
     # (name prefix, scores, labels, methods, guess family) of every test the claim's adjacency admits
-    sources, observed, mechanism = [], {}, None
+    sources, observed, mechanism, shape = [], {}, None, None
     if canaries is not None and word_canaries == word_claim:
         observe = observe or "release"  # runs from before canaries could observe a mechanism
         methods = tuple(VALID_BOUNDS)
         mechanism = recorded_mechanism if observe == "mechanism" else None
-        profile = None
         if mechanism is not None and epsilon == guarantee.epsilon:
-            profile = claimed_profile(guarantee, mechanism)
-            if profile is not None:
+            shape = claim_shape(guarantee, mechanism, canary_anchors(run_dir))
+            if shape is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
-                methods = (Method.FDP_PURE, CURVE)
+                methods = (Method.FDP_PURE, shape.method)
         if mechanism is not None and mechanism.fresh_released is not None:
             methods += (DELTA_TAIL,)
         sources.append(("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1], methods,
@@ -166,10 +166,10 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     for prefix, scores, labels, methods, family in sources:
         if labels.all() or not labels.any():
             continue  # one class only: these coins prove nothing
-        valid = [m for m in methods if m not in (CURVE, DELTA_TAIL)]
+        valid = [m for m in methods if m not in SHAPED]
         tests = bound_tests(scores, labels, delta, alpha_each, valid, family)
-        if CURVE in methods:
-            tests.update(curve_tests(scores, labels, profile, float(epsilon), alpha_each, family))
+        if shape is not None and shape.method in methods:
+            tests.update(shape.tests(scores, labels, float(epsilon), alpha_each))
         if DELTA_TAIL in methods:
             released, fresh = mechanism.fresh_released
             tests[f"mechanism:{DELTA_TAIL}"] = delta_tail_bound(released, fresh, float(delta), alpha_each)
@@ -181,8 +181,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     power = None
     if mechanism is not None and (mechanism.kind != "dpsu" or mechanism.anchors is not None):
         labels = sources[0][2]
-        methods = [m for m in sources[0][3] if m not in (CURVE, DELTA_TAIL)]
-        power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, profile, methods)
+        methods = [m for m in sources[0][3] if m not in SHAPED]
+        power = simulated_power(mechanism, labels, float(epsilon), float(delta), alpha_each, shape, methods)
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), bounds, ceiling,
                          "word" if word_claim else "document", observed, False, power)
     # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
@@ -204,6 +204,66 @@ def claimed_profile(guarantee: GuaranteeInfo, mechanism: MechanismInfo) -> tuple
             return None
         return gaussian_step_profile(float(p["scale"]), float(p["epsilon"]), float(p["delta"]))
     return privacy_profile(guarantee.guarantee()) if guarantee.event else None
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """The claimed mechanism's own trade-off curve, where its shape is known: tested beside the (ε, δ) family.
+
+    Either a ``profile`` of (ε_i, δ_i) pairs, tested on every canary by the
+    f-DP curve test (``Method.FDP_CURVE``), or, for a Gaussian DP vocabulary
+    step audited with anchored canaries, the Gaussian mechanism itself: an
+    anchored canary's word is a candidate with or without it, so the step
+    releases its weight through N(0, σ²) at L2 sensitivity 1, exactly μ-GDP
+    with μ = 1/σ, and the threshold (post-processing) spends none of its δ
+    there; the fresh canaries' δ-tail test holds that δ. The μ-GDP test
+    (``Method.FDP_GDP``) on the anchored canaries reads μ_LB as ε at δ/2,
+    the point the step's σ was calibrated to, so it exceeds the claimed ε
+    exactly when μ_LB > 1/σ.
+    """
+
+    method: Method
+    profile: tuple[np.ndarray, np.ndarray] | None = None
+    gaussian_delta: float = 0.0     # δ at which μ-GDP is read as ε (half the step's δ)
+    anchored: np.ndarray | None = None  # (m,) bool: the canaries the μ-GDP test scores
+
+    def tests(self, scores: dict[str, np.ndarray], labels: np.ndarray, claimed_epsilon: float, alpha_each: float,
+              anchored: np.ndarray | None = None) -> dict[str, EpsilonBound]:
+        """This shape's test of each score; ``anchored`` replaces the run's own mask (simulated audits)."""
+        if self.profile is not None:
+            return curve_tests(scores, labels, self.profile, claimed_epsilon, alpha_each, guess_family)
+        keep = self.anchored if anchored is None else anchored
+        out = {}
+        for name, values in scores.items():
+            k_plus, k_minus = guess_family(values[keep])
+            bound = OneRunAuditor(values[keep], labels[keep]).bound(Method.FDP_GDP, self.gaussian_delta, alpha_each,
+                                                                    k_plus=k_plus, k_minus=k_minus)
+            out[f"{name}:{Method.FDP_GDP}"] = dataclasses.replace(bound, details={
+                **bound.details, "canaries": "anchored", "scored": int(keep.sum()),
+                "assumes": "the step's mechanism is the claimed one: Gaussian noise at L2 sensitivity 1"})
+        return out
+
+
+# The tests a ClaimShape or the δ-tail run, outside the (ε, δ) family ``bound_tests`` computes.
+SHAPED = (CURVE, Method.FDP_GDP, DELTA_TAIL)
+
+
+def claim_shape(guarantee: GuaranteeInfo, mechanism: MechanismInfo, anchors: np.ndarray | None) -> ClaimShape | None:
+    """The claimed mechanism's curve test for this audit, or None where its shape is not known."""
+    p = mechanism.parameters or {}
+    if mechanism.stage == "vocabulary" and p.get("noise") == "gaussian" and anchors is not None and \
+            (anchors > 0).sum() >= 2:
+        return ClaimShape(Method.FDP_GDP, gaussian_delta=float(p["delta"]) / 2.0, anchored=anchors > 0)
+    profile = claimed_profile(guarantee, mechanism)
+    return ClaimShape(CURVE, profile=profile) if profile is not None else None
+
+
+def canary_anchors(run_dir: Path) -> np.ndarray | None:
+    """Each threshold canary's fixed one-word documents (canaries.npz ``anchors``), None for other kinds."""
+    path = run_dir / "canaries.npz"
+    if not path.exists():
+        return None
+    return read_arrays(path).get("anchors")
 
 
 def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:
@@ -230,7 +290,7 @@ def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, clai
 
 
 def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
-                    profile, methods, replicates: int = POWER_REPLICATES) -> dict[str, float]:
+                    shape: ClaimShape | None, methods, replicates: int = POWER_REPLICATES) -> dict[str, float]:
     """The share of simulated audits of this design that refute a mechanism 2× and 10× less private.
 
     The claimed mechanism is simulated with its privacy loss multiplied by the
@@ -245,6 +305,8 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
     parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
+    # simulate_scores anchors the even-numbered DP vocabulary canaries, as the runs do
+    anchored = np.arange(m) % 2 == 0 if mechanism.kind == "dpsu" else np.ones(m, bool)
     out = {}
     for factor in (2.0, 10.0):
         trained, untrained = (simulate_scores(mechanism.kind, parameters, np.full(m, present), int(mechanism.tokens),
@@ -253,16 +315,18 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
         hits = 0
         for _ in range(replicates):
             coins = rng.random(m) < 0.5
-            values = np.empty(m)
-            values[coins] = rng.choice(trained, int(coins.sum()), replace=False)
-            values[~coins] = rng.choice(untrained, int((~coins).sum()), replace=False)
+            members = rng.choice(m, int(coins.sum()), replace=False)
+            others = rng.choice(m, int((~coins).sum()), replace=False)
+            values, picked = np.empty(m), np.empty(m, bool)
+            values[coins], values[~coins] = trained[members], untrained[others]
+            picked[coins], picked[~coins] = anchored[members], anchored[others]
             scores = {"mechanism": values}
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
             if mechanism.kind == "dpsu":
                 released = int((values >= RELEASED_FRESH).sum())
                 tests["delta-tail"] = delta_tail_bound(released, m // 2, delta, alpha_each)
-            if profile is not None:
-                tests.update(curve_tests(scores, coins, profile, epsilon, alpha_each, guess_family))
+            if shape is not None:
+                tests.update(shape.tests(scores, coins, epsilon, alpha_each, anchored=picked))
             hits += max(b.epsilon for b in tests.values()) > epsilon
         out[f"{factor:g}x"] = hits / replicates
     out["replicates"] = replicates
