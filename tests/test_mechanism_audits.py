@@ -387,3 +387,16 @@ def test_the_anchored_gaussian_test_refutes_exactly_above_the_steps_own_mu():
     assert correct.details["scored"] == m // 2
     assert 0 < correct.epsilon < epsilon < halved.epsilon
     assert (correct.details["mu_lb"] < 1 / sigma) and (halved.details["mu_lb"] > 1 / sigma)
+
+
+def test_a_dp_svi_transcript_written_before_top_topics_scores_the_same():
+    """Model files from before the transcript kept only each step's top topic still resume (E[log β] kept)."""
+    X = sp.csr_matrix(np.ones((20, 10)))
+    c = make_canaries(X, 6, "unique-word", 40, seed=1)
+    rng = np.random.default_rng(0)
+    y, elog = rng.normal(0, 30, (4, 3, 6)).astype(np.float32), rng.normal(size=(4, 3, 6)).astype(np.float32)
+    p = {"noise_std": 30.0, "sampling_rate": 0.1, "document_tokens": 20, "clip_norm": None}
+    old = Transcript("subsampled-gaussian-steps", c.words, {"noisy_sums": y, "expected_log_beta": elog}, p)
+    new = Transcript("subsampled-gaussian-steps", c.words,
+                     {"noisy_sums": y, "top_topics": elog.argmax(axis=1).astype(np.int16)}, p)
+    assert np.array_equal(mechanism_scores(old, c)["mechanism"], mechanism_scores(new, c)["mechanism"])

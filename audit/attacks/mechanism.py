@@ -131,6 +131,8 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
         return out
     columns = at[seen]
     every = columns.size == np.asarray(transcript.columns).size and np.array_equal(columns, np.arange(columns.size))
+    if "top_topics" not in a:  # a model file written before the transcript kept only each step's top topic
+        a = {**a, "top_topics": np.asarray(a["expected_log_beta"]).argmax(axis=1)}
     y, top = (np.asarray(a[name]) if every else np.asarray(a[name])[..., columns]     # (T, k, seen), (T, seen)
               for name in ("noisy_sums", "top_topics"))
     out[seen] = subsampled_gaussian_step_scores(y, top, tokens, p.get("clip_norm"), float(p["noise_std"]),
