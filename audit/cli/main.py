@@ -26,7 +26,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.engine import parallel
+from topicaudit.engine import parallel, phases
 from topicaudit.engine.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -170,9 +170,13 @@ def run_command(argv: list[str] | None) -> int:
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
     parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
     parallel.ON_RAY_START = lambda: supervisor.tell(supervisor.RAY_IN_USE)
+    phases.mark("imports")
     with _signals(args.command):
         try:
-            code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            try:
+                code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            finally:
+                parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:
             print(f"topicaudit: error: {user_message(error)}", file=sys.stderr)
             return EXIT_USER_ERROR

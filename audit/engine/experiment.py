@@ -29,11 +29,12 @@ import scipy.sparse as sp
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.lock import holds_only_the_lock
-from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.parallel import StartingSession, cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.phases import phase
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import fit_and_score, fit_release, statistics_batch
+from topicaudit.engine.tasks import fit_and_score, fit_release, statistics_batch, warm_up
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__
@@ -307,18 +308,41 @@ def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: in
     return {name: np.concatenate([p[name] for p in ordered]) for name in ordered[0]}
 
 
-def execute(exp: Experiment, quiet: bool = False) -> Outcome:
+def _object_store_bytes(X: sp.csr_matrix | None) -> int:
+    """The object store a local instance gets: room for the count matrix and what the tasks return."""
+    return 8 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) if X is not None else 0
+
+
+def start_ray(address: str, num_cpus: int, X: sp.csr_matrix | None, target) -> StartingSession:
+    """Start (or join) Ray in the background while the driver draws the plan; the session stops in the background.
+
+    Once Ray is up, one task per CPU unpickles ``target`` (importing its
+    learner's modules) and loads the ζ kernels in a worker, so the fits find
+    their workers ready. Nothing a fit computes depends on which worker runs it.
+    """
+    def warm(ray) -> None:
+        cpus = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        task = one_cpu_task(ray, warm_up)
+        return [task.remote(target) for _ in range(cpus)]
+
+    return StartingSession(ray_session(address, num_cpus, object_store_bytes=_object_store_bytes(X)), then=warm)
+
+
+def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | None = None) -> Outcome:
     """Fit (or reload) every model of the experiment and compute its statistics.
 
     The run directory is created inside the Ray session, and removed again if
-    an error stops the experiment before any model is saved.
+    an error stops the experiment before any model is saved. starting: the
+    session ``start_ray`` began (default: Ray starts here, when needed).
     """
     run = exp.run
     outcome = Outcome()
     worker_warnings = _WorkerWarnings()
-    size = exp.X.data.nbytes + exp.X.indices.nbytes + exp.X.indptr.nbytes if exp.X is not None else 0
-    session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=8 * size) if exp.needs_ray
-               else nullcontext(None))
+    if starting is not None:
+        session = starting.session()
+    else:
+        session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=_object_store_bytes(exp.X))
+                   if exp.needs_ray else nullcontext(None))
     with removed_on_user_error(run.path), session as ray:
         outcome.cluster = cluster_description(ray) if ray is not None else {"nodes": 0, "cpus": 0}
         outcome.versions = package_versions()
@@ -339,8 +363,9 @@ def execute(exp: Experiment, quiet: bool = False) -> Outcome:
             scored_ref = X_ref if exp.scored is None else ray.put(exp.scored)
             t = time.perf_counter()
             outcome.timings.update(fit_cpu=0.0, statistics_cpu=0.0, statistics=0.0)
-            outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
-                ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
+            with phase("fits"):
+                outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
+                    ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
             # fits and the statistics computed in their tasks; "statistics": reloaded or given models alone
             outcome.timings["fit_wall"] = time.perf_counter() - t - outcome.timings["statistics"]
     outcome.worker_warnings = worker_warnings.messages

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.statistics import model_statistics
+from topicaudit.attacks.zeta import warmup
 from topicaudit.errors import DEVELOPER_WARNINGS
 from topicaudit.targets.base import Release
 
@@ -47,6 +48,12 @@ def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
     ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
     return release, time.process_time() - start, node, messages
+
+
+def warm_up(target) -> None:
+    """Ready a worker before its first fit: ``target`` arrives unpickled (its modules imported), the ζ kernels
+    load from numba's cache. Computes nothing that is kept."""
+    warmup()
 
 
 def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
