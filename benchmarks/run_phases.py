@@ -46,7 +46,7 @@ from audit_end_to_end import _children  # noqa: E402
 from harness import REPO, invocation  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
-PHASES = ("imports", "load", "plan", "ray_start", "fits", "scoring", "writing", "summary", "stop")
+PHASES = ("imports", "load", "plan", "figure", "ray_start", "fits", "scoring", "writing", "summary", "stop")
 RESULTS = REPO / "benchmarks" / "results" / "run_phases.jsonl"
 
 

@@ -37,8 +37,9 @@ from topicaudit.engine.experiment import Experiment, execute, start_ray
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.parallel import wait_for_stop
 from topicaudit.engine.phases import phase
-from topicaudit.engine.plan import make_plan
+from topicaudit.engine.plan import check_plan, make_plan
 from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
@@ -226,12 +227,17 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
                           t.test_bug)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
+    if config.attack.shadows:
+        check_plan(corpus.X.shape[0], config.attack.shadows, config.seed)  # its sizes, before Ray starts
     c = config.attack.canaries
     starting = start_ray(config.ray.address, config.ray.num_cpus, corpus.X if config.attack.shadows else None,
                          target) if config.attack.shadows or (c.count and c.shadows) else None
     try:
         with phase("plan"):
             ready = _prepare(config, corpus, target, quiet)
+        if starting is not None and config.attack.shadows:
+            with phase("figure"):
+                warm_figure()  # matplotlib's imports and fonts, for roc.png, while Ray starts
     except BaseException:
         if starting is not None:
             starting.abandon()
