@@ -34,7 +34,13 @@ from topicaudit.engine.phases import phase
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import fit_and_score, fit_release, statistics_batch, warm_up
+from topicaudit.engine.tasks import (
+    fit_and_score,
+    fit_and_score_sharing_vocabulary,
+    fit_release,
+    statistics_batch,
+    warm_up,
+)
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__
@@ -202,21 +208,29 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         return release
 
     n_topics, n_words = _topics(exp.target), exp.X.shape[1]
-    target_release = exp.released
+    target_release, target_ref, vocabulary_ref = exp.released, None, None
     if target_release is not None:
         to_score[0] = target_release
     else:
         loaded = run.load_model(None, chash, n_topics, n_words)
         if loaded is None:
-            target_release = finished(fused.remote(exp.target, X_ref, np.flatnonzero(plan.target_in),
-                                                   plan.target_seed, None, scored_ref, exp.tol), 0, None)
+            task = (exp.target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None, scored_ref, exp.tol)
+            if any(run.model_path(i).exists() for i in range(plan.n_shadows)):
+                # Resuming: the saved shadows are checked against the target's vocabulary, so it comes first.
+                target_release = finished(fused.remote(*task), 0, None)
+            else:
+                # The shadows' tasks take the target's vocabulary as a reference: queued now, they start the
+                # moment the target's task ends, without waiting for the driver.
+                vocabulary_ref, target_ref = one_cpu_task(ray, fit_and_score_sharing_vocabulary).options(
+                    num_returns=2).remote(*task)
         else:
             target_release, seconds = loaded
             timings["fit_cpu"] += seconds
             to_score[0] = target_release
     vocabulary = exp.shadow_vocabulary
     if isinstance(vocabulary, str):
-        vocabulary = target_release.vocabulary if vocabulary == "target" else None
+        vocabulary = (vocabulary_ref if target_ref is not None else target_release.vocabulary) \
+            if vocabulary == "target" else None
     pending = {}
     for i in range(plan.n_shadows):
         loaded = run.load_model(i, chash, n_topics, n_words)
@@ -229,6 +243,8 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         else:
             pending[fused.remote(exp.target, X_ref, np.flatnonzero(plan.shadow_in[i]), int(plan.shadow_seeds[i]),
                                  vocabulary, scored_ref, exp.tol)] = i
+    if target_ref is not None:
+        target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
     n_reused = plan.n_shadows - len(pending)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
     progress.done = n_reused

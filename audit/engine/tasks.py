@@ -77,3 +77,11 @@ def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabul
     with recorded_warnings() as more:
         statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
     return release, seconds, node, statistics, time.process_time() - start, messages + more
+
+
+def fit_and_score_sharing_vocabulary(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
+                                     vocabulary: np.ndarray | None, X_scored: sp.csr_matrix, tol: float):
+    """``fit_and_score``, with the release's vocabulary also returned on its own (a task of two returns): the
+    shadows' tasks take that reference as their vocabulary and start when it is ready."""
+    result = fit_and_score(target, X, rows, seed, vocabulary, X_scored, tol)
+    return result[0].vocabulary, result
