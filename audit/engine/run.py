@@ -235,6 +235,7 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     try:
         with phase("plan"):
             ready = _prepare(config, corpus, target, quiet)
+        load_seconds = time.perf_counter() - started
         if starting is not None and config.attack.shadows:
             with phase("figure"):
                 warm_figure()  # matplotlib's imports and fonts, for roc.png, while Ray starts
@@ -242,7 +243,6 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         if starting is not None:
             starting.abandon()
         raise
-    load_seconds = time.perf_counter() - started
     if starting is not None and not ready.experiment.needs_ray:  # the same settings decide both: never
         starting.abandon()
         starting = None
