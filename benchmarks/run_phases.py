@@ -184,6 +184,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cold-cache", action="store_true", help="an empty pre-processing cache for every repeat")
     parser.add_argument("--no-save", action="store_true", help="do not append to benchmarks/results/run_phases.jsonl")
+    parser.add_argument("--label", default="", help="a note kept with each line (e.g. which code was timed)")
     args, rest = parser.parse_known_args()
     flags = [*(["--corpus", str(Path(args.corpus).resolve())] if args.corpus else []),
              "--shadows", str(args.shadows), *rest]
@@ -193,7 +194,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="topicaudit-cache-") as cold:
             row = one_run(flags, cold if args.cold_cache else None)
-        row.update(repeat=repeat, commit=commit, command=invocation("run_phases.py"),
+        row.update(repeat=repeat, commit=commit, label=args.label, command=invocation("run_phases.py"),
                    run_flags=" ".join(shlex.quote(f) for f in flags), cold_cache=args.cold_cache)
         rows.append(row)
         print(f"repeat {repeat}: wall {row['wall_s']:.2f} s, fit core use {row['fit_core_use']:.1%}, load average "
