@@ -10,8 +10,8 @@ time of every process of the run (the driver, Ray's services and workers)
 from /proc every 0.05 s.
 
 Per phase it prints the wall time, the CPU of the driver's thread that ran it,
-and the CPU the other processes of the run used in the same window (phases
-that overlap share that window). The fit phase's core use is measured from
+and the CPU the other processes of the run used in the same window, and how
+much of that was Ray's workers (phases that overlap share that window). The fit phase's core use is measured from
 per-task CPU, not wall: the seconds the fit and ζ tasks report (Σ
 ``timings_s.fit_cpu`` + ``statistics_cpu``) over ``fit_wall`` × the cores.
 
@@ -50,25 +50,30 @@ PHASES = ("imports", "load", "plan", "figure", "ray_start", "fits", "scoring", "
 RESULTS = REPO / "benchmarks" / "results" / "run_phases.jsonl"
 
 
-def _cpu(pid: int) -> float | None:
+def _cpu(pid: int) -> tuple[float, bool] | None:
+    """(CPU seconds, whether the process is a Ray worker) of a live process."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return (int(fields[11]) + int(fields[12])) / TICK, b"ray::" in command or b"default_worker.py" in command
 
 
 class TreeSampler:
-    """The CPU seconds of a process and all its descendants, sampled: (time, driver CPU, others' CPU) rows.
+    """The CPU seconds of a process and all its descendants, sampled: (time, driver CPU, others' CPU, workers'
+    CPU) rows; "others" are every process of the run but the driver (Ray's services and its workers).
 
     A process's last sampled value is kept after it exits, so a sum never drops.
     """
 
     def __init__(self, root: int, driver_of, interval: float = 0.05):
         self.root, self.driver_of, self.interval = root, driver_of, interval
-        self.samples: list[tuple[float, float, float]] = []
+        self.samples: list[tuple[float, float, float, float]] = []
         self.last: dict[int, float] = {}
+        self.workers: set[int] = set()
         self.driver: set[int] = set()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -83,27 +88,31 @@ class TreeSampler:
         tree, stack, alive = _children(), [self.root], False
         while stack:
             pid = stack.pop()
-            seconds = _cpu(pid)
-            if seconds is not None:
+            found = _cpu(pid)
+            if found is not None:
                 alive = alive or pid == self.root
-                self.last[pid] = seconds
+                self.last[pid] = found[0]
+                if found[1]:
+                    self.workers.add(pid)
             stack.extend(tree.get(pid, []))
         self.driver |= self.driver_of(tree)
         driver_cpu = sum(v for pid, v in self.last.items() if pid in self.driver)
-        self.samples.append((time.time(), driver_cpu, sum(self.last.values()) - driver_cpu))
+        workers_cpu = sum(v for pid, v in self.last.items() if pid in self.workers)
+        self.samples.append((time.time(), driver_cpu, sum(self.last.values()) - driver_cpu, workers_cpu))
         return alive
 
-    def others_between(self, start: float, end: float) -> float:
-        """CPU of the run's processes other than the driver (and its supervising parent) in [start, end]."""
-        return self._at(end) - self._at(start)
+    def between(self, start: float, end: float, column: int = 2) -> float:
+        """CPU in [start, end] of the run's processes other than the driver (column 2) or of its workers (3)."""
+        return self._at(end, column) - self._at(start, column)
 
-    def _at(self, when: float) -> float:
+    def _at(self, when: float, column: int) -> float:
         previous = (self.samples[0][0], 0.0)
-        for t, _, others in self.samples:
+        for row in self.samples:
+            t, value = row[0], row[column]
             if t >= when:
                 t0, v0 = previous
-                return v0 if t == t0 else v0 + (others - v0) * (when - t0) / (t - t0)
-            previous = (t, others)
+                return v0 if t == t0 else v0 + (value - v0) * (when - t0) / (t - t0)
+            previous = (t, value)
         return previous[1]
 
 
@@ -132,22 +141,24 @@ def one_run(flags: list[str], cache_dir: str | None) -> dict:
     phases = {}
     for r in records:
         begin = start if r["start"] is None else r["start"]  # the imports: from the process's start
-        entry = phases.setdefault(r["phase"], {"wall": 0.0, "driver_cpu": 0.0, "others_cpu": 0.0,
+        entry = phases.setdefault(r["phase"], {"wall": 0.0, "driver_cpu": 0.0, "others_cpu": 0.0, "workers_cpu": 0.0,
                                                "from": round(begin - start, 3)})
         entry["wall"] += r["end"] - begin
         entry["driver_cpu"] += r["cpu"]
-        entry["others_cpu"] += sampler.others_between(begin, r["end"])
+        entry["others_cpu"] += sampler.between(begin, r["end"])
+        entry["workers_cpu"] += sampler.between(begin, r["end"], column=3)
     timings = results["timings_s"]
     cpus = results["ray"].get("cpus") or os.cpu_count()
     task_cpu = timings.get("fit_cpu", 0.0) + timings.get("statistics_cpu", 0.0)
     fit_wall = timings.get("fit_wall") or float("nan")
-    _, driver_total, others_total = sampler.samples[-1]
+    _, driver_total, others_total, workers_total = sampler.samples[-1]
     return {
         "wall_s": round(wall, 3),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "phases": {name: {k: round(v, 3) for k, v in p.items()} for name, p in phases.items()},
-        "cpu_s": {"driver": round(driver_total, 3), "others": round(others_total, 3)},
+        "cpu_s": {"driver": round(driver_total, 3), "others": round(others_total, 3),
+                  "workers": round(workers_total, 3)},
         "fit_core_use": round(task_cpu / (fit_wall * cpus), 4),
         "fit_task_cpu_s": round(task_cpu, 3),
         "cpus": cpus,
@@ -157,17 +168,19 @@ def one_run(flags: list[str], cache_dir: str | None) -> dict:
 
 def table(rows: list[dict]) -> str:
     """Median over the repeats of each phase's wall and CPU."""
-    lines = ["| phase | from s | wall s | driver CPU s | other processes' CPU s |", "|---|---|---|---|---|"]
+    lines = ["| phase | from s | wall s | driver CPU s | other processes' CPU s | of which Ray workers |",
+             "|---|---|---|---|---|---|"]
     for name in PHASES:
         present = [r["phases"][name] for r in rows if name in r["phases"]]
         if present:
-            m = {k: statistics.median(p[k] for p in present) for k in ("from", "wall", "driver_cpu", "others_cpu")}
+            m = {k: statistics.median(p.get(k, 0.0) for p in present)
+                 for k in ("from", "wall", "driver_cpu", "others_cpu", "workers_cpu")}
             lines.append(f"| {name} | {m['from']:.2f} | {m['wall']:.2f} | {m['driver_cpu']:.2f} | "
-                         f"{m['others_cpu']:.2f} |")
+                         f"{m['others_cpu']:.2f} | {m['workers_cpu']:.2f} |")
     med = lambda f: statistics.median(f(r) for r in rows)  # noqa: E731
     lines += [
         f"| **process wall** | | **{med(lambda r: r['wall_s']):.2f}** | {med(lambda r: r['cpu_s']['driver']):.2f} | "
-        f"{med(lambda r: r['cpu_s']['others']):.2f} |",
+        f"{med(lambda r: r['cpu_s']['others']):.2f} | {med(lambda r: r['cpu_s'].get('workers', 0.0)):.2f} |",
         "",
         f"fit phase: core use {med(lambda r: r['fit_core_use']):.1%} from per-task CPU "
         f"({med(lambda r: r['fit_task_cpu_s']):.2f} task CPU-s over fit_wall "
