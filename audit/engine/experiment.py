@@ -336,7 +336,7 @@ def start_ray(address: str, num_cpus: int, X: sp.csr_matrix | None, target) -> S
     learner's modules) and loads the ζ kernels in a worker, so the fits find
     their workers ready. Nothing a fit computes depends on which worker runs it.
     """
-    def warm(ray) -> None:
+    def warm(ray) -> list:
         cpus = max(int(ray.cluster_resources().get("CPU", 1)), 1)
         task = one_cpu_task(ray, warm_up)
         return [task.remote(target) for _ in range(cpus)]
