@@ -26,7 +26,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.engine import parallel
+from topicaudit.engine import parallel, phases
 from topicaudit.engine.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -52,7 +52,9 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, taken through the same clean path as Ctrl-C (a CI timeout is not a verdict)."""
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``command`` (a known subcommand): only that one's module is imported and
+    registered (the others' imports cost a command that does not use them), else every one."""
     parser = argparse.ArgumentParser(
         prog="topicaudit",
         description="Measure how much a released topic model reveals about its training documents.",
@@ -61,9 +63,14 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"topicaudit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
+    for name in (command,) if command in COMMANDS else COMMANDS:
         importlib.import_module(f"topicaudit.cli.{name}").register(commands)
     return parser
+
+
+def _requested(argv: list[str] | None) -> str | None:
+    """The subcommand the arguments name (the first that is not an option), if any."""
+    return next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
 
 
 def _show_note(message, category, filename, lineno, file=None, line=None):
@@ -166,13 +173,17 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     """The command line in this process (the supervised child, or a test)."""
     supervisor.reset()
-    args = _build_parser().parse_args(argv)
+    args = _build_parser(_requested(argv)).parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
     parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
     parallel.ON_RAY_START = lambda: supervisor.tell(supervisor.RAY_IN_USE)
+    phases.mark("imports")
     with _signals(args.command):
         try:
-            code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            try:
+                code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+            finally:
+                parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:
             print(f"topicaudit: error: {user_message(error)}", file=sys.stderr)
             return EXIT_USER_ERROR

@@ -5,9 +5,12 @@ does (flags override the file); :func:`topicaudit.engine.run.execute_run` runs i
 """
 from __future__ import annotations
 
+import sys
+
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config, run_config
+from topicaudit.engine.phases import phase
 from topicaudit.engine.run import execute_run, summary_table
 from topicaudit.errors import UserError
 from topicaudit.targets import LEARNERS
@@ -75,19 +78,22 @@ def config_from_args(args):
 
 def execute(args) -> int:
     config = config_from_args(args)
-    results = execute_run(config, quiet=args.quiet)
+    # Ray, if this run started it, is still shutting down while the summary is printed (main waits for it).
+    results = execute_run(config, quiet=args.quiet, wait_for_ray=False)
     figure = config.run_dir / "roc.png" if results.attacks else None  # the run draws it
-    if args.quiet:
-        print(config.run_dir)
-    else:
-        try:
-            verdict, untestable = own_claim_check(config.run_dir), None
-        except UserError as error:  # the audit is done; only its bound cannot be stated
-            verdict, untestable = None, str(error)
-        print(summary_table(results, verdict))
-        if untestable:
-            print(f"\n  no ε bound: {untestable}")
-        print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
+    with phase("summary"):
+        if args.quiet:
+            print(config.run_dir)
+        else:
+            try:
+                verdict, untestable = own_claim_check(config.run_dir), None
+            except UserError as error:  # the audit is done; only its bound cannot be stated
+                verdict, untestable = None, str(error)
+            print(summary_table(results, verdict))
+            if untestable:
+                print(f"\n  no ε bound: {untestable}")
+            print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
+        sys.stdout.flush()
     return 0
 
 

@@ -29,11 +29,18 @@ import scipy.sparse as sp
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.lock import holds_only_the_lock
-from topicaudit.engine.parallel import cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.parallel import StartingSession, cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.phases import phase
 from topicaudit.engine.plan import Plan
 from topicaudit.engine.progress import Progress
 from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import fit_and_score, fit_release, statistics_batch
+from topicaudit.engine.tasks import (
+    fit_and_score,
+    fit_and_score_sharing_vocabulary,
+    fit_release,
+    statistics_batch,
+    warm_up,
+)
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__
@@ -201,21 +208,29 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         return release
 
     n_topics, n_words = _topics(exp.target), exp.X.shape[1]
-    target_release = exp.released
+    target_release, target_ref, vocabulary_ref = exp.released, None, None
     if target_release is not None:
         to_score[0] = target_release
     else:
         loaded = run.load_model(None, chash, n_topics, n_words)
         if loaded is None:
-            target_release = finished(fused.remote(exp.target, X_ref, np.flatnonzero(plan.target_in),
-                                                   plan.target_seed, None, scored_ref, exp.tol), 0, None)
+            task = (exp.target, X_ref, np.flatnonzero(plan.target_in), plan.target_seed, None, scored_ref, exp.tol)
+            if any(run.model_path(i).exists() for i in range(plan.n_shadows)):
+                # Resuming: the saved shadows are checked against the target's vocabulary, so it comes first.
+                target_release = finished(fused.remote(*task), 0, None)
+            else:
+                # The shadows' tasks take the target's vocabulary as a reference: queued now, they start the
+                # moment the target's task ends, without waiting for the driver.
+                vocabulary_ref, target_ref = one_cpu_task(ray, fit_and_score_sharing_vocabulary).options(
+                    num_returns=2).remote(*task)
         else:
             target_release, seconds = loaded
             timings["fit_cpu"] += seconds
             to_score[0] = target_release
     vocabulary = exp.shadow_vocabulary
     if isinstance(vocabulary, str):
-        vocabulary = target_release.vocabulary if vocabulary == "target" else None
+        vocabulary = (vocabulary_ref if target_ref is not None else target_release.vocabulary) \
+            if vocabulary == "target" else None
     pending = {}
     for i in range(plan.n_shadows):
         loaded = run.load_model(i, chash, n_topics, n_words)
@@ -228,6 +243,8 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         else:
             pending[fused.remote(exp.target, X_ref, np.flatnonzero(plan.shadow_in[i]), int(plan.shadow_seeds[i]),
                                  vocabulary, scored_ref, exp.tol)] = i
+    if target_ref is not None:
+        target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
     n_reused = plan.n_shadows - len(pending)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
     progress.done = n_reused
@@ -307,18 +324,41 @@ def compute_statistics(ray, X_ref, releases: list[Release], tol: float, cpus: in
     return {name: np.concatenate([p[name] for p in ordered]) for name in ordered[0]}
 
 
-def execute(exp: Experiment, quiet: bool = False) -> Outcome:
+def _object_store_bytes(X: sp.csr_matrix | None) -> int:
+    """The object store a local instance gets: room for the count matrix and what the tasks return."""
+    return 8 * (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) if X is not None else 0
+
+
+def start_ray(address: str, num_cpus: int, X: sp.csr_matrix | None, target) -> StartingSession:
+    """Start (or join) Ray in the background while the driver draws the plan; the session stops in the background.
+
+    Once Ray is up, one task per CPU unpickles ``target`` (importing its
+    learner's modules) and loads the ζ kernels in a worker, so the fits find
+    their workers ready. Nothing a fit computes depends on which worker runs it.
+    """
+    def warm(ray) -> list:
+        cpus = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        task = one_cpu_task(ray, warm_up)
+        return [task.remote(target) for _ in range(cpus)]
+
+    return StartingSession(ray_session(address, num_cpus, object_store_bytes=_object_store_bytes(X)), then=warm)
+
+
+def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | None = None) -> Outcome:
     """Fit (or reload) every model of the experiment and compute its statistics.
 
     The run directory is created inside the Ray session, and removed again if
-    an error stops the experiment before any model is saved.
+    an error stops the experiment before any model is saved. starting: the
+    session ``start_ray`` began (default: Ray starts here, when needed).
     """
     run = exp.run
     outcome = Outcome()
     worker_warnings = _WorkerWarnings()
-    size = exp.X.data.nbytes + exp.X.indices.nbytes + exp.X.indptr.nbytes if exp.X is not None else 0
-    session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=8 * size) if exp.needs_ray
-               else nullcontext(None))
+    if starting is not None:
+        session = starting.session()
+    else:
+        session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=_object_store_bytes(exp.X))
+                   if exp.needs_ray else nullcontext(None))
     with removed_on_user_error(run.path), session as ray:
         outcome.cluster = cluster_description(ray) if ray is not None else {"nodes": 0, "cpus": 0}
         outcome.versions = package_versions()
@@ -339,8 +379,9 @@ def execute(exp: Experiment, quiet: bool = False) -> Outcome:
             scored_ref = X_ref if exp.scored is None else ray.put(exp.scored)
             t = time.perf_counter()
             outcome.timings.update(fit_cpu=0.0, statistics_cpu=0.0, statistics=0.0)
-            outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
-                ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
+            with phase("fits"):
+                outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
+                    ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
             # fits and the statistics computed in their tasks; "statistics": reloaded or given models alone
             outcome.timings["fit_wall"] = time.perf_counter() - t - outcome.timings["statistics"]
     outcome.worker_warnings = worker_warnings.messages

@@ -21,6 +21,7 @@ try:
 except ImportError:  # Windows has no address-space limits
     resource = None
 
+from topicaudit.engine.phases import phase
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
 
 ONE_THREAD = {name: "1" for name in (
@@ -172,6 +173,24 @@ def check_address_space(object_store_bytes: int = 0) -> None:
         )
 
 
+# Sessions shutting down in the background (``StartingSession``), and what their shutdown raised.
+_stopping: list[threading.Thread] = []
+_stop_errors: list[BaseException] = []
+
+
+def wait_for_stop() -> None:
+    """Block until every session stopping in the background has shut down; re-raise what a shutdown raised.
+
+    The command line calls it after printing its result, ``execute_run`` before
+    returning to a library caller, and every new session before starting: no
+    caller ever sees a half-stopped Ray.
+    """
+    while _stopping:
+        _stopping.pop().join()
+    if _stop_errors:
+        raise _stop_errors.pop()
+
+
 @contextmanager
 def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 0):
     """Connect to (or start) Ray for the duration of the block.
@@ -182,6 +201,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     """
     import ray  # ~1 s to import: a run without shadow models never pays it
 
+    wait_for_stop()
     if ray.is_initialized():
         yield ray
         return
@@ -236,14 +256,91 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     try:
         yield ray
     finally:
-        stop_watching.set()
+        stop_watching.set()  # before the raylet stops, which the watcher would take for a crash
         try:
-            ray.shutdown()
+            with phase("stop"):
+                ray.shutdown()
         finally:
             if reaper is not None:
                 reaper.stop()
             if token_mode_set:
                 _set_auth_mode(ray, None)
+
+
+class StartingSession:
+    """A Ray session owned by a background thread: Ray starts while the driver prepares the work, and stops
+    while the driver writes the results.
+
+    The thread that starts Ray must outlive the session: Ray's local processes
+    die with the thread that started them (Linux's parent-death signal follows
+    the thread, not the process). So one thread enters the session, waits
+    until the work is done, and leaves it (``ray.shutdown``) while the driver
+    goes on; ``wait_for_stop`` joins it.
+
+    ``session()`` is the context manager to do the work in: it waits for the
+    start and raises what the start raised (a bad address is the same one-line
+    error, at the same point, as when Ray starts in the foreground).
+    ``abandon()`` ends a session whose work never began (an error while
+    preparing). ``then(ray)`` runs in the thread once Ray is up (e.g. warming
+    the workers); what it returns is kept until the session ends.
+    """
+
+    def __init__(self, session, then=None):
+        self._session, self._then = session, then
+        self._ray, self._error = None, None
+        self._ready, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._own, name="topicaudit-ray", daemon=True)
+        wait_for_stop()
+        self._thread.start()
+
+    def _own(self) -> None:
+        try:
+            with phase("ray_start"):
+                self._ray = self._session.__enter__()
+        except BaseException as error:  # noqa: BLE001 — re-raised in the driver's thread by session()
+            self._error = error
+            self._ready.set()
+            return
+        kept = None
+        try:
+            if self._then is not None:
+                try:
+                    kept = self._then(self._ray)
+                except Exception:  # noqa: BLE001 — warming is an optimisation; the work reports real failures
+                    pass
+        finally:
+            self._ready.set()
+        self._done.wait()
+        del kept
+        try:
+            self._session.__exit__(None, None, None)
+        except BaseException as error:  # noqa: BLE001 — re-raised by wait_for_stop in the driver's thread
+            _stop_errors.append(error)
+
+    @contextmanager
+    def session(self):
+        try:
+            self._ready.wait()
+        except BaseException:  # Ctrl-C while waiting: Ray is still stopped again
+            self.abandon()
+            raise
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        try:
+            yield self._ray
+        finally:
+            _stopping.append(self._thread)
+            self._done.set()
+
+    def abandon(self) -> None:
+        """Stop Ray again once it has started, and wait; what the start raised is dropped (the caller's error
+        stands)."""
+        self._done.set()
+        self._thread.join()
+        self._error = None
+        if _stop_errors:
+            _stop_errors.pop()
 
 
 # Set by the command line (topicaudit.cli.main): a library caller's process is not ours to end.

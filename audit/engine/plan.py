@@ -44,8 +44,8 @@ class Plan:
                 "target_seed": np.int64(self.target_seed), "shadow_seeds": self.shadow_seeds}
 
 
-def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
-    """Draw the target's members and N/2 complementary pairs of shadow halves."""
+def check_plan(n_docs: int, n_shadows: int, seed: int) -> None:
+    """What ``make_plan`` refuses, checked without drawing it (a run checks it before Ray starts)."""
     check_shadows(n_shadows, "the number of shadow models (--shadows)")
     if n_docs < 4:
         raise UserError(f"the corpus has {n_docs} usable documents; an audit needs at least 4")
@@ -54,6 +54,11 @@ def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
     # float64 per statistic (6), held twice while the batches are joined.
     check_fits_in_memory(float(n_shadows) * n_docs * (1 + 2 * 8 * 6),
                          f"{n_shadows} shadow models on {n_docs} documents", "use fewer shadow models (--shadows)")
+
+
+def make_plan(n_docs: int, n_shadows: int, seed: int) -> Plan:
+    """Draw the target's members and N/2 complementary pairs of shadow halves."""
+    check_plan(n_docs, n_shadows, seed)
     membership_seq, target_fit_seq, shadow_fit_seq, pairs_seq = np.random.SeedSequence(seed).spawn(4)
 
     rng = np.random.default_rng(membership_seq)

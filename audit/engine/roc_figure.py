@@ -79,6 +79,12 @@ def write_roc_figure(path: Path, title: str, scores: Mapping[str, np.ndarray], r
     return path
 
 
+def warm_up() -> None:
+    """Import matplotlib and load its fonts by rendering an empty figure: a run does this while Ray starts, so
+    drawing roc.png at the end costs only the drawing."""
+    render(new_figure(1, 1), "png")
+
+
 def new_figure(width: float, height: float):
     from matplotlib.figure import Figure  # matplotlib: ~0.5 s to import, only when a figure is drawn
 

@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +33,18 @@ from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.config import Config, config_hash, run_config, validate
-from topicaudit.engine.experiment import Experiment, execute
+from topicaudit.engine.experiment import Experiment, execute, start_ray
 from topicaudit.engine.lock import writer_lock
-from topicaudit.engine.plan import make_plan
+from topicaudit.engine.parallel import wait_for_stop
+from topicaudit.engine.phases import phase
+from topicaudit.engine.plan import check_plan, make_plan
 from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
-from topicaudit.inputs.corpus import corpus_fingerprint
+from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
 
@@ -174,15 +178,36 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
     return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
 
 
-def execute_run(config: Config, quiet: bool = False) -> RunResults:
+def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) -> RunResults:
     """``topicaudit run``: run (or resume) the audit a run configuration describes; returns what it wrote to
     ``results.json``.
 
     The run directory's writer lock is held throughout: a second writer is refused.
+    wait_for_ray: False returns while a Ray instance this run started is still
+    shutting down (the command line prints the summary meanwhile, then calls
+    ``parallel.wait_for_stop``).
     """
     config = run_config(config)
     with writer_lock(config.run_dir):
-        return _execute_run(config, quiet)
+        results = _execute_run(config, quiet)
+    if wait_for_ray:
+        wait_for_stop()
+    return results
+
+
+@dataclass
+class _Prepared:
+    """What a run settles before its models are fitted: nothing of it is written yet."""
+
+    corpus: Corpus
+    target: Any
+    guarantee: Any
+    canaries: CanarySet | None
+    plan: Any
+    observe: bool
+    fingerprint: str
+    experiment: Experiment
+    resuming: bool
 
 
 def _execute_run(config: Config, quiet: bool) -> RunResults:
@@ -190,15 +215,51 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
 
     Two experiments, either or both: the LiRA audit of natural documents (a
     target and ``shadows`` shadow models) and the canary audit (one canary
-    release, scored without shadows).
+    release, scored without shadows). Ray starts (or is joined) in the
+    background once the corpus is read, while the plan is drawn and the run
+    directory checked; it stops in the background once the models are fitted.
     """
     started = time.perf_counter()
     validate(config)
-    corpus = load_audit_corpus(config)
+    with phase("load"):
+        corpus = load_audit_corpus(config)
     t = config.target
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
                           t.test_bug)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
+    if config.attack.shadows:
+        check_plan(corpus.X.shape[0], config.attack.shadows, config.seed)  # its sizes, before Ray starts
+    c = config.attack.canaries
+    starting = start_ray(config.ray.address, config.ray.num_cpus, corpus.X if config.attack.shadows else None,
+                         target) if config.attack.shadows or (c.count and c.shadows) else None
+    try:
+        with phase("plan"):
+            ready = _prepare(config, corpus, target, quiet)
+        load_seconds = time.perf_counter() - started
+        if starting is not None and config.attack.shadows:
+            with phase("figure"):
+                warm_figure()  # matplotlib's imports and fonts, for roc.png, while Ray starts
+    except BaseException:
+        if starting is not None:
+            starting.abandon()
+        raise
+    if starting is not None and not ready.experiment.needs_ray:  # the same settings decide both: never
+        starting.abandon()
+        starting = None
+    outcome = execute(ready.experiment, quiet, starting)
+    with phase("scoring"):
+        typed, natural_scores = _score(config, ready, outcome, {"load": load_seconds, **outcome.timings}, started)
+    run = ready.experiment.run
+    with phase("writing"):
+        run.save_results(typed)
+        if natural_scores is not None:
+            write_roc_figure(run.path / "roc.png", typed.name or run.path.name, natural_scores, typed,
+                             atomic_write_bytes)
+    return typed
+
+
+def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:
+    """The canaries, the plan and the experiment of a run, checked against its directory (nothing written)."""
     guarantee = target.guarantee()
     canaries = build_canaries(config, corpus.X, target, guarantee.adjacency)
     plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None
@@ -213,7 +274,6 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         observe=canaries.observed_columns if observe else None,
         tol=config.attack.tol, ray_address=config.ray.address, num_cpus=config.ray.num_cpus)
     resuming = experiment.resuming()
-    load_seconds = time.perf_counter() - started
     if not quiet:
         n_tokens = int(corpus.X.sum())
         parts = [f"{config.attack.shadows} shadow models"] if plan else []
@@ -223,8 +283,16 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
               f"k={config.target.k}, {' and '.join(parts)} → {experiment.run.path}", file=sys.stderr)
-    outcome = execute(experiment, quiet)
-    run, timings = experiment.run, {"load": load_seconds, **outcome.timings}
+    return _Prepared(corpus, target, guarantee, canaries, plan, observe, fingerprint, experiment, resuming)
+
+
+def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
+           started: float) -> tuple[RunResults, dict[str, np.ndarray] | None]:
+    """Attack scores, bounds and utility from the experiment's outcome (saved as they are computed): the results,
+    and the natural documents' scores (None without shadows)."""
+    corpus, guarantee, canaries, plan, observe = ready.corpus, ready.guarantee, ready.canaries, ready.plan, ready.observe
+    experiment, fingerprint, resuming = ready.experiment, ready.fingerprint, ready.resuming
+    run = experiment.run
     target_release, stats = outcome.target_release, outcome.statistics
 
     bound_delta = guarantee.delta if math.isfinite(guarantee.epsilon) else config.attack.delta
@@ -315,10 +383,7 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     if "address" in results["ray"]:
         results["ray"]["models_by_node"] = run.models_by_node()
     typed = RunResults.from_json(json.loads(json.dumps(results)))  # plain JSON values, as the file reads back
-    run.save_results(typed)
-    if natural_scores is not None:
-        write_roc_figure(run.path / "roc.png", typed.name or run.path.name, natural_scores, typed, atomic_write_bytes)
-    return typed
+    return typed, natural_scores
 
 
 def summary_table(results: RunResults, verdict=None) -> str:

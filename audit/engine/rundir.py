@@ -47,6 +47,7 @@ from topicaudit.engine.lock import holds_only_the_lock
 # The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
 from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
+from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
@@ -62,8 +63,14 @@ def load_audit_corpus(config: Config) -> Corpus:
                                      s.doc_concentration, seed=config.seed)
         return corpus
     c = config.corpus
-    corpus = load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
-    return keep_most_frequent_words(corpus, c.max_words) if c.max_words else corpus
+
+    def load() -> Corpus:
+        corpus = load_corpus(c.path, format=c.format, preprocess=c.preprocess, text_field=c.text_field, **c.options)
+        return keep_most_frequent_words(corpus, c.max_words) if c.max_words else corpus
+
+    # A text corpus read before with the same settings: its counts from the cache (docs/corpora.md#cache).
+    return cached_corpus(c.path, c.format, {"preprocess": c.preprocess, "text_field": c.text_field,
+                                            "options": c.options, "max_words": c.max_words}, load)
 
 
 def fsync_directory(path: Path) -> None:

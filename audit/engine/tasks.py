@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.statistics import model_statistics
+from topicaudit.attacks.zeta import warmup
 from topicaudit.errors import DEVELOPER_WARNINGS
 from topicaudit.targets.base import Release
 
@@ -49,6 +50,12 @@ def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
     return release, time.process_time() - start, node, messages
 
 
+def warm_up(target) -> None:
+    """Ready a worker before its first fit: ``target`` arrives unpickled (its modules imported), the ζ kernels
+    load from numba's cache. Computes nothing that is kept."""
+    warmup()
+
+
 def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
                      ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every statistic of X's documents under each release, stacked; and the warnings raised."""
@@ -70,3 +77,11 @@ def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabul
     with recorded_warnings() as more:
         statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
     return release, seconds, node, statistics, time.process_time() - start, messages + more
+
+
+def fit_and_score_sharing_vocabulary(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
+                                     vocabulary: np.ndarray | None, X_scored: sp.csr_matrix, tol: float):
+    """``fit_and_score``, with the release's vocabulary also returned on its own (a task of two returns): the
+    shadows' tasks take that reference as their vocabulary and start when it is ready."""
+    result = fit_and_score(target, X, rows, seed, vocabulary, X_scored, tol)
+    return result[0].vocabulary, result

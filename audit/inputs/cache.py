@@ -1,0 +1,211 @@
+"""Cached pre-processing: a text corpus read once is counted once.
+
+Reading and pre-processing a text corpus (tokenising, stop words,
+lemmatising) is the same work every time the same file is audited with the
+same settings. The first load stores its result, the :class:`Corpus` (counts,
+vocabulary, texts, document ids, the description), in one ``.npz`` file; a
+later load with the same key reads it back instead: the same arrays, so the
+same corpus fingerprint and the same results.
+
+The key is a SHA-256 of the corpus file's bytes, the path as given (it is
+part of the corpus's description), the format and every loader setting
+(``preprocess``, ``text_field``, options, ``max_words``), topicaudit's version
+and the source of the modules that turn text into counts. Any change to one
+of them is another entry. Only single-file text formats are cached (``json``,
+``20news``): counts files (``uci``, ``mm``) are not pre-processed, and a folder
+is read file by file anyway.
+
+Where: ``$TOPICAUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/topicaudit``, else
+``~/.cache/topicaudit``; entries are ``corpora/<key>.npz``. Deleting the
+directory clears it; ``TOPICAUDIT_CACHE_DIR=off`` turns it off.
+
+An entry is written atomically (a temporary file renamed into place) and
+never trusted: it is read with the bounded ``.npz`` reader (no pickles), its
+stored key must be the key asked for and its SHA-256 digest of the arrays must
+match, and the counts and vocabulary pass the loaders' own checks. An entry
+that fails any of this is ignored and rebuilt from the corpus file. A cache
+that cannot be written (a read-only home) is skipped; no run fails for it.
+The loader's notes (warnings) are stored too and repeated on a hit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from topicaudit.errors import UserError
+from topicaudit.inputs.corpus import Corpus, detect_format
+from topicaudit.inputs.counting import check_vocabulary
+from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.sizes import BoundedNpz
+from topicaudit.targets.counts import check_counts
+from topicaudit.version import __version__
+
+ENVIRONMENT_VARIABLE = "TOPICAUDIT_CACHE_DIR"
+OFF = "off"
+SCHEMA = "topicaudit.corpus-cache/1"
+CACHED_FORMATS = ("json", "20news")
+# Where the text-to-counts code lives: its source is part of every key, so an edit to it is never served stale counts.
+_CODE = Path(__file__).resolve().parent
+_CODE_FILES = ("corpus.py", "counting.py", "preprocess.py", "files.py", "sizes.py", "formats", "_data")
+_WARNINGS = {cls.__name__: cls for cls in (UserWarning, RuntimeWarning, DeprecationWarning, FutureWarning,
+                                            SyntaxWarning, UnicodeWarning, ResourceWarning, PendingDeprecationWarning)}
+
+
+def cache_directory() -> Path | None:
+    """The cache's directory, or None when it is turned off (``TOPICAUDIT_CACHE_DIR=off``)."""
+    chosen = os.environ.get(ENVIRONMENT_VARIABLE)
+    if chosen is not None:
+        return None if chosen.strip().lower() in (OFF, "") else Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "topicaudit"
+
+
+@lru_cache(maxsize=1)
+def _code_digest() -> str:
+    digest = hashlib.sha256()
+    for name in _CODE_FILES:
+        path = _CODE / name
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(file.relative_to(_CODE).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(path, format: str | None, settings: dict[str, Any]) -> str | None:
+    """The entry's key for this corpus file and these settings; None when the corpus is not cached."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    try:
+        fmt = format or detect_format(Path(path))
+        if fmt not in CACHED_FORMATS:
+            return None
+        content = hashlib.sha256(read_user_file(Path(path), "corpus file")).hexdigest()
+    except (UserError, OSError):
+        return None  # the loader itself says what is wrong with the path
+    described = json.dumps({"schema": SCHEMA, "version": __version__, "code": _code_digest(), "path": str(path),
+                            "format": fmt, "content": content, "settings": settings}, sort_keys=True, default=str)
+    return hashlib.sha256(described.encode()).hexdigest()
+
+
+def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Callable[[], Corpus]) -> Corpus:
+    """``load()``'s corpus, read from the cache when an intact entry has this key, else loaded and stored."""
+    directory = cache_directory()
+    key = cache_key(path, format, settings) if directory is not None else None
+    if key is None:
+        return load()
+    entry = directory / "corpora" / f"{key}.npz"
+    found = read_entry(entry, key)
+    if found is not None:
+        corpus, notes = found
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            corpus = load()
+        notes = [(w.category.__name__, str(w.message)) for w in caught]
+        write_entry(entry, key, corpus, notes)
+    for category, message in notes:
+        warnings.warn(message, _WARNINGS.get(category, UserWarning), stacklevel=2)
+    return corpus
+
+
+# -- the entry's file ----------------------------------------------------------------
+def _strings(values: list[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A list of strings as one UTF-8 byte array and the offsets of each string's end (no pickles)."""
+    encoded = [str(v).encode("utf-8", "surrogatepass") for v in values]
+    ends = np.cumsum([len(b) for b in encoded], dtype=np.int64)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), ends
+
+
+def _unstrings(blob: np.ndarray, ends: np.ndarray) -> list[str]:
+    data = blob.tobytes()
+    starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
+    return [data[s:e].decode("utf-8", "surrogatepass") for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def _arrays(corpus: Corpus, notes: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+    X = corpus.X
+    arrays = {"indptr": X.indptr, "indices": X.indices, "data": X.data,
+              "shape": np.array(X.shape, dtype=np.int64), "doc_index": corpus.doc_index,
+              "n_dropped_empty": np.int64(corpus.n_dropped_empty)}
+    for name, values in (("vocabulary", corpus.vocabulary), ("source", [corpus.source]),
+                         ("notes", [json.dumps(notes)]), ("texts", corpus.texts), ("doc_ids", corpus.doc_ids)):
+        if values is not None:
+            arrays[f"{name}_bytes"], arrays[f"{name}_ends"] = _strings(values)
+    return arrays
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, str]]) -> None:
+    """Store the corpus under ``key``, atomically; a cache that cannot be written is skipped."""
+    arrays = _arrays(corpus, notes)
+    digest = _digest(arrays)
+    arrays["key"] = np.frombuffer(key.encode(), dtype=np.uint8)
+    arrays["digest"] = np.frombuffer(digest.encode(), dtype=np.uint8)
+    tmp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(tmp, entry)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def read_entry(entry: Path, key: str) -> tuple[Corpus, list[tuple[str, str]]] | None:
+    """The corpus and the loader's notes stored under ``key``; None when the entry is missing or damaged."""
+    if not entry.is_file():
+        return None
+    try:
+        with BoundedNpz(entry, str(entry)) as z:
+            arrays = {name: np.array(z[name]) for name in z.files}  # copies: writable, like a fresh load's
+        stored_key = arrays.pop("key").tobytes().decode()
+        stored_digest = arrays.pop("digest").tobytes().decode()
+        if stored_key != key or stored_digest != _digest(arrays):
+            return None
+        return _corpus(arrays)
+    except Exception:  # noqa: BLE001 — a damaged entry of any kind is rebuilt, never trusted nor fatal
+        return None
+
+
+def _corpus(a: dict[str, np.ndarray]) -> tuple[Corpus, list[tuple[str, str]]] | None:
+    n_docs, n_words = (int(v) for v in a["shape"])
+    X = sp.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=(n_docs, n_words))
+    X.indices, X.indptr = a["indices"], a["indptr"]  # the stored index types: the fingerprint hashes their bytes
+    X.check_format(full_check=True)
+    if not X.has_canonical_format or np.any(np.diff(X.indptr) == 0) or X.data.dtype != np.float64:
+        return None
+    check_counts(X, "cached corpus")
+    vocabulary = np.asarray(_unstrings(a["vocabulary_bytes"], a["vocabulary_ends"]), dtype=str)
+    if vocabulary.size != n_words or not np.array_equal(check_vocabulary(vocabulary, "cached corpus"), vocabulary):
+        return None
+    texts = _unstrings(a["texts_bytes"], a["texts_ends"]) if "texts_bytes" in a else None
+    ids = _unstrings(a["doc_ids_bytes"], a["doc_ids_ends"]) if "doc_ids_bytes" in a else None
+    doc_index = a["doc_index"]
+    if doc_index.dtype != np.int64 or doc_index.shape != (n_docs,) or any(
+            v is not None and len(v) != n_docs for v in (texts, ids)):
+        return None
+    notes = [(str(c), str(m)) for c, m in json.loads(_unstrings(a["notes_bytes"], a["notes_ends"])[0])]
+    corpus = Corpus(X=X, vocabulary=vocabulary, texts=texts,
+                    source=_unstrings(a["source_bytes"], a["source_ends"])[0], doc_index=doc_index,
+                    n_dropped_empty=int(a["n_dropped_empty"]), doc_ids=ids)
+    return corpus, notes
