@@ -20,8 +20,11 @@ such tests run at the end of the session.
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import os
+import shutil
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -37,6 +40,11 @@ from topicaudit.engine.run import execute_run
 # 30 s instead of 1 (load 8 on 2 cores). Waiting passively changes no number, only how idle threads wait. Set
 # before anything loads OpenMP; the commands the tests start inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# The corpus cache of the test session (and of the commands it starts) lives in a directory of its own, never the
+# user's ~/.cache; tests of the cache itself point it elsewhere.
+if "TOPICAUDIT_CACHE_DIR" not in os.environ:
+    os.environ["TOPICAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="topicaudit-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TOPICAUDIT_CACHE_DIR"], True)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
