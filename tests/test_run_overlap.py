@@ -62,7 +62,7 @@ def fake_ray(monkeypatch):
     return events
 
 
-def test_a_bad_ray_address_is_still_one_line_and_exit_2(capsys, tmp_path, tiny):
+def test_a_bad_ray_address_is_still_one_line_and_exit_2(capsys, tmp_path, tiny, own_ray):
     out = tmp_path / "run"
     code, _, err = call(capsys, "run", "--corpus", tiny, "--no-preprocess", "--k", 2, "--shadows", 2,
                         "--ray-address", f"127.0.0.1:{free_port()}", "--output", out)
@@ -102,7 +102,7 @@ def test_no_ray_is_started_for_a_canary_only_audit(capsys, tmp_path, tiny, fake_
     assert fake_ray == []
 
 
-def test_ray_stops_in_the_background_while_the_results_are_written(capsys, monkeypatch, tmp_path, small_config):
+def test_ray_stops_in_the_background_while_the_results_are_written(capsys, monkeypatch, tmp_path, small_config, own_ray):
     """A real audit: the session's shutdown (held back half a second here) overlaps the scoring and writing,
     and the command has waited for it when it returns. Every phase is traced."""
     real = experiment.ray_session
