@@ -171,10 +171,10 @@ def _cap_uniforms(X: sp.csr_matrix, lengths: np.ndarray, cap: int, rng: np.rando
     capped = np.flatnonzero(lengths > cap)
     sizes = lengths[capped].astype(np.int64)
     needed = np.diff(X.indptr)[capped] > 1
-    uniforms = np.zeros(int(sizes.sum()))
     advance = getattr(rng.bit_generator, "advance", None)
     if advance is None or needed.all():
-        return rng.random(uniforms.size)
+        return rng.random(int(sizes.sum()))
+    uniforms = np.zeros(int(sizes.sum()))
     offsets = np.r_[0, np.cumsum(sizes)]
     position = 0  # uniforms the generator has passed
     for i in np.flatnonzero(needed):
