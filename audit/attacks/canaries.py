@@ -210,7 +210,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
             length = 1
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
         if kind == "threshold":
-            anchor_counts = np.where(np.arange(count) % 2 == 0, int(anchors), 0).astype(np.int64)
+            anchor_counts = np.where(anchored_positions(count), int(anchors), 0).astype(np.int64)
             documents = _threshold_rows(n_words, count, length)
         else:
             n_columns = n_words + (2 if kind == "paired" else 1) * count
@@ -226,6 +226,11 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
                      n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
                      shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates, anchors=anchor_counts)
+
+
+def anchored_positions(count: int) -> np.ndarray:
+    """(count,) bool: which threshold canaries are anchored (the even-numbered ones; the odd ones are fresh)."""
+    return np.arange(count) % 2 == 0
 
 
 def _threshold_rows(n_words: int, count: int, length: int) -> sp.csr_matrix:

@@ -50,7 +50,7 @@ import numpy as np
 from numba import njit
 from scipy.special import logsumexp
 
-from topicaudit.attacks.canaries import CanarySet
+from topicaudit.attacks.canaries import CanarySet, anchored_positions
 from topicaudit.targets.base import Transcript
 
 KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "laplace-count-releases",
@@ -274,7 +274,7 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
     if kind not in KINDS:
         raise ValueError(f"no simulator for transcript kind {kind!r}")
     if kind == "dpsu":  # even-numbered canaries anchored by `anchors` one-word documents, odd ones fresh
-        anchors = np.where(np.arange(m) % 2 == 0, int(parameters["anchors"]), 0)
+        anchors = np.where(anchored_positions(m), int(parameters["anchors"]), 0)
         scale = float(parameters["scale"]) / factor
         noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
         weight = np.minimum(anchors + coins, float(parameters["gamma"])) + noise

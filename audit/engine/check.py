@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from topicaudit.attacks.canaries import anchored_positions
 from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
@@ -305,8 +306,7 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
     parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
-    # simulate_scores anchors the even-numbered DP vocabulary canaries, as the runs do
-    anchored = np.arange(m) % 2 == 0 if mechanism.kind == "dpsu" else np.ones(m, bool)
+    anchored = anchored_positions(m) if mechanism.kind == "dpsu" else np.ones(m, bool)  # as simulate_scores places them
     out = {}
     for factor in (2.0, 10.0):
         trained, untrained = (simulate_scores(mechanism.kind, parameters, np.full(m, present), int(mechanism.tokens),
