@@ -186,7 +186,7 @@ def check_canary_audit(learner) -> None:
     kind = resolve_kind("auto", g.adjacency, g.parameters.get("neighbours"))
     canaries = make_canaries(X, CANARIES, kind, default_length(learner, X), seed=0)
     observe = (target.observes_mechanism and canaries.observed_columns.size > 0
-               and (g.adjacency is None or g.adjacency.document_level or kind == "word"))
+               and (g.adjacency is None or g.adjacency.document_level or canaries.word_level))
     release = target.fit(canaries.training_matrix(X), canaries.fit_seed,
                          observe=canaries.observed_columns if observe else None)
     scores = all_canary_scores(release, [], canaries, tol=1e-8)

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma, ndtr
 
-from topicaudit.attacks.canaries import make_canaries
+from topicaudit.attacks.canaries import make_canaries, resolve_kind
 from topicaudit.attacks.mechanism import (
     dpsu_scores,
     released_documents,
@@ -27,6 +27,7 @@ from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
+from topicaudit.targets.privacy.guarantee import Adjacency
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
@@ -192,6 +193,45 @@ def test_paired_canaries_train_exactly_one_document_of_each_pair():
     assert np.allclose(np.abs(scores["mechanism_mass"]), math.log(6 + 1e-3) - math.log(1e-3))
 
 
+def test_paired_word_canaries_put_the_heads_or_the_tails_word_in_the_same_host():
+    X = _counts()
+    c = make_canaries(X, 30, "paired-word", 1, seed=2)
+    train = c.training_matrix(X)
+    assert train.shape == (X.shape[0], X.shape[1] + 60) and c.word_level
+    assert np.array_equal(train[:, : X.shape[1]].toarray(), X.toarray())  # only the one token is added
+    fresh = train[:, X.shape[1]:].toarray()
+    assert fresh.sum() == 30
+    heads, tails = fresh[:, :30], fresh[:, 30:]
+    assert np.array_equal(heads.sum(axis=0) > 0, c.coins) and np.array_equal(tails.sum(axis=0) > 0, ~c.coins)
+    assert np.array_equal((heads + tails).argmax(axis=0), c.hosts)  # the same place either way
+    assert np.array_equal(c.observed_columns, np.r_[c.words, c.alternate_words])
+
+
+def test_a_paired_word_canary_scores_every_release_of_its_heads_word_minus_its_tails_word():
+    X = _counts()
+    c = make_canaries(X, 4, "paired-word", 1, seed=3)
+    releases = np.random.default_rng(0).laplace(0.0, 2.0, (3, 2, 8))  # T = 3 releases, k = 2, 8 columns
+    t = Transcript("laplace-count-releases", c.observed_columns, {"releases": releases},
+                   {"scale": 2.0, "document_tokens": 1, "releases": 3})
+
+    def llr(y):  # log mean over the 2 topics of exp((|y_t| − |y_t − 1|)/b), summed over the releases
+        return sum(math.log(np.mean(np.exp((np.abs(r) - np.abs(r - 1)) / 2.0))) for r in y)
+    by_hand = [llr(releases[:, :, i]) - llr(releases[:, :, 4 + i]) for i in range(4)]
+    assert np.allclose(mechanism_scores(t, c)["mechanism"], by_hand)
+
+
+def test_central_word_claims_get_paired_word_canaries_and_local_word_claims_word_canaries(tmp_path):
+    assert resolve_kind("auto", Adjacency.WORD) == "paired-word"
+    assert resolve_kind("auto", Adjacency.LOCAL_WORD) == "word"
+    results = execute_run(config_from_dict({
+        **SMALL_CORPUS, "output": str(tmp_path / "h"),
+        "target": {"learner": "hdp-lda", "k": 3, "vocabulary": "all", "params": {"n_iter": 2}},
+        "attack": {"shadows": 0, "canaries": {"count": 40}}}), quiet=True)
+    c = results["canaries"]
+    assert (c["kind"], c["adjacency"], c["observe"], c["paired"]) == ("paired-word", "word", "mechanism", True)
+    assert c["mechanism"]["paired"] and c["mechanism"]["parameters"]["releases"] == 2
+
+
 def test_replace_one_claims_get_paired_canaries_longer_than_the_cap(tmp_path):
     results = execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / "r"),
@@ -256,6 +296,8 @@ def _gate(tmp_path, name, learner, params, bug="", count=400, k=3):
     ("dp-cgs", {"epsilon": 3.0, "n_iter": 10, "max_doc_length": 8}, ["no-noise", "cap-skipped"]),
     ("dp-svi", {"epsilon": 3.0, "n_iter": 100, "sampling_rate": 0.3, "max_doc_tokens": 20},
      ["composition-forgotten", "no-noise"]),
+    # One release whose Laplace noise carries almost all of the claim ε_g = 3.02 (C/β small).
+    ("hdp-lda", {"epsilon_l": 3.0, "n_iter": 1, "clip": 0.01, "beta": 1.0}, ["no-noise"]),
 ])
 def test_the_gate_passes_correct_learners_and_catches_planted_bugs(tmp_path, capsys, learner, params, bugs):
     assert _gate(tmp_path, "ok", learner, params) == 0

@@ -35,10 +35,15 @@ Kinds (``[attack.canaries] kind``):
                  which one trains (the other never does): the neighbour of a
                  replace-one claim, whose whole sensitivity a present/absent
                  canary cannot exercise.
+``paired-word``  one token in one document of the fixed set whose word is one
+                 of two fresh words, the coin picking which: the neighbour of
+                 a central word-level claim (substitution of one token's
+                 word), whose sensitivity an inserted word exercises only
+                 half of.
 
 Scores need no shadow model: ``zeta`` is ζ of the canary under the canary
 release (a token whose word the release leaves out has likelihood 0, so it
-ranks below any released word); ``column`` (unique-word and word canaries) is
+ranks below any released word); ``column`` (canaries of fresh words) is
 the log of the canary word's total mass over the topics of Φ. With
 ``[attack.canaries] shadows = N`` the run also trains N shadow canary releases
 (every canary in exactly half of them) and adds online and offline LiRA on
@@ -56,7 +61,11 @@ from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.targets.base import Release
 from topicaudit.targets.privacy.guarantee import Adjacency, adjacency_of
 
-KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "threshold")
+KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "paired-word", "threshold")
+# Kinds whose canary is one token inserted into a host document of the fixed set (word-level claims).
+WORD_KINDS = ("word", "paired-word")
+# Kinds whose coin picks which of two fresh alternatives trains (replace-one claims): scored heads minus tails.
+PAIRED_KINDS = ("paired", "paired-word")
 # Attributes by which learners cap a document's tokens.
 DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
 # A canary this many times longer than the cap: a correct learner truncates it, a missing cap shows.
@@ -81,7 +90,7 @@ class CanarySet:
     fit_seed: int
     shadow_in: np.ndarray | None = None   # (N, m) bool: which shadow canary release trains on which canary
     shadow_seeds: np.ndarray | None = None
-    alternates: sp.csr_matrix | None = None  # paired kind: the document that trains when the coin is tails
+    alternates: sp.csr_matrix | None = None  # paired kinds: what trains when the coin is tails
     anchors: np.ndarray | None = None  # threshold kind: (m,) fixed one-word documents of each canary's word
 
     @property
@@ -99,14 +108,19 @@ class CanarySet:
     @property
     def words(self) -> np.ndarray | None:
         """The fresh column of each unique-word, word or paired canary (its heads word; None for other kinds)."""
-        if self.kind not in ("unique-word", "word", "paired", "threshold"):
+        if self.kind not in ("unique-word", "word", "paired", "paired-word", "threshold"):
             return None
         return self.n_corpus_words + self.ids
 
     @property
     def alternate_words(self) -> np.ndarray | None:
         """A paired canary's tails word (None for other kinds)."""
-        return self.n_corpus_words + self.count + self.ids if self.kind == "paired" else None
+        return self.n_corpus_words + self.count + self.ids if self.kind in PAIRED_KINDS else None
+
+    @property
+    def word_level(self) -> bool:
+        """Whether each canary is one token in a host document (it tests word-level claims)."""
+        return self.kind in WORD_KINDS
 
     @property
     def observed_columns(self) -> np.ndarray:
@@ -127,6 +141,9 @@ class CanarySet:
             inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self.words[coins])),
                                      shape=fixed.shape)
             return (fixed + inserted).tocsr()
+        if self.kind == "paired-word":  # the host holds one token of the heads word or of the tails word
+            words = np.where(coins, self.words, self.alternate_words)
+            return (fixed + sp.csr_matrix((np.ones(self.count), (self.hosts, words)), shape=fixed.shape)).tocsr()
         if self.kind == "paired":
             return sp.vstack([fixed, self.documents[coins], self.alternates[~coins]], format="csr")
         if self.kind == "threshold":
@@ -151,10 +168,18 @@ class CanarySet:
 
 
 def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str | None = None) -> str:
-    """``auto``: word canaries for word-level claims, paired ones for replace-one claims, unique-word otherwise."""
+    """``auto``: canaries of the claim's neighbour relation.
+
+    A central word-level claim protects the substitution of one token's word:
+    paired word canaries (heads word or tails word at the same place). A local
+    word claim protects one word of one user's report: word canaries.
+    Document-level: paired for replace-one claims, unique-word otherwise.
+    """
     if kind != "auto":
         return kind
     adjacency = adjacency_of(adjacency)
+    if adjacency is Adjacency.WORD:
+        return "paired-word"
     if adjacency is not None and not adjacency.document_level:
         return "word"
     return "paired" if neighbours == "replace-one" else "unique-word"
@@ -206,16 +231,16 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         cols = pool[np.arange(count * length) % pool.size].reshape(count, length)
         documents = _rows(cols, n_words)
     else:
-        if kind == "word":
+        if kind in WORD_KINDS:
             length = 1
             hosts = rng.choice(n_docs, count, replace=count > n_docs).astype(np.int64)
         if kind == "threshold":
             anchor_counts = np.where(anchored_positions(count), int(anchors), 0).astype(np.int64)
             documents = _threshold_rows(n_words, count, length)
         else:
-            n_columns = n_words + (2 if kind == "paired" else 1) * count
+            n_columns = n_words + (2 if kind in PAIRED_KINDS else 1) * count
             documents = _one_word_rows(n_words + np.arange(count), length, n_columns)
-            if kind == "paired":
+            if kind in PAIRED_KINDS:
                 alternates = _one_word_rows(n_words + count + np.arange(count), length, n_columns)
     shadow_in = shadow_seeds = None
     if shadows:

@@ -110,7 +110,7 @@ def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarra
         return out
     p, a = transcript.parameters, transcript.arrays
     if transcript.kind in ("randomized-response", "geometric-counts"):
-        if canaries.kind != "word":
+        if not canaries.word_level:
             raise ValueError(f"{transcript.kind} transcripts score word canaries (one word in a host's report)")
         reports = np.asarray(a["reports"])[canaries.hosts[seen], at[seen]]
         if transcript.kind == "randomized-response":

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from topicaudit.attacks.canaries import anchored_positions
+from topicaudit.attacks.canaries import WORD_KINDS, anchored_positions
 from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
@@ -94,7 +94,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     results = read_results(results_path)
     target, guarantee = results.target, results.target.guarantee
     learner = target.learner
-    word_canaries = canaries is not None and canaries[2] == "word"
+    word_canaries = canaries is not None and canaries[2] in WORD_KINDS
     adjacency = adjacency_of(guarantee.adjacency)
     word_claim = adjacency is not None and not adjacency.document_level and (epsilon is None or word_canaries)
     observe = results.canaries.observe if results.canaries is not None else None

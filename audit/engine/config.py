@@ -73,7 +73,7 @@ class CanaryConfig:
     shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
 
 
-CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word", "paired", "threshold")
+CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word", "paired", "paired-word", "threshold")
 OBSERVE = ("auto", "mechanism", "release")
 
 

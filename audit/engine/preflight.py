@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from topicaudit.attacks.canaries import resolve_kind
+from topicaudit.attacks.canaries import WORD_KINDS, resolve_kind
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.config import Config, validate
@@ -52,14 +52,14 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
                         target.learner.guarantee().parameters.get("neighbours")) if canaries.count else None
     adjacency = adjacency_of(guarantee.adjacency)
     word_level = adjacency is not None and not adjacency.document_level
-    if word_level and epsilon is None and kind != "word":
+    if word_level and epsilon is None and kind not in WORD_KINDS:
         raise UserError(
             f"the target ({t.learner}) claims ε = {claimed:g} per word ({adjacency.value} adjacency), which "
             f"whole-document tests cannot hold it to; audit it with word canaries ({names['canaries']} M, kind "
             f"auto or word), or pass a document-level claim (group privacy: L·ε for documents of L words) "
             f"with {names['epsilon']}")
-    word_claim = word_level and (epsilon is None or kind == "word")
-    if kind == "word" and not word_claim and not config.attack.shadows:
+    word_claim = word_level and (epsilon is None or kind in WORD_KINDS)
+    if kind in WORD_KINDS and not word_claim and not config.attack.shadows:
         raise UserError("this audit has only word canaries, which test word-level claims, and the claim is "
                         "document-level: use document canaries ([attack.canaries] kind = \"unique-word\") "
                         "or shadow models")

@@ -19,6 +19,7 @@ import numpy as np
 
 from topicaudit.attacks.canaries import (
     CAP_MULTIPLE,
+    PAIRED_KINDS,
     CanarySet,
     canary_scores,
     default_length,
@@ -86,7 +87,7 @@ def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bo
     possible = (target.observes_mechanism or target.observes_vocabulary) and canaries.observed_columns.size > 0
     # A local learner's reports are scored per host (word canaries); a document canary has no host.
     adjacency = target.guarantee().adjacency
-    if adjacency is not None and not adjacency.document_level and canaries.kind != "word" \
+    if adjacency is not None and not adjacency.document_level and not canaries.word_level \
             and not target.observes_vocabulary:
         possible = False
     if mode == "mechanism" and not possible:
@@ -138,10 +139,10 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     return {
         "observe": observe,
         "threat_model": THREAT_MODELS[observe],
-        "paired": canaries.kind == "paired",
+        "paired": canaries.kind in PAIRED_KINDS,
         # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
         **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
-                          "topics": int(release.phi.shape[0]), "paired": canaries.kind == "paired",
+                          "topics": int(release.phi.shape[0]), "paired": canaries.kind in PAIRED_KINDS,
                           "stage": "vocabulary" if transcript.kind == "dpsu" else "learner",
                           **({"fresh_released": released_fresh_canaries(transcript, canaries),
                               "anchors": int(canaries.anchors.max(initial=0)) if canaries.anchors is not None
@@ -155,7 +156,7 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         "fixed_training_documents": int(canaries.fixed_rows.size),
         "shadows": 0 if canaries.shadow_in is None else len(canaries.shadow_in),
         "release_vocabulary_size": int(release.vocabulary.size),
-        "adjacency": "word" if canaries.kind == "word" else "document",
+        "adjacency": "word" if canaries.word_level else "document",
         "scores": {name: summarize(values, coins) for name, values in scores.items()} if bounds else {},
         "epsilon_lower_bounds": {
             "confidence": 1 - alpha,
