@@ -1,4 +1,5 @@
-"""What the best possible mechanism audit of DP-SVI can prove, by canary count: the claimed mechanism simulated.
+"""What the best possible mechanism audit of DP-SVI (or HDP-LDA) can prove, by canary count: the claimed
+mechanism simulated.
 
 A DP-SVI claim covers every step's noisy statistics; the mechanism audit
 scores each canary by the claimed mechanism's exact likelihood ratio
@@ -11,6 +12,10 @@ the ceiling of any real audit of that design: how many canaries a given
 tightness, or a given chance of catching noise ÷ 2, needs.
 
   .venv/bin/python benchmarks/ideal_mechanism_audit.py --canaries 1000 10000 30000 100000 --replicates 20
+
+With ``--learner hdp-lda`` it simulates HDP-LDA's T Laplace releases (``--releases``) at the benchmark's
+C = 0.01, β = 1 with paired word canaries, scored by check's pure-ε tests: ``--k 5`` is the real audit
+(the canary token's topic unknown, one of k), ``--k 1`` an audit that knows it.
 
 Writes one JSON row per (ε, canaries, factor, replicate) to
 benchmarks/results/ideal_mechanism_audit.jsonl and prints the summary table.
@@ -31,6 +36,10 @@ from topicaudit.bounds.verdict import bound_tests, guess_family
 from topicaudit.engine.check import curve_tests
 from topicaudit.targets.privacy.composition import privacy_profile
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
+from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mechanism_audit import hdp_epsilon_l  # noqa: E402  (one rule for HDP-LDA's ε_l in both benchmarks)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ALPHA = 0.05
@@ -42,6 +51,18 @@ def claimed(epsilon: float, k: int):
     """The claimed learner's constants and privacy profile (the PLD accountant's, computed once per ε)."""
     learner = DPStochasticVariationalLDA(k, epsilon=epsilon)
     return learner.mechanism_parameters(), privacy_profile(learner.guarantee()), learner.delta
+
+
+def hdp_audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, releases: int) -> float:
+    """ε_LB of one simulated HDP-LDA audit: paired word canaries, check's pure-ε tests (α split over them)."""
+    settings = {"n_iter": releases, "clip": 0.01, "beta": 1.0}
+    learner = ZhaoHDPLDA(k, epsilon_l=hdp_epsilon_l(settings, epsilon), **settings)
+    rng = np.random.default_rng(seed)
+    coins = rng.random(canaries) < 0.5
+    scores = {"mechanism": simulate_scores("laplace-count-releases", learner.mechanism_parameters(), coins, 1,
+                                           factor, rng, paired=True, k=k)}
+    tests = bound_tests(scores, coins, 0.0, ALPHA / 2)  # the two pure-ε tests check runs at δ = 0
+    return max(b.epsilon for b in tests.values())
 
 
 def audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, tokens: int) -> float:
@@ -64,16 +85,21 @@ def main() -> int:
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=800, help="canary length (the audit's default: 4× the cap)")
+    parser.add_argument("--learner", choices=["dp-svi", "hdp-lda"], default="dp-svi")
+    parser.add_argument("--releases", type=int, default=1, help="HDP-LDA's T")
     args = parser.parse_args()
+    log_name = "ideal_mechanism_audit" if args.learner == "dp-svi" else "ideal_hdp_audit"
     RESULTS.mkdir(exist_ok=True)
     rows = []
-    with (RESULTS / "ideal_mechanism_audit.jsonl").open("a") as log:
+    with (RESULTS / f"{log_name}.jsonl").open("a") as log:
         for epsilon in args.epsilons:
             for m in args.canaries:
                 for factor in args.factors:
                     for seed in range(args.replicates):
-                        row = {"epsilon": epsilon, "canaries": m, "factor": factor, "seed": seed,
-                               "epsilon_lb": audit(epsilon, m, factor, seed, args.k, args.tokens)}
+                        bound = (audit(epsilon, m, factor, seed, args.k, args.tokens) if args.learner == "dp-svi"
+                                 else hdp_audit(epsilon, m, factor, seed, args.k, args.releases))
+                        row = {"epsilon": epsilon, "canaries": m, "factor": factor, "seed": seed, "epsilon_lb": bound,
+                               **({"releases": args.releases, "k": args.k} if args.learner == "hdp-lda" else {})}
                         rows.append(row)
                         log.write(json.dumps(row) + "\n")
                     print(summary_line(rows, epsilon, m, factor), flush=True)
