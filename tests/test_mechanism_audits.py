@@ -146,6 +146,23 @@ def test_laplace_scores_match_hand_computation():
     assert np.allclose(laplace_column_llr(y, L, b), by_hand)
 
 
+def test_saturated_laplace_ratios_tie_exactly_so_rounding_cannot_give_the_coins_away():
+    # count + noise in float64 rounds differently from noise alone; the textbook |y| − |y − 1| carried those
+    # bits into the saturated scores, and the guesses' tie-breaking turned them into "evidence" (ε_LB 3.1 for a
+    # 0.98-DP paired Laplace canary).
+    rng = np.random.default_rng(0)
+    coins = rng.random(10000) < 0.5
+    y = rng.laplace(0.0, 2.0, 10000) + coins
+    ratio = laplace_column_llr(y[None, :], 1, 2.0)
+    assert set(np.unique(ratio[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    weights = dpsu_scores(y + 3.0, np.zeros(10000, bool), np.full(10000, 3), {"gamma": 10.0, "scale": 2.0,
+                                                                            "noise": "laplace"})
+    assert set(np.unique(weights[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    scores = simulate_scores("laplace-count-releases", {"scale": 2.0, "document_tokens": 1, "releases": 1}, coins,
+                             1, 1.0, np.random.default_rng(1), paired=True, k=1)
+    assert eps_lb_fdp_one_run(scores, coins, 0.0, 0.05, family="pure").epsilon <= 1.0  # the claim: ε = 2/b = 1
+
+
 def test_a_dp_svi_step_scores_n_tokens_in_the_columns_top_topic_clipped_as_claimed():
     y = np.array([[[30.0, 5.0], [-10.0, 40.0]], [[0.0, -20.0], [25.0, 10.0]]])    # (T=2, k=2, 2 canaries)
     top = np.array([[0, 1], [1, 0]], dtype=np.int16)                              # (T=2, 2 canaries)

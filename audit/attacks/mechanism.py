@@ -171,7 +171,7 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
     if parameters["noise"] == "gaussian":
         weight_llr = ((noisy - h_out) ** 2 - (noisy - h_in) ** 2) / (2.0 * scale**2)
     else:
-        weight_llr = (np.abs(noisy - h_out) - np.abs(noisy - h_in)) / scale
+        weight_llr = laplace_llr(noisy, h_out, h_in, scale)
     return np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0))
 
 
@@ -182,9 +182,22 @@ def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tupl
     return int(released_documents(transcript, canaries)[fresh].sum()), int(fresh.sum())
 
 
+def laplace_llr(y: np.ndarray, low: float, high: float, scale: float) -> np.ndarray:
+    """(|y − low| − |y − high|)/b, the Laplace ratio of a value centred on ``high`` against ``low`` (high ≥ low).
+
+    Computed as (2·clip(y, low, high) − low − high)/b, so it is exactly ±(high
+    − low)/b wherever it saturates. The textbook form rounds differently for
+    y = count + noise than for y = noise, and those rounding bits are
+    correlated with the count: they would break the ties among saturated
+    scores in the coins' favour (a floating-point leak, Mironov 2012),
+    which the audit must neither exploit nor hide.
+    """
+    return (2.0 * np.clip(y, low, high) - (low + high)) / scale
+
+
 def laplace_column_llr(y: np.ndarray, tokens: int, scale: float) -> np.ndarray:
     """log mean_t exp((|y_t| − |y_t − L|)/b) over the k rows of y (k × canaries)."""
-    ratio = (np.abs(y) - np.abs(y - tokens)) / scale
+    ratio = laplace_llr(y, 0.0, float(tokens), scale)
     return logsumexp(ratio, axis=0) - math.log(y.shape[0])
 
 
