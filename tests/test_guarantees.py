@@ -99,7 +99,7 @@ def test_readers_classify_adjacency_by_its_level():
     assert not claim_of(results("local-word")).document_level and not claim_of(results("word")).document_level
     assert claim_of(results("word")).basis is Basis.THEOREM
     assert [resolve_kind("auto", a) for a in ("word", Adjacency.LOCAL_WORD, "document", None)] == [
-        "word", "word", "unique-word", "unique-word"]
+        "paired-word", "word", "unique-word", "unique-word"]
 
 
 # --------------------------------------------------------------------------
