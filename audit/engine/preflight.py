@@ -56,7 +56,7 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
         raise UserError(
             f"the target ({t.learner}) claims ε = {claimed:g} per word ({adjacency.value} adjacency), which "
             f"whole-document tests cannot hold it to; audit it with word canaries ({names['canaries']} M, kind "
-            f"auto or word), or pass a document-level claim (group privacy: L·ε for documents of L words) "
+            f"auto, word or paired-word), or pass a document-level claim (group privacy: L·ε for documents of L words) "
             f"with {names['epsilon']}")
     word_claim = word_level and (epsilon is None or kind in WORD_KINDS)
     if kind in WORD_KINDS and not word_claim and not config.attack.shadows:
