@@ -14,6 +14,11 @@ and the CPU the other processes of the run used in the same window, and how
 much of that was Ray's workers (phases that overlap share that window). The fit phase's core use is measured from
 per-task CPU, not wall: the seconds the fit and ζ tasks report (Σ
 ``timings_s.fit_cpu`` + ``statistics_cpu``) over ``fit_wall`` × the cores.
+The Ray workers' CPU is also split by what each worker was doing, read from
+its process title: ``start-up`` (the interpreter and Ray starting),
+``ray::IDLE`` (between tasks: the task module's imports, Ray's set-up, tasks
+received and results sent), and each task by name (``ray::warm_up``,
+``ray::fit_and_score``, ...). Ray's agents and the raylet are not workers.
 
 Each repeat appends one JSON line to ``benchmarks/results/run_phases.jsonl``
 (the command, the commit, the load average before and after, every phase);
@@ -48,10 +53,30 @@ from harness import REPO, invocation  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 PHASES = ("imports", "load", "plan", "figure", "ray_start", "fits", "scoring", "writing", "summary", "stop")
 RESULTS = REPO / "benchmarks" / "results" / "run_phases.jsonl"
+# A worker's CPU outside its tasks: the interpreter and Ray starting, and between tasks (the task module's
+# imports, Ray's serialisation set-up, receiving tasks and sending results).
+OUTSIDE_TASKS = ("start-up", "ray::IDLE")
 
 
-def _cpu(pid: int) -> tuple[float, bool] | None:
-    """(CPU seconds, whether the process is a Ray worker) of a live process."""
+def worker_state(command: bytes) -> str | None:
+    """What a process of the run is doing, from its command line, if it is a Ray worker; None for every other
+    process (the driver, Ray's services, its agents ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent``, the raylet,
+    whose command line names ``default_worker.py`` as the command it starts workers with).
+
+    A worker names the task it runs in its process title (``ray::fit_and_score``), ``ray::IDLE`` between tasks,
+    and is ``start-up`` until Ray sets the title (the interpreter starting and importing Ray).
+    """
+    argv = command.split(b"\0")
+    title = argv[0].strip()
+    if title.startswith(b"ray::"):
+        return None if title.endswith(b"Agent") else title.decode(errors="replace")
+    if any(arg.endswith(b"default_worker.py") for arg in argv[1:3]):
+        return "start-up"
+    return None
+
+
+def _cpu(pid: int) -> tuple[float, str | None] | None:
+    """(CPU seconds, ``worker_state``) of a live process."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -59,14 +84,16 @@ def _cpu(pid: int) -> tuple[float, bool] | None:
             command = f.read()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK, b"ray::" in command or b"default_worker.py" in command
+    return (int(fields[11]) + int(fields[12])) / TICK, worker_state(command)
 
 
 class TreeSampler:
     """The CPU seconds of a process and all its descendants, sampled: (time, driver CPU, others' CPU, workers'
     CPU) rows; "others" are every process of the run but the driver (Ray's services and its workers).
 
-    A process's last sampled value is kept after it exits, so a sum never drops.
+    A process's last sampled value is kept after it exits, so a sum never drops. ``by_state`` splits the
+    workers' CPU by what they were doing (``worker_state``): each interval's CPU goes to the state seen at its
+    start, so a state's share is exact to within one interval per change of state.
     """
 
     def __init__(self, root: int, driver_of, interval: float = 0.05):
@@ -74,6 +101,8 @@ class TreeSampler:
         self.samples: list[tuple[float, float, float, float]] = []
         self.last: dict[int, float] = {}
         self.workers: set[int] = set()
+        self.state: dict[int, str] = {}
+        self.by_state: dict[str, float] = {}
         self.driver: set[int] = set()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -91,9 +120,13 @@ class TreeSampler:
             found = _cpu(pid)
             if found is not None:
                 alive = alive or pid == self.root
-                self.last[pid] = found[0]
-                if found[1]:
+                cpu, state = found
+                if state is not None:
                     self.workers.add(pid)
+                    before = self.state.get(pid, "start-up")
+                    self.by_state[before] = self.by_state.get(before, 0.0) + cpu - self.last.get(pid, 0.0)
+                    self.state[pid] = state
+                self.last[pid] = cpu
             stack.extend(tree.get(pid, []))
         self.driver |= self.driver_of(tree)
         driver_cpu = sum(v for pid, v in self.last.items() if pid in self.driver)
@@ -159,6 +192,8 @@ def one_run(flags: list[str], cache_dir: str | None) -> dict:
         "phases": {name: {k: round(v, 3) for k, v in p.items()} for name, p in phases.items()},
         "cpu_s": {"driver": round(driver_total, 3), "others": round(others_total, 3),
                   "workers": round(workers_total, 3)},
+        "workers": len(sampler.workers),
+        "workers_cpu_by_state": {k: round(v, 3) for k, v in sorted(sampler.by_state.items())},
         "fit_core_use": round(task_cpu / (fit_wall * cpus), 4),
         "fit_task_cpu_s": round(task_cpu, 3),
         "cpus": cpus,
@@ -187,6 +222,19 @@ def table(rows: list[dict]) -> str:
         f"{med(lambda r: r['timings_s'].get('fit_wall', 0)):.2f} s × {rows[0]['cpus']} cores); "
         f"timings_s.total {med(lambda r: r['timings_s']['total']):.2f} s",
     ]
+    states = sorted({k for r in rows for k in r.get("workers_cpu_by_state", {})})
+    if states:
+        by_state = {k: med(lambda r: r.get("workers_cpu_by_state", {}).get(k, 0.0)) for k in states}
+        outside = sum(v for k, v in by_state.items() if k in OUTSIDE_TASKS)
+        lines += [
+            "",
+            f"Ray workers ({med(lambda r: r.get('workers', 0)):.0f}): CPU-s by what they ran (process titles); "
+            f"{outside:.2f} outside any task (" + " + ".join(k for k in OUTSIDE_TASKS if k in by_state) + ")",
+            "",
+            "| worker state | CPU s |",
+            "|---|---|",
+            *(f"| {k} | {v:.2f} |" for k, v in sorted(by_state.items(), key=lambda kv: -kv[1])),
+        ]
     return "\n".join(lines)
 
 

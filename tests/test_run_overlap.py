@@ -14,7 +14,10 @@ import topicaudit.engine.experiment as experiment
 import topicaudit.engine.run as engine_run
 from topicaudit.cli.main import main
 from topicaudit.engine import phases
+from topicaudit.engine.config import config_from_dict, validate
+from topicaudit.engine.rundir import load_audit_corpus
 from topicaudit.errors import UserError
+from topicaudit.targets import build_target
 
 TINY = {"text": ["cats dogs mice run", "dogs bark at cats", "mice run from cats", "cats sleep dogs run",
                  "dogs chase mice home", "mice hide from dogs"] * 4}
@@ -100,6 +103,21 @@ def test_no_ray_is_started_for_a_canary_only_audit(capsys, tmp_path, tiny, fake_
                         "--canaries", 10, "--output", tmp_path / "run")
     assert code == 0, err
     assert fake_ray == []
+
+
+@pytest.mark.parametrize("shadows, canaries, canary_shadows", [(2, 0, 0), (2, 0, 2), (0, 4, 0), (0, 4, 2), (2, 4, 2)])
+def test_ray_is_started_by_the_experiments_own_rule(tmp_path, tiny, shadows, canaries, canary_shadows):
+    """``run`` decides from its configuration, before the plan exists, what its experiment decides once built:
+    Ray is never started only to be stopped again, nor missing when the fits begin."""
+    config = config_from_dict({"corpus": {"path": str(tiny), "preprocess": False}, "target": {"k": 2},
+                               "attack": {"shadows": shadows, "canaries": {"count": canaries, "shadows": canary_shadows}},
+                               "output": str(tmp_path / "run")})
+    validate(config)
+    corpus = load_audit_corpus(config)
+    t = config.target
+    ready = engine_run._prepare(config, corpus, build_target(t.learner, t.k, t.vocabulary), quiet=True)
+    assert engine_run.run_needs_ray(config) == ready.experiment.needs_ray == (shadows > 0 or canary_shadows > 0
+                                                                              and canaries > 0)
 
 
 def test_ray_stops_in_the_background_while_the_results_are_written(capsys, monkeypatch, tmp_path, small_config, own_ray):

@@ -61,6 +61,13 @@ POWER_SEED = 20240613
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
     """Canary scores joined to their coins by canary id, and the canaries' kind; None without canaries."""
+    found = _canary_files(run_dir)
+    return None if found is None else found[:3]
+
+
+def _canary_files(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str, np.ndarray | None] | None:
+    """``canary_evidence``, and each threshold canary's fixed one-word documents (canaries.npz ``anchors``, None
+    for other kinds), from one read of canaries.npz."""
     coins_path, scores_path = run_dir / "canaries.npz", run_dir / "canary_scores.npz"
     if not coins_path.exists():
         return None
@@ -74,7 +81,8 @@ def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, s
         raise UserError(f"{run_dir}: the canary scores do not match the canaries' coins (their ids differ); "
                         "the run directory was altered: delete canary_scores.npz and rerun the audit")
     order = np.argsort(score_ids)[np.argsort(np.argsort(ids))]  # the score row of each canary id, in coin order
-    return {name: values[order] for name, values in scores.items()}, canaries["coins"], str(canaries["kind"])
+    return ({name: values[order] for name, values in scores.items()}, canaries["coins"], str(canaries["kind"]),
+            canaries.get("anchors"))
 
 
 def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
@@ -87,7 +95,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     run_dir = Path(run_dir)
     verify_run_directory(run_dir)  # manifest hashes, types and shapes, truth and canary order (or exit 2)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
-    canaries = canary_evidence(run_dir) if results_path.exists() else None
+    found = _canary_files(run_dir) if results_path.exists() else None
+    canaries, anchors = (None, None) if found is None else (found[:3], found[3])
     if not results_path.exists() or not (scores_path.exists() or canaries):
         raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
                         "canary scores); run `topicaudit run` first or pass a configuration file")
@@ -134,7 +143,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
         methods = tuple(VALID_BOUNDS)
         mechanism = recorded_mechanism if observe == "mechanism" else None
         if mechanism is not None and epsilon == guarantee.epsilon:
-            shape = claim_shape(guarantee, mechanism, canary_anchors(run_dir))
+            shape = claim_shape(guarantee, mechanism, anchors)
             if shape is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
                 methods = (Method.FDP_PURE, shape.method)
@@ -257,14 +266,6 @@ def claim_shape(guarantee: GuaranteeInfo, mechanism: MechanismInfo, anchors: np.
         return ClaimShape(Method.FDP_GDP, gaussian_delta=float(p["delta"]) / 2.0, anchored=anchors > 0)
     profile = claimed_profile(guarantee, mechanism)
     return ClaimShape(CURVE, profile=profile) if profile is not None else None
-
-
-def canary_anchors(run_dir: Path) -> np.ndarray | None:
-    """Each threshold canary's fixed one-word documents (canaries.npz ``anchors``), None for other kinds."""
-    path = run_dir / "canaries.npz"
-    if not path.exists():
-        return None
-    return read_arrays(path).get("anchors")
 
 
 def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:

@@ -46,6 +46,18 @@ from topicaudit.targets.base import Release
 from topicaudit.version import __version__
 
 
+def needs_ray(shadows: int, canary_shadows: int) -> bool:
+    """Whether an experiment fits its models as Ray tasks: the one rule, for ``Experiment.needs_ray`` and for
+    ``run``, which asks it of its configuration (``engine.run.run_needs_ray``) before the experiment exists, so
+    that Ray starts while the plan is drawn.
+
+    Ray is needed for shadow models, of the natural documents or of the
+    canaries; a target or a canary release alone is fitted in this process,
+    so a shadow-free canary audit starts no cluster.
+    """
+    return shadows > 0 or canary_shadows > 0
+
+
 @dataclass
 class Experiment:
     """Everything one experiment needs; checked and built before anything is written."""
@@ -70,7 +82,9 @@ class Experiment:
 
     @property
     def needs_ray(self) -> bool:
-        return self.plan is not None or (self.canaries is not None and self.canaries.shadow_in is not None)
+        canaries = self.canaries
+        return needs_ray(0 if self.plan is None else self.plan.n_shadows,
+                         0 if canaries is None or canaries.shadow_in is None else len(canaries.shadow_in))
 
     def resuming(self) -> bool:
         """Whether the run directory holds this experiment's earlier work (another's is refused)."""

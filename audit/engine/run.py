@@ -34,7 +34,7 @@ from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.config import Config, config_hash, run_config, validate
-from topicaudit.engine.experiment import Experiment, execute, start_ray
+from topicaudit.engine.experiment import Experiment, execute, needs_ray, start_ray
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.parallel import wait_for_stop
 from topicaudit.engine.phases import phase
@@ -196,6 +196,13 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) 
     return results
 
 
+def run_needs_ray(config: Config) -> bool:
+    """Whether the run's experiment will need Ray (``experiment.needs_ray``), from its configuration alone: its
+    shadow models, and its canaries' shadow releases when it has canaries."""
+    canaries = config.attack.canaries
+    return needs_ray(config.attack.shadows, canaries.shadows if canaries.count else 0)
+
+
 @dataclass
 class _Prepared:
     """What a run settles before its models are fitted: nothing of it is written yet."""
@@ -230,9 +237,8 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     if config.attack.shadows:
         check_plan(corpus.X.shape[0], config.attack.shadows, config.seed)  # its sizes, before Ray starts
-    c = config.attack.canaries
     starting = start_ray(config.ray.address, config.ray.num_cpus, corpus.X if config.attack.shadows else None,
-                         target) if config.attack.shadows or (c.count and c.shadows) else None
+                         target) if run_needs_ray(config) else None
     try:
         with phase("plan"):
             ready = _prepare(config, corpus, target, quiet)
@@ -244,9 +250,6 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         if starting is not None:
             starting.abandon()
         raise
-    if starting is not None and not ready.experiment.needs_ray:  # the same settings decide both: never
-        starting.abandon()
-        starting = None
     outcome = execute(ready.experiment, quiet, starting)
     with phase("scoring"):
         typed, natural_scores = _score(config, ready, outcome, {"load": load_seconds, **outcome.timings}, started)

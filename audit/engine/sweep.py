@@ -28,7 +28,7 @@ import numpy as np
 
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
 from topicaudit.engine.parallel import ray_session
-from topicaudit.engine.run import execute_run
+from topicaudit.engine.run import execute_run, run_needs_ray
 from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.errors import UserError
@@ -206,7 +206,7 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
             entry["status"] = "done"
     save()
     # Canary-only audits fit in this process: no cluster unless some run has shadow models.
-    needs_ray = any(run.config.attack.shadows or run.config.attack.canaries.shadows for run in runs)
+    needs_ray = any(run_needs_ray(run.config) for run in runs)
     with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
         for i, (entry, run) in enumerate(zip(index["runs"], runs)):
             if not quiet:

@@ -5,11 +5,13 @@ Non-private steps live here; DP set-union steps will sit beside them.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.base import NO_GUARANTEE, Basis, Guarantee
-from topicaudit.targets.privacy.events import NO_OP_EVENT
 
 
 class ObservedVocabulary:
@@ -25,11 +27,17 @@ class ObservedVocabulary:
         return NO_GUARANTEE
 
 
-# The whole corpus vocabulary does not depend on which documents train the
-# model, so it spends no privacy: ε = 0 under any adjacency.
-PUBLIC_VOCABULARY = Guarantee(epsilon=0.0, delta=0.0, adjacency=None, basis=Basis.THEOREM,
-                              accountant="data-independent (public vocabulary)", event=NO_OP_EVENT,
-                              parameters={"step": "all"})
+@functools.cache
+def public_vocabulary() -> Guarantee:
+    """The whole corpus vocabulary does not depend on which documents train the model, so it spends no privacy:
+    ε = 0 under any adjacency.
+
+    Built on first use: its event is dp-accounting's, which the driver composing
+    guarantees loads, and a Ray worker unpickling this step to fit never does.
+    """
+    return Guarantee(epsilon=0.0, delta=0.0, adjacency=None, basis=Basis.THEOREM,
+                     accountant="data-independent (public vocabulary)", event=privacy.events.NO_OP_EVENT,
+                     parameters={"step": "all"})
 
 
 class CorpusVocabulary:
@@ -47,4 +55,4 @@ class CorpusVocabulary:
         return np.arange(X.shape[1])
 
     def guarantee(self) -> Guarantee:
-        return PUBLIC_VOCABULARY
+        return public_vocabulary()
