@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from topicaudit.attacks.features import document_features
 
@@ -42,6 +43,11 @@ QUANTILES = (0.5, 0.9)
 MAX_ITER = 100
 # Floor on the predicted spread (per-token log-likelihood units) so a degenerate prediction cannot divide by 0.
 SPREAD_FLOOR = 1e-9
+# OpenMP threads of the boosting fits. Its many small parallel regions kept about one core busy with two threads
+# on 2 cores, and the idle thread's waiting cost more than it gave: spinning against the Ray workers and other jobs
+# on a busy machine (30 s instead of 1 at load 8), or, told to sleep (OMP_WAIT_POLICY=passive), waking for every
+# region (20news scoring 11.7 s instead of 4.1 on a quiet machine). One thread never waits; the trees are the same.
+THREADS = 1
 
 
 def training_rows(shadow: np.ndarray, shadow_in: np.ndarray, features: np.ndarray,
@@ -73,8 +79,9 @@ def fit_quantiles(x_train: np.ndarray, y: np.ndarray, x_target: np.ndarray, quan
 
     if y.size == 0:
         raise ValueError("quantile regression needs at least one document outside a reference model")
-    return [HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=max_iter, random_state=seed)
-            .fit(x_train, y).predict(x_target) for q in quantiles]
+    with threadpool_limits(limits=THREADS, user_api="openmp"):
+        return [HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=max_iter, random_state=seed)
+                .fit(x_train, y).predict(x_target) for q in quantiles]
 
 
 def quantile_scores(observed: np.ndarray, shadow: np.ndarray, shadow_in: np.ndarray, counts: sp.spmatrix,

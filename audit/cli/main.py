@@ -172,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(argv: list[str] | None) -> int:
     """The command line in this process (the supervised child, or a test)."""
-    parallel.wait_passively()  # first: before the command's imports, and so before any OpenMP runtime loads
     supervisor.reset()
     args = _build_parser(_requested(argv)).parse_args(argv)
     warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files

@@ -28,21 +28,6 @@ ONE_THREAD = {name: "1" for name in (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
 )}
 
-# OpenMP's idle threads spin before they sleep (libgomp: 300,000 spins by default). The quantile-regression attack
-# fits scikit-learn's gradient boosting in the driver with one OpenMP thread per core; on a busy machine those
-# threads spin against each other and everything else (a small audit's scoring took 30 s instead of 1 at load 8 on
-# 2 cores). Waiting passively changes no number, only how idle threads wait.
-OPENMP_WAIT_POLICY, PASSIVE = "OMP_WAIT_POLICY", "passive"
-
-
-def wait_passively(environ=os.environ) -> None:
-    """OMP_WAIT_POLICY=passive in ``environ``, unless it is set (the user's value is kept).
-
-    An OpenMP runtime reads it once, when it loads: the command line calls this
-    first, before it imports its command (nothing imported before then loads one).
-    """
-    environ.setdefault(OPENMP_WAIT_POLICY, PASSIVE)
-
 
 def _check_reachable(address: str) -> None:
     """Fail fast on an address nobody listens on (ray.init would retry for minutes)."""
@@ -242,7 +227,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
             # Workers inherit the raylet's environment, so a local instance needs no
             # runtime_env (which would make the runtime-env agent build one per job).
             reaper = _start_reaper()
-            with _environment(local_environment()):
+            with _environment(LOCAL_ENVIRONMENT):
                 ray.init(
                     address="local",
                     num_cpus=num_cpus or os.cpu_count(),
@@ -437,12 +422,6 @@ class _NoReaper:
 # (polling, they linger ~60 s orphaned after the driver is killed).
 LOCAL_ENVIRONMENT = {**ONE_THREAD, "RAY_enable_pipe_based_agent_to_parent_health_check": "1",
                      "RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
-
-
-def local_environment() -> dict[str, str]:
-    """LOCAL_ENVIRONMENT, and OpenMP's threads waiting passively unless the driver's environment says otherwise
-    (a cluster's workers keep the cluster's environment; each runs one OpenMP thread anyway)."""
-    return {**LOCAL_ENVIRONMENT, OPENMP_WAIT_POLICY: os.environ.get(OPENMP_WAIT_POLICY, PASSIVE)}
 
 
 @contextmanager
