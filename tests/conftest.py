@@ -35,10 +35,10 @@ from topicaudit.engine.config import Config, config_from_dict
 from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import execute_run
 
-# OpenMP threads (scikit-learn's gradient boosting, which the quantile-regression attack fits in the driver) spin
-# while they wait; on a machine running other work they spin against each other, and scoring the small audit took
-# 30 s instead of 1 (load 8 on 2 cores). Waiting passively changes no number, only how idle threads wait. Set
-# before anything loads OpenMP; the commands the tests start inherit it.
+# OpenMP threads spin while they wait; on a machine running other work they spin against each other (the quantile
+# attack's scoring once took 30 s instead of 1 at load 8 on 2 cores, before it ran on one thread). Tests run beside
+# other jobs, so any OpenMP user they reach waits passively. Set before anything loads OpenMP; the commands the
+# tests start inherit it. No number changes.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 # The corpus cache of the test session (and of the commands it starts) lives in a directory of its own, never the
 # user's ~/.cache; tests of the cache itself point it elsewhere.
