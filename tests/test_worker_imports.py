@@ -1,4 +1,4 @@
-"""A Ray worker imports what its tasks need: fitting the non-private ``lda`` (the target and its shadows) and
+"""A Ray worker imports what its tasks need: fitting a learner (the target and its shadows, private or not) and
 scoring it never loads dp-accounting (about 1 CPU-s per worker), which only the driver's guarantees use.
 
 The worker is imitated by a fresh process that unpickles the tasks as Ray ships them (the task functions by
@@ -60,3 +60,24 @@ def test_the_driver_still_gets_the_public_vocabularys_event():
     step = build_target("lda", 3, "all").vocabulary_step
     assert step.guarantee().event == dp_accounting.NoOpDpEvent()
     assert step.guarantee() is step.guarantee()
+
+
+@pytest.mark.parametrize("learner, vocabulary, params", [
+    ("dp-cgs", "all", {"epsilon": 2.0, "n_iter": 3}), ("dp-svi", "all", {"epsilon": 2.0, "n_iter": 3}),
+    ("hdp-lda", "all", {"n_iter": 2}), ("lp-lda", "all", {"epsilon": 2.0, "n_iter": 2}),
+    ("lppf", "all", {"epsilon": 2.0, "n_iter": 2}), ("dp-cgs", "dpsu-gaussian", {"epsilon": 2.0, "n_iter": 3}),
+])
+def test_a_worker_fitting_a_dp_pipeline_never_imports_dp_accounting(counts, learner, vocabulary, params):
+    target = build_target(learner, 3, vocabulary, params)
+    assert target.guarantee().event is not None  # the driver built the claim, with its event
+    rows = np.arange(20)
+    loaded = worker_modules([(warm_up, (target,)), (fit_release, (target, counts, rows, 3, None))])
+    assert not {m for m in loaded if m.startswith("dp_accounting")}, (learner, vocabulary)
+
+
+def test_a_pipeline_reaches_a_worker_without_its_guarantee():
+    target = build_target("dp-cgs", 3, "all", {"epsilon": 2.0})
+    shipped = pickle.loads(pickle.dumps(target))
+    assert target.guarantee().epsilon == pytest.approx(2.0)  # the driver's copy keeps it
+    with pytest.raises(RuntimeError, match="without its guarantee"):
+        shipped.guarantee()

@@ -28,7 +28,7 @@ from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.learners.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
-from topicaudit.targets.privacy.events import laplace_event
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
@@ -212,7 +212,7 @@ class ZhuDPCollapsedGibbsLDA:
         return Guarantee(
             epsilon=self.epsilon, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM,
             # What the paper claims the mechanism is: Laplace of scale 2L/ε on counts of L1 sensitivity 2L.
-            event=laplace_event(self.noise_scale, 2.0 * self.max_doc_length),
+            event=privacy.events.laplace_event(self.noise_scale, 2.0 * self.max_doc_length),
             accountant="Zhu et al. 2016 (KAIS) claim: Laplace noise in the CGS conditional; not proven here",
             parameters={
                 "learner": "dp-cgs", "max_doc_length": self.max_doc_length,

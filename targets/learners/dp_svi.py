@@ -42,12 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.privacy.dp_svi_accounting import (
-    ACCOUNTANTS,
-    calibrate_noise_multiplier,
-    compute_epsilon,
-    subsampled_gaussian_event,
-)
+import topicaudit.targets.privacy as privacy  # its accountants (dp-accounting) load when a learner is built
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive
@@ -265,12 +260,13 @@ class DPStochasticVariationalLDA:
         self._validate()
         # Data-independent, so done once here and shipped with the object.
         if noise_multiplier is None:
-            self.noise_multiplier_ = calibrate_noise_multiplier(
+            self.noise_multiplier_ = privacy.dp_svi_accounting.calibrate_noise_multiplier(
                 self._requested_epsilon(), delta, sampling_rate, n_iter, accountant)
         else:
             self.noise_multiplier_ = float(noise_multiplier)
         self.spent_ = (None if self.noise_multiplier_ == 0 else
-                       compute_epsilon(self.noise_multiplier_, sampling_rate, n_iter, delta, accountant))
+                       privacy.dp_svi_accounting.compute_epsilon(self.noise_multiplier_, sampling_rate, n_iter,
+                                                                 delta, accountant))
 
     def _validate(self) -> None:
         def positive_int(name):
@@ -292,8 +288,9 @@ class DPStochasticVariationalLDA:
             raise ValueError(f"sampling_rate must be in (0, 1] (got {self.sampling_rate!r})")
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise ValueError(f"clip_norm must be > 0 or None (got {self.clip_norm!r})")
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)} (got {self.accountant!r})")
+        accountants = privacy.dp_svi_accounting.ACCOUNTANTS
+        if self.accountant not in accountants:
+            raise ValueError(f"accountant must be one of {', '.join(accountants)} (got {self.accountant!r})")
         non_negative("tau0", self.tau0)
         if not 0.5 < self.kappa <= 1:
             raise ValueError(f"kappa must be in (0.5, 1] (got {self.kappa!r})")
@@ -395,7 +392,8 @@ class DPStochasticVariationalLDA:
             accountant=spent.accountant,
             # The mechanism as the theorem accountants read it; none for a paper's route to ε, which a
             # pipeline's accountant would otherwise silently replace by the true ε of the mechanism.
-            event=(subsampled_gaussian_event(self.noise_multiplier_, self.sampling_rate, self.n_iter)
+            event=(privacy.dp_svi_accounting.subsampled_gaussian_event(self.noise_multiplier_, self.sampling_rate,
+                                                                       self.n_iter)
                    if spent.basis is Basis.THEOREM else None),
             parameters={
                 "mechanism": "Poisson-subsampled Gaussian on the minibatch sum of expected "

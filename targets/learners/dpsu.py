@@ -69,7 +69,7 @@ from scipy.special import ndtri
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
-from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 
 
 def gaussian_step_profile(sigma: float, epsilon: float, delta: float, points: int = 48) -> tuple[np.ndarray, np.ndarray]:
@@ -348,7 +348,7 @@ class _DPSU:
         # threshold's δ is not an independent mechanism, so only the (ε, δ) pair is known to hold.
         return Guarantee(epsilon=self.epsilon, delta=self.delta, adjacency=Adjacency.DOCUMENT,
                          basis=self.basis, accountant=self.accountant, parameters=self._parameters(),
-                         event=EpsilonDeltaDpEvent(self.epsilon, self.delta))
+                         event=privacy.events.EpsilonDeltaDpEvent(self.epsilon, self.delta))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(epsilon={self.epsilon}, delta={self.delta}, "

@@ -21,14 +21,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start
-from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent, laplace_event
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
@@ -177,9 +176,9 @@ class ZhaoHDPLDA:
             adjacency=Adjacency.WORD, basis=Basis.THEOREM,
             # Per iteration: a Laplace(2/ε_l) release of counts with L1 sensitivity 2, and a sweep whose
             # one differing draw is pure 2 ln(C/β + 1)-DP; T iterations, composed adaptively.
-            event=dp_accounting.SelfComposedDpEvent(dp_accounting.ComposedDpEvent([
-                laplace_event(2.0 / self.epsilon_l, 2.0),
-                EpsilonDeltaDpEvent(2.0 * math.log(self.clip / self.beta + 1.0))]), self.n_iter),
+            event=privacy.events.repeated_event(privacy.events.composed_event([
+                privacy.events.laplace_event(2.0 / self.epsilon_l, 2.0),
+                privacy.events.EpsilonDeltaDpEvent(2.0 * math.log(self.clip / self.beta + 1.0))]), self.n_iter),
             accountant=("Zhao et al. 2019 ε_g = T(ε_l + 2 ln(C/β + 1)): basic adaptive composition of "
                         "T Laplace(2/ε_l) releases and T clipped-count sweeps (targets/learners/hdp_lda.py)"),
             parameters={

@@ -59,7 +59,7 @@ import scipy.sparse as sp
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.learners.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.privacy.events import binary_randomized_response_event
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import averaged_sweeps, integer, positive
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
@@ -238,7 +238,7 @@ class LocallyPrivateLDA:
             delta=0.0,
             adjacency=Adjacency.LOCAL_WORD,
             basis=Basis.THEOREM,
-            event=binary_randomized_response_event(self.keep_probability),  # one presence bit
+            event=privacy.events.binary_randomized_response_event(self.keep_probability),  # one presence bit
             accountant="randomised response per presence bit (Warner 1965; Zhao et al. 2019 Thm 4); "
                        "group privacy over bits for documents",
             parameters={

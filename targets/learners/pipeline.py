@@ -63,4 +63,11 @@ class Pipeline:
         return Release(phi=phi, vocabulary=vocabulary, info=dict(info), transcript=transcript)
 
     def guarantee(self) -> Guarantee:
+        if self._guarantee is None:
+            raise RuntimeError("this pipeline was shipped to a worker without its guarantee; ask the driver's copy")
         return self._guarantee
+
+    def __getstate__(self) -> dict:
+        """Pickled (for a Ray worker, which only fits) without the guarantee: its dp-accounting event would
+        make every worker import the accountants (about 1 CPU-s)."""
+        return {**self.__dict__, "_guarantee": None}

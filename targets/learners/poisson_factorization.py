@@ -66,9 +66,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
-from dp_accounting import dp_event
 from numba import njit
 
+import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
 from topicaudit.targets.learners.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
@@ -461,7 +461,7 @@ class LocallyPrivatePoissonFactorization:
             adjacency=Adjacency.LOCAL_WORD,
             basis=Basis.THEOREM,
             # Two-sided geometric noise = discrete Laplace, pmf ∝ e^{−a|x|} with a = ln(1/α), on one count.
-            event=dp_event.DiscreteLaplaceDpEvent(noise_parameter=per_token, sensitivity=1),
+            event=privacy.events.discrete_laplace_event(per_token, 1),
             accountant="geometric mechanism, Schein et al. 2019 Thm 1: (N, N·ln(1/α))-limited-precision "
                        "local privacy; N = 1 reported",
             parameters={

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-LAZY = ("events",)
+LAZY = ("events", "dp_svi_accounting")
 
 
 def __getattr__(name: str):

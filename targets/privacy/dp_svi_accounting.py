@@ -66,14 +66,13 @@ import logging
 import math
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
-from topicaudit.targets.privacy.guarantee import Basis
+from topicaudit.targets.privacy.guarantee import Basis, PrivacySpent
 
 __all__ = [
     "ACCOUNTANTS",
@@ -116,22 +115,6 @@ def _quiet_log_a():
         yield
     finally:
         absl.removeFilter(quiet)
-
-
-@dataclass(frozen=True)
-class PrivacySpent:
-    """An (ε, δ) statement and how it was obtained.
-
-    accountant: the human-readable name a ``Guarantee`` records. basis:
-    ``Basis.THEOREM`` or ``Basis.PAPER_CLAIM``. details: intermediate quantities
-    (per-step ε0, optimal RDP order, ρ, ...), for tables and tests.
-    """
-
-    epsilon: float
-    delta: float
-    accountant: str
-    basis: Basis = Basis.THEOREM
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------

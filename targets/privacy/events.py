@@ -66,6 +66,21 @@ def binary_randomized_response_event(keep_probability: float) -> dp_accounting.D
     return dp_accounting.RandomizedResponseDpEvent(noise_parameter=2.0 * (1.0 - keep_probability), num_buckets=2)
 
 
+def discrete_laplace_event(noise_parameter: float, sensitivity: int) -> dp_accounting.DpEvent:
+    """Two-sided geometric noise P(k) ∝ e^{−a|k|} (a = noise_parameter) on an integer query of L1 sensitivity Δ."""
+    return dp_event.DiscreteLaplaceDpEvent(noise_parameter=noise_parameter, sensitivity=sensitivity)
+
+
+def composed_event(events: list[dp_accounting.DpEvent]) -> dp_accounting.DpEvent:
+    """The mechanisms run one after the other (adaptively)."""
+    return dp_accounting.ComposedDpEvent(list(events))
+
+
+def repeated_event(event: dp_accounting.DpEvent, count: int) -> dp_accounting.DpEvent:
+    """One mechanism run ``count`` times (adaptively)."""
+    return dp_accounting.SelfComposedDpEvent(event, count)
+
+
 # A step that reads no member's data (a public vocabulary) spends nothing.
 NO_OP_EVENT = dp_accounting.NoOpDpEvent()
 

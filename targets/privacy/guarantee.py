@@ -75,6 +75,24 @@ def basis_of(value: Basis | str | None) -> Basis:
 
 
 @dataclass(frozen=True)
+class PrivacySpent:
+    """An (ε, δ) statement and how an accountant obtained it (targets/privacy/dp_svi_accounting.py).
+
+    accountant: the human-readable name a ``Guarantee`` records. basis:
+    ``Basis.THEOREM`` or ``Basis.PAPER_CLAIM``. details: intermediate quantities
+    (per-step ε0, optimal RDP order, ρ, ...), for tables and tests. Defined
+    here, beside ``Guarantee``, so that a learner holding one unpickles in a
+    Ray worker without loading the accountants (dp-accounting).
+    """
+
+    epsilon: float
+    delta: float
+    accountant: str
+    basis: Basis = Basis.THEOREM
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Guarantee:
     """A privacy claim described as data.
 
