@@ -39,7 +39,7 @@ from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
 from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mechanism_audit import hdp_epsilon_l  # noqa: E402  (one rule for HDP-LDA's ε_l in both benchmarks)
+from mechanism_audit import HDP, hdp_epsilon_l  # noqa: E402  (HDP-LDA's settings and ε_l: one place)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ALPHA = 0.05
@@ -55,7 +55,7 @@ def claimed(epsilon: float, k: int):
 
 def hdp_audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, releases: int) -> float:
     """ε_LB of one simulated HDP-LDA audit: paired word canaries, check's pure-ε tests (α split over them)."""
-    settings = {"n_iter": releases, "clip": 0.01, "beta": 1.0}
+    settings = {**HDP["hdp-lda"], "n_iter": releases}
     learner = ZhaoHDPLDA(k, epsilon_l=hdp_epsilon_l(settings, epsilon), **settings)
     rng = np.random.default_rng(seed)
     coins = rng.random(canaries) < 0.5

@@ -5,12 +5,13 @@ dp-accounting event), ``composition`` (a pipeline's guarantee from the
 accountant) and ``dp_svi_accounting`` (the accountants of DP-SVI's
 Poisson-subsampled Gaussian). Nothing here imports a learner.
 
-``events`` is also this package's attribute, loaded on first use: it imports
-dp-accounting (about 1 CPU-s, with scipy.stats and scipy.signal), which a Ray
-worker that only fits a non-private learner never needs. A learner or step
-module imports ``topicaudit.targets.privacy`` and reads ``privacy.events.…``
-inside the method that states its guarantee, so unpickling it in a worker does
-not load dp-accounting (tests/test_worker_imports.py).
+``events`` and ``dp_svi_accounting`` are also this package's attributes,
+loaded on first use: they import dp-accounting (about 1 CPU-s, with scipy.stats
+and scipy.signal), which a Ray worker that only fits never needs. A learner or
+step module imports ``topicaudit.targets.privacy`` and reads ``privacy.events.…``
+inside the methods the driver runs (its constructor, ``guarantee()``), so
+unpickling it in a worker does not load dp-accounting
+(tests/test_worker_imports.py).
 """
 from __future__ import annotations
 
