@@ -168,7 +168,7 @@ def test_sigterm_during_check_of_a_config_exits_130(tmp_path):
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=120)
-    assert process.returncode == 130, (out, err)
+    assert process.returncode == 130, f"exit {process.returncode}\nstdout:\n{out}\nstderr:\n{err}"  # untruncated
     assert "VIOLATED" not in out and "Traceback" not in err and "interrupted" in err, err
 
 

@@ -247,6 +247,10 @@ def body():
     {body}
 sys.exit(supervisor.supervise(body, ["check"]))
 """
+# SIGTERM to the supervising parent (a CI timeout), which passes it on; the child survives it, then ends
+STOPPED_BY_PARENT = ("import signal; got = []; signal.signal(signal.SIGTERM, lambda *a: got.append(1)); "
+                     "supervisor.tell(supervisor.RAY_IN_USE); os.kill(os.getppid(), signal.SIGTERM)\n"
+                     "    while not got: time.sleep(0.01)\n    ")
 
 
 @pytest.mark.parametrize("body, code, line", [
@@ -257,6 +261,9 @@ sys.exit(supervisor.supervise(body, ["check"]))
     ("print('VIOLATED: x'); return supervisor.refuted()", 1, None),
     ("return 2", 2, None),
     ("os.kill(os.getpid(), 15); time.sleep(9)", 130, "interrupted"),
+    # Ray's runtime crashing (or exiting 1) while the interrupted command stops: the stop was asked for
+    (STOPPED_BY_PARENT + "os.abort()", 130, "interrupted"),
+    (STOPPED_BY_PARENT + "os._exit(1)", 130, "interrupted"),
 ])
 def test_the_supervisor_maps_every_end_of_the_process(body, code, line):
     script = SUPERVISED.format(body=body)

@@ -170,3 +170,33 @@ def test_phases_are_traced_only_when_asked(tmp_path, monkeypatch):
     load, imports = (json.loads(line) for line in trace.read_text().splitlines())
     assert load["phase"] == "load" and load["end"] - load["start"] >= 0.01 and load["cpu"] >= 0
     assert imports["phase"] == "imports" and imports["start"] is None
+
+
+def test_work_stopped_by_an_interrupt_stops_ray_before_the_driver_unwinds():
+    """An interrupt inside the session: Ray's shutdown has finished before the exception leaves the block, so
+    nothing the unwinding frees can reach Ray while it stops; without one, Ray stops in the background."""
+    from topicaudit.engine.parallel import StartingSession, wait_for_stop
+
+    events = []
+
+    @contextmanager
+    def session():
+        yield "ray"
+        time.sleep(0.2)  # a shutdown that takes a while
+        events.append("stopped")
+
+    starting = StartingSession(session())
+    with pytest.raises(KeyboardInterrupt):
+        with starting.session():
+            raise KeyboardInterrupt
+        events.append("unreachable")
+    events.append("unwound")
+    assert events == ["stopped", "unwound"]
+    wait_for_stop()
+
+    events.clear()
+    with StartingSession(session()).session():
+        pass
+    events.append("after the block")
+    wait_for_stop()
+    assert events == ["after the block", "stopped"]

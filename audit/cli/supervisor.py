@@ -11,7 +11,10 @@ child runs the command; this small parent waits for it and maps its end:
   VIOLATED verdict; any other exit 1 becomes 4 (Ray was in use) or 3;
 - death by SIGINT or SIGTERM (even before the child's own handlers are in
   place) becomes 130 with the interrupted line;
-- death by any other signal becomes 4 when Ray was in use, else 3.
+- death by any other signal becomes 4 when Ray was in use, else 3;
+- after the command was interrupted (Ctrl-C, SIGTERM), a death by any signal
+  or an exit 1 without a verdict is 130 too: Ray's C++ runtime can crash
+  while it is stopped mid-work, and the user asked for the stop, not a result.
 
 Signals sent to the parent's PID (a CI timeout, ``kill``) are passed on to
 the child; a terminal's Ctrl-C already reaches both, so it is not passed twice.
@@ -105,10 +108,11 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
         _run_child(command_main, write_fd, previous)
     os.close(write_fd)
     try:
-        status = _wait(pid)
+        status, interrupted = _wait(pid)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-    return _exit_code(status, _read_all(read_fd), _command(argv if argv is not None else sys.argv[1:]))
+    return _exit_code(status, _read_all(read_fd), _command(argv if argv is not None else sys.argv[1:]),
+                      interrupted)
 
 
 def _run_child(command_main, write_fd: int, mask) -> None:
@@ -150,15 +154,19 @@ def _die_with_parent() -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-def _wait(pid: int) -> int:
-    """Wait for the child, passing on the signals sent to this process alone; its wait status."""
+def _wait(pid: int) -> tuple[int, bool]:
+    """Wait for the child, passing on the signals sent to this process alone; its wait status, and whether
+    an interrupt (SIGINT, SIGTERM) reached the command meanwhile."""
+    interrupted = False
     while True:
         info = signal.sigwaitinfo({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
         if info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
-                return status
-        elif info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
+                return status, interrupted
+            continue
+        interrupted = True
+        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
             try:
                 os.kill(pid, info.si_signo)
             except ProcessLookupError:
@@ -182,12 +190,14 @@ def _command(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def _exit_code(status: int, states: bytes, command: str | None) -> int:
+def _exit_code(status: int, states: bytes, command: str | None, interrupted: bool = False) -> int:
     ray = RAY_IN_USE in states
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
         if code != EXIT_REFUTED or VERDICT in states:
             return code
+        if interrupted:
+            return _interrupted(command)
         if ray:
             return _say(EXIT_RAY_FAILED, "the Ray runtime ended the process with exit 1 (e.g. its GCS server or "
                                          "raylet died); this is no verdict — finished models are kept, rerun the "
@@ -195,9 +205,8 @@ def _exit_code(status: int, states: bytes, command: str | None) -> int:
         return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 "
                                          "without a verdict", prefix="topicaudit: ")
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-    if sig in (signal.SIGINT, signal.SIGTERM):
-        print(f"\n{interrupted_message(command)}", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+    if sig in (signal.SIGINT, signal.SIGTERM) or interrupted:
+        return _interrupted(command)
     name = _signal_name(sig)
     if ray:
         return _say(EXIT_RAY_FAILED, f"the process was killed by {name} while Ray was in use (Ray's C++ runtime "
@@ -206,6 +215,11 @@ def _exit_code(status: int, states: bytes, command: str | None) -> int:
                                      "command to resume")
     return _say(EXIT_INTERNAL_ERROR, f"internal error (a bug, please report it): the process was killed by {name}",
                 prefix="topicaudit: ")
+
+
+def _interrupted(command: str | None) -> int:
+    print(f"\n{interrupted_message(command)}", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 def _signal_name(sig: int) -> str:

@@ -396,6 +396,7 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
             with phase("fits"):
                 outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
                     ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
+            del X_ref, scored_ref  # released while Ray runs: it may stop in the background once the block ends
             # fits and the statistics computed in their tasks; "statistics": reloaded or given models alone
             outcome.timings["fit_wall"] = time.perf_counter() - t - outcome.timings["statistics"]
     outcome.worker_warnings = worker_warnings.messages

@@ -329,6 +329,12 @@ class StartingSession:
             raise error
         try:
             yield self._ray
+        except BaseException:
+            # Stopped mid-work (an error, Ctrl-C, SIGTERM): Ray shuts down here, before the driver unwinds,
+            # so nothing the unwinding frees (tasks' object references) reaches Ray's core while it stops.
+            self._done.set()
+            self._thread.join()
+            raise
         finally:
             _stopping.append(self._thread)
             self._done.set()
