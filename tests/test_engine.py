@@ -72,8 +72,10 @@ def test_interrupted_run_resumes_without_refitting(tmp_path, finished_run, small
         "[synthetic]\nn_docs = 300\nn_words = 1000\nmean_length = 40\n"
         "[attack]\nshadows = 8\n[target]\nk = 4\n[ray]\nnum_cpus = 1\n"
     )
+    # Every fit in a worker, one at a time: the driver would fit all eight while Ray starts, and save them at once.
     proc = subprocess.Popen([str(VENV_BIN / "topicaudit"), "run", str(config_file), "--output", str(run_dir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "TOPICAUDIT_DRIVER_FITS": "0"})
     deadline = time.time() + 120
     while time.time() < deadline and len(list((run_dir / "models").glob("shadow-*.npz"))) < 3:
         time.sleep(0.05)

@@ -200,3 +200,28 @@ def test_work_stopped_by_an_interrupt_stops_ray_before_the_driver_unwinds():
     events.append("after the block")
     wait_for_stop()
     assert events == ["after the block", "stopped"]
+
+
+def test_models_fitted_while_ray_starts_are_the_ones_workers_fit(tmp_path, small_config, own_ray, monkeypatch):
+    """While a local Ray starts, the driver fits the target and the first shadows itself; every model, statistic
+    and score is the one Ray's workers give, and every model is recorded on the node the driver runs on."""
+    import numpy as np
+
+    from topicaudit.engine.run import execute_run
+
+    with_driver = execute_run(small_config(tmp_path, "driver"), quiet=True)
+    monkeypatch.setenv("TOPICAUDIT_DRIVER_FITS", "0")
+    workers_only = execute_run(small_config(tmp_path, "workers"), quiet=True)
+    assert with_driver["ray"]["fitted_in_driver"] > 0 and workers_only["ray"]["fitted_in_driver"] == 0
+    [node] = with_driver["ray"]["models_by_node"]
+    assert with_driver["ray"]["models_by_node"] == {node: 9}
+    assert with_driver["attacks"] == workers_only["attacks"]
+    for name in ("statistics.npz", "scores.npz"):
+        a, b = np.load(tmp_path / "driver" / name), np.load(tmp_path / "workers" / name)
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}:{key}")
+    for path in sorted((tmp_path / "driver" / "models").glob("*.npz")):
+        a, b = np.load(path), np.load(tmp_path / "workers" / "models" / path.name)
+        np.testing.assert_array_equal(a["phi"], b["phi"], err_msg=path.name)
+        np.testing.assert_array_equal(a["vocabulary"], b["vocabulary"], err_msg=path.name)

@@ -20,7 +20,7 @@ def register(commands) -> None:
     run = commands.add_parser(
         "run", help="run (or resume) a LiRA membership audit",
         description="Run a LiRA membership audit. With no CONFIG and no --corpus, audits an embedded "
-                    "synthetic LDA corpus (about a minute).",
+                    "synthetic LDA corpus (seconds: about 10 s on two cores).",
     )
     run.add_argument("config", nargs="?",
                      help="TOML configuration file: [corpus], [synthetic], [target], [attack], [ray] (every key: "

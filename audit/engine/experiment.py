@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import platform
 import shutil
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.engine.lock import NAME as LOCK_NAME
@@ -100,6 +102,7 @@ class Outcome:
     canary_release: Release | None = None
     canary_shadows: list[Release] = field(default_factory=list)
     n_reused: int = 0
+    fitted_in_driver: int = 0  # models the driver fitted while a local Ray started
     cluster: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -137,16 +140,16 @@ def removed_on_user_error(path: Path):
 
 
 class _WorkerWarnings:
-    """Warnings raised in Ray workers (returned by the tasks), shown once each in the driver."""
+    """Warnings raised in fits (returned by Ray's tasks, or recorded in the driver), shown once each."""
 
     def __init__(self):
         self.messages: list[str] = []
 
-    def add(self, messages: list[str]) -> None:
+    def add(self, messages: list[str], where: str = "in a Ray worker") -> None:
         for message in messages:
             if message not in self.messages:
                 self.messages.append(message)
-                warnings.warn(f"in a Ray worker: {message}", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"{where}: {message}", RuntimeWarning, stacklevel=2)
 
 
 def _learner_refused(target, error: ValueError) -> UserError:
@@ -194,37 +197,99 @@ def _topics(target) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
+def _shadow_vocabulary(exp: Experiment, target_vocabulary):
+    """The vocabulary the shadows train over: the target's (its ids, or the reference a task returns them
+    by), None for each shadow's own step, or the ids the experiment gives."""
+    vocabulary = exp.shadow_vocabulary
+    if isinstance(vocabulary, str):
+        return target_vocabulary if vocabulary == "target" else None
+    return vocabulary
+
+
+DRIVER_FITS_VARIABLE = "TOPICAUDIT_DRIVER_FITS"  # "0": the driver leaves every fit to Ray (docs/configuration.md)
+
+
+def _fit_while_ray_starts(exp: Experiment, starting: StartingSession | None) -> dict[int, tuple]:
+    """Models of the plan fitted in this process while a local Ray instance starts: row → ``fit_and_score``'s
+    result (row 0, the target, first: the shadows may train over its vocabulary).
+
+    A local start keeps about one core busy for seconds, while the driver, its
+    work prepared, would wait on the other. A fit in flight when Ray comes up
+    is finished first, so a fit longer than the rest of the start holds the
+    workers back by the difference (the shadows may need the target's words):
+    a wash on 20news at k = 20, seconds saved on PHEME (benchmarks/RESULTS.md
+    §22). Same inputs and seeds as in a worker, on one BLAS thread as there,
+    so each model is the one a worker would fit. Fresh runs only (a resumed
+    run reloads its models first).
+    """
+    done: dict[int, tuple] = {}
+    plan = exp.plan
+    if (os.environ.get(DRIVER_FITS_VARIABLE) == "0" or starting is None or not starting.local or plan is None
+            or exp.released is not None
+            or (exp.run.models.exists() and any(exp.run.models.iterdir()))):
+        return done
+    scored = exp.X if exp.scored is None else exp.scored
+    jobs = ((row, plan.target_in if row == 0 else plan.shadow_in[row - 1],
+             plan.target_seed if row == 0 else int(plan.shadow_seeds[row - 1])) for row in range(1 + plan.n_shadows))
+    with threadpool_limits(1):
+        for row, members, seed in jobs:
+            if starting.ready():
+                break
+            vocabulary = None if row == 0 else _shadow_vocabulary(exp, done[0][0].vocabulary)
+            try:
+                done[row] = fit_and_score(exp.target, exp.X, np.flatnonzero(members), seed, vocabulary, scored,
+                                          exp.tol, in_ray=False)
+            except ValueError as error:
+                raise _learner_refused(exp.target, error) from None
+    return done
+
+
 def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, worker_warnings: _WorkerWarnings,
-                        timings: dict[str, float]) -> tuple[Release, dict[str, np.ndarray], int]:
+                        timings: dict[str, float], prefitted: dict[int, tuple] | None = None
+                        ) -> tuple[Release, dict[str, np.ndarray], int]:
     """The model under audit and every shadow of the plan, fitted (or reloaded), with their statistics.
 
     A model fitted here gets its statistics in the same task, so the driver
     keeps no shadow's Φ: memory stays flat as N grows. Reloaded and given
-    models are scored in batches afterwards. Returns the target's release, the
-    statistics (name → (1 + N, scored documents), row 0 the target) and how
-    many shadows were reloaded.
+    models are scored in batches afterwards. prefitted: models this process
+    fitted while Ray started (``_fit_while_ray_starts``), saved here as if a
+    task had returned them. Returns the target's release, the statistics
+    (name → (1 + N, scored documents), row 0 the target) and how many shadows
+    were reloaded.
     """
     run, chash, plan = exp.run, exp.config_hash, exp.plan
     fused = one_cpu_task(ray, fit_and_score)
     rows: list[dict[str, np.ndarray] | None] = [None] * (1 + plan.n_shadows)
     to_score: dict[int, Release] = {}  # row → a release whose statistics are still to compute
+    prefitted = prefitted or {}
 
-    def finished(ref, row: int, key) -> Release:
-        try:
-            release, seconds, node, statistics, score_seconds, messages = ray.get(ref)
-        except ValueError as error:
-            raise _learner_refused(exp.target, error) from None
-        worker_warnings.add(messages)
+    def keep(result: tuple, row: int, key, where: str = "in a Ray worker") -> Release:
+        release, seconds, node, statistics, score_seconds, messages = result
+        worker_warnings.add(messages, where)
         run.save_model(key, release, chash, seconds, node)
         rows[row] = statistics
         timings["fit_cpu"] += seconds
         timings["statistics_cpu"] += score_seconds
         return release
 
+    def finished(ref, row: int, key) -> Release:
+        try:
+            result = ray.get(ref)
+        except ValueError as error:
+            raise _learner_refused(exp.target, error) from None
+        return keep(result, row, key)
+
+    if prefitted:  # fitted by the driver, on the node it runs on
+        here = ray.get_runtime_context().get_node_id()
+        for row, result in sorted(prefitted.items()):
+            keep((*result[:2], here, *result[3:]), row, None if row == 0 else row - 1, "in a fit in the driver")
+            timings["driver_fit_cpu"] = timings.get("driver_fit_cpu", 0.0) + result[1] + result[4]
     n_topics, n_words = _topics(exp.target), exp.X.shape[1]
     target_release, target_ref, vocabulary_ref = exp.released, None, None
     if target_release is not None:
         to_score[0] = target_release
+    elif 0 in prefitted:
+        target_release = prefitted[0][0]
     else:
         loaded = run.load_model(None, chash, n_topics, n_words)
         if loaded is None:
@@ -241,12 +306,11 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
             target_release, seconds = loaded
             timings["fit_cpu"] += seconds
             to_score[0] = target_release
-    vocabulary = exp.shadow_vocabulary
-    if isinstance(vocabulary, str):
-        vocabulary = (vocabulary_ref if target_ref is not None else target_release.vocabulary) \
-            if vocabulary == "target" else None
+    vocabulary = _shadow_vocabulary(exp, vocabulary_ref if target_ref is not None else target_release.vocabulary)
     pending = {}
     for i in range(plan.n_shadows):
+        if 1 + i in prefitted:
+            continue
         loaded = run.load_model(i, chash, n_topics, n_words)
         if loaded is not None:
             if vocabulary is not None and not np.array_equal(loaded[0].vocabulary, vocabulary):
@@ -259,9 +323,9 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
                                  vocabulary, scored_ref, exp.tol)] = i
     if target_ref is not None:
         target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
-    n_reused = plan.n_shadows - len(pending)
+    n_reused = plan.n_shadows - len(pending) - sum(row > 0 for row in prefitted)
     progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
-    progress.done = n_reused
+    progress.done = plan.n_shadows - len(pending)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(done[0])
@@ -355,7 +419,9 @@ def start_ray(address: str, num_cpus: int, X: sp.csr_matrix | None, target) -> S
         task = one_cpu_task(ray, warm_up)
         return [task.remote(target) for _ in range(cpus)]
 
-    return StartingSession(ray_session(address, num_cpus, object_store_bytes=_object_store_bytes(X)), then=warm)
+    local = not (address or os.environ.get("RAY_ADDRESS"))
+    return StartingSession(ray_session(address, num_cpus, object_store_bytes=_object_store_bytes(X)), then=warm,
+                           local=local)
 
 
 def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | None = None) -> Outcome:
@@ -368,7 +434,14 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
     run = exp.run
     outcome = Outcome()
     worker_warnings = _WorkerWarnings()
+    prefitted: dict[int, tuple] = {}
     if starting is not None:
+        try:
+            with phase("driver_fits"):
+                prefitted = _fit_while_ray_starts(exp, starting)
+        except BaseException:
+            starting.abandon()
+            raise
         session = starting.session()
     else:
         session = (ray_session(exp.ray_address, exp.num_cpus, object_store_bytes=_object_store_bytes(exp.X))
@@ -395,7 +468,8 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
             outcome.timings.update(fit_cpu=0.0, statistics_cpu=0.0, statistics=0.0)
             with phase("fits"):
                 outcome.target_release, outcome.statistics, outcome.n_reused = _fit_and_score_plan(
-                    ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings)
+                    ray, exp, X_ref, scored_ref, quiet, worker_warnings, outcome.timings, prefitted)
+            outcome.fitted_in_driver = len(prefitted)
             del X_ref, scored_ref  # released while Ray runs: it may stop in the background once the block ends
             # fits and the statistics computed in their tasks; "statistics": reloaded or given models alone
             outcome.timings["fit_wall"] = time.perf_counter() - t - outcome.timings["statistics"]

@@ -282,11 +282,13 @@ class StartingSession:
     error, at the same point, as when Ray starts in the foreground).
     ``abandon()`` ends a session whose work never began (an error while
     preparing). ``then(ray)`` runs in the thread once Ray is up (e.g. warming
-    the workers); what it returns is kept until the session ends.
+    the workers); what it returns is kept until the session ends. ``local``:
+    the session starts its own instance on this machine (rather than joining
+    a cluster), whose start takes seconds of one core.
     """
 
-    def __init__(self, session, then=None):
-        self._session, self._then = session, then
+    def __init__(self, session, then=None, local: bool = False):
+        self._session, self._then, self.local = session, then, local
         self._ray, self._error = None, None
         self._ready, self._done = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._own, name="topicaudit-ray", daemon=True)
@@ -316,6 +318,10 @@ class StartingSession:
             self._session.__exit__(None, None, None)
         except BaseException as error:  # noqa: BLE001 — re-raised by wait_for_stop in the driver's thread
             _stop_errors.append(error)
+
+    def ready(self) -> bool:
+        """Whether the start has ended (Ray is up, or its start failed)."""
+        return self._ready.is_set()
 
     @contextmanager
     def session(self):

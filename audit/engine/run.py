@@ -332,7 +332,7 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         "seeds": experiment.seeds,
         "versions": outcome.versions,
         "ray": {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
-                **outcome.cluster},
+                **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})},
         "resumed": resuming,
         "warnings": outcome.worker_warnings,
     }

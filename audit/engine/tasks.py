@@ -33,21 +33,23 @@ def recorded_warnings():
 
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
-                vocabulary: np.ndarray | None, observe: np.ndarray | None = None
+                vocabulary: np.ndarray | None, observe: np.ndarray | None = None, *, in_ray: bool = True
                 ) -> tuple[Release, float, str, list[str]]:
     """The release, its fit's CPU seconds, the id of the Ray node that fitted it ("" outside Ray), its warnings.
 
     CPU time of this process (every thread of it), so the run's ``*_cpu``
     timings are CPU time wherever the fit ran, not the wall time of a task.
     observe: corpus columns whose mechanism outputs the release's transcript records (canary audits).
+    in_ray: False for a fit in the driver while Ray starts in another thread (its module may be half imported).
     """
-    start = time.process_time()
+    clock = time.process_time if in_ray else time.thread_time  # the driver's other threads are not this fit
+    start = clock()
     with recorded_warnings() as messages:
         release = target.fit(X[rows], seed, vocabulary, observe) if observe is not None \
             else target.fit(X[rows], seed, vocabulary)
-    ray = sys.modules.get("ray")  # a Ray worker has it; a Ray-free caller need not import it
+    ray = sys.modules.get("ray") if in_ray else None  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
-    return release, time.process_time() - start, node, messages
+    return release, clock() - start, node, messages
 
 
 def warm_up(target) -> None:
@@ -65,18 +67,20 @@ def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
 
 
 def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabulary: np.ndarray | None,
-                  X_scored: sp.csr_matrix, tol: float) -> tuple[Release, float, str, dict[str, np.ndarray], float, list[str]]:
+                  X_scored: sp.csr_matrix, tol: float, *, in_ray: bool = True
+                  ) -> tuple[Release, float, str, dict[str, np.ndarray], float, list[str]]:
     """Fit one model and compute its statistics on X_scored in the same worker.
 
     Φ then travels to the driver once (to be saved) and never back out to a
     statistics task. Returns the release, fit seconds, node, the statistics
     (name → (documents,)), their seconds and the warnings raised.
     """
-    release, seconds, node, messages = fit_release(target, X, rows, seed, vocabulary)
-    start = time.process_time()
+    release, seconds, node, messages = fit_release(target, X, rows, seed, vocabulary, in_ray=in_ray)
+    clock = time.process_time if in_ray else time.thread_time
+    start = clock()
     with recorded_warnings() as more:
         statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
-    return release, seconds, node, statistics, time.process_time() - start, messages + more
+    return release, seconds, node, statistics, clock() - start, messages + more
 
 
 def fit_and_score_sharing_vocabulary(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,

@@ -2,7 +2,7 @@
 
 Documents are drawn from the LDA generative model itself, with sparse topics
 over a long-tailed vocabulary, so some documents carry rare words and are
-exposed — the demo shows a real leak in about a minute without any data file.
+exposed — the demo shows a real leak in seconds without any data file.
 """
 from __future__ import annotations
 
