@@ -279,11 +279,6 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
             raise _learner_refused(exp.target, error) from None
         return keep(result, row, key)
 
-    if prefitted:  # fitted by the driver, on the node it runs on
-        here = ray.get_runtime_context().get_node_id()
-        for row, result in sorted(prefitted.items()):
-            keep((*result[:2], here, *result[3:]), row, None if row == 0 else row - 1, "in a fit in the driver")
-            timings["driver_fit_cpu"] = timings.get("driver_fit_cpu", 0.0) + result[1] + result[4]
     n_topics, n_words = _topics(exp.target), exp.X.shape[1]
     target_release, target_ref, vocabulary_ref = exp.released, None, None
     if target_release is not None:
@@ -321,6 +316,11 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         else:
             pending[fused.remote(exp.target, X_ref, np.flatnonzero(plan.shadow_in[i]), int(plan.shadow_seeds[i]),
                                  vocabulary, scored_ref, exp.tol)] = i
+    if prefitted:  # fitted by the driver, on the node it runs on; saved while the workers run the rest
+        here = ray.get_runtime_context().get_node_id()
+        for row, result in sorted(prefitted.items()):
+            keep((*result[:2], here, *result[3:]), row, None if row == 0 else row - 1, "in a fit in the driver")
+            timings["driver_fit_cpu"] = timings.get("driver_fit_cpu", 0.0) + result[1] + result[4]
     if target_ref is not None:
         target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
     n_reused = plan.n_shadows - len(pending) - sum(row > 0 for row in prefitted)
