@@ -161,7 +161,8 @@ def test_sigterm_during_check_of_a_config_exits_130(tmp_path):
                       "params = { n_iter = 100000 }\n[attack]\nshadows = 4\n[ray]\nnum_cpus = 1\n")
     process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.main", "check", str(config), "--epsilon", "1",
                                 "--output", str(tmp_path / "run")], cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TOPICAUDIT_DRIVER_FITS": "0"})  # Ray's workers fit every model
     deadline = time.monotonic() + 240
     while not (tmp_path / "run" / "plan.npz").exists():  # Ray is up and fitting
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
@@ -170,6 +171,33 @@ def test_sigterm_during_check_of_a_config_exits_130(tmp_path):
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, f"exit {process.returncode}\nstdout:\n{out}\nstderr:\n{err}"  # untruncated
     assert "VIOLATED" not in out and "Traceback" not in err and "interrupted" in err, err
+
+
+def test_sigterm_while_the_driver_fits_and_ray_starts_exits_130_and_leaves_nothing(tmp_path):
+    """SIGTERM while the driver fits the target (a CGS fit of minutes) and Ray starts beside it: 130 once Ray
+    has started and stopped again, not after the fit, and no run directory (no model was saved)."""
+    config = tmp_path / "audit.toml"
+    config.write_text("[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nlearner = \"cgs\"\n"
+                      "params = { n_iter = 2000000 }\n[attack]\nshadows = 4\n[ray]\nnum_cpus = 1\n")
+    trace = tmp_path / "trace.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.main", "check", str(config), "--epsilon", "1",
+                                "--output", str(tmp_path / "run")], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TOPICAUDIT_PHASE_TRACE": str(trace)})
+    deadline = time.monotonic() + 240
+    while not (trace.exists() and '"figure"' in trace.read_text()):  # the driver's fits come next
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, f"exit {process.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    assert "VIOLATED" not in out and "Traceback" not in err and "interrupted" in err, err
+    assert time.monotonic() - sent < 60  # the 2,000,000-sweep fit (minutes) was not waited for
+    phases = [json.loads(line)["phase"] for line in trace.read_text().splitlines()]
+    assert "driver_fits" in phases and "fits" not in phases, phases
+    assert not (tmp_path / "run").exists()
 
 
 # --------------------------------------------------------------------------- #

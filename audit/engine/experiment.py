@@ -216,9 +216,9 @@ def _fit_while_ray_starts(exp: Experiment, starting: StartingSession | None) -> 
     A local start keeps about one core busy for seconds, while the driver, its
     work prepared, would wait on the other. A fit in flight when Ray comes up
     is finished first, so a fit longer than the rest of the start holds the
-    workers back by the difference (the shadows may need the target's words):
-    a wash on 20news at k = 20, seconds saved on PHEME (benchmarks/RESULTS.md
-    §22). Same inputs and seeds as in a worker, on one BLAS thread as there,
+    workers back by the difference (the shadows may need the target's words),
+    as 20news's target at k = 20 does; still, about 3 s were saved there and
+    on PHEME (benchmarks/RESULTS.md §22). Same inputs and seeds as in a worker, on one BLAS thread as there,
     so each model is the one a worker would fit. Fresh runs only (a resumed
     run reloads its models first).
     """
