@@ -218,9 +218,9 @@ def _fit_while_ray_starts(exp: Experiment, starting: StartingSession | None) -> 
     is finished first, so a fit longer than the rest of the start holds the
     workers back by the difference (the shadows may need the target's words),
     as 20news's target at k = 20 does; still, about 3 s were saved there and
-    on PHEME (benchmarks/RESULTS.md §22). Same inputs and seeds as in a worker, on one BLAS thread as there,
-    so each model is the one a worker would fit. Fresh runs only (a resumed
-    run reloads its models first).
+    on PHEME (benchmarks/RESULTS.md §22). Same inputs and seeds as in a
+    worker, on one BLAS thread as there, so each model is the one a worker
+    would fit. Fresh runs only (a resumed run reloads its models first).
     """
     done: dict[int, tuple] = {}
     plan = exp.plan
