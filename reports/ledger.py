@@ -28,8 +28,9 @@ COLUMNS = (
     ("tpr_0.001", "TPR@0.1%FPR", "fraction of members the attack finds while flagging at most 0.1% of non-members"),
     ("tpr_0.01", "TPR@1%FPR", "the same at 1% of non-members"),
     ("auc", "AUC", "area under the ROC curve (0.5 = chance)"),
-    ("eps_lb", "empirical ε ≥", ("the run's ε lower bound on natural documents, or on canaries in a canary-only run "
-                                 "(one-run, at the stated confidence); the verdict above combines every bound")),
+    ("eps_lb", "empirical ε ≥", ("the verdict's ε lower bound: the largest over every test of the run (natural "
+                                 "documents and canaries), α split over them, at the stated confidence; the number "
+                                 "`topicaudit check` prints for the run's own claim")),
     ("coherence", "coherence", "UMass coherence of the target's topics (higher is better), when the run measured it"),
     ("perplexity", "perplexity", "held-out perplexity (lower is better), when the run measured it"),
     ("shadows", "shadows", "number of shadow models behind the attack"),
@@ -54,11 +55,21 @@ def _monitor_epsilon(monitor: dict[str, Any] | None) -> float | None:
     return float(trajectory[-1]) if trajectory else None
 
 
+def _verdict_bound(r: RunResults) -> tuple[float, float, float] | None:
+    """(ε_LB, confidence, δ) of the run's verdict; for runs from before verdicts were stored, the bound they
+    recorded (natural documents, else canaries)."""
+    if r.verdict is not None:
+        v = r.verdict
+        return float(v["epsilon_lower_bound"]), 1 - float(v["alpha"]), float(v["delta"])
+    bounds = r.recorded_bounds
+    return None if bounds is None else (bounds.epsilon, bounds.confidence, bounds.delta)
+
+
 def ledger_row(run, group_label: str, attack: str = "lira_online") -> dict[str, Any]:
     r: RunResults = run.results
     target, guarantee = r.target, r.target.guarantee
     metrics = r.attacks.get(attack) or AttackMetrics()
-    bounds = r.recorded_bounds
+    bounds = _verdict_bound(r)
     utility = r.utility or Utility()
     return {
         "run": str(run.path),
@@ -73,9 +84,9 @@ def ledger_row(run, group_label: str, attack: str = "lira_online") -> dict[str, 
         "tpr_0.001": metrics.tpr_at_fpr_0_001,
         "tpr_0.01": metrics.tpr_at_fpr_0_01,
         "auc": metrics.auc,
-        "eps_lb": bounds.epsilon if bounds is not None else None,
-        "eps_lb_confidence": bounds.confidence if bounds is not None else None,
-        "eps_lb_delta": bounds.delta if bounds is not None else None,
+        "eps_lb": bounds[0] if bounds is not None else None,
+        "eps_lb_confidence": bounds[1] if bounds is not None else None,
+        "eps_lb_delta": bounds[2] if bounds is not None else None,
         "coherence": utility.umass_coherence,
         "perplexity": utility.heldout_perplexity,
         "shadows": r.shadows.n_shadows if r.shadows is not None else None,
@@ -140,8 +151,7 @@ def group_summary(collection, attacks=None) -> tuple[list[str], list[list[str]]]
             for metric, _, percent in SUMMARY_METRICS:
                 xs = [run.results.attacks[attack].get(metric) for run in group.runs if attack in run.results.attacks]
                 cells.append(_mean_sd_text([x for x in xs if x is not None], percent))
-        eps = [run.results.epsilon_lower_bounds.epsilon for run in group.runs
-               if run.results.epsilon_lower_bounds is not None]
+        eps = [bound[0] for bound in map(_verdict_bound, (run.results for run in group.runs)) if bound is not None]
         cells.append(_mean_sd_text([x for x in eps if x is not None], False))
         body.append(cells)
     return headers, body

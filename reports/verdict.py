@@ -96,7 +96,8 @@ def run_verdict(run) -> Verdict:
         except UserError:
             result = None
     if result is None:
-        result, tested = own_claim_check(run.path)
+        stored = run.results.own_verdict(run.path)
+        result, tested = stored if stored is not None else own_claim_check(run.path)
     status = _status(result, tested)
     level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
     if tested:

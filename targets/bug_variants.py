@@ -110,7 +110,14 @@ BUGS = {
     "clipping-skipped": (("DPStochasticVariationalLDA",), _clipping_skipped),
     "randomiser-dropped": (("LocallyPrivateLDA", "LocallyPrivatePoissonFactorization",
                             "NaiveLocallyPrivatePoissonFactorization"), _randomiser_dropped),
+    # The record is the correct mechanism's outputs while Φ is built from another, less noised draw: what a
+    # learner does when it logs one noisy release and fits from another (or averages several).
+    "record-mismatch-halved": (tuple(NOISE_KNOBS), lambda learner: NOISE_KNOBS[type(learner).__name__](learner, 2.0)),
+    "record-mismatch-no-noise": (tuple(NOISE_KNOBS),
+                                 lambda learner: NOISE_KNOBS[type(learner).__name__](learner, NO_NOISE)),
 }
+# Bugs whose record (transcript) comes from the correct mechanism, not from the one Φ was built from.
+RECORD_MISMATCH = ("record-mismatch-halved", "record-mismatch-no-noise")
 
 
 class _Planted:
@@ -170,6 +177,8 @@ class BrokenLearner(_Planted):
 
     def fit_observed(self, X, seed: int, columns):
         phi, transcript = self.mechanism.fit_observed(X, seed, columns)
+        if self.bug in RECORD_MISMATCH:
+            _, transcript = self.claimed.fit_observed(X, seed, columns)  # a correct record of another draw
         return phi, self._as_claimed(transcript)
 
     def __repr__(self) -> str:

@@ -116,12 +116,12 @@ def test_check_never_exits_1_on_a_failure(capsys, tmp_path):
     (UserError("[attack] alpha must be in (0, 1)"), 2, "error: [attack] alpha must be in (0, 1)"),
 ])
 def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch, raised, expected_code, words):
-    import topicaudit.engine.check
+    import topicaudit.engine.verdict
 
     def explode(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", explode)
+    monkeypatch.setattr(topicaudit.engine.verdict, "judge", explode)
     monkeypatch.setattr(cli.tempfile, "tempdir", str(tmp_path))  # where the traceback is saved
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == expected_code and words in err and "Traceback" not in err, err
@@ -132,9 +132,9 @@ def test_check_crash_or_interrupt_is_not_a_verdict(capsys, tmp_path, monkeypatch
 
 
 def test_internal_error_prints_the_traceback_when_debugging(capsys, tmp_path, monkeypatch):
-    import topicaudit.engine.check
+    import topicaudit.engine.verdict
 
-    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(topicaudit.engine.verdict, "judge", lambda *a, **k: 1 / 0)
     monkeypatch.setenv(cli.DEBUG_VARIABLE, "1")
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert code == 3 and "Traceback" in err and "ZeroDivisionError" in err
@@ -143,12 +143,12 @@ def test_internal_error_prints_the_traceback_when_debugging(capsys, tmp_path, mo
 def test_a_ray_failure_is_its_own_exit_code(capsys, tmp_path, monkeypatch):
     import ray.exceptions
 
-    import topicaudit.engine.check
+    import topicaudit.engine.verdict
 
     def raylet_gone(*args, **kwargs):
         raise ray.exceptions.RaySystemError("the raylet died")
 
-    monkeypatch.setattr(topicaudit.engine.check, "bound_tests", raylet_gone)
+    monkeypatch.setattr(topicaudit.engine.verdict, "judge", raylet_gone)
     code, out, err = call(capsys, "check", fake_run(tmp_path / "run", separable=True), "--epsilon", 0.5)
     assert_one_line_error(code, err, expected_code=4)
     assert "rerun the same command" in err

@@ -22,7 +22,7 @@ from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
-from topicaudit.engine.check import ClaimShape
+from topicaudit.engine.verdict import ClaimShape
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
@@ -461,3 +461,66 @@ def test_a_dp_svi_transcript_written_before_top_topics_scores_the_same():
     new = Transcript("subsampled-gaussian-steps", c.words,
                      {"noisy_sums": y, "top_topics": elog.argmax(axis=1).astype(np.int16)}, p)
     assert np.array_equal(mechanism_scores(old, c)["mechanism"], mechanism_scores(new, c)["mechanism"])
+
+
+@pytest.mark.parametrize("bug", ["record-mismatch-no-noise", None])
+def test_a_model_built_from_other_than_its_record_is_refuted_by_its_own_release(tmp_path, bug):
+    """The record shows a correctly noised draw while Φ comes from a noiseless one: the mechanism's test sees
+    nothing wrong, the released Φ's test (α split with it) refutes the claim and the verdict says why; a correct
+    learner's Φ stays within its claim."""
+    from topicaudit.engine.check import check_run
+    from topicaudit.engine.config import config_from_dict
+    from topicaudit.engine.run import execute_run
+
+    settings = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30},
+                "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all",
+                           "params": {"epsilon": 3.0, "n_iter": 30}, **({"test_bug": bug} if bug else {})},
+                "attack": {"shadows": 0, "canaries": {"count": 600, "kind": "unique-word"}},
+                "output": str(tmp_path / "run")}
+    results = execute_run(config_from_dict(settings), quiet=True)
+    result = check_run(tmp_path / "run")
+    assert results.verdict["verdict"] == result.verdict and results.verdict["epsilon_lower_bound"] == \
+        result.epsilon_lower_bound
+    mechanism = max(b.epsilon for name, b in result.bounds.items() if name.startswith("canaries/"))
+    assert mechanism <= 3.0
+    if bug:
+        assert result.violated and result.strongest_attack.startswith("canaries-release/")
+        assert "not built from what the learner recorded" in result.message()
+    else:
+        assert not result.violated
+        assert any("other than what the learner recorded" in family for family in result.unseen)
+
+
+def test_auto_canaries_see_a_dp_vocabulary_step_and_check_config_agrees_with_check_run_dir(tmp_path, capsys):
+    """A pipeline with a DP vocabulary step: `auto` picks threshold canaries (fresh words of any other kind are
+    never selected, so a halved noise went unseen), its halved noise is caught, and `check CONFIG` holds a step
+    before a non-private learner to the step's own claim, as `check RUN_DIR` does."""
+    def config(name, bug=""):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(
+            "[synthetic]\nn_docs = 300\nn_words = 400\nmean_length = 30\n"
+            f"[target]\nlearner = \"lda\"\nk = 3\nvocabulary = \"dpsu-laplace\"\ntest_bug = \"{bug}\"\n"
+            "vocabulary_params = {epsilon = 1.0}\n"
+            f"[attack]\nshadows = 0\n[attack.canaries]\ncount = 600\n")
+        return path
+    assert main(["check", str(config("ok")), "--output", str(tmp_path / "ok")]) == 0
+    by_config = capsys.readouterr().out
+    assert json.loads((tmp_path / "ok" / "results.json").read_text())["canaries"]["kind"] == "threshold"
+    assert "claimed ε = 1" in by_config
+    assert main(["check", str(tmp_path / "ok")]) == 0
+    assert capsys.readouterr().out.split(" [")[0] == by_config.split(" [")[0]
+    assert main(["check", str(config("halved", "dpsu-noise-halved")), "--output", str(tmp_path / "halved")]) == 1
+
+
+def test_a_vocabulary_step_audit_says_the_learner_behind_it_went_untested(tmp_path):
+    """FDPTM-like: the step is held to its own claim; the verdict names the learner's claim it could not test."""
+    from topicaudit.engine.check import check_run
+    execute_run(config_from_dict({
+        **SMALL_CORPUS, "output": str(tmp_path / "p"),
+        "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "dpsu-gw", "vocabulary_params": {"epsilon": 1.5},
+                   "params": {"epsilon": 1.5, "n_iter": 20}},
+        "attack": {"shadows": 0, "canaries": {"count": 200}}}), quiet=True)
+    result = check_run(tmp_path / "p")
+    assert result.claimed_epsilon == 1.5
+    assert any("dp-cgs behind the vocabulary step" in family and "ε = 3" in family for family in result.unseen)
+    assert "cannot see the learner dp-cgs" in result.message()

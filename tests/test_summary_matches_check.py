@@ -50,3 +50,35 @@ def test_a_run_whose_bound_no_test_can_state_still_finishes(tmp_path, capsys):
     assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     assert "no ε bound:" in out and "word canaries" in out
+
+
+def test_one_run_has_one_epsilon_everywhere(tmp_path, capsys):
+    """results.json's verdict, the summary, `check`, the API, the report's card and ledger and a sweep's table
+    give the same ε for the run's own claim (a run with shadows and canaries together, a DP learner)."""
+    import topicaudit
+    from topicaudit.engine.sweep import verdict_epsilon
+    from topicaudit.reports.collect import collect
+    from topicaudit.reports.ledger import ledger_rows
+    from topicaudit.reports.verdict import run_verdict
+
+    config = tmp_path / "audit.toml"
+    config.write_text(CONFIG.replace("k = 4", "k = 4\nlearner = \"dp-cgs\"\nvocabulary = \"all\"\nparams = {epsilon = 3.0, n_iter = 20}"))
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--output", str(out)]) == 0
+    summary = capsys.readouterr().out
+    stored = json.loads((out / "results.json").read_text())["verdict"]
+    assert stored["claim_tested"] and stored["claimed_epsilon"] == 3
+    assert any(name.startswith("natural/") for name in stored["bounds"])
+    assert any(name.startswith("canaries/mechanism") for name in stored["bounds"])
+    assert any(name.startswith("canaries-release/") for name in stored["bounds"])  # Φ is held to the claim too
+    eps = stored["epsilon_lower_bound"]
+    assert f"empirical ε ≥ {eps:.3f} ({stored['strongest_attack']};" in summary
+    assert main(["check", str(out)]) in (0, 1)
+    assert f"proves ε ≥ {eps:.3f}" in capsys.readouterr().out
+    api = topicaudit.check(out)
+    assert api.epsilon_lower_bound == eps and api.verdict == stored["verdict"] and api.power == stored["power"]
+    run = collect([out]).runs[0]
+    card = run_verdict(run)
+    assert card.status == stored["verdict"] and f"ε ≥ {eps:.2f}" in card.headline
+    assert ledger_rows(collect([out]))[0]["eps_lb"] == eps
+    assert verdict_epsilon(json.loads((out / "results.json").read_text())) == eps

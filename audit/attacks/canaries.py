@@ -167,16 +167,23 @@ class CanarySet:
                     "alternate_indptr": self.alternates.indptr} if self.alternates is not None else {})}
 
 
-def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str | None = None) -> str:
-    """``auto``: canaries of the claim's neighbour relation.
+def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str | None = None,
+                 dp_vocabulary: bool = False) -> str:
+    """``auto``: canaries of the claim's neighbour relation, or of the DP vocabulary step in front of it.
 
-    A central word-level claim protects the substitution of one token's word:
-    paired word canaries (heads word or tails word at the same place). A local
-    word claim protects one word of one user's report: word canaries.
-    Document-level: paired for replace-one claims, unique-word otherwise.
+    A pipeline whose vocabulary step is DP (DP set union) gets threshold
+    canaries: a fresh word of any other kind is almost never selected, so the
+    step would hide every stage behind it and its own mechanism would go
+    unseen. A central word-level claim protects the substitution of one
+    token's word: paired word canaries (heads word or tails word at the same
+    place). A local word claim protects one word of one user's report: word
+    canaries. Document-level: paired for replace-one claims, unique-word
+    otherwise.
     """
     if kind != "auto":
         return kind
+    if dp_vocabulary:
+        return "threshold"
     adjacency = adjacency_of(adjacency)
     if adjacency is Adjacency.WORD:
         return "paired-word"

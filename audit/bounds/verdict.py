@@ -7,7 +7,11 @@ never of the coins: then the largest of several bounds, each at its share of
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import stats
 
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.guesses import default_guess_counts, margin_guess_counts
@@ -92,3 +96,75 @@ def bound_ceiling(labels: np.ndarray, delta: float, alpha_each: float, methods=t
     """The largest ε these coins could ever prove: the bounds at scores that separate every coin."""
     perfect = {"perfect": np.asarray(labels, dtype=np.float64)}
     return max(b.epsilon for b in bound_tests(perfect, labels, delta, alpha_each, methods, family).values())
+
+
+# -- the verdict's one computation --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Evidence:
+    """One experiment's scores and coins, the tests to run on them, and what they observed.
+
+    ``methods`` are the (ε, δ)-family methods ``bound_tests`` runs on every
+    score; ``shaped`` runs the tests outside that family (a claimed curve, a
+    δ-tail), ``shaped_count`` of them per score, at the same share of α.
+    """
+
+    prefix: str                      # test names start with it: "natural/", "canaries/", "canaries-release/"
+    scores: dict[str, np.ndarray]
+    labels: np.ndarray
+    methods: tuple
+    observed: str                    # what the scores observed, in words
+    family: Callable | None = guess_family
+    shaped: Callable[[dict[str, np.ndarray], np.ndarray, float], dict[str, EpsilonBound]] | None = None
+    shaped_count: int = 0
+
+    @property
+    def test_count(self) -> int:
+        return len(self.scores) * (len(self.methods) + self.shaped_count)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Every test's bound at its share of α, the largest ε any outcome could prove, and whether any score
+    separated the candidates (ranked members above non-members) or all were tied."""
+
+    bounds: dict[str, EpsilonBound]
+    ceiling: float
+    alpha_each: float
+    signal: bool
+    tied: bool
+    reversed: tuple[str, ...] = ()   # scores that rank members *below* non-members (a defect of the score)
+
+
+def judge(evidence: list[Evidence], delta: float, alpha: float) -> Judgement:
+    """Every test of every experiment at one share of α (Bonferroni over all of them), so the largest bound
+    is itself valid at confidence 1 − α: the one computation behind ``run``'s summary, ``check``, the
+    report's card and ledger, ``sweep`` and the API."""
+    alpha_each = alpha / max(1, sum(e.test_count for e in evidence))
+    bounds: dict[str, EpsilonBound] = {}
+    ceiling, signal, reversed_scores = 0.0, False, []
+    for e in evidence:
+        if e.labels.all() or not e.labels.any():
+            continue  # one class only: these coins prove nothing
+        tests = bound_tests(e.scores, e.labels, delta, alpha_each, e.methods, e.family)
+        if e.shaped is not None:
+            tests.update(e.shaped(e.scores, e.labels, alpha_each))
+        bounds.update({e.prefix + name: b for name, b in tests.items()})
+        ceiling = max(ceiling, bound_ceiling(e.labels, delta, alpha_each, e.methods, e.family))
+        for name, values in e.scores.items():
+            signal = signal or separates(values, e.labels, alpha)
+            if separates(-np.asarray(values, np.float64), e.labels, alpha_each):
+                reversed_scores.append(e.prefix + name)
+    tied = all(np.all(v == v[0]) for e in evidence for v in e.scores.values())
+    return Judgement(bounds, ceiling, alpha_each, signal, tied, tuple(reversed_scores))
+
+
+def separates(scores: np.ndarray, labels: np.ndarray, alpha: float) -> bool:
+    """Whether the scores rank members above non-members better than chance (one-sided rank test at α).
+
+    Tied scores never do; an audit whose every test fails this has no
+    signal, and its verdict must not read as a test that could have refuted.
+    """
+    scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf)
+    if np.all(scores == scores[0]) or labels.all() or not labels.any():
+        return False
+    return bool(stats.mannwhitneyu(scores[labels], scores[~labels], alternative="greater").pvalue < alpha)

@@ -85,10 +85,12 @@ def execute(args) -> int:
         if args.quiet:
             print(config.run_dir)
         else:
-            try:
-                verdict, untestable = own_claim_check(config.run_dir), None
-            except UserError as error:  # the audit is done; only its bound cannot be stated
-                verdict, untestable = None, str(error)
+            verdict, untestable = results.own_verdict(config.run_dir), None
+            if verdict is None:
+                try:  # the run stores a verdict whenever its tests can bound anything; this says why not
+                    verdict = own_claim_check(config.run_dir)
+                except UserError as error:  # the audit is done; only its bound cannot be stated
+                    untestable = str(error)
             print(summary_table(results, verdict))
             if untestable:
                 print(f"\n  no ε bound: {untestable}")

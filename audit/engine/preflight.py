@@ -3,7 +3,7 @@
 An audit of a configuration takes minutes; a claim it cannot test, or a
 flag it cannot honour, must fail in a second instead, before any fit. The
 checks read only the configuration and the target's own guarantee (built,
-never fitted), and mirror ``topicaudit.engine.check.check_run``'s messages.
+never fitted), and mirror ``topicaudit.engine.verdict.run_verdict``'s messages.
 """
 from __future__ import annotations
 
@@ -39,17 +39,17 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
     t = config.target
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
     guarantee = target.guarantee()
-    if config.attack.canaries.count and config.attack.canaries.kind == "threshold" \
-            and config.attack.canaries.observe != "release" and target.observes_vocabulary:
-        # Threshold canaries observe the DP vocabulary step, which check holds to its own claim.
+    canaries = config.attack.canaries
+    observes_step = canaries.observe != "release" and target.observes_vocabulary
+    kind = resolve_kind(canaries.kind, guarantee.adjacency, target.learner.guarantee().parameters.get("neighbours"),
+                        observes_step) if canaries.count else None
+    if kind == "threshold" and observes_step:
+        # Threshold canaries observe the DP vocabulary step, which check holds to its own claim (as check RUN_DIR).
         guarantee = target.vocabulary_step.guarantee()
     claimed = None if math.isinf(guarantee.epsilon) else guarantee.epsilon
     if epsilon is None and claimed is None:
         raise UserError(f"the target ({t.learner}) claims no ε, so there is nothing to check; pass the claim "
                         f"to test with {names['epsilon']} (and {names['delta']})")
-    canaries = config.attack.canaries
-    kind = resolve_kind(canaries.kind, guarantee.adjacency,
-                        target.learner.guarantee().parameters.get("neighbours")) if canaries.count else None
     adjacency = adjacency_of(guarantee.adjacency)
     word_level = adjacency is not None and not adjacency.document_level
     if word_level and epsilon is None and kind not in WORD_KINDS:

@@ -212,7 +212,7 @@ class RunResults(JsonView, Record):
 
     SCHEMA: ClassVar[str] = RESULTS_SCHEMA
     REQUIRED = ("schema", "target")
-    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries")
+    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries", "verdict")
     CODECS = {"corpus": record(CorpusInfo), "target": record(TargetInfo), "shadows": record(ShadowsInfo),
               "attacks": records(AttackMetrics), "epsilon_lower_bounds": record(NaturalBounds),
               "statistics": record(StatisticsInfo), "utility": record(Utility), "canaries": record(CanaryResults)}
@@ -234,6 +234,9 @@ class RunResults(JsonView, Record):
     statistics: StatisticsInfo | None = None
     utility: Utility | None = None
     canaries: CanaryResults | None = None
+    # The verdict on the run's own claim (``check``'s, without its schema and run directory), and
+    # "claim_tested": False when these tests cannot hold the target to its claim (then at ε = 0: bounds only).
+    verdict: dict[str, Any] | None = None
     timings_s: dict[str, float] | None = None
 
     @classmethod
@@ -244,6 +247,16 @@ class RunResults(JsonView, Record):
     @property
     def n_shadows(self) -> int:
         return int(self.shadows.n_shadows or 0) if self.shadows is not None else 0
+
+    def own_verdict(self, run_dir: str | Path) -> tuple[CheckResult, bool] | None:
+        """The verdict ``run`` stored on the run's own claim, and whether the claim was tested (None for runs
+        from before it was stored). ``check`` with no claim recomputes exactly this."""
+        if self.verdict is None:
+            return None
+        stored = {key: value for key, value in self.verdict.items() if key != "claim_tested"}
+        result = CheckResult.from_json({**stored, "schema": CHECK_SCHEMA, "run_dir": str(run_dir)},
+                                       f"{run_dir}/results.json verdict")
+        return result, bool(self.verdict.get("claim_tested"))
 
     @property
     def recorded_bounds(self) -> NaturalBounds | CanaryBounds | None:
@@ -335,6 +348,9 @@ class CheckResult:
         what was tested).
     power : "2x" / "10x" → the simulated share of audits of this design that refute a mechanism 2× and
         10× less private than claimed (mechanism audits only), and "replicates".
+    unseen : the bug families this design cannot see, which the power does not cover (mechanism audits).
+    reversed_scores : tests whose scores rank members *below* non-members: a defect of that score (it cannot
+        refute anything), reported rather than silently outvoted by the others.
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -351,6 +367,8 @@ class CheckResult:
     observed: dict[str, str] = field(default_factory=dict)
     no_signal: bool = False
     power: dict[str, float] | None = None
+    unseen: list[str] = field(default_factory=list)
+    reversed_scores: list[str] = field(default_factory=list)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -376,7 +394,9 @@ class CheckResult:
 
     def message(self) -> str:
         level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
-        observed = f"observed: {self.threat_model}"
+        # A refutation names what its test observed; a claim not refuted, everything every test observed.
+        observed = f"observed: {self.threat_model}" if self.violated else \
+            f"observed: {'; '.join(dict.fromkeys(self.observed.values())) or self.threat_model}"
         if self.violated:
             best = self.bounds[self.strongest_attack]
             if best.method == DELTA_TAIL:
@@ -389,21 +409,31 @@ class CheckResult:
                         f"(its privacy loss would have to be ≥ {best.details['curve_scale_lb']:.2f}× the claimed "
                         f"one; {level}); this refutes the mechanism the claim describes, not every (ε, δ) reading "
                         f"of it; {observed} [{self.run_dir}]")
+            why = ("; the released Φ proves more than the recorded mechanism allows: the model was not built "
+                   "from what the learner recorded, or the claim is wrong"
+                   if self.strongest_attack.startswith("canaries-release/") else "")
             return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
-                    f"> claimed ε = {self.claimed_epsilon:g}; {observed} [{self.run_dir}]")
+                    f"> claimed ε = {self.claimed_epsilon:g}; {observed}{why} [{self.run_dir}]")
         if self.no_signal:
+            unseen = f"; nor could it see {'; nor '.join(self.unseen)}" if self.unseen else ""
             return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
-                    f"cannot refute any claim; {observed} [{self.run_dir}]")
+                    f"cannot refute any claim; {observed}{unseen} [{self.run_dir}]")
         if self.power is not None:
             reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
                      f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
+
         elif self.ceiling > self.claimed_epsilon:
             reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
         else:
             reach = (f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
                      "add canaries, --canaries M)")
+        if self.unseen:
+            reach += f"; this design cannot see {'; nor '.join(self.unseen)}"
+        defect = (f"; {', '.join(self.reversed_scores)} rank members below non-members (a defect of "
+                  f"{'that score' if len(self.reversed_scores) == 1 else 'those scores'}: it cannot refute)"
+                  if self.reversed_scores else "")
         return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach} [{self.run_dir}]")
+                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach}{defect} [{self.run_dir}]")
 
     def to_json(self) -> dict[str, Any]:
         """``check --json``'s content; the derived verdict, bound and threat model are written out too."""
@@ -425,6 +455,8 @@ class CheckResult:
             "observed": self.observed,
             "threat_model": self.threat_model,
             "power": self.power,
+            **({"unseen": self.unseen} if self.unseen else {}),
+            **({"reversed_scores": self.reversed_scores} if self.reversed_scores else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -435,7 +467,8 @@ class CheckResult:
         try:
             result = cls(Path(data["run_dir"]), data["claimed_epsilon"], data["delta"], data["alpha"],
                          BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
-                         dict(data["observed"]), bool(data["no_signal"]), data["power"])
+                         dict(data["observed"]), bool(data["no_signal"]), data["power"],
+                         list(data.get("unseen", [])), list(data.get("reversed_scores", [])))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None

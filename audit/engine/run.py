@@ -44,6 +44,7 @@ from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
 from topicaudit.engine.validation import warn_more_topics_than_words
+from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target
@@ -56,7 +57,8 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
     c = config.attack.canaries
     if not c.count:
         return None
-    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"))
+    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"),
+                        c.observe != "release" and target.observes_vocabulary)
     length = c.length or default_length(target.learner, X)
     # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold;
     # the fresh documents are 4× the step's per-document cap long, so a missing cap shows.
@@ -375,13 +377,24 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         timings["utility"] = time.perf_counter() - t
     if canaries is not None:
         t = time.perf_counter()
-        scores = all_canary_scores(outcome.canary_release, outcome.canary_shadows, canaries, config.attack.tol)
-        run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **scores})
+        canary_values = all_canary_scores(outcome.canary_release, outcome.canary_shadows, canaries, config.attack.tol)
+        run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **canary_values})
         # A release with no transcript (a DP vocabulary step that released no word at all) is scored as a release.
         observed = "mechanism" if observe and outcome.canary_release.transcript is not None else "release"
-        results["canaries"] = canary_results(canaries, scores, outcome.canary_release, bound_delta,
+        results["canaries"] = canary_results(canaries, canary_values, outcome.canary_release, bound_delta,
                                              config.attack.alpha, observed)
         timings["canary_scoring"] = time.perf_counter() - t
+    t = time.perf_counter()
+    typed = RunResults.from_json(json.loads(json.dumps(results)))
+    canary_files = (canary_values, canaries.coins, canaries.kind, canaries.anchors) if canaries is not None else None
+    try:
+        verdict, tested = own_claim_verdict(typed, natural_scores, canary_files, run.path)
+    except UserError:
+        pass  # nothing these tests can bound (e.g. word canaries only, for a document-level claim)
+    else:
+        results["verdict"] = {"claim_tested": tested, **{key: value for key, value in verdict.to_json().items()
+                                                         if key not in ("schema", "run_dir")}}
+    timings["verdict"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
     if "address" in results["ray"]:
@@ -393,8 +406,8 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
 def summary_table(results: RunResults, verdict=None) -> str:
     """The one-screen summary printed at the end of a run.
 
-    verdict: ``topicaudit.engine.check.own_claim_check``'s (result, claim tested), so
-    the bound and ceiling printed are ``check``'s own; without it no bound is printed.
+    verdict: the stored verdict (``RunResults.own_verdict``: result, claim tested), so the bound and
+    ceiling printed are ``check``'s own; without it no bound is printed.
     """
     target, guarantee, corpus = results.target, results.target.guarantee, results.corpus
     claim = "none" if guarantee.epsilon is None else f"{guarantee.epsilon:g}"
@@ -444,6 +457,10 @@ def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
                 else f"this audit can prove at most {result.ceiling:.2f}")
     lines = [f"  empirical ε ≥ {result.epsilon_lower_bound:.3f} ({result.strongest_attack}; {level}); {strength}",
              f"  claimed ε: {claim}"]
+    if claim_tested and claim.split(" ")[0] != f"{result.claimed_epsilon:g}":
+        # A DP vocabulary step audited by threshold canaries is held to its own claim, not the pipeline's.
+        lines[-1] = (f"  claimed ε: {result.claimed_epsilon:g} (the vocabulary step's own claim, tested here; "
+                     f"the pipeline claims {claim})")
     if claim_tested:
         lines.append(f"  {result.message().split(':', 1)[0]} (topicaudit check gives the same verdict)")
     else:

@@ -249,13 +249,22 @@ def load_sweep(path: Path) -> dict[str, Any]:
     return index
 
 
+def verdict_epsilon(results: dict[str, Any]) -> float:
+    """The run's verdict ε (every test, α split over them: what ``check`` prints for its own claim); the canary
+    bound for runs from before verdicts were stored."""
+    if "verdict" in results:
+        bound = results["verdict"]["epsilon_lower_bound"]
+        return float(bound)  # "inf" for a δ-tail refutation
+    return results["canaries"]["epsilon_lower_bounds"]["epsilon"]
+
+
 def sweep_table(index: dict[str, Any]) -> str:
     """Mean ± sd over replicates of the main metrics, one row per value."""
 
     finished = [e["results"] for e in index["runs"] if e.get("results")]
     canaries = any("canaries" in r for r in finished)
     lines = [f"{index['parameter']:>24}  {'online AUC':>16}  {'online TPR@0.1%':>18}  {'offline TPR@0.1%':>18}"
-             + (f"  {'canary ε ≥':>14}" if canaries else "") + "  runs"]
+             + (f"  {'verdict ε ≥':>14}" if canaries else "") + "  runs"]
     for value in index["values"]:
         done = [e["results"] for e in index["runs"] if e["value"] == value and e.get("results")]
 
@@ -269,7 +278,7 @@ def sweep_table(index: dict[str, Any]) -> str:
         def stat(attack, metric, done=done):
             return summary([r["attacks"][attack][metric] for r in done if attack in r["attacks"]], metric != "auc")
 
-        canary = summary([r["canaries"]["epsilon_lower_bounds"]["epsilon"] for r in done if "canaries" in r], False)
+        canary = summary([verdict_epsilon(r) for r in done if "canaries" in r], False)
         lines.append(f"{value!s:>24}  {stat('lira_online', 'auc'):>16}  "
                      f"{stat('lira_online', 'tpr_at_fpr_0.001'):>18}  "
                      f"{stat('lira_offline', 'tpr_at_fpr_0.001'):>18}"
