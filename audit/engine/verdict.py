@@ -52,6 +52,8 @@ DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
 NATURAL_METHODS = (Method.ONE_RUN,)
+# The released Φ's tests beside a mechanism audit: Steinke et al.'s bound on each release score.
+RELEASE_METHODS = (Method.ONE_RUN,)
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
@@ -134,8 +136,9 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         if mechanism is not None and mechanism.stage != "vocabulary":
             # Φ is computed from the mechanism's outputs: the claim covers it too (not so for a vocabulary
             # step's own claim, which says nothing of the learner behind it).
+            # One method each (the two valid ones agree to ~0.01 on these scores): α is spent where it bites.
             evidence.append(Evidence("canaries-release/", canary_verdict_scores(canaries[0], "release"),
-                                     canaries[1], tuple(VALID_BOUNDS), f"canaries on {THREAT_MODELS['release']}"))
+                                     canaries[1], RELEASE_METHODS, f"canaries on {THREAT_MODELS['release']}"))
     if natural is not None and not word_claim:
         names = [n for n in natural if n not in ("is_member", "doc_index")]
         missing = [a for a in attacks or () if a not in names]
