@@ -52,6 +52,7 @@ model (natural and rare-words ones), not for fresh words.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,13 +193,27 @@ def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str |
     return "paired" if neighbours == "replace-one" else "unique-word"
 
 
-def default_length(learner, X: sp.csr_matrix) -> int:
-    """4× the learner's document cap when it has one (a missing cap then shows), else the median document."""
+def default_length(learner, X: sp.csr_matrix, top_n: int | None = None) -> int:
+    """4× the learner's document cap when it has one (a missing cap then shows), else the median document;
+    for a release of each topic's ``top_n`` words, at least long enough to enter one.
+
+    A word enters a topic's top n when its count there passes the n-th word's. The n-th most frequent word
+    of the corpus bounds that count from above, and its even share over k topics is its scale: a canary of
+    twice that share (at most the bound) is released often, where a median document's word never could be
+    (PHEME, k = 5, top 10: 101 tokens entered for 4 of 100 members, 201 for 28, 300 for 33 of the 50 slots).
+    """
+    length = max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
     for name in DOCUMENT_CAPS:
         cap = getattr(learner, name, None)
         if cap:
-            return CAP_MULTIPLE * int(cap)
-    return max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
+            length = CAP_MULTIPLE * int(cap)
+            break
+    if top_n:
+        frequencies = np.sort(np.asarray(X.sum(axis=0)).ravel())[::-1]
+        nth = frequencies[min(int(top_n), frequencies.size) - 1] if frequencies.size else 0
+        share = math.ceil(2 * nth / max(1, int(getattr(learner, "k", 1))))
+        length = max(length, int(min(nth, share)))
+    return length
 
 
 def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: int, shadows: int = 0,

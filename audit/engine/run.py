@@ -49,6 +49,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Release
+from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
 
 
 # -- canaries ------------------------------------------------------------------------
@@ -59,7 +60,8 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
         return None
     kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"),
                         c.observe != "release" and target.observes_vocabulary)
-    length = c.length or default_length(target.learner, X)
+    length = c.length or default_length(target.learner, X,
+                                        declared(target.learner.guarantee().parameters, RELEASE_TOP_N))
     # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold;
     # the fresh documents are 4× the step's per-document cap long, so a missing cap shows.
     rho = getattr(target.vocabulary_step, "rho", None)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicaudit.attacks.canaries import WORD_KINDS, anchored_positions
+from topicaudit.attacks.canaries import UNRELEASED_PENALTY, WORD_KINDS, anchored_positions
 from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
@@ -46,12 +46,14 @@ from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeI
 from topicaudit.errors import UserError
 from topicaudit.targets.learners.dpsu import gaussian_step_profile
 from topicaudit.targets.privacy.composition import privacy_profile
-from topicaudit.targets.privacy.guarantee import adjacency_of
+from topicaudit.targets.privacy.guarantee import RELEASE_SUPPORT, TRAINING_WORDS, adjacency_of, declared
 
 DEFAULT_DELTA = 1e-5  # as [attack] delta, for runs that recorded none
 DEFAULT_ALPHA = 0.05  # as [attack] alpha, for runs that recorded none
 # The natural-document tests keep the one-run bound and guesses the run itself reports.
 NATURAL_METHODS = (Method.ONE_RUN,)
+# Canaries of fresh words whose coin decides whether their word trains at all: a δ-tail test can read them.
+FRESH_WORD_KINDS = ("unique-word", "word")
 # The released Φ's tests beside a mechanism audit: Steinke et al.'s bound on each release score.
 RELEASE_METHODS = (Method.ONE_RUN,)
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
@@ -116,7 +118,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     check_level(alpha, delta, "--alpha", "--delta")
 
     evidence: list[Evidence] = []
-    mechanism, shape, methods = None, None, ()
+    mechanism, shape, methods, notes = None, None, (), []
     if canaries is not None and word_canaries == word_claim:
         observe = observe or "release"  # runs from before canaries could observe a mechanism
         methods = tuple(VALID_BOUNDS)
@@ -128,17 +130,26 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
                 methods = (Method.FDP_PURE, shape.method)
         if mechanism is not None and mechanism.fresh_released is not None:
             methods += (DELTA_TAIL,)
+        # A learner's release (not a vocabulary step's own claim) may hold its δ to a δ-tail test too.
+        # (Behind the non-private observed vocabulary, unreleased canary words are that step's doing.)
+        learner_release = (mechanism is None or mechanism.stage != "vocabulary") and target.vocabulary_step != "observed"
+        tail, note = release_tail(canaries, results.target.guarantee.parameters) if learner_release else (None, None)
+        notes += [note] if note else []
+        shaped = _shaped_tests(shape, methods, mechanism, float(epsilon), float(delta))
+        if mechanism is None and tail is not None:
+            shaped, methods = _release_tail_test(tail, float(delta)), methods + (DELTA_TAIL,)
         evidence.append(Evidence("canaries/", canary_verdict_scores(canaries[0], observe), canaries[1],
                                  tuple(m for m in methods if m not in SHAPED),
                                  f"canaries on {THREAT_MODELS[observe]}",
-                                 shaped=_shaped_tests(shape, methods, mechanism, float(epsilon), float(delta)),
-                                 shaped_count=sum(m in SHAPED for m in methods)))
-        if mechanism is not None and mechanism.stage != "vocabulary":
+                                 shaped=shaped, shaped_count=sum(m in SHAPED for m in methods)))
+        if mechanism is not None and learner_release:
             # Φ is computed from the mechanism's outputs: the claim covers it too (not so for a vocabulary
             # step's own claim, which says nothing of the learner behind it).
             # One method each (the two valid ones agree to ~0.01 on these scores): α is spent where it bites.
             evidence.append(Evidence("canaries-release/", canary_verdict_scores(canaries[0], "release"),
-                                     canaries[1], RELEASE_METHODS, f"canaries on {THREAT_MODELS['release']}"))
+                                     canaries[1], RELEASE_METHODS, f"canaries on {THREAT_MODELS['release']}",
+                                     shaped=None if tail is None else _release_tail_test(tail, float(delta)),
+                                     shaped_count=0 if tail is None else 1))
     if natural is not None and not word_claim:
         names = [n for n in natural if n not in ("is_member", "doc_index")]
         missing = [a for a in attacks or () if a not in names]
@@ -163,7 +174,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
                                 [m for m in methods if m not in SHAPED])
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), judgement.bounds, judgement.ceiling,
                          "word" if word_claim else "document", {e.prefix: e.observed for e in evidence}, False, power,
-                         unseen=unseen_bugs(mechanism, composed, target.learner),
+                         unseen=unseen_bugs(mechanism, composed, target.learner) + notes,
                          reversed_scores=list(judgement.reversed))
     # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
     # mechanism says what this design can catch (a correct mechanism audited well is often at chance).
@@ -185,6 +196,43 @@ def _shaped_tests(shape: ClaimShape | None, methods: tuple, mechanism: Mechanism
             released, fresh = mechanism.fresh_released
             tests[f"mechanism:{DELTA_TAIL}"] = delta_tail_bound(released, fresh, delta, alpha_each)
         return tests
+    return shaped
+
+
+def release_tail(canaries, parameters: dict | None) -> tuple[tuple[int, int] | None, str | None]:
+    """(released, fresh) for the δ-tail test of a learner's release, and a note when the test cannot run.
+
+    It runs when the learner declares that its release can hold only words
+    some training document holds (``release_support = "training-words"``):
+    then a canary's fresh word is released with probability 0 without its
+    canary and at most δ with it, whatever ε. A released word of a canary
+    that did not train contradicts that declaration: the test is void, and
+    the note says so. A release that leaves canary words out without the
+    declaration gets a note naming what the test would need.
+    """
+    scores, coins, kind = canaries
+    if kind not in FRESH_WORD_KINDS or "column" not in scores:
+        return None, None
+    released = np.asarray(scores["column"]) > -UNRELEASED_PENALTY / 2
+    if declared(parameters, RELEASE_SUPPORT) != TRAINING_WORDS:
+        if (~released).any():
+            return None, ("a δ the release cannot keep: it leaves canary words out, but the learner does not "
+                          "declare that it can hold only training words ([target] guarantee parameter "
+                          "release_support = \"training-words\"), which the δ-tail test needs")
+        return None, None
+    strays = int((released & ~coins).sum())
+    if strays:
+        return None, (f"a δ the release cannot keep: the learner declares that its release holds only training "
+                      f"words, yet {strays} canary words that did not train were released (the declaration is "
+                      "false, so its δ-tail test is void)")
+    return (int(released.sum()), int(coins.size)), None
+
+
+def _release_tail_test(tail: tuple[int, int], delta: float):
+    """The δ-tail test of a learner's release that can hold only training words (``release_tail``)."""
+    def shaped(scores: dict[str, np.ndarray], labels: np.ndarray, alpha_each: float) -> dict[str, EpsilonBound]:
+        released, fresh = tail
+        return {f"column:{DELTA_TAIL}": delta_tail_bound(released, fresh, delta, alpha_each)}
     return shaped
 
 

@@ -161,3 +161,26 @@ def _named_tuple_to_json(value):
 
 # A non-private learner's (or an unselected vocabulary's) claim: none.
 NO_GUARANTEE = Guarantee()
+
+
+# What a learner may declare of its release in its guarantee's parameters, beside the claim itself.
+# release_support = "training-words": the release can hold only words that some training document holds
+# (a selection of observed words, e.g. each topic's top words chosen from counts). A fresh canary word in
+# such a release could not be there without its canary, which the δ-tail test turns into a test of δ.
+RELEASE_SUPPORT = "release_support"
+TRAINING_WORDS = "training-words"
+# release_top_n = n: each topic releases its n most probable words only (canaries are made long enough to
+# enter such a release).
+RELEASE_TOP_N = "release_top_n"
+
+
+def declared(parameters: dict[str, Any] | None, key: str) -> Any:
+    """A declaration of the guarantee's ``parameters`` or of one of its composed parts (None when absent)."""
+    parameters = parameters or {}
+    if key in parameters:
+        return parameters[key]
+    for part in parameters.get("parts") or ():
+        found = declared(part.get("parameters"), key)
+        if found is not None:
+            return found
+    return None
