@@ -20,7 +20,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import sys
 
+import numpy as np
+
+from topicaudit.targets.base import Transcript
 from topicaudit.targets.privacy.dp_svi_accounting import calibrate_noise_multiplier
 
 # A divisor this large leaves no noise worth the name (the geometric and randomised-response
@@ -118,6 +122,27 @@ BUGS = {
 }
 # Bugs whose record (transcript) comes from the correct mechanism, not from the one Φ was built from.
 RECORD_MISMATCH = ("record-mismatch-halved", "record-mismatch-no-noise")
+# DP-CGS averaging Φ over this many noisy draws of its final counts, each noised as for one release, while it
+# records one: the average has √10 less noise than the claim spends on.
+AVERAGED_DRAWS = 10
+BUGS["averaged-sweeps"] = (("ZhuDPCollapsedGibbsLDA",), lambda learner: None)
+
+
+def _averaged_sweeps(learner, X, seed: int, columns):
+    """DP-CGS whose Φ averages AVERAGED_DRAWS noisy draws of the final counts; its record is the first draw."""
+    run_dp_cgs = sys.modules[type(learner).__module__].run_dp_cgs  # the learner's own module, already loaded
+    state = run_dp_cgs(X, learner.k, seed, learner.epsilon, learner.max_doc_length, alpha=learner.alpha,
+                       beta=learner.beta, n_iter=learner.n_iter)
+    rng = np.random.default_rng([seed, AVERAGED_DRAWS])
+    phis = [state.phi]
+    for _ in range(AVERAGED_DRAWS - 1):
+        weights = np.maximum(state.nwk.T + rng.laplace(0.0, state.scale, state.nwk.T.shape), 0.0) + learner.beta
+        phis.append(weights / weights.sum(axis=1, keepdims=True))
+    phi = np.mean(phis, axis=0).astype(np.float32)
+    columns = np.asarray(columns, dtype=np.int64)
+    noisy = (state.nwk[columns] + state.noise_wk[columns]).T
+    return phi / phi.sum(axis=1, keepdims=True), Transcript("laplace-counts", columns, {"noisy_counts": noisy},
+                                                            learner.mechanism_parameters())
 
 
 class _Planted:
@@ -173,9 +198,13 @@ class BrokenLearner(_Planted):
         return hasattr(self.mechanism, "fit_observed")
 
     def fit(self, X, seed: int):
+        if self.bug == "averaged-sweeps":
+            return _averaged_sweeps(self.mechanism, X, seed, np.zeros(0, dtype=np.int64))[0]
         return self.mechanism.fit(X, seed)
 
     def fit_observed(self, X, seed: int, columns):
+        if self.bug == "averaged-sweeps":
+            return _averaged_sweeps(self.mechanism, X, seed, columns)
         phi, transcript = self.mechanism.fit_observed(X, seed, columns)
         if self.bug in RECORD_MISMATCH:
             _, transcript = self.claimed.fit_observed(X, seed, columns)  # a correct record of another draw
