@@ -392,7 +392,7 @@ def check_canary_audit(learner) -> CanaryAuditResult | None:
     design = design_canary_audit(g, ALPHA, kind)
     if not design.testable:
         warnings.warn(UntestableClaimWarning(f"check_learner: {_describe(learner)}: "
-                                             + design.untestable_message()), stacklevel=2)
+                                             + design.untestable_message()), stacklevel=3)
     canaries = make_canaries(X, design.count, kind, default_length(learner, X), seed=CANARY_SEED)
     observe = (target.observes_mechanism and canaries.observed_columns.size > 0
                and (g.adjacency is None or g.adjacency.document_level or canaries.word_level))
