@@ -15,15 +15,17 @@ the spirit of scikit-learn's ``check_estimator``; every built-in learner passes 
 
     def test_our_learner_conforms():
         check_learner(OurLearner(k=3, n_iter=20))   # AssertionError naming the failed check
+
+A claim too large for its canary audit to test warns with ``UntestableClaimWarning``.
 """
 from __future__ import annotations
 
 import pytest
 
 from topicaudit.engine.check import assert_privacy as _assert_privacy
-from topicaudit.learner_checks import check_learner
+from topicaudit.learner_checks import UntestableClaimWarning, check_learner
 
-__all__ = ["assert_privacy_fixture", "check_learner"]
+__all__ = ["UntestableClaimWarning", "assert_privacy_fixture", "check_learner"]
 
 
 @pytest.fixture(name="assert_privacy")

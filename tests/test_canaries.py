@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.bounds.verdict import bound_ceiling, guess_family, two_means_split
-from topicaudit.attacks.canaries import UNRELEASED_PENALTY, canary_scores, make_canaries
+from topicaudit.attacks.canaries import UNRELEASED_PENALTY, canary_coins, canary_scores, make_canaries
 from topicaudit.engine.check import check_run
 from topicaudit.cli.main import main
 from topicaudit.engine.config import config_from_dict
@@ -31,6 +31,13 @@ def _counts(seed=0, n_docs=40, n_words=30):
 
 
 # -- generation and coins ----------------------------------------------------------------------
+def test_canary_coins_are_the_coins_make_canaries_draws():
+    """An audit is designed from its coins before the canaries are built (topicaudit.learner_checks)."""
+    X = _counts()
+    for count, kind, seed in [(1, "unique-word", 0), (20, "paired", 3), (17, "word", 5)]:
+        assert np.array_equal(canary_coins(count, seed), make_canaries(X, count, kind, 4, seed=seed).coins)
+
+
 @pytest.mark.parametrize("kind", ["unique-word", "rare-words", "natural", "word"])
 def test_canaries_are_reproducible_and_enter_training_exactly_when_their_coin_says(kind):
     X = _counts()

@@ -231,7 +231,7 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
         raise ValueError(f"unknown canary kind {kind!r}; known: {', '.join(KINDS)}")
     n_docs, n_words = X.shape
     alternates = anchor_counts = None
-    coin_seq, draw_seq, fit_seq, shadow_seq = np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
+    coin_seq, draw_seq, fit_seq, shadow_seq = _canary_streams(seed)
     coins = np.random.default_rng(coin_seq).random(count) < 0.5
     rng = np.random.default_rng(draw_seq)
     fixed_rows = np.arange(n_docs, dtype=np.int64)
@@ -273,6 +273,17 @@ def make_canaries(X: sp.csr_matrix, count: int, kind: str, length: int, seed: in
     return CanarySet(kind=kind, coins=coins, documents=documents, hosts=hosts, fixed_rows=fixed_rows,
                      n_corpus_words=n_words, length=int(length), fit_seed=int(fit_seq.generate_state(1)[0]),
                      shadow_in=shadow_in, shadow_seeds=shadow_seeds, alternates=alternates, anchors=anchor_counts)
+
+
+def _canary_streams(seed: int) -> list[np.random.SeedSequence]:
+    """The four streams of a run's canaries: coins, draws, the canary release's fit seed, shadows."""
+    return np.random.SeedSequence(seed, spawn_key=(CANARY_SPAWN_KEY,)).spawn(4)
+
+
+def canary_coins(count: int, seed: int) -> np.ndarray:
+    """(count,) bool: the coins ``make_canaries(…, count, …, seed)`` draws, without building the canaries
+    (for designing an audit before it runs: the coins depend only on the count and the seed)."""
+    return np.random.default_rng(_canary_streams(seed)[0]).random(count) < 0.5
 
 
 def anchored_positions(count: int) -> np.ndarray:
