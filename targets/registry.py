@@ -222,12 +222,12 @@ def learner_settings(learner) -> tuple[str, int, dict]:
                         "names, so a run cannot record how it was built; store each as self.<name> = <name> "
                         "(scikit-learn's convention)")
     full = {n: getattr(learner, n) for n in names}
-    for name, value in full.items():
+    given = {n: v for n, v in full.items() if not _same(v, signature[n].default)}
+    for name, value in given.items():
         if not _recordable(value):
             raise UserError(f"{what}: parameter {name} = {value!r} is a {type(value).__name__}, which a run's "
                             "configuration (TOML) cannot record; give it as numbers, strings, booleans or lists of "
                             "them, or build that value inside the learner from such a parameter")
-    given = {n: v for n, v in full.items() if not _same(v, signature[n].default)}
     plugins.check_instance(learner, path, plugins.LEARNER_GROUP, "the learner given", k)
     name = path
     for short, (builtin, fixed) in LEARNERS.items():
