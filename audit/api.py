@@ -14,7 +14,7 @@ from typing import Any
 
 from topicaudit.engine.audit import audit_config, execute_audit
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config, run_config
+from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config, run_config, with_learner
 from topicaudit.engine.results import AuditResults, CheckResult, RunResults
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
@@ -32,13 +32,20 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
     return load_config(config)
 
 
-def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True) -> RunResults:
+def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True,
+        learner: Any = None) -> RunResults:
     """Train a target and its shadows as the configuration says and attack it (``topicaudit run``).
 
-    Returns the run directory's ``results.json`` as :class:`RunResults` (``to_json()`` is the file's
-    content); an interrupted run resumes. The run directory also holds roc.png when shadows ran.
+    learner: a learner object (yours or a built-in class) to audit instead of
+    the configuration's [target] learner, k and params; it is recorded as its
+    class path and constructor parameters (scikit-learn's convention), so the
+    run directory identifies it and the same object resumes the run
+    (docs/adding-a-learner.md). Returns the run directory's ``results.json`` as
+    :class:`RunResults` (``to_json()`` is the file's content); an interrupted
+    run resumes. The run directory also holds roc.png when shadows ran.
     """
-    return execute_run(run_config(as_config(config)), quiet=quiet)  # an AuditConfig: a clear UserError
+    config = with_learner(run_config(as_config(config)), learner)  # an AuditConfig: a clear UserError
+    return execute_run(config, quiet=quiet)
 
 
 def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = None, reference: str | Path | None = None,

@@ -51,6 +51,7 @@ import inspect
 import math
 import pickle
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dp_accounting
@@ -103,7 +104,7 @@ def _parameters(learner) -> dict:
     return {name: getattr(learner, name) for name in names}
 
 
-def _describe(learner) -> str:
+def describe(learner) -> str:
     """Its class and the parameters set away from their defaults, e.g. ``ZhuDPCollapsedGibbsLDA(k=3, epsilon=1.0)``."""
     try:
         signature = inspect.signature(type(learner)).parameters
@@ -391,7 +392,7 @@ def check_canary_audit(learner) -> CanaryAuditResult | None:
     kind = resolve_kind("auto", g.adjacency, g.parameters.get("neighbours"))
     design = design_canary_audit(g, ALPHA, kind)
     if not design.testable:
-        warnings.warn(UntestableClaimWarning(f"check_learner: {_describe(learner)}: "
+        warnings.warn(UntestableClaimWarning(f"check_learner: {describe(learner)}: "
                                              + design.untestable_message()), stacklevel=3)
     canaries = make_canaries(X, design.count, kind, default_length(learner, X), seed=CANARY_SEED)
     observe = (target.observes_mechanism and canaries.observed_columns.size > 0
@@ -421,23 +422,30 @@ CHECKS = {
 }
 
 
-def check_learner(learner) -> CanaryAuditResult | None:
+def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditResult | None:
     """Run every conformance check on ``learner`` (an instance, parameters as it will be audited).
 
     Raises AssertionError at the first failed check, naming the learner and the
     check. Pick parameters that fit in seconds on 150 short documents (few
     iterations): each check fits the learner once or twice, the canary audit
     once on up to MAX_CANARIES canaries (as many as its claim needs).
+    checks: the names of the checks to run (``CHECKS``, in their order), default
+    all; ``topicaudit.testing.parametrize_with_checks`` runs them one per test.
 
     Returns the canary audit's result (None for a learner that claims no
-    finite ε). When the claim is beyond what the canary audit can refute, it
-    warns (``UntestableClaimWarning``, naming the largest testable ε) and the
-    result's ``tested`` is False: the learner passed every check but that
-    claim was not tested.
+    finite ε, or when that check is not run). When the claim is beyond what the
+    canary audit can refute, it warns (``UntestableClaimWarning``, naming the
+    largest testable ε) and the result's ``tested`` is False: the learner passed
+    every check but that claim was not tested.
     """
-    name = _describe(learner)
+    unknown = sorted(set(checks or ()) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; the checks: {', '.join(CHECKS)}")
+    name = describe(learner)
     result = None
     for check, run in CHECKS.items():
+        if checks is not None and check not in checks:
+            continue
         try:
             outcome = run(copy.deepcopy(learner))
             if check == "canary audit":

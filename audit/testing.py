@@ -1,9 +1,11 @@
-"""pytest plugin: the ``assert_privacy`` fixture and ``check_learner``, for a project's own tests.
+"""pytest plugin: the ``assert_privacy`` fixture, ``check_learner`` and ``parametrize_with_checks``, for a project's
+own tests.
 
 Installed with topicaudit (entry point ``pytest11``)::
 
     def test_our_topic_model_keeps_its_promise(assert_privacy):
         assert_privacy("privacy/audit.toml", epsilon=3, canaries=1000)
+        assert_privacy({"attack": {"shadows": 0}}, canaries=1000, learner=OurLearner(k=5, epsilon=3))
 
 Each call audits in a fresh temporary run directory unless ``output`` is given.
 ``from topicaudit.engine.check import assert_privacy`` gives the same function without pytest.
@@ -11,27 +13,77 @@ Each call audits in a fresh temporary run directory unless ``output`` is given.
 ``check_learner`` is the learner conformance suite (``topicaudit.learner_checks``), in
 the spirit of scikit-learn's ``check_estimator``; every built-in learner passes it::
 
-    from topicaudit.testing import check_learner
+    from topicaudit.testing import check_learner, parametrize_with_checks
 
     def test_our_learner_conforms():
         check_learner(OurLearner(k=3, n_iter=20))   # AssertionError naming the failed check
 
+    @parametrize_with_checks([OurLearner(k=3, n_iter=20)])   # one test per (learner, check)
+    def test_each_check(learner, check):
+        check(learner)
+
 A claim too large for its canary audit to test warns with ``UntestableClaimWarning``.
+
+pytest loads this module in every session of every project that installs
+topicaudit, so it imports nothing heavy (the engine, numba, scipy.stats,
+dp-accounting, Ray) until a fixture or function of it is used: those load on
+first use (``__getattr__``, ``importlib``).
 """
 from __future__ import annotations
 
+import functools
+import importlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import pytest
 
-from topicaudit.engine.check import assert_privacy as _assert_privacy
-from topicaudit.learner_checks import UntestableClaimWarning, check_learner
+__all__ = ["UntestableClaimWarning", "assert_privacy_fixture", "check_learner", "parametrize_with_checks"]
 
-__all__ = ["UntestableClaimWarning", "assert_privacy_fixture", "check_learner"]
+# Loaded on first use, from the module that defines them.
+_LAZY = {"check_learner": "topicaudit.learner_checks", "UntestableClaimWarning": "topicaudit.learner_checks"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'topicaudit.testing' has no attribute {name!r}")
 
 
 @pytest.fixture(name="assert_privacy")
 def assert_privacy_fixture(tmp_path_factory):
-    def check(config, epsilon=None, delta=None, alpha=None, output=None, canaries=None):
+    assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
+
+    def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None):
         output = output if output is not None else tmp_path_factory.mktemp("topicaudit") / "run"
-        return _assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries)
+        return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner)
 
     return check
+
+
+def parametrize_with_checks(learners: Iterable[Any],
+                            expected_failures: dict[str, str] | Callable[[Any], dict[str, str]] | None = None):
+    """A ``pytest.mark.parametrize`` over every (learner, conformance check), like scikit-learn's of the same name.
+
+    The test takes ``learner`` and ``check`` and calls ``check(learner)``; each
+    runs one check of ``check_learner`` (``topicaudit.learner_checks.CHECKS``),
+    with ids such as ``ZhuDPCollapsedGibbsLDA(k=3,epsilon=1.0)-canary audit``.
+    expected_failures: check name → why it is expected to fail, for every
+    learner, or a function of the learner giving that mapping; those tests are
+    marked ``xfail(strict=True)``, so a check that starts passing is reported
+    and the declaration can be removed.
+    """
+    checks = importlib.import_module("topicaudit.learner_checks")  # the suite, when a test module asks for it
+    params = []
+    for learner in learners:
+        declared = expected_failures(learner) if callable(expected_failures) else dict(expected_failures or {})
+        unknown = sorted(set(declared) - set(checks.CHECKS))
+        if unknown:
+            raise ValueError(f"expected_failures names unknown check(s) {', '.join(map(repr, unknown))}; "
+                             f"the checks: {', '.join(checks.CHECKS)}")
+        label = checks.describe(learner).replace(", ", ",")
+        for name in checks.CHECKS:
+            marks = [pytest.mark.xfail(reason=declared[name], strict=True)] if name in declared else []
+            params.append(pytest.param(learner, functools.partial(checks.check_learner, checks=(name,)),
+                                       id=f"{label}-{name}", marks=marks))
+    return pytest.mark.parametrize("learner, check", params)

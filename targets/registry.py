@@ -1,10 +1,18 @@
-"""The learners and vocabulary steps by name, and the target pipelines configurations build from them."""
+"""The learners and vocabulary steps by name, and the target pipelines configurations build from them.
+
+A name is a built-in one (below), a "package.module:Class" path, or a name an installed package registers
+(``topicaudit.targets.plugins``).
+"""
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import json
+import math
 
 from topicaudit.errors import UserError
+from topicaudit.targets import plugins
 from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.params import check_topics
 from topicaudit.targets.learners.pipeline import Pipeline
@@ -43,10 +51,18 @@ def _load(path: str):
     return getattr(importlib.import_module(module), name)
 
 
+LEARNER_PLACE = "[target] learner (--learner)"
+STEP_PLACE = "[target] vocabulary"
+# The vocabulary step by default: chosen by the learner's claim (``default_vocabulary``).
+AUTO = "auto"
+
+
 def _construct(cls, params: dict, fixed: dict, where: str, what: str):
-    accepted = set(inspect.signature(cls).parameters) - {"k"} - set(fixed)
+    parameters = inspect.signature(cls).parameters
+    accepted = set(parameters) - {"k"} - set(fixed)
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
     unknown = sorted(set(params) - accepted)
-    if unknown:
+    if unknown and not open_ended:
         raise UserError(
             f"unknown parameter(s) {', '.join(unknown)} for {what} in {where}; "
             f"accepted: {', '.join(sorted(accepted)) or 'none'}"
@@ -57,41 +73,103 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
         raise UserError(f"bad parameter for {what} in {where}: {error}") from None
 
 
-def build_learner(learner: str, k: int, params: dict | None = None, where: str = "[target.params]"):
-    """The learner named ``learner`` with ``params``; ``where`` names the place the parameters came from."""
-    path, fixed = LEARNERS[learner]
-    try:
-        cls = _load(path)
-    except ImportError:
-        raise UserError(f"learner {learner!r} is not available in this installation (docs/interop.md); choose "
-                        "one of the installed learners, e.g. lda or cgs") from None
-    return _construct(cls, dict(params or {}), {"k": k, **fixed}, where, f"learner {learner!r}")
+def learner_class(learner: str, place: str = LEARNER_PLACE) -> tuple[type, dict]:
+    """The class a learner's name stands for (built-in, ``module:Class`` or an entry point's name), checked, and its
+    fixed keyword arguments."""
+    if learner in LEARNERS:
+        path, fixed = LEARNERS[learner]
+        try:
+            return _load(path), fixed
+        except ImportError:
+            raise UserError(f"learner {learner!r} is not available in this installation (docs/interop.md); "
+                            "choose one of the installed learners, e.g. lda or cgs") from None
+    path = plugins.resolve(learner, {}, plugins.LEARNER_GROUP, place)
+    return plugins.load_class(path, plugins.LEARNER_GROUP, place), {}
 
 
-def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str = "[target.params]") -> Pipeline:
+def build_learner(learner: str, k: int, params: dict | None = None, where: str = "[target.params]",
+                  place: str = LEARNER_PLACE):
+    """The learner named ``learner`` with ``params``; ``where`` names the place the parameters came from,
+    ``place`` the learner's name's."""
+    if learner not in LEARNERS and not plugins.is_class_path(learner):
+        plugins.resolve(learner, {name: path for name, (path, _) in LEARNERS.items()}, plugins.LEARNER_GROUP,
+                        place)  # an unknown name: refused listing every known one
+    cls, fixed = learner_class(learner, place)
+    model = _construct(cls, dict(params or {}), {"k": k, **fixed}, where, f"learner {learner!r}")
+    if learner not in LEARNERS:
+        plugins.check_instance(model, learner, plugins.LEARNER_GROUP, place, k)
+    return model
+
+
+def default_vocabulary(model) -> str:
+    """The vocabulary step a learner gets when the configuration names none: the public one (``all``) for a
+    learner claiming a finite ε, so that its claim stands (a data-dependent vocabulary, ``observed``, is not
+    private, and a canary's word in it gives its coin away); ``observed``, the paper's, for the others."""
+    return "all" if math.isfinite(model.guarantee().epsilon) else "observed"
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved_vocabulary(learner: str, k: int, params: str) -> str:
+    return default_vocabulary(build_learner(learner, k, json.loads(params)))
+
+
+def vocabulary_of(learner: str, k: int, params: dict | None, vocabulary: str) -> str:
+    """The vocabulary step a configuration means: ``vocabulary``, or for ``auto`` the learner's default."""
+    if vocabulary != AUTO:
+        return vocabulary
+    check_topics(k, "k", "set [target] k or --k")
+    return _resolved_vocabulary(learner, k, json.dumps(params or {}, sort_keys=True))
+
+
+def _build_step(vocabulary: str, params: dict | None):
+    if vocabulary in VOCABULARY_STEPS:
+        cls = _load(VOCABULARY_STEPS[vocabulary])
+    else:
+        cls = plugins.load_class(plugins.resolve(vocabulary, VOCABULARY_STEPS, plugins.STEP_GROUP, STEP_PLACE),
+                                 plugins.STEP_GROUP, STEP_PLACE)
+    step = _construct(cls, dict(params or {}), {}, "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
+    if vocabulary not in VOCABULARY_STEPS:
+        plugins.check_instance(step, vocabulary, plugins.STEP_GROUP, STEP_PLACE)
+    return step
+
+
+def sources(learner: str, vocabulary: str) -> dict[str, dict[str, str]]:
+    """Where a configuration's plug-ins come from (class path, distribution, version), for its identity and
+    results.json: ``learner_source`` and ``vocabulary_source``, each only when it is a plug-in."""
+    found = {"learner_source": None if learner in LEARNERS else plugins.source(learner, plugins.LEARNER_GROUP),
+             "vocabulary_source": None if vocabulary in (*VOCABULARY_STEPS, AUTO)
+             else plugins.source(vocabulary, plugins.STEP_GROUP)}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str = "[target.params]",
+                    place: str = "[model] learner (--learner)") -> Pipeline:
     """The named learner over a fixed vocabulary (every column it is given): shadows of a model whose words are known."""
-    step, model = _load(VOCABULARY_STEPS["all"])(), build_learner(learner, k, params, where)
+    step, model = _load(VOCABULARY_STEPS["all"])(), build_learner(learner, k, params, where, place)
     return Pipeline(step, model, compose(step.guarantee(), model.guarantee()))
 
 
-def build_target(learner: str, k: int, vocabulary: str = "observed", params: dict | None = None,
+def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | None = None,
                  vocabulary_params: dict | None = None, under_noise: float = 1.0, bug: str = "") -> Pipeline:
     """The target pipeline named by a configuration, with a clear error for typos.
 
+    learner and vocabulary: a built-in name, a "package.module:Class" path or a
+    name an installed package registers (``topicaudit.targets.plugins``);
+    vocabulary ``auto``: the learner's default (``default_vocabulary``).
     under_noise > 1 and bug build a deliberately broken learner for testing an audit
     (``topicaudit.targets.bug_variants``): its noise divided by that factor, or the named bug
     planted, its claim unchanged.
     """
-    if learner not in LEARNERS:
-        raise UserError(f"unknown learner {learner!r} in [target] learner; known learners: {', '.join(LEARNERS)}")
-    if vocabulary not in VOCABULARY_STEPS:
-        raise UserError(
-            f"unknown vocabulary step {vocabulary!r} in [target] vocabulary; known: {', '.join(VOCABULARY_STEPS)}"
-        )
+    if learner not in LEARNERS and not plugins.is_class_path(learner):
+        plugins.resolve(learner, {name: path for name, (path, _) in LEARNERS.items()}, plugins.LEARNER_GROUP,
+                        LEARNER_PLACE)
+    if vocabulary != AUTO:
+        plugins.resolve(vocabulary, VOCABULARY_STEPS, plugins.STEP_GROUP, STEP_PLACE)
     check_topics(k, "k", "set [target] k or --k")
-    step = _construct(_load(VOCABULARY_STEPS[vocabulary]), dict(vocabulary_params or {}), {},
-                      "[target.vocabulary_params]", f"vocabulary step {vocabulary!r}")
     model = build_learner(learner, k, params)
+    if vocabulary == AUTO:
+        vocabulary = default_vocabulary(model)
+    step = _build_step(vocabulary, vocabulary_params)
     if under_noise != 1.0:
         try:
             model = under_noised(model, under_noise)
@@ -111,3 +189,66 @@ def build_target(learner: str, k: int, vocabulary: str = "observed", params: dic
         raise UserError(f"vocabulary step {vocabulary!r} and learner {learner!r} cannot be composed: {error}; "
                         "choose a vocabulary step with the learner's adjacency, or 'all' (public vocabulary)") from None
     return Pipeline(step, model, guarantee)
+
+
+def learner_settings(learner) -> tuple[str, int, dict]:
+    """A learner object as the configuration that rebuilds it: its name (built-in, else ``module:Class``), k and
+    the parameters it was given away from their defaults.
+
+    The Python API takes learner objects; a run directory records configurations, so that its hash identifies
+    the learner and the command line can rerun it. So the object must follow scikit-learn's convention (each
+    constructor parameter stored under its own name), its parameters must be values a TOML file holds, and it must
+    pickle (Ray ships it); each is refused here with what to change.
+    """
+    cls = type(learner)
+    path = plugins.class_path(cls)
+    what = f"learner {cls.__name__} ({path})"
+    missing = [m for m in plugins.METHODS[plugins.LEARNER_GROUP] if not callable(getattr(learner, m, None))]
+    if missing:
+        raise UserError(f"{what} is not a learner: it has no {' or '.join(missing)} method "
+                        "(docs/adding-a-learner.md)")
+    k = getattr(learner, "k", None)
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise UserError(f"{what} stores no number of topics k (got {k!r}); set self.k = k in its constructor")
+    try:
+        signature = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        raise UserError(f"{what}: Python cannot read its constructor's parameters, so a run cannot record it") \
+            from None
+    names = [n for n, p in signature.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "k"]
+    unstored = [n for n in names if not hasattr(learner, n)]
+    if unstored:
+        raise UserError(f"{what} does not store its constructor parameter(s) {', '.join(unstored)} under their own "
+                        "names, so a run cannot record how it was built; store each as self.<name> = <name> "
+                        "(scikit-learn's convention)")
+    full = {n: getattr(learner, n) for n in names}
+    given = {n: v for n, v in full.items() if not _same(v, signature[n].default)}
+    for name, value in given.items():
+        if not _recordable(value):
+            raise UserError(f"{what}: parameter {name} = {value!r} is a {type(value).__name__}, which a run's "
+                            "configuration (TOML) cannot record; give it as numbers, strings, booleans or lists of "
+                            "them, or build that value inside the learner from such a parameter")
+    plugins.check_instance(learner, path, plugins.LEARNER_GROUP, "the learner given", k)
+    name = path
+    for short, (builtin, fixed) in LEARNERS.items():
+        if builtin == path and all(_same(full.get(key), value) for key, value in fixed.items()):
+            name, given = short, {n: v for n, v in given.items() if n not in fixed}
+            break
+    rebuilt = build_learner(name, k, given, where="the learner given", place="the learner given")
+    if any(not _same(getattr(rebuilt, n), v) for n, v in full.items()):
+        raise UserError(f"{what}: rebuilt from its stored parameters it has other parameters ({given}); store each "
+                        "constructor argument unchanged, as scikit-learn's estimators do")
+    return name, k, given
+
+
+def _recordable(value) -> bool:
+    if isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value)
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    except (TypeError, ValueError):
+        return False

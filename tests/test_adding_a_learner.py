@@ -63,3 +63,16 @@ def test_the_documented_learner_is_audited_end_to_end(nmf_learner, tmp_path):
     assert results["target"]["learner"] == "nmf"
     assert results["target"]["guarantee"]["epsilon"] is None
     assert results["canaries"]["members"] > 0
+
+
+def test_the_documented_parametrize_with_checks_runs_one_test_per_check():
+    """The page's parametrize_with_checks example, every (learner, check) run as pytest would."""
+    block = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[2]
+    assert "parametrize_with_checks" in block, "the page's example changed: update this test"
+    namespace = {}
+    exec(block, namespace)
+    (mark,) = namespace["test_conformance"].pytestmark
+    assert len(mark.args[1]) == 14 and "ZhuDPCollapsedGibbsLDA(k=3,epsilon=2.0,n_iter=20)-canary audit" in \
+        [p.id for p in mark.args[1]]
+    for param in mark.args[1]:
+        namespace["test_conformance"](*param.values)

@@ -210,7 +210,7 @@ def test_guarantee_names_the_accountant_and_the_mechanism():
 def test_registry_builds_it_and_reports_bad_parameters():
     pipeline = build_target("dp-svi", 5, params={"epsilon": 4.0, "sampling_rate": 0.2, "n_iter": 10,
                                                  "clip_norm": 3.0})
-    # (the pipeline composes this with its vocabulary step's guarantee; "observed" and "all" claim none)
+    # (the pipeline composes this with its vocabulary step's: by default the public one, "all", which spends none)
     assert pipeline.learner.guarantee().accountant.startswith("dp-accounting RDP")
     assert pipeline.learner.guarantee().epsilon <= 4.0
     assert math.isinf(build_target("dp-svi", 5, params={"epsilon": INF}).learner.guarantee().epsilon)

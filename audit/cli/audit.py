@@ -53,7 +53,8 @@ def register(commands) -> None:
     pre.add_argument("--no-preprocess", dest="preprocess", action="store_false",
                      help="the text is already pre-processed: only tokenise")
     audit.add_argument("--learner", help="the learner that trained Φ, for the shadows (default: the saved model's "
-                                          "library, gensim-lda or tomotopy-lda, else lda)")
+                                          "library, gensim-lda or tomotopy-lda, else lda); a built-in name, an installed plug-in's "
+                                          "name or package.module:Class")
     audit.add_argument("--k", type=int, help="topics of the shadow models (default: Φ's number of rows)")
     audit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="learner parameter, value read as TOML (e.g. max_iter=20, doc_topic_prior=0.1)")

@@ -33,7 +33,9 @@ def register(commands) -> None:
                      help="pre-process raw text (default for text corpora)")
     pre.add_argument("--no-preprocess", dest="preprocess", action="store_false",
                      help="the text is already pre-processed: only tokenise")
-    run.add_argument("--learner", help="target learner: " + ", ".join(LEARNERS))
+    run.add_argument("--learner", help="target learner: " + ", ".join(LEARNERS) + ", a name an installed package "
+                                        "registers, or your own class as package.module:Class "
+                                        "(docs/adding-a-learner.md)")
     run.add_argument("--k", type=int, help="number of topics")
     run.add_argument("--shadows", type=int, help="number of shadow models (even)")
     run.add_argument("--seed", type=int, help="seed of every random choice")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicaudit.engine.config import Config, config_from_dict, load_config, run_config
+from topicaudit.engine.config import Config, config_from_dict, load_config, run_config, with_learner
 from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
@@ -99,21 +99,25 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
     return written
 
 
-def assert_privacy(config, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
-                   output: str | Path | None = None, canaries: int | None = None) -> CheckResult:
+def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
+                   output: str | Path | None = None, canaries: int | None = None, learner=None) -> CheckResult:
     """Audit a configuration (run or resume it) and fail unless it is consistent with its claim.
 
     For a project's own tests: ``assert_privacy("audit.toml", epsilon=3)``.
-    config: a ``Config``, a TOML path or a dict of the TOML's content.
+    config: a ``Config``, a TOML path or a dict of the TOML's content (None: the demo's settings).
     canaries: the number of canaries ([attack.canaries] count) when given.
+    learner: a learner object audited in place of the configuration's [target] learner, k and params
+    (``topicaudit.run``'s ``learner``).
     Raises AssertionError with the refuting bound when the claim is violated.
     """
 
-    if isinstance(config, dict):
+    if config is None:
+        config = Config()
+    elif isinstance(config, dict):
         config = config_from_dict(config)
     elif not isinstance(config, Config):
         config = load_config(config)
-    config = run_config(config)
+    config = with_learner(run_config(config), learner)
     if output is not None:
         config.output = str(output)
     if canaries is not None:

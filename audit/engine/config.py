@@ -10,6 +10,7 @@ default), and every message names the file, the table and the key.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -25,8 +26,9 @@ from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
-from topicaudit.targets import LEARNERS
+from topicaudit.targets import LEARNERS, learner_settings, sources, vocabulary_of
 from topicaudit.targets.params import check_topics
+from topicaudit.targets.plugins import LEARNER_GROUP, is_class_path, registered
 
 
 @dataclass
@@ -51,9 +53,10 @@ class SyntheticConfig:
 
 @dataclass
 class TargetConfig:
-    learner: str = "lda"
+    learner: str = "lda"             # a built-in name, "package.module:Class", or an installed plug-in's name
     k: int = 5
-    vocabulary: str = "observed"
+    # auto: the public vocabulary ("all") for a learner claiming a finite ε, else "observed" (registry.default_vocabulary)
+    vocabulary: str = "auto"
     params: dict[str, Any] = field(default_factory=dict)
     vocabulary_params: dict[str, Any] = field(default_factory=dict)
     # For testing the audit only: the learner's noise divided by this factor, its claim unchanged.
@@ -188,7 +191,7 @@ class Config(BaseConfig):
         """
         if self.output:
             return Path(self.output)
-        return Path("runs") / (f"{self.stem}-{self.target.learner}-k{self.target.k}-s{self.seed}-"
+        return Path("runs") / (f"{self.stem}-{learner_label(self.target.learner)}-k{self.target.k}-s{self.seed}-"
                                f"{self.short_hash()}")
 
     @property
@@ -218,6 +221,16 @@ class Config(BaseConfig):
             d["target"].pop("test_bug")
         if "canaries" in d["attack"] and self.attack.canaries.observe == "auto":
             d["attack"]["canaries"].pop("observe")
+        t = self.target
+        # The vocabulary step meant, so that "auto" and the step it stands for are one run (and runs recorded when
+        # "observed" was the default still resume); a plug-in's class path and version, so that another version
+        # of the user's package is another run.
+        if t.vocabulary == "auto":
+            try:
+                d["target"]["vocabulary"] = vocabulary_of(t.learner, t.k, t.params, t.vocabulary)
+            except UserError:
+                pass  # a target that cannot be built never runs; validation says why
+        d["target"].update(sources(t.learner, d["target"]["vocabulary"]))
         return d
 
 
@@ -260,6 +273,11 @@ class AuditConfig(BaseConfig):
         for key in ("tolerance", "trust_pickle"):
             d["model"].pop(key)
         return d
+
+
+def learner_label(learner: str) -> str:
+    """A learner's name as a default run directory shows it: a "module:Class" path by its class's name."""
+    return learner.rpartition(":")[2].replace(".", "-") if is_class_path(learner) else learner
 
 
 def corpus_stem(path: str) -> str:
@@ -404,6 +422,18 @@ def run_config(config: BaseConfig) -> Config:
     return config
 
 
+def with_learner(config: Config, learner: Any) -> Config:
+    """A copy of ``config`` whose target is a learner object, recorded as the configuration that rebuilds it
+    (its name or ``module:Class``, k, its parameters away from their defaults: ``targets.learner_settings``), so
+    the run directory's config.toml and hash identify it; ``learner`` None leaves ``config`` as it is."""
+    if learner is None:
+        return config
+    name, k, params = learner_settings(learner)
+    config = copy.deepcopy(config)
+    config.target.learner, config.target.k, config.target.params = name, k, params
+    return config
+
+
 def audit_config_of(config: BaseConfig) -> AuditConfig:
     """``config`` if it describes ``topicaudit audit``; a run's configuration is refused with the fix."""
     if not isinstance(config, AuditConfig):
@@ -461,9 +491,10 @@ def _validate_audit(config: AuditConfig) -> None:
     for role, flag in (("corpus", "candidates"), ("reference", "reference")):
         if getattr(config, role).path is None:
             raise UserError(f"[{role}] path is missing: the {flag} documents (--{flag} PATH)")
-    if m.learner is not None and m.learner not in LEARNERS:
+    if m.learner is not None and m.learner not in LEARNERS and not is_class_path(m.learner) \
+            and m.learner not in registered(LEARNER_GROUP):
         raise UserError(f"unknown learner {m.learner!r} ([model] learner, --learner); known learners: "
-                        f"{', '.join(LEARNERS)}")
+                        f"{', '.join([*LEARNERS, *registered(LEARNER_GROUP)])}, or \"package.module:Class\"")
     check_shadows(config.attack.shadows, "[attack] shadows (--shadows)")
     if m.k is not None:
         check_topics(m.k, "[model] k (--k)", "by default it is Φ's number of rows")

@@ -80,7 +80,8 @@ class TargetInfo(Record):
     """``target``: the learner, its vocabulary step and its claim; the release's size once shadows ran."""
 
     REQUIRED = ("guarantee",)
-    OPTIONAL = ("test_under_noise", "test_bug", "vocabulary_size", "n_members", "monitor")
+    OPTIONAL = ("test_under_noise", "test_bug", "vocabulary_size", "n_members", "monitor", "learner_source",
+                "vocabulary_source")
     CODECS = {"guarantee": record(GuaranteeInfo)}
 
     learner: str | None = None
@@ -92,6 +93,9 @@ class TargetInfo(Record):
     vocabulary_size: int | None = None
     n_members: int | None = None
     monitor: dict[str, Any] | None = None  # cgs-monitor's data-dependent privacy trajectory
+    # A plug-in's class path, and its distribution and version when known (topicaudit.targets.plugins.source).
+    learner_source: dict[str, str] | None = None
+    vocabulary_source: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,7 @@ from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
-from topicaudit.targets import build_target
+from topicaudit.targets import build_target, sources, vocabulary_of
 from topicaudit.targets.base import Release
 from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
 
@@ -321,7 +321,10 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         "target": {
             "learner": config.target.learner,
             "k": config.target.k,
-            "vocabulary_step": config.target.vocabulary,
+            "vocabulary_step": vocabulary_of(config.target.learner, config.target.k, config.target.params,
+                                             config.target.vocabulary),
+            # a plug-in's class path, distribution and version (topicaudit.targets.plugins)
+            **sources(config.target.learner, config.target.vocabulary),
             "guarantee": guarantee.to_json(),
             **({"test_under_noise": config.target.test_under_noise} if config.target.test_under_noise != 1 else {}),
             **({"test_bug": config.target.test_bug} if config.target.test_bug else {}),

@@ -33,7 +33,7 @@ from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
-from topicaudit.targets import build_target
+from topicaudit.targets import build_target, vocabulary_of
 
 SWEEP_SCHEMA = "topicaudit.sweep/1"
 FREE_TABLE_KEYS = {"params", "vocabulary_params", "options"}
@@ -130,6 +130,12 @@ def _specification(config: Config, parameter: str, values: list[Any], replicates
     base = config.to_dict()
     base.pop("output")
     base.pop("ray")
+    t = config.target
+    if t.vocabulary == "auto":  # the step it stands for: a sweep recorded when "observed" was the default resumes
+        try:
+            base["target"]["vocabulary"] = vocabulary_of(t.learner, t.k, t.params, t.vocabulary)
+        except UserError:
+            pass  # a target that cannot be built: plan_sweep says why
     return {"parameter": parameter, "values": values, "replicates": replicates, "base_config": base}
 
 

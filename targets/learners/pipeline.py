@@ -1,6 +1,10 @@
 """A target is a release pipeline: a vocabulary step, then a learner (paper Alg. 1)."""
 from __future__ import annotations
 
+import pickle
+import sys
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -71,3 +75,39 @@ class Pipeline:
         """Pickled (for a Ray worker, which only fits) without the guarantee: its dp-accounting event would
         make every worker import the accountants (about 1 CPU-s)."""
         return {**self.__dict__, "_guarantee": None}
+
+    def __reduce__(self):
+        """A pipeline whose plug-in was imported from a directory the driver added to ``sys.path`` (a notebook's,
+        a test's) carries that directory: a Ray worker, which starts with the installed packages, PYTHONPATH and
+        the driver's working directory only, adds it before unpickling the plug-in."""
+        path = worker_path(self.learner, self.vocabulary_step)
+        return _rebuild, (path, pickle.dumps(self.__getstate__()) if path else self.__getstate__())
+
+
+def _rebuild(path: list[str], state: dict | bytes) -> Pipeline:
+    for entry in path:
+        if entry not in sys.path:
+            sys.path.append(entry)
+    pipeline = Pipeline.__new__(Pipeline)
+    pipeline.__dict__.update(pickle.loads(state) if isinstance(state, bytes) else state)
+    return pipeline
+
+
+def worker_path(*parts) -> list[str]:
+    """The directories that hold the top-level modules of these objects' classes, where a Ray worker may lack them.
+
+    Our own classes, a script's (``__main__``: Ray pickles them by value) and
+    installed packages' (in a site-packages directory) need none.
+    """
+    found: list[str] = []
+    for part in parts:
+        name = type(part).__module__
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if name.split(".")[0] in ("topicaudit", "__main__") or file is None:
+            continue
+        root = Path(file).parent
+        for _ in range(name.count(".") + (Path(file).name == "__init__.py")):
+            root = root.parent
+        if not {"site-packages", "dist-packages"} & set(root.parts) and str(root) not in found:
+            found.append(str(root))
+    return found

@@ -1,0 +1,134 @@
+"""Learners and vocabulary steps from outside topicaudit: a ``package.module:Class`` path, or a short name an
+installed package registers in the entry-point groups ``topicaudit.learners`` and ``topicaudit.vocabulary_steps``.
+
+Everything a plug-in can get wrong that would otherwise surface in a Ray worker,
+minutes later, is checked here when the target is built, before any fit: the
+module imports, the class exists and is a learner (or a step), its constructor
+takes the parameters, the instance pickles. The registry
+(``topicaudit.targets.registry``) resolves names with it; only the names asked
+for are imported, so a Ray worker unpickling a target loads that target's code only.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata as metadata
+import inspect
+import pickle
+import sys
+from typing import Any
+
+from topicaudit.errors import UserError
+
+LEARNER_GROUP = "topicaudit.learners"
+STEP_GROUP = "topicaudit.vocabulary_steps"
+# What each kind of plug-in must offer (besides, for a learner, storing ``k``).
+METHODS = {LEARNER_GROUP: ("fit", "guarantee"), STEP_GROUP: ("select", "guarantee")}
+KIND = {LEARNER_GROUP: "learner", STEP_GROUP: "vocabulary step"}
+
+
+def is_class_path(name: str) -> bool:
+    """Whether a configured name is a ``module:Class`` path rather than a short name."""
+    return ":" in name
+
+
+def registered(group: str) -> dict[str, metadata.EntryPoint]:
+    """The short names installed packages register in ``group``, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=group)}
+
+
+def resolve(name: str, builtins: dict[str, str], group: str, where: str) -> str:
+    """The ``module:Class`` path a configured name stands for: built-in, a path as given, or an entry point."""
+    if name in builtins:
+        return builtins[name]
+    if is_class_path(name):
+        return name
+    found = registered(group).get(name)
+    if found is not None:
+        return found.value
+    known = ", ".join([*builtins, *registered(group)])
+    raise UserError(f"unknown {KIND[group]} {name!r} in {where}; known: {known}; or give your own class as "
+                    f"\"package.module:Class\" (docs/adding-a-learner.md)")
+
+
+def load_class(path: str, group: str, where: str) -> type:
+    """The class at ``module:Class``, or a UserError naming what failed: the module's import, a missing name."""
+    what = f"{KIND[group]} {path!r} ({where})"
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise UserError(f"{what} is not a \"package.module:Class\" path; write the module, a colon and the class")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # whatever the module raised while importing is the user's to see
+        raise UserError(f"{what}: module {module_name!r} does not import ({type(error).__name__}: {error}); "
+                        "install the package that provides it in this environment, or put its directory on "
+                        "PYTHONPATH") from None
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            classes = sorted(n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module_name)
+            raise UserError(f"{what}: module {module_name!r} has no {attribute!r}; its classes: "
+                            f"{', '.join(classes) or 'none'}")
+        found = getattr(found, part)
+    if not inspect.isclass(found):
+        raise UserError(f"{what}: {attribute!r} is a {type(found).__name__}, not a class")
+    missing = [m for m in METHODS[group] if not callable(getattr(found, m, None))]
+    if missing:
+        raise UserError(f"{what}: {found.__name__} is not a {KIND[group]}: it has no {' or '.join(missing)} method "
+                        f"(a {KIND[group]} has {', '.join(METHODS[group])}; docs/adding-a-learner.md)")
+    if group == LEARNER_GROUP and not _accepts(found, "k"):
+        raise UserError(f"{what}: {found.__name__}'s constructor takes no k; a learner's first parameter is k, "
+                        "the number of topics")
+    return found
+
+
+def _accepts(cls: type, name: str) -> bool:
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return True  # a signature Python cannot read: the constructor's call decides
+    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def check_instance(obj, path: str, group: str, where: str, k: int | None = None) -> None:
+    """A built plug-in stores ``k`` (learners) and pickles: Ray ships it to its workers."""
+    what = f"{KIND[group]} {path!r} ({where})"
+    if k is not None and getattr(obj, "k", None) != k:
+        raise UserError(f"{what}: the instance does not store k = {k} as its attribute k "
+                        "(the engine reads learner.k); set self.k = k in the constructor")
+    try:
+        pickle.dumps(obj)
+    except Exception as error:  # any failure to pickle is the finding
+        raise UserError(f"{what}: the instance cannot be pickled ({type(error).__name__}: {error}), and Ray ships "
+                        "it to its workers; keep only picklable attributes (no open files, locks, lambdas or "
+                        "live clients)") from None
+
+
+def class_path(cls: type) -> str:
+    """``module:QualifiedName`` of a class, the form configurations name it by."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@functools.lru_cache(maxsize=8)
+def _distributions(search_path: tuple[str, ...]) -> dict[str, list[str]]:
+    """Top-level import names → their distributions (a quarter second to scan, so once per ``sys.path``)."""
+    return metadata.packages_distributions()
+
+
+def source(name: str, group: str) -> dict[str, str] | None:
+    """Where a plug-in comes from, for the configuration's identity and results.json: its class path, and its
+    distribution and version when importlib.metadata knows them. None for a built-in name."""
+    if not is_class_path(name):
+        found = registered(group).get(name)
+        if found is None:
+            return None  # a built-in (an unknown name is refused where the target is built)
+        out = {"class": found.value}
+        if found.dist is not None:
+            out.update(distribution=found.dist.name, version=found.dist.version)
+        return out
+    out = {"class": name}
+    top = name.partition(":")[0].split(".")[0]
+    dists = _distributions(tuple(sys.path)).get(top)
+    if dists:
+        out.update(distribution=dists[0], version=metadata.version(dists[0]))
+    return out
