@@ -242,14 +242,65 @@ def subsampled_gaussian_step_scores(noisy_sums: np.ndarray, top_topics: np.ndarr
 
 def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
                     rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
-    """Scores the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
+    """The ``mechanism`` score of :func:`simulate_score_sets`."""
+    return simulate_score_sets(kind, parameters, coins, tokens, factor, rng, paired, k)["mechanism"]
+
+
+def simulate_score_sets(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
+                        rng: np.random.Generator, paired: bool = False, k: int = 1) -> dict[str, np.ndarray]:
+    """Every score the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
 
     The claimed mechanism with its noise divided by ``factor`` (randomised
     response and geometric noise at factor·ε), scored as the real audit
-    scores it (by the claimed constants). Idealised where the audit meets
-    the model's own randomness: a Laplace or Gaussian canary's tokens sit in
-    one topic, and a DP-SVI step's contribution is the full N in one topic.
+    scores it (by the claimed constants), ``mechanism_mass`` beside
+    ``mechanism`` for noisy counts. Where the audit meets the model's own
+    randomness: DP-CGS's noisy sweep redraws a canary's capped tokens one by
+    one with the noise in the conditional (``_dp_cgs_sweep``: they drift to
+    the topics whose noise is high, which the released counts then show);
+    HDP-LDA's releases put a canary's tokens in one topic, and a DP-SVI
+    step's contribution is the full N in one topic.
     """
+    if kind == "laplace-counts":
+        scale, topics = float(parameters["scale"]), max(1, int(k))
+        capped = min(tokens, int(parameters.get("document_tokens", tokens)))
+        ys = [_dp_cgs_sweep(present, capped, scale, factor, topics, rng)
+              for present in ((coins, ~coins) if paired else (coins,))]
+        scores = [{"mechanism": laplace_column_llr(y, capped, scale),
+                   "mechanism_mass": np.log(np.maximum(y, 0.0).sum(axis=0) + 1e-3)} for y in ys]
+        return scores[0] if not paired else {name: scores[0][name] - scores[1][name] for name in scores[0]}
+    return {"mechanism": _simulate_mechanism(kind, parameters, coins, tokens, factor, rng, paired, k)}
+
+
+def _dp_cgs_sweep(present: np.ndarray, tokens: int, scale: float, factor: float, k: int, rng: np.random.Generator,
+                  beta: float = 0.01) -> np.ndarray:
+    """The noisy counts (k × m) DP-CGS releases for canaries of ``tokens`` tokens of one fresh word each.
+
+    A canary's tokens start in one topic (the noiseless sweeps gather a
+    one-word document there) and the private sweep redraws each in turn from
+    (n_dt + α)(max(n_wt + e_t, 0) + β), n_dt = n_wt for a one-word document,
+    α = 1/k, the topic totals' denominators alike across topics; the release
+    is n_wt + e_t, e ~ Laplace(b/factor).
+    """
+    present = np.asarray(present, dtype=bool)
+    m = present.size
+    noise = rng.laplace(0.0, scale / factor, (k, m))
+    counts = np.zeros((k, m))
+    at = np.arange(m)
+    counts[rng.integers(0, k, m), at] = tokens * present
+    for _ in range(tokens):
+        held = np.argmax(counts, axis=0)
+        moving = present & (counts[held, at] > 0)
+        counts[held[moving], at[moving]] -= 1
+        weights = (counts + 1.0 / k) * (np.maximum(counts + noise, 0.0) + beta)
+        cumulative = np.cumsum(weights / weights.sum(axis=0), axis=0)
+        drawn = np.minimum((cumulative < rng.random(m)).sum(axis=0), k - 1)
+        counts[drawn[moving], at[moving]] += 1
+    return counts + noise
+
+
+def _simulate_mechanism(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
+                        rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
+    """``simulate_score_sets``'s ``mechanism`` score for every kind but DP-CGS's noisy counts."""
     coins = np.asarray(coins, dtype=bool)
     m = coins.size
     tokens = min(tokens, int(parameters.get("document_tokens", tokens)))  # a correct learner caps the canary
@@ -266,7 +317,7 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
         return np.where(says, loss, -loss)
 
     def column(present: np.ndarray) -> np.ndarray:
-        if kind in ("laplace-counts", "laplace-count-releases"):
+        if kind == "laplace-count-releases":
             scale = float(parameters["scale"])
             total = np.zeros(m)
             for _ in range(int(parameters.get("releases", 1))):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.attacks.canaries import UNRELEASED_PENALTY, WORD_KINDS, anchored_positions
-from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_scores
+from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_score_sets
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
 from topicaudit.bounds.one_run import OneRunAuditor, delta_tail_bound
@@ -338,6 +338,12 @@ def curve_tests(scores: dict[str, np.ndarray], labels: np.ndarray, profile, clai
     return out
 
 
+def power_pool_size(m: int) -> int:
+    """How many trained (and untrained) canaries' scores a power estimate draws per factor: 4m, fewer from
+    100,000 canaries on (each replicate takes half of m from the pool), never fewer than m."""
+    return m * max(1, min(4, 400_000 // max(m, 1)))
+
+
 def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
                     shape: ClaimShape | None, methods, replicates: int = POWER_REPLICATES) -> dict[str, float]:
     """The share of simulated audits of this design that refute a mechanism 2× and 10× less private.
@@ -345,30 +351,38 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     The claimed mechanism is simulated with its privacy loss multiplied by the
     factor, scored and bounded exactly as the audit was (same coins' count,
     same tests at the same α); a refutation is a bound above the claimed ε.
-    Each factor draws m scores of trained and m of untrained canaries once;
-    every replicate tosses its own coins and takes its members' and
-    non-members' scores from those pools without replacement (a tenth of the
-    cost of drawing each replicate afresh, which 100,000 canaries over 200
-    steps would make the slowest part of ``check``).
+    Each factor draws pools of trained and of untrained canaries' scores
+    once, up to four times m (``power_pool_size``); every replicate tosses
+    its own coins and takes its members' and non-members' scores from those
+    pools without replacement (a fraction of the cost of drawing each
+    replicate afresh, which 100,000 canaries over 200 steps would make the
+    slowest part of ``check``). A pool of only m made the replicates share
+    most of their scores, so one unlucky pool decided them all: DP-CGS's
+    noise ÷ 2 at 1,000 canaries, estimated at 0% that way, is 40% by
+    independent simulations and 55% measured (benchmarks/RESULTS.md §24).
     """
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
+    pool = power_pool_size(m)
     parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
-    anchored = anchored_positions(m) if mechanism.kind == "dpsu" else np.ones(m, bool)  # as simulate_scores places them
+    anchored = anchored_positions(pool) if mechanism.kind == "dpsu" else np.ones(pool, bool)  # as the simulation places them
     out = {}
     for factor in (2.0, 10.0):
-        trained, untrained = (simulate_scores(mechanism.kind, parameters, np.full(m, present), int(mechanism.tokens),
-                                              factor, rng, paired=bool(mechanism.paired), k=int(mechanism.topics))
+        trained, untrained = (simulate_score_sets(mechanism.kind, parameters, np.full(pool, present),
+                                                  int(mechanism.tokens), factor, rng, paired=bool(mechanism.paired),
+                                                  k=int(mechanism.topics))
                               for present in (True, False))
         hits = 0
         for _ in range(replicates):
             coins = rng.random(m) < 0.5
-            members = rng.choice(m, int(coins.sum()), replace=False)
-            others = rng.choice(m, int((~coins).sum()), replace=False)
-            values, picked = np.empty(m), np.empty(m, bool)
-            values[coins], values[~coins] = trained[members], untrained[others]
+            members = rng.choice(pool, int(coins.sum()), replace=False)
+            others = rng.choice(pool, int((~coins).sum()), replace=False)
+            scores, picked = {}, np.empty(m, bool)
+            for name in trained:  # every score the audit ran (mechanism, and mechanism_mass for noisy counts)
+                scores[name] = np.empty(m)
+                scores[name][coins], scores[name][~coins] = trained[name][members], untrained[name][others]
+            values = scores["mechanism"]
             picked[coins], picked[~coins] = anchored[members], anchored[others]
-            scores = {"mechanism": values}
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
             if mechanism.kind == "dpsu":
                 released = int((values >= RELEASED_FRESH).sum())
