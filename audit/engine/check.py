@@ -7,6 +7,7 @@ configuration first, for a project's own tests.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     test); default lira_online and lira_offline (docs/attacks.md).
     """
     run_dir = Path(run_dir)
-    verify_run_directory(run_dir)  # manifest hashes, types and shapes, truth and canary order (or exit 2)
+    # manifest hashes, types and shapes, truth and canary order (or exit 2); unverified: the pre-manifest layout
+    unverified = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
     found = _canary_files(run_dir) if results_path.exists() else None
     if not results_path.exists() or not (scores_path.exists() or found):
@@ -66,7 +68,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
-    return run_verdict(read_results(results_path), natural, found, run_dir, epsilon, delta, alpha, attacks)
+    result = run_verdict(read_results(results_path), natural, found, run_dir, epsilon, delta, alpha, attacks)
+    return dataclasses.replace(result, unverified=unverified) if unverified else result
 
 
 def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:

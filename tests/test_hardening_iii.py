@@ -1,0 +1,161 @@
+"""Hardening III (issue 32): the manifest cannot be switched off, the writer lock follows no link, closed or
+broken standard streams never read as a verdict, and what a user points at is never overwritten or hung on.
+
+Every run here is canary-only (``shadows = 0``): it fits in the test's process, without Ray, in ~2 s.
+"""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topicaudit.cli.main import main
+from topicaudit.engine import manifest
+
+REPO = Path(__file__).resolve().parents[1]
+CLAIM = "0.01"  # plain LDA's canaries prove more than this
+
+
+def canary_run(output: Path, *extra: str) -> int:
+    return main(["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output", str(output), "--quiet",
+                 *extra])
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h3") / "run"
+    assert canary_run(out) == 0
+    return out
+
+
+@pytest.fixture
+def run(finished, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(finished, copy)
+    for name in ("check.json", "check.junit.xml"):
+        (copy / name).unlink(missing_ok=True)
+    return copy
+
+
+def check(capsys, run_dir, *extra):
+    code = main(["check", str(run_dir), "--epsilon", CLAIM, *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def shuffle_coins(run_dir: Path) -> None:
+    with np.load(run_dir / "canaries.npz", allow_pickle=False) as z:
+        data = dict(z)
+    data["coins"] = np.random.default_rng(0).permutation(data["coins"])
+    np.savez(run_dir / "canaries.npz", **data)
+
+
+def edit_manifest(run_dir: Path, edit) -> None:
+    path = run_dir / manifest.NAME
+    data = json.loads(path.read_text())
+    edit(data["files"])
+    path.write_text(json.dumps(data))
+
+
+# -- 1. the manifest cannot be switched off -------------------------------------------------------------
+def test_the_untouched_canary_run_is_violated(run, capsys):
+    code, out, err = check(capsys, run)
+    assert code == 1 and out.startswith("VIOLATED") and "UNVERIFIED" not in out, err
+
+
+def test_shuffled_coins_with_the_manifest_deleted_are_refused(run, capsys):
+    shuffle_coins(run)
+    (run / manifest.NAME).unlink()
+    code, out, err = check(capsys, run)
+    assert code == 2 and not out, err
+    assert "manifest.json is missing" in err and "rerun the audit into a new directory" in err
+    assert err.count("\n") == 1 and not (run / "check.json").exists()
+
+
+@pytest.mark.parametrize("dropped", ["results.json", "canaries.npz", "canary_scores.npz", "config.toml",
+                                     "models/canary-target.npz", "every entry"])
+def test_a_manifest_missing_an_entry_is_refused_naming_the_file(run, capsys, dropped):
+    shuffle_coins(run)  # what the shrunken manifest would otherwise let through
+    edit_manifest(run, (lambda files: files.clear()) if dropped == "every entry" else
+                  (lambda files: files.pop(dropped)))
+    code, out, err = check(capsys, run)
+    assert code == 2 and not out, err
+    named = "config.toml" if dropped == "every entry" else dropped  # the first evidence file it lacks
+    assert f"{named} is not listed in" in err and "new directory" in err and err.count("\n") == 1, err
+
+
+def test_a_forged_verdict_with_the_manifest_deleted_is_refused_by_report_too(run, capsys, tmp_path):
+    with np.load(run / "canary_scores.npz", allow_pickle=False) as z:
+        data = dict(z)
+    with np.load(run / "canaries.npz", allow_pickle=False) as z:
+        coins = z["coins"]
+    data["zeta"] = np.where(coins, 1e6, -1e6)  # fake scores that separate the canaries perfectly
+    np.savez(run / "canary_scores.npz", **data)
+    (run / manifest.NAME).unlink()
+    assert main(["report", str(run), "-o", str(tmp_path / "report"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json is missing" in err and not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"files": 3}'])
+def test_a_damaged_manifest_is_not_advised_away(run, capsys, content):
+    (run / manifest.NAME).write_text(content)
+    code, out, err = check(capsys, run)
+    assert code == 2 and "manifest.json" in err and "new directory" in err
+    assert "delete" not in err, err
+
+
+def to_pre_manifest_layout(run_dir: Path) -> None:
+    """What a run written before manifests existed looks like: no manifest, no mark, no model slot."""
+    (run_dir / manifest.NAME).unlink()
+    results = json.loads((run_dir / "results.json").read_text())
+    del results[manifest.MARK]
+    (run_dir / "results.json").write_text(json.dumps(results))
+    config = run_dir / "config.toml"
+    config.write_text(re.sub(r"^manifest = .*\n", "", config.read_text(), flags=re.M))
+    shutil.rmtree(run_dir / "models")
+
+
+def test_the_pre_manifest_layout_is_read_and_its_verdict_says_it_is_unverified(run, capsys, tmp_path):
+    to_pre_manifest_layout(run)
+    code, out, err = check(capsys, run)
+    assert code == 1 and out.startswith("VIOLATED") and "UNVERIFIED: this directory has no manifest.json" in out
+    assert "UNVERIFIED" in json.loads((run / "check.json").read_text())["unverified"]
+    assert main(["report", str(run), "-o", str(tmp_path / "report"), "--quiet"]) == 0
+    assert "UNVERIFIED" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mark", ["results.json", "config.toml", "models"])
+def test_any_one_mark_of_a_manifest_keeping_version_requires_the_manifest(run, capsys, mark):
+    """Each mark alone is enough: the other two stripped, the manifest deleted."""
+    to_pre_manifest_layout(run)
+    finished_copy = run.parent / "again"
+    assert canary_run(finished_copy) == 0
+    if mark == "results.json":
+        shutil.copy(finished_copy / "results.json", run / "results.json")
+    elif mark == "config.toml":
+        shutil.copy(finished_copy / "config.toml", run / "config.toml")
+    else:
+        shutil.copytree(finished_copy / "models", run / "models")
+    capsys.readouterr()
+    code, out, err = check(capsys, run)
+    assert code == 2 and "manifest.json is missing" in err and mark in err, err
+
+
+def test_resuming_without_the_manifest_is_refused(run, capsys):
+    (run / manifest.NAME).unlink()
+    assert canary_run(run) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json is missing" in err and "new directory" in err
+
+
+def test_a_model_the_manifest_does_not_list_is_refitted_on_resume(run, capsys):
+    """A crash between writing a model and listing it: the model cannot be verified, so it is refitted."""
+    (run / "results.json").unlink()
+    edit_manifest(run, lambda files: (files.pop("models/canary-target.npz"), files.pop("results.json")))
+    assert canary_run(run) == 0
+    assert "not listed in manifest.json; refitting" in capsys.readouterr().err
+    code, out, err = check(capsys, run)
+    assert code == 1 and out.startswith("VIOLATED"), err
