@@ -216,7 +216,7 @@ class RunResults(JsonView, Record):
 
     SCHEMA: ClassVar[str] = RESULTS_SCHEMA
     REQUIRED = ("schema", "target")
-    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries", "verdict")
+    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries", "verdict", "manifest")
     CODECS = {"corpus": record(CorpusInfo), "target": record(TargetInfo), "shadows": record(ShadowsInfo),
               "attacks": records(AttackMetrics), "epsilon_lower_bounds": record(NaturalBounds),
               "statistics": record(StatisticsInfo), "utility": record(Utility), "canaries": record(CanaryResults)}
@@ -231,6 +231,8 @@ class RunResults(JsonView, Record):
     attacks: dict[str, AttackMetrics] = field(default_factory=dict)  # empty: a canary-only run
     seeds: dict[str, int] | None = None
     versions: dict[str, str] | None = None
+    # The manifest's schema: this run keeps one, so it is refused without it (engine/integrity.py).
+    manifest: str | None = None
     ray: dict[str, Any] | None = None
     resumed: bool | None = None
     warnings: list[str] = field(default_factory=list)  # raised inside Ray workers, each once

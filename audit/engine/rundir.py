@@ -377,8 +377,7 @@ class RunDirectory:
         self.record(name)
 
     def save_results(self, results: RunResults) -> None:
-        marked = {**results.to_json(), manifest.MARK: manifest.SCHEMA}  # this run keeps a manifest
-        atomic_write_text(self.path / "results.json", json.dumps(marked, indent=2) + "\n")
+        atomic_write_text(self.path / "results.json", json.dumps(results.to_json(), indent=2) + "\n")
         self.record("results.json")
 
 
