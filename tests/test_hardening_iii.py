@@ -159,3 +159,58 @@ def test_a_model_the_manifest_does_not_list_is_refitted_on_resume(run, capsys):
     assert "not listed in manifest.json; refitting" in capsys.readouterr().err
     code, out, err = check(capsys, run)
     assert code == 1 and out.startswith("VIOLATED"), err
+
+
+# -- 2. the writer lock follows no link and leaves a refused directory as it found it ----------------------
+def lock_case(tmp_path: Path, kind: str) -> tuple[Path, Path]:
+    """An output directory whose .lock is ``kind``; and the file a followed link would have written."""
+    out, thesis = tmp_path / "out", tmp_path / "thesis.tex"
+    out.mkdir()
+    thesis.write_text("my thesis\n")
+    lock = out / ".lock"
+    if kind == "link to a file":
+        lock.symlink_to(thesis)
+    elif kind == "dangling link":
+        lock.symlink_to(tmp_path / "elsewhere" / "created")
+    elif kind == "directory":
+        lock.mkdir()
+    elif kind == "FIFO":
+        import os
+
+        os.mkfifo(lock)
+    else:
+        lock.write_text("my own lock notes\n")
+    return out, thesis
+
+
+@pytest.mark.parametrize("kind", ["link to a file", "dangling link", "directory", "FIFO", "user's own file"])
+def test_a_lock_that_is_no_lock_file_is_refused_untouched(tmp_path, capsys, kind):
+    out, thesis = lock_case(tmp_path, kind)
+    before = sorted(p.name for p in out.iterdir())
+    assert canary_run(out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("topicaudit: error: ") and ".lock" in err and "remove or rename" in err, err
+    assert err.count("\n") == 1
+    assert thesis.read_text() == "my thesis\n" and not (tmp_path / "elsewhere").exists()
+    assert sorted(p.name for p in out.iterdir()) == before
+    if kind == "user's own file":
+        assert (out / ".lock").read_text() == "my own lock notes\n"
+
+
+def test_a_refused_directory_is_left_without_a_stray_lock(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert canary_run(out) == 2
+    assert "is not empty and is not a topicaudit run" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_a_run_refused_as_another_configuration_keeps_its_lock_content(finished, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(finished, other)
+    (other / ".lock").write_text("12345\n")
+    assert canary_run(other, "--seed", "9") == 2
+    assert "different configuration" in capsys.readouterr().err
+    assert (other / ".lock").read_text() == "12345\n"
+
