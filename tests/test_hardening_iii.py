@@ -214,3 +214,68 @@ def test_a_run_refused_as_another_configuration_keeps_its_lock_content(finished,
     assert "different configuration" in capsys.readouterr().err
     assert (other / ".lock").read_text() == "12345\n"
 
+
+# -- 3. closed or broken standard streams never read as a verdict ------------------------------------------
+def console(args, stdout="pipe", stderr="pipe"):
+    """The console script with stdout/stderr "pipe", "closed", "broken" (a pipe whose reader has exited) or
+    "full" (/dev/full); its exit code and whatever could be captured."""
+    import os
+    import subprocess
+    import sys
+
+    ends, closing, opened = {}, [], []
+    for name, how in (("stdout", stdout), ("stderr", stderr)):
+        if how == "pipe":
+            ends[name] = subprocess.PIPE
+        elif how == "broken":
+            read, write = os.pipe()
+            os.close(read)
+            ends[name] = write
+            opened.append(write)
+        elif how == "full":
+            ends[name] = open("/dev/full", "w")
+            opened.append(ends[name])
+        else:
+            ends[name] = subprocess.DEVNULL
+            closing.append(1 if name == "stdout" else 2)
+    done = subprocess.run([sys.executable, "-m", "topicaudit.cli.supervisor", *map(str, args)], cwd=REPO,
+                          preexec_fn=lambda: [os.close(fd) for fd in closing], timeout=120, **ends)
+    for end in opened:
+        end.close() if hasattr(end, "close") else os.close(end)
+    decode = lambda b: b.decode() if b else ""  # noqa: E731
+    return done.returncode, decode(done.stdout), decode(done.stderr)
+
+
+def test_closed_or_broken_streams_never_turn_into_exit_1(run):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = {  # name: (arguments, stdout, stderr, expected exit code)
+        "stderr closed, consistent": (["check", run, "--epsilon", "5"], "pipe", "closed", 0),
+        "stderr closed, violated": (["check", run, "--epsilon", CLAIM], "pipe", "closed", 1),
+        "stderr closed, --version": (["--version"], "pipe", "closed", 0),
+        "stderr closed, bad input": (["check", run / "absent"], "pipe", "closed", 2),
+        "stderr closed, run resumes": (["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output", run,
+                                        "--quiet"], "pipe", "closed", 0),
+        "stdout broken, consistent": (["check", run, "--epsilon", "5"], "broken", "pipe", 0),
+        "both broken, bad input": (["check", run / "absent"], "broken", "broken", 2),
+        "stdout broken, a run's summary": (["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output",
+                                            run], "broken", "pipe", 2),
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ends = dict(zip(cases, pool.map(lambda c: console(c[0], c[1], c[2]), cases.values())))
+    for name, (code, out, err) in ends.items():
+        assert code == cases[name][3], (name, code, out, err)
+        assert "internal error" not in err and "Traceback" not in err, (name, err)
+    assert ends["stderr closed, consistent"][1].startswith("CONSISTENT")
+    assert ends["stderr closed, violated"][1].startswith("VIOLATED")
+    assert "could not be printed on standard output (Broken pipe)" in ends["stdout broken, consistent"][2]
+    assert "the output stream was closed" in ends["stdout broken, a run's summary"][2]
+
+
+@pytest.mark.parametrize("stdout", ["closed", "broken", "full"])
+def test_a_violated_verdict_stdout_cannot_take_is_exit_1_because_check_json_records_it(run, stdout):
+    code, out, err = console(["check", run, "--epsilon", CLAIM], stdout=stdout)
+    assert code == 1, err
+    assert json.loads((run / "check.json").read_text())["verdict"] == "VIOLATED"
+    if stdout != "closed":  # closed: the line went to /dev/null, which took it
+        assert "it is recorded in" in err and "check.json" in err and err.count("\n") == 1, err
