@@ -279,3 +279,21 @@ def test_a_violated_verdict_stdout_cannot_take_is_exit_1_because_check_json_reco
     assert json.loads((run / "check.json").read_text())["verdict"] == "VIOLATED"
     if stdout != "closed":  # closed: the line went to /dev/null, which took it
         assert "it is recorded in" in err and "check.json" in err and err.count("\n") == 1, err
+
+
+# -- 5. manifest.json is opened like every other run file ---------------------------------------------------
+@pytest.mark.parametrize("kind", ["FIFO", "link to /dev/zero", "too large"])
+def test_a_manifest_that_is_no_regular_file_is_refused_at_once(run, capsys, kind):
+    import os
+
+    path = run / manifest.NAME
+    path.unlink()
+    if kind == "FIFO":
+        os.mkfifo(path)  # blocked check forever
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")  # read until memory ran out
+    else:
+        with open(path, "wb") as handle:
+            handle.truncate(manifest.MAX_BYTES + 1)
+    code, out, err = check(capsys, run)
+    assert code == 2 and not out and "manifest.json" in err and "new directory" in err, err
