@@ -297,3 +297,26 @@ def test_a_manifest_that_is_no_regular_file_is_refused_at_once(run, capsys, kind
             handle.truncate(manifest.MAX_BYTES + 1)
     code, out, err = check(capsys, run)
     assert code == 2 and not out and "manifest.json" in err and "new directory" in err, err
+
+
+# -- 8 and 16. check --json/--junit never writes through a link nor over the run's own files ------------
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_report_path_that_is_a_symbolic_link_is_refused(run, capsys, tmp_path, flag):
+    mine = tmp_path / "mine.txt"
+    mine.write_text("mine")
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    code, out, err = check(capsys, run, flag, str(link))
+    assert code == 2 and not out and "symbolic link" in err and err.count("\n") == 1, err
+    assert link.is_symlink() and mine.read_text() == "mine"
+
+
+@pytest.mark.parametrize("flag, name", [("--json", "results.json"), ("--junit", "canaries.npz"),
+                                        ("--json", "manifest.json"), ("--junit", "models/canary-target.npz")])
+def test_a_report_path_over_the_runs_own_evidence_is_refused(run, capsys, flag, name):
+    before = (run / name).read_bytes()
+    code, out, err = check(capsys, run, flag, str(run / name))
+    assert code == 2 and not out and name in err and "outside it" in err, err
+    assert (run / name).read_bytes() == before
+    code, out, err = check(capsys, run, flag, str(run / "elsewhere.json"))  # any other name there is fine
+    assert code == 1 and out.startswith("VIOLATED"), err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
-from topicaudit.engine.check import check_run, write_reports
+from topicaudit.engine.check import check_report_paths, check_run, write_reports
 from topicaudit.engine.config import load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
@@ -50,6 +50,7 @@ def execute(args) -> int:
             raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
                             "the canaries it was audited with")
         run_dir = target
+        check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
     else:
         config = run_config(load_config(target))
         if args.output:
@@ -57,6 +58,7 @@ def execute(args) -> int:
         if args.canaries is not None:
             config.attack.canaries.count = args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
+        check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
         execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
     result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
