@@ -320,3 +320,40 @@ def test_a_report_path_over_the_runs_own_evidence_is_refused(run, capsys, flag, 
     assert (run / name).read_bytes() == before
     code, out, err = check(capsys, run, flag, str(run / "elsewhere.json"))  # any other name there is fine
     assert code == 1 and out.startswith("VIOLATED"), err
+
+
+# -- 9. what an interrupted start leaves is resumable ----------------------------------------------------
+def interrupted_start(directory: Path) -> None:
+    """What SIGINT at a run's start leaves: the lock and an empty models/ (no config.toml yet)."""
+    for entry in list(directory.iterdir()) if directory.exists() else ():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    (directory / "models").mkdir(parents=True)
+    (directory / ".lock").write_text("4242\n")
+
+
+def test_a_run_directory_an_interrupted_start_left_is_used(tmp_path, capsys):
+    out = tmp_path / "out"
+    interrupted_start(out)
+    assert canary_run(out) == 0, capsys.readouterr().err
+    assert (out / "results.json").exists()
+
+
+def test_an_interrupted_sweep_resumes(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    config.write_text("[attack]\nshadows = 0\n[attack.canaries]\ncount = 30\n[target]\nk = 3\n")
+    argv = ["sweep", str(config), "--param", "target.k", "--values", "2,3", "--output", str(tmp_path / "sw"),
+            "--quiet"]
+    assert main(argv) == 0
+    interrupted_start(tmp_path / "sw" / "k=3" / "rep-0")
+    capsys.readouterr()
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "sw" / "k=3" / "rep-0" / "results.json").exists()
+
+
+def test_a_directory_with_a_nonempty_models_folder_is_still_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    interrupted_start(out)
+    (out / "models" / "mine.txt").write_text("mine")
+    assert canary_run(out) == 2
+    assert "is not empty and is not a topicaudit run" in capsys.readouterr().err
+    assert (out / "models" / "mine.txt").read_text() == "mine" and (out / ".lock").read_text() == "4242\n"

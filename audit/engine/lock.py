@@ -28,7 +28,11 @@ except ImportError:  # Windows: no advisory locks here; one writer is then the u
 
 
 def holds_only_the_lock(path: Path) -> bool:
-    return path.is_dir() and all(entry.name == NAME for entry in path.iterdir())
+    """A directory holding nothing but what an interrupted start leaves: the lock, and an empty ``models/``
+    (made just before config.toml). Such a directory is no one's work yet: it may be used, or removed."""
+    return path.is_dir() and all(entry.name == NAME or (entry.name == "models" and entry.is_dir() and
+                                                        not entry.is_symlink() and not any(entry.iterdir()))
+                                 for entry in path.iterdir())
 
 
 DYING_GRACE_SECONDS = 30.0  # how long a killed holder may take to exit (it may be inside a slow fsync)
