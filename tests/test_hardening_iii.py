@@ -357,3 +357,47 @@ def test_a_directory_with_a_nonempty_models_folder_is_still_refused(tmp_path, ca
     assert canary_run(out) == 2
     assert "is not empty and is not a topicaudit run" in capsys.readouterr().err
     assert (out / "models" / "mine.txt").read_text() == "mine" and (out / ".lock").read_text() == "4242\n"
+
+
+# -- 6 and 13. configuration files are bounded before they are parsed ------------------------------------
+HOSTILE_TOML = {
+    "a dotted key of 100,000 parts": ("[attack]\n" + ".".join(["a"] * 100_000) + " = 1\n", "dotted key"),
+    "arrays nested 5,000 deep": ("[attack]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
+    "inline tables nested 3,000 deep": ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", "nested more than"),
+    "2 MiB": ("# " + "x" * (2 << 20) + "\n", "larger than"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_TOML))
+def test_a_hostile_configuration_is_one_line_and_exit_2(tmp_path, capsys, case):
+    import time
+
+    text, words = HOSTILE_TOML[case]
+    config = tmp_path / "hostile.toml"
+    config.write_text(text)
+    started = time.perf_counter()
+    assert main(["run", str(config), "--output", str(tmp_path / "out")]) == 2
+    assert time.perf_counter() - started < 5  # was: > 7 GB within 2 minutes, or RecursionError (exit 3)
+    err = capsys.readouterr().err
+    assert err.startswith("topicaudit: error: ") and "hostile.toml" in err and words in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_deeply_nested_command_line_value_is_exit_2(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text("[attack]\nshadows = 0\n")
+    nested = "[" * 2000 + "1" + "]" * 2000
+    assert main(["sweep", str(config), "--param", "target.k", "--values", nested, "--output",
+                 str(tmp_path / "sw")]) == 2
+    assert "nested more than" in capsys.readouterr().err
+
+
+def test_the_bounds_leave_ordinary_toml_alone():
+    from topicaudit.engine import toml_reader
+
+    text = ('# a comment with [[[ and a.b.c.d\n[corpus.options]\nvocab = "x.[y]{z}.txt"\n'
+            "[target]\nparams = { max_iter = 5, doc_topic_prior = 0.5 }\nvalues = [1.5, 2.5e3, [1, [2]]]\n"
+            "'a.b'.c = '''[[[\n{{{'''\n\"q\" = \"\"\"\\\"\"\"\\\" ]]]\"\"\"\n")
+    import tomllib
+
+    assert toml_reader.loads(text, "t") == tomllib.loads(text)
