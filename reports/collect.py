@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -149,7 +150,9 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
         raise UserError(f"{path} is not a topicaudit run or sweep directory (no results.json, config.toml "
                         "or sweep.json)")
     check_regular(results_path, config_path)
-    verify_run_directory(path)  # manifest hashes, types and shapes of what the report reads (or exit 2)
+    # manifest hashes, types and shapes of what the report reads (or exit 2)
+    if (unverified := verify_run_directory(path)) is not None:
+        warnings.warn(f"{path}: {unverified}", stacklevel=2)
     data = read_json(results_path)
     if str(data.get("schema", "")).startswith(USER_AUDIT_SCHEMA.rpartition("/")[0] + "/"):
         raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground truth, "

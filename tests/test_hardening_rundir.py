@@ -6,6 +6,7 @@ a crash of the process in Ray's C++ layer is exit 4, never exit 1.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -71,6 +72,17 @@ def rewrite(path, **changes):
     np.savez(path, **data)
 
 
+def pre_manifest(run, results=True):
+    """The layout written before manifests existed: no manifest, no mark of one, no model recording its slot
+    (here: no models, which check and report do not read)."""
+    (run / manifest.NAME).unlink()
+    if results:
+        _edit_results(run, lambda d: d.pop(manifest.MARK))
+    config = run / "config.toml"
+    config.write_text(re.sub(r"^manifest = .*\n", "", config.read_text(), flags=re.M))
+    shutil.rmtree(run / "models")
+
+
 def test_the_untouched_run_is_violated_and_its_manifest_lists_every_file(run, capsys):
     code, out, err = check(capsys, run)
     assert code == 1 and out.startswith("VIOLATED"), err
@@ -105,7 +117,7 @@ def test_a_tampered_run_gives_no_bound(run, capsys, case, manifest_kept):
     name, tamper = TAMPERS[case]
     tamper(run / name)
     if not manifest_kept:
-        (run / manifest.NAME).unlink()
+        pre_manifest(run)
     code, out, err = check(capsys, run)
     assert code == 2 and "VIOLATED" not in out and "CONSISTENT" not in out, (case, out, err)
     assert err.startswith("topicaudit: error: ") and name in err and err.count("\n") == 1, err
@@ -126,7 +138,7 @@ DAMAGE = {
 def test_a_damaged_array_is_exit_2_naming_the_file(run, capsys, case):
     name, changes = DAMAGE[case]
     rewrite(run / name, **changes)
-    (run / manifest.NAME).unlink()
+    pre_manifest(run)
     code, out, err = check(capsys, run)
     assert code == 2 and not out, (case, err)
     assert name in err and "Traceback" not in err and err.count("\n") == 1, err
@@ -149,7 +161,7 @@ def test_a_damaged_results_json_is_exit_2_naming_it(run, capsys, case):
     else:
         path.unlink()
         path.symlink_to("/dev/zero")
-    (run / manifest.NAME).unlink()
+    pre_manifest(run, results=case == "epsilon as a string")
     code, out, err = check(capsys, run, *(() if case != "epsilon as a string" else ()))
     assert code == 2 and not out, (case, err)
     assert "results.json" in err and err.count("\n") == 1, err
@@ -217,7 +229,7 @@ def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path):
     cases.update({name: (lambda d, n=name: TAMPERS[n][1](d / TAMPERS[n][0])) for name in TAMPERS})
     cases.update({name: (lambda d, n=name: rewrite(d / DAMAGE[n][0], **DAMAGE[n][1])) for name in DAMAGE})
     cases["results.json is a FIFO"] = lambda d: ((d / "results.json").unlink(), os.mkfifo(d / "results.json"))
-    cases["no manifest, flipped truth"] = lambda d: ((d / manifest.NAME).unlink(),
+    cases["no manifest, flipped truth"] = lambda d: (pre_manifest(d),
                                                      rewrite(d / "scores.npz", is_member=lambda m: ~m))
     checks = []
     for i, (name, damage) in enumerate(cases.items()):
@@ -385,7 +397,7 @@ def test_dollars_in_a_run_name_are_drawn_as_text(run, tmp_path):
     from topicaudit.engine.roc_figure import write_roc_figure
     from topicaudit.engine.rundir import atomic_write_bytes, read_arrays
 
-    (run / manifest.NAME).unlink()
+    pre_manifest(run)
     _edit_results(run, lambda d: d.update(name="cost_$5_$ x$\\foo$"))
     results = RunResults.from_json(json.loads((run / "results.json").read_text()))
     figure = write_roc_figure(tmp_path / "roc.png", results.name, read_arrays(run / "scores.npz"), results,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.attacks.ranking import PER_DOCUMENT_COLUMNS, RANKINGS
+from topicaudit.engine import toml_reader
 from topicaudit.engine.audit import AUDIT_SETTINGS, audit_config, execute_audit, settings_line
 from topicaudit.engine.config import AuditConfig
 from topicaudit.errors import UserError
@@ -91,6 +92,7 @@ def parse_assignments(items: list[str], flag: str) -> dict:
             raise UserError(f"{flag} {item!r}: expected NAME=VALUE, e.g. {flag} max_iter=20")
         if key in parsed:
             raise UserError(f"{flag} gives {key!r} twice; give each name once")
+        toml_reader.check_bounds(f"v = {text.strip()}", f"{flag} {key}")  # [[[…]]] would recurse without end
         try:
             parsed[key] = tomllib.loads(f"v = {text.strip()}")["v"]
         except tomllib.TOMLDecodeError:

@@ -1,10 +1,13 @@
 """``topicaudit check``: test a privacy claim against an audit (exit 0 consistent, 1 violated)."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from topicaudit.cli import supervisor
-from topicaudit.engine.check import check_run, write_reports
+from topicaudit.cli.main import say
+from topicaudit.engine.check import check_report_paths, check_run, write_reports
 from topicaudit.engine.config import load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
@@ -47,6 +50,7 @@ def execute(args) -> int:
             raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
                             "the canaries it was audited with")
         run_dir = target
+        check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
     else:
         config = run_config(load_config(target))
         if args.output:
@@ -54,13 +58,26 @@ def execute(args) -> int:
         if args.canaries is not None:
             config.attack.canaries.count = args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
+        check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
         execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
     result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
     json_path = Path(args.json) if args.json else run_dir / "check.json"
     junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
-    write_reports(result, json_path, junit_path)
-    print(result.message(), flush=True)
+    written = write_reports(result, json_path, junit_path)
+    try:
+        print(result.message(), flush=True)
+    except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
+        _unprinted(error, written)
+    # The verdict was computed and recorded in check.json: its code stands whether or not it could be printed.
     return supervisor.refuted() if result.violated else 0
+
+
+def _unprinted(error: Exception, written: list[Path]) -> None:
+    """Stdout could not take the verdict line: say where it is recorded (on stderr, if that still works)."""
+    sys.stdout = open(os.devnull, "w")  # nothing more is written to the broken stream, not even at exit
+    reason = getattr(error, "strerror", None) or type(error).__name__
+    say(f"topicaudit: note: the verdict could not be printed on standard output ({reason}); it is recorded "
+        f"in {' and '.join(map(str, written))}")
 
 

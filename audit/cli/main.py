@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import importlib
 import os
 import signal
@@ -77,7 +78,7 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
     """Loaders' warnings about the user's input as notes; libraries' deprecation notices are not the user's."""
     if issubclass(category, DEVELOPER_WARNINGS):
         return
-    print(f"topicaudit: note: {message}", file=sys.stderr)
+    say(f"topicaudit: note: {message}")
 
 
 @contextmanager
@@ -95,7 +96,7 @@ def _signals(command: str | None = None):
     def handler(signum, frame):
         received.append(signum)
         if len(received) > 1:
-            print(f"\n{supervisor.interrupted_message(command)}", file=sys.stderr, flush=True)
+            say(f"\n{supervisor.interrupted_message(command)}")
             os._exit(EXIT_INTERRUPTED)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
@@ -105,6 +106,14 @@ def _signals(command: str | None = None):
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def say(line: str) -> None:
+    """One line on stderr, if it can still be written: a closed or broken stderr never changes the exit code."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _in_main_thread() -> bool:
@@ -146,19 +155,19 @@ def _internal_error(error: BaseException) -> int:
     named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
     if isinstance(error, parallel.RayCannotStart):
-        print(f"topicaudit: error: {error}", file=sys.stderr)
+        say(f"topicaudit: error: {error}")
         return EXIT_RAY_FAILED
     if _ray_failure(error):
-        print(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
-              "rerun the same command to resume", file=sys.stderr)
+        say(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
+            "rerun the same command to resume")
         return EXIT_RAY_FAILED
     if os.environ.get(DEBUG_VARIABLE):
-        traceback.print_exception(error, file=sys.stderr)
+        say("".join(traceback.format_exception(error)).rstrip("\n"))
         where = "traceback above"
     else:
         path = _save_traceback(error)
         where = f"traceback in {path}" if path else f"set {DEBUG_VARIABLE}=1 to print the traceback"
-    print(f"topicaudit: internal error (a bug, please report it): {summary} ({where})", file=sys.stderr)
+    say(f"topicaudit: internal error (a bug, please report it): {summary} ({where})")
     return EXIT_INTERNAL_ERROR
 
 
@@ -167,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
     if argv is None and supervisor.available():
         return supervisor.supervise(lambda: run_command(None))
+    if argv is None:
+        supervisor.standard_streams()
     return run_command(argv)
 
 
@@ -185,10 +196,10 @@ def run_command(argv: list[str] | None) -> int:
             finally:
                 parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:
-            print(f"topicaudit: error: {user_message(error)}", file=sys.stderr)
+            say(f"topicaudit: error: {user_message(error)}")
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
-            print(f"\n{supervisor.interrupted_message(args.command)}", file=sys.stderr)
+            say(f"\n{supervisor.interrupted_message(args.command)}")
             return EXIT_INTERRUPTED
         except SystemExit as exit_:
             # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's.
@@ -198,7 +209,12 @@ def run_command(argv: list[str] | None) -> int:
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
             full = disk_full(error, None) if isinstance(error, OSError) else None
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)
-                print(f"topicaudit: error: {full}", file=sys.stderr)
+                say(f"topicaudit: error: {full}")
+                return EXIT_USER_ERROR
+            if isinstance(error, OSError) and error.errno in (errno.EPIPE, errno.EBADF):
+                say("topicaudit: error: the output stream was closed before the command finished (its reader "
+                    f"exited: {error.strerror}); nothing was lost — files already written are kept, rerun the same "
+                    "command with its output going somewhere that stays open")
                 return EXIT_USER_ERROR
             return _internal_error(error)
     if code == EXIT_REFUTED and not supervisor.said(supervisor.VERDICT):

@@ -7,8 +7,11 @@ aborts (SIGABRT, exit 134) under an address-space limit. No handler inside the
 process sees either, so the console script forks before anything else: the
 child runs the command; this small parent waits for it and maps its end:
 
-- exit 1 counts only when the child said, through a pipe, that it printed a
-  VIOLATED verdict; any other exit 1 becomes 4 (Ray was in use) or 3;
+- exit 1 counts only when the child said, through a pipe, that it gave a
+  VIOLATED verdict (printed, or recorded in check.json when stdout could not
+  take it); any other exit 1 becomes 4 (Ray was in use) or 3;
+- a closed standard descriptor is /dev/null before anything runs, so a closed
+  stderr (``2>&-``) can no longer crash this parent into exit 1;
 - death by SIGINT or SIGTERM (even before the child's own handlers are in
   place) becomes 130 with the interrupted line;
 - death by any other signal becomes 4 when Ray was in use, else 3;
@@ -57,7 +60,7 @@ def said(state: bytes) -> bool:
 
 
 def refuted() -> int:
-    """The exit code of a printed VIOLATED verdict; the only way to exit 1."""
+    """The exit code of a VIOLATED verdict printed, or recorded in check.json; the only way to exit 1."""
     tell(VERDICT)
     return EXIT_REFUTED
 
@@ -71,6 +74,27 @@ def interrupted_message(command: str | None) -> str:
     return "topicaudit: interrupted; finished models are kept — rerun the same command to resume"
 
 
+def standard_streams() -> None:
+    """A closed standard descriptor (``2>&-``) becomes /dev/null, before anything else runs.
+
+    Python starts with ``sys.stderr = None`` then, and the first write (the
+    supervisor's own flush) raised AttributeError: exit 1 with nothing printed.
+    Worse, the next file opened (a lock, a model) would take descriptor 2 and
+    receive every message. The streams are rebuilt on /dev/null instead.
+    """
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, os.fdopen(fd, "r" if fd == 0 else "w", buffering=1, closefd=False,
+                                         encoding="utf-8", errors="backslashreplace"))
+
+
 def available() -> bool:
     return hasattr(os, "fork") and hasattr(signal, "sigwaitinfo") and sys.platform != "win32"
 
@@ -79,10 +103,12 @@ def console() -> int:
     """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
     supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143)."""
     if not available():
+        standard_streams()
         from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
     original = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+    standard_streams()
 
     def command_main() -> int:
         from topicaudit.cli.main import run_command  # in the child: the parent stays free of the package
@@ -99,9 +125,13 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
     """
     watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched) if mask is None else mask
+    standard_streams()
     read_fd, write_fd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a broken or closed stream is the command's to report, not ours
+            pass
     pid = os.fork()
     if pid == 0:  # the child: runs the command, never returns
         os.close(read_fd)
@@ -218,8 +248,16 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
 
 
 def _interrupted(command: str | None) -> int:
-    print(f"\n{interrupted_message(command)}", file=sys.stderr, flush=True)
+    _print(f"\n{interrupted_message(command)}")
     return EXIT_INTERRUPTED
+
+
+def _print(line: str) -> None:
+    """A line on stderr, if it can still be written (a closed or broken stderr never changes the exit code)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _signal_name(sig: int) -> str:
@@ -230,7 +268,7 @@ def _signal_name(sig: int) -> str:
 
 
 def _say(code: int, message: str, prefix: str = "topicaudit: error: ") -> int:
-    print(f"{prefix}{message}", file=sys.stderr, flush=True)
+    _print(f"{prefix}{message}")
     return code
 
 

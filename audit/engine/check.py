@@ -7,13 +7,16 @@ configuration first, for a project's own tests.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 
+from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, config_from_dict, load_config, run_config, with_learner
-from topicaudit.engine.integrity import verify_run_directory
+from topicaudit.engine.integrity import VERDICT_FILES, verify_run_directory
+from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
 from topicaudit.engine.run import execute_run
@@ -56,7 +59,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     test); default lira_online and lira_offline (docs/attacks.md).
     """
     run_dir = Path(run_dir)
-    verify_run_directory(run_dir)  # manifest hashes, types and shapes, truth and canary order (or exit 2)
+    # manifest hashes, types and shapes, truth and canary order (or exit 2); unverified: the pre-manifest layout
+    unverified = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
     found = _canary_files(run_dir) if results_path.exists() else None
     if not results_path.exists() or not (scores_path.exists() or found):
@@ -66,7 +70,8 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
-    return run_verdict(read_results(results_path), natural, found, run_dir, epsilon, delta, alpha, attacks)
+    result = run_verdict(read_results(results_path), natural, found, run_dir, epsilon, delta, alpha, attacks)
+    return dataclasses.replace(result, unverified=unverified) if unverified else result
 
 
 def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
@@ -82,6 +87,25 @@ def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
         return check_run(run_dir, epsilon=0.0), False  # no claim, or one only word canaries could test
 
 
+# The run directory's own files, which check reads (or the run holds) and never replaces.
+RUN_FILES = (*VERDICT_FILES, manifest.NAME, LOCK_NAME, "roc.png", "sweep.json")
+
+
+def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
+    """Refuse a --json/--junit path that is one of the run directory's own files (results.json, canaries.npz,
+    a model, the manifest…): writing the verdict there would destroy the evidence it rests on."""
+    root = Path(run_dir).resolve()
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        target = Path(path).resolve()
+        name = target.relative_to(root).as_posix() if target.is_relative_to(root) else None
+        if name is not None and (name in RUN_FILES or name.startswith("models/")):
+            raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
+                            f"directory {run_dir}, which check reads and never replaces; give a path outside it "
+                            "(or leave the flag out: check.json and check.junit.xml are written there)")
+
+
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
     written = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
@@ -90,6 +114,9 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
             path = Path(path)
             if not path.parent.is_dir():
                 raise UserError(f"cannot write {path}: directory {path.parent} does not exist")
+            if path.is_symlink():  # a rename over it would replace the link (docs/check.md)
+                raise UserError(f"cannot write {path}: it is a symbolic link, and topicaudit never writes through "
+                                "one; give the file's own path, or another path (--json, --junit)")
             try:
                 atomic_write_text(path, text)
             except OSError as error:

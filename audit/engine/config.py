@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +22,7 @@ from typing import Any, ClassVar
 from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
+from topicaudit.engine import toml_reader
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
@@ -389,15 +389,14 @@ def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Co
     path = Path(path)
     check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:
+        if path.stat().st_size > toml_reader.MAX_BYTES:  # refused before it is read into memory
+            raise toml_reader.too_large(str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"configuration file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"cannot read configuration file {path}: {error}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{path} is not valid TOML: {error}") from None
+    data = toml_reader.loads(text, str(path))  # size, nesting and dotted keys bounded before parsing
     config = config_from_dict(data, str(path), variant)
     # Paths in a config file are relative to the file, not to the shell.
     for section, key in config.PATHS:

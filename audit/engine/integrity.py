@@ -1,7 +1,11 @@
 """Checks a run directory must pass before any verdict or report is read from it.
 
 Two layers. The manifest (``topicaudit.engine.manifest``) catches any change to
-a file the run wrote. The checks here hold even when the manifest is missing or
+a file the run wrote; it must list every evidence file present, and a run whose
+own files say it kept one (``manifest_marks``) is refused without it, so
+deleting or shrinking the manifest does not switch the check off. Only the
+layout written before manifests existed is read without one, and the verdict
+says it is unverified. The checks here hold even when the manifest is missing or
 rewritten: every array a bound reads has the type and shape the run writes
 (boolean coins and memberships, one finite-or-infinite score per candidate,
 never NaN), the truth in scores.npz is the plan's, and canary scores are in
@@ -11,31 +15,103 @@ bound computed from damaged data.
 from __future__ import annotations
 
 import math
+import os
+import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from topicaudit.engine import manifest
-from topicaudit.engine.rundir import read_arrays, read_json
+from topicaudit.engine.rundir import MAX_JSON_BYTES, read_arrays, read_json, regular_file
 from topicaudit.errors import UserError
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
 VERDICT_FILES = ["config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
                  "canary_scores.npz"]
 _ALTERED = "the run directory was damaged or edited — rerun the audit into a new directory"
+# What a verdict on a directory in the pre-manifest layout says about itself.
+UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout written before manifests existed), "
+              "so its files' hashes were not checked")
 
 
-def verify_run_directory(run_dir: str | Path) -> None:
-    """Every check below, on the files ``run_dir`` has; raises a UserError naming the first bad file."""
+def verify_run_directory(run_dir: str | Path) -> str | None:
+    """Every check below, on the files ``run_dir`` has; raises a UserError naming the first bad file.
+
+    Returns None when the manifest verified every evidence file, else ``UNVERIFIED`` (the pre-manifest
+    layout, read without one), for the verdict to say so.
+    """
     run_dir = Path(run_dir)
-    manifest.verify(run_dir, VERDICT_FILES)
+    unverified = _verify_manifest(run_dir)
     if (run_dir / "results.json").exists():
         check_results(run_dir / "results.json")
     if (run_dir / "scores.npz").exists():
         check_scores(run_dir)
     if (run_dir / "canaries.npz").exists():
         check_canaries(run_dir)
+    return unverified
+
+
+def evidence_files(run_dir: Path) -> list[str]:
+    """The files present that a manifest must list: VERDICT_FILES and models/*.npz."""
+    names = [name for name in VERDICT_FILES if os.path.lexists(run_dir / name)]
+    models = run_dir / "models"
+    if models.is_dir():
+        names += sorted(f"models/{p.name}" for p in models.iterdir() if p.name.endswith(".npz"))
+    return names
+
+
+def _verify_manifest(run_dir: Path) -> str | None:
+    listed = manifest.entries(run_dir)
+    path = run_dir / manifest.NAME
+    if listed is None:
+        why = manifest_marks(run_dir)
+        if why is not None:
+            raise UserError(f"{path} is missing, but {why}: this run was written by a version of topicaudit that "
+                            "keeps a manifest, and without it none of its files can be verified (it was deleted, "
+                            f"or the directory copied without it); {manifest.RERUN}")
+        return UNVERIFIED
+    for name in evidence_files(run_dir):
+        if name not in listed:
+            raise UserError(f"{run_dir / name} is not listed in {path}: the manifest was edited or damaged (or the "
+                            f"file added), so this file cannot be verified; {manifest.RERUN}")
+    for name in VERDICT_FILES:
+        if name in listed and not os.path.lexists(run_dir / name):
+            raise UserError(f"{run_dir / name} is listed in {path} but missing: the run directory was damaged; "
+                            f"rerun the same command to rewrite it, or {manifest.RERUN}")
+    manifest.verify(run_dir, VERDICT_FILES)
+    return None
+
+
+def manifest_marks(run_dir: Path) -> str | None:
+    """Why ``run_dir`` must have a manifest (the first of its files written by a version that keeps one), or
+    None for the layout written before manifests existed."""
+    results = run_dir / "results.json"
+    if os.path.lexists(results) and manifest.MARK in read_json(results):
+        return f"{results} records one"
+    config = run_dir / "config.toml"
+    if os.path.lexists(config):
+        if regular_file(config).st_size > MAX_JSON_BYTES:
+            return f"{config} is too large to be a run's configuration"
+        try:
+            provenance = tomllib.loads(config.read_text(encoding="utf-8")).get("provenance")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+            return f"{config} is unreadable"
+        if isinstance(provenance, dict) and manifest.MARK in provenance:
+            return f"{config} records one"
+    models = run_dir / "models"
+    if models.is_dir():
+        for model in sorted(models.glob("*.npz")):
+            try:
+                regular_file(model)
+                with zipfile.ZipFile(model) as archive:
+                    slotted = "model.npy" in archive.namelist()
+            except (UserError, OSError, zipfile.BadZipFile):
+                continue
+            if slotted:  # model files record their slot since the version that introduced the manifest
+                return f"{model} records its slot"
+    return None
 
 
 def _refuse(path: Path, what: str) -> UserError:

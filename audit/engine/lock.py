@@ -8,8 +8,11 @@ never blocks a resume. The file holds the holder's PID for the message.
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +28,11 @@ except ImportError:  # Windows: no advisory locks here; one writer is then the u
 
 
 def holds_only_the_lock(path: Path) -> bool:
-    return path.is_dir() and all(entry.name == NAME for entry in path.iterdir())
+    """A directory holding nothing but what an interrupted start leaves: the lock, and an empty ``models/``
+    (made just before config.toml). Such a directory is no one's work yet: it may be used, or removed."""
+    return path.is_dir() and all(entry.name == NAME or (entry.name == "models" and entry.is_dir() and
+                                                        not entry.is_symlink() and not any(entry.iterdir()))
+                                 for entry in path.iterdir())
 
 
 DYING_GRACE_SECONDS = 30.0  # how long a killed holder may take to exit (it may be inside a slow fsync)
@@ -39,8 +46,7 @@ def _acquire(handle) -> bool:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip()
+            holder = os.pread(handle.fileno(), 64, 0).decode("ascii", "replace").strip()
             if not (holder.isdigit() and _dying(int(holder))) or time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
@@ -59,10 +65,53 @@ def _dying(pid: int) -> bool:
     return any(int(fields.get(key, "0").strip() or "0", 16) & kill for key in ("SigPnd", "ShdPnd"))
 
 
+_PID_LINE = re.compile(rb"\d*\n?")  # what a topicaudit lock holds: its holder's PID, or nothing yet
+
+
+def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None]:
+    """The lock file's descriptor, never through a link or onto a FIFO, device or directory; and its former
+    content (None: this call created it). A file that is no topicaudit lock is refused untouched."""
+    lock = path / NAME
+    refuse = (f"{lock} is {{what}}, not a topicaudit lock file; remove or rename that .lock (or choose another "
+              f"{flag}): the writer lock is never taken through it")
+    flags = os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666), None
+    except FileExistsError:
+        pass
+    if os.path.islink(lock):
+        raise UserError(refuse.format(what=f"a symbolic link (to {os.readlink(lock)})"))
+    try:
+        fd = os.open(lock, flags)
+    except IsADirectoryError:
+        raise UserError(refuse.format(what="a directory")) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(refuse.format(what="a symbolic link")) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(refuse.format(what="a FIFO, socket or device" if not stat.S_ISDIR(info.st_mode)
+                                          else "a directory"))
+        former = os.pread(fd, 64, 0)
+        if not _PID_LINE.fullmatch(former):
+            raise UserError(refuse.format(what="a file of yours (it holds something other than a process id)"))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, former
+
+
 @contextmanager
 def writer_lock(path: str | Path, flag: str = "--output"):
     """Hold the directory's writer lock for the block (creating the directory; removed again if the block
-    leaves nothing in it); a second writer gets a UserError naming the holder's PID."""
+    leaves nothing in it); a second writer gets a UserError naming the holder's PID.
+
+    A ``.lock`` that is a link, a directory, a FIFO or a file of the user's is refused untouched, and a
+    block that fails (a directory refused as another run's, say) leaves ``.lock`` as it was found: removed
+    if this call created it, its former content back otherwise.
+    """
     path = Path(path)
     if path.is_symlink() and not path.exists():
         raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
@@ -74,23 +123,24 @@ def writer_lock(path: str | Path, flag: str = "--output"):
     new_parents = [parent for parent in path.parents if not parent.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
-        handle = open(path / NAME, "a+")
+        fd, former = _open_lock(path, flag)
     except OSError as error:
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
+    handle = os.fdopen(fd, "r+b", buffering=0)
     try:
         if fcntl is not None and not _acquire(handle):
-            handle.seek(0)
-            holder = handle.read().strip()
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
             who = f"process {holder}" if holder.isdigit() else "another process"
             raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
                             f"finish, or choose another {flag}")
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
             yield
+        except BaseException:
+            _restore(path / NAME, fd, former)
+            raise
         finally:
             if created and holds_only_the_lock(path):
                 shutil.rmtree(path, ignore_errors=True)
@@ -101,3 +151,15 @@ def writer_lock(path: str | Path, flag: str = "--output"):
                         break
     finally:
         handle.close()
+
+
+def _restore(lock: Path, fd: int, former: bytes | None) -> None:
+    """Leave ``.lock`` as the failed block found it: gone if it was made for it, else its former content."""
+    try:
+        if former is None:
+            lock.unlink(missing_ok=True)
+        else:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, former, 0)
+    except OSError:
+        pass

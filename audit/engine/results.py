@@ -216,7 +216,7 @@ class RunResults(JsonView, Record):
 
     SCHEMA: ClassVar[str] = RESULTS_SCHEMA
     REQUIRED = ("schema", "target")
-    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries", "verdict")
+    OPTIONAL = ("epsilon_lower_bounds", "statistics", "utility", "canaries", "verdict", "manifest")
     CODECS = {"corpus": record(CorpusInfo), "target": record(TargetInfo), "shadows": record(ShadowsInfo),
               "attacks": records(AttackMetrics), "epsilon_lower_bounds": record(NaturalBounds),
               "statistics": record(StatisticsInfo), "utility": record(Utility), "canaries": record(CanaryResults)}
@@ -231,6 +231,8 @@ class RunResults(JsonView, Record):
     attacks: dict[str, AttackMetrics] = field(default_factory=dict)  # empty: a canary-only run
     seeds: dict[str, int] | None = None
     versions: dict[str, str] | None = None
+    # The manifest's schema: this run keeps one, so it is refused without it (engine/integrity.py).
+    manifest: str | None = None
     ray: dict[str, Any] | None = None
     resumed: bool | None = None
     warnings: list[str] = field(default_factory=list)  # raised inside Ray workers, each once
@@ -355,6 +357,8 @@ class CheckResult:
     unseen : the bug families this design cannot see, which the power does not cover (mechanism audits).
     reversed_scores : tests whose scores rank members *below* non-members: a defect of that score (it cannot
         refute anything), reported rather than silently outvoted by the others.
+    unverified : None when the run directory's manifest verified its files; else why not (a directory in the
+        layout written before manifests existed), which the verdict line and the JSON repeat.
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -373,6 +377,7 @@ class CheckResult:
     power: dict[str, float] | None = None
     unseen: list[str] = field(default_factory=list)
     reversed_scores: list[str] = field(default_factory=list)
+    unverified: str | None = None
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -397,6 +402,11 @@ class CheckResult:
         return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
 
     def message(self) -> str:
+        """The verdict line; on an unverified directory it says so after the verdict."""
+        body = self._message()
+        return body if not self.unverified else f"{body} — {self.unverified}"
+
+    def _message(self) -> str:
         level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
         # A refutation names what its test observed; a claim not refuted, everything every test observed.
         observed = f"observed: {self.threat_model}" if self.violated else \
@@ -461,6 +471,7 @@ class CheckResult:
             "power": self.power,
             **({"unseen": self.unseen} if self.unseen else {}),
             **({"reversed_scores": self.reversed_scores} if self.reversed_scores else {}),
+            **({"unverified": self.unverified} if self.unverified else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -472,7 +483,8 @@ class CheckResult:
             result = cls(Path(data["run_dir"]), data["claimed_epsilon"], data["delta"], data["alpha"],
                          BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
-                         list(data.get("unseen", [])), list(data.get("reversed_scores", [])))
+                         list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
+                         data.get("unverified"))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None

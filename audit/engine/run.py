@@ -33,6 +33,7 @@ from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
+from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, config_hash, run_config, validate
 from topicaudit.engine.experiment import Experiment, execute, needs_ray, start_ray
 from topicaudit.engine.lock import writer_lock
@@ -338,6 +339,7 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         "attacks": {},
         "seeds": experiment.seeds,
         "versions": outcome.versions,
+        "manifest": manifest.SCHEMA,  # this run keeps one: without it, it is refused
         "ray": {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
                 **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})},
         "resumed": resuming,

@@ -43,7 +43,7 @@ import numpy as np
 from topicaudit.engine import manifest
 from topicaudit.engine.config import Config
 from topicaudit.engine.toml_writer import to_toml
-from topicaudit.engine.lock import holds_only_the_lock
+from topicaudit.engine.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
 # The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
 from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
@@ -242,15 +242,32 @@ class RunDirectory:
                 f"(config hash {stored}, this one {config_hash}); choose another output (--output), "
                 "or delete that directory to start over"
             )
+        self._check_manifest_kept()
         return True
+
+    def _check_manifest_kept(self) -> None:
+        """A run that keeps a manifest resumes only with it (readable), else its models could not be verified;
+        config.toml alone is a start interrupted before its first entry, and resumes."""
+        if manifest.entries(self.path) is not None:  # a damaged manifest: exit 2 naming it
+            return
+        provenance = tomllib.loads((self.path / "config.toml").read_text(encoding="utf-8"))["provenance"]
+        others = [p for p in self.path.rglob("*") if p.is_file() and p.name not in ("config.toml", NAME_OF_LOCK)]
+        if manifest.MARK in provenance and others:
+            raise UserError(f"{self.path / manifest.NAME} is missing, but {self.path / 'config.toml'} records one: "
+                            "without it the run's models cannot be verified; " + manifest.RERUN)
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
         created = not self.models.exists()  # the directory itself may be only the writer lock's so far
         self.models.mkdir(parents=True, exist_ok=True)
         if created:
             fsync_directory(self.path.parent)
+        listed = manifest.entries(self.path)
+        if (self.path / "config.toml").exists() and (listed is None or "config.toml" not in listed):
+            self.record("config.toml")  # interrupted before the manifest listed it (its config hash matched)
         if not (self.path / "config.toml").exists():
-            atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": provenance}))
+            # The mark says this run keeps a manifest: without one it is refused (engine/integrity.py).
+            atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": {
+                **provenance, manifest.MARK: manifest.SCHEMA}}))
             self.record("config.toml")
 
     def record(self, *names: str) -> None:
@@ -305,6 +322,12 @@ class RunDirectory:
             return None
         if made_by != config_hash:
             raise UserError(f"{path} was made by a different configuration; delete it to refit")
+        listed = manifest.entries(self.path)
+        if listed is not None and path.relative_to(self.path).as_posix() not in listed:
+            # Written, then interrupted before the manifest listed it: it cannot be verified, so it is refitted.
+            warnings.warn(f"{path} is not listed in {manifest.NAME}; refitting that model", stacklevel=2)
+            path.unlink(missing_ok=True)
+            return None
         manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
         if slot != path.stem:
             raise UserError(f"{path} holds the model {slot!r}, not {path.stem!r}: it was copied or renamed; "
@@ -333,6 +356,8 @@ class RunDirectory:
         if set(stored) != set(arrays) or not all(np.array_equal(stored[k], arrays[k]) for k in arrays):
             raise UserError(f"{path} is not the plan of this configuration; delete {path} and rerun the same "
                             "command to rewrite it, or delete the directory to start over")
+        if name not in (manifest.entries(self.path) or {}):
+            self.record(name)  # equal to the recomputed plan, but written before the manifest listed it
 
     def models_by_node(self) -> dict[str, int]:
         """How many of the saved models each Ray node fitted (files from before nodes were recorded: "")."""

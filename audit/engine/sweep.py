@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.engine import toml_reader
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
 from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import execute_run, run_needs_ray
@@ -50,6 +51,7 @@ class SweepRun:
 def parse_value(text: str) -> Any:
     """A command-line value as TOML reads it (5 → int, 0.5 → float, inf, true); else a string."""
     text = text.strip()
+    toml_reader.check_bounds(f"v = {text}", f"the value {text[:40]!r}")  # [[[…]]] would recurse without end
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

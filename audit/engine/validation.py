@@ -69,6 +69,10 @@ def check_output_file(path, flag: str) -> Path:
     if path is None or str(path).strip() == "":
         raise UserError(f"{flag} is empty; give a file path")
     path = Path(path)
+    if path.is_symlink():
+        # The file is replaced atomically (a rename), which would replace the link, not write its target.
+        raise UserError(f"cannot write {flag} {path}: it is a symbolic link (to {os.readlink(path)}), and "
+                        "topicaudit never writes through one; give the file's own path, or another path")
     if path.is_dir():
         raise UserError(f"cannot write {flag} {path}: it is a directory; give a file path")
     if not path.parent.is_dir():
