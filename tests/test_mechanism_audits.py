@@ -14,6 +14,7 @@ from topicaudit.attacks.mechanism import (
     released_documents,
     released_fresh_canaries,
     laplace_column_llr,
+    laplace_llr,
     mechanism_scores,
     simulate_scores,
     subsampled_gaussian_step_scores,
@@ -155,9 +156,13 @@ def test_saturated_laplace_ratios_tie_exactly_so_rounding_cannot_give_the_coins_
     y = rng.laplace(0.0, 2.0, 10000) + coins
     ratio = laplace_column_llr(y[None, :], 1, 2.0)
     assert set(np.unique(ratio[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    # DPSU's anchored weights are scored unclipped (a wrong budget moves them past the window): no saturated
+    # value exists whose last bits could differ, and inside the window the score is the same ratio.
     weights = dpsu_scores(y + 3.0, np.zeros(10000, bool), np.full(10000, 3), {"gamma": 10.0, "scale": 2.0,
                                                                             "noise": "laplace"})
-    assert set(np.unique(weights[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    inside = (y > 0) & (y < 1)
+    assert np.allclose(weights[inside], laplace_llr(y[inside] + 3.0, 3.0, 4.0, 2.0))
+    assert np.array_equal(np.argsort(weights, kind="stable"), np.argsort(y + 3.0, kind="stable"))
     scores = simulate_scores("laplace-count-releases", {"scale": 2.0, "document_tokens": 1, "releases": 1}, coins,
                              1, 1.0, np.random.default_rng(1), paired=True, k=1)
     assert eps_lb_fdp_one_run(scores, coins, 0.0, 0.05, family="pure").epsilon <= 1.0  # the claim: ε = 2/b = 1
@@ -391,8 +396,10 @@ def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_
     p = {"noise": "laplace", "scale": 0.5, "gamma": 5.0}
     scores = dpsu_scores(np.array([4.2, 6.0, 0.0, 9.0]), np.array([False, True, False, True]),
                          np.array([4, 4, 0, 0]), p)
-    assert np.allclose(scores[:2], [(0.2 - 0.8) / 0.5, (2.0 - 1.0) / 0.5])  # H: 4 without, min(5, Γ) = 5 with
-    assert scores[2] == 0.0 and scores[3] > 1e5  # a fresh word: only its release says anything
+    # H: 4 without, min(5, Γ) = 5 with; the Laplace ratio continued linearly beyond [4, 5]
+    assert np.allclose(scores[:2], [(0.2 - 0.8) / 0.5, (2.0 + 1.0) / 0.5])
+    # A fresh word: only its release says anything; unreleased, it sits at the anchored scores' median.
+    assert scores[2] == pytest.approx(np.median(scores[:2])) and scores[3] > 1e5
 
 
 def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys):

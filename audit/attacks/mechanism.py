@@ -20,12 +20,14 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
                          ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens
                          the sampler spread over several topics.
 ``dpsu``                 a DP vocabulary step: an anchored canary word (F fixed
-                         one-word documents) is a candidate either way, and
-                         its noisy weight y is Laplace (Gaussian) around
-                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio;
-                         any other canary scores by the release of any of its
-                         document's words alone (released: certainly trained;
-                         else 0).
+                         one-word documents, F = 1) is a candidate either way,
+                         and its noisy weight y is Laplace (Gaussian) around
+                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio,
+                         the Laplace one continued linearly beyond its window
+                         (so a weight far above it, as a wrong budget makes
+                         it, still ranks above); any other canary scores by
+                         the release of any of its document's words alone
+                         (released: certainly trained; else 0).
 ``laplace-count-releases``  HDP-LDA's every release of the column: the
                          ``laplace-counts`` ratio of each, summed over releases.
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
@@ -165,14 +167,43 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
 
     A one-word document adds min(1, Γ − H) to its word whatever the policy, so F
     anchors give H = min(F, Γ) without the canary and min(F + 1, Γ) with it.
+
+    Gaussian noise: the ratio ((y − h_out)² − (y − h_in)²)/2σ², linear in y.
+    Laplace noise: (2y − h_out − h_in)/b, the ratio (2·clip(y, h_out, h_in) −
+    h_out − h_in)/b inside its window, continued linearly outside it. Under the
+    claim the two order the canaries alike (beyond the window the ratio is flat,
+    so which of the saturated canaries rank first does not change how many of
+    them trained); a step whose documents spend f > 1 of budget moves the
+    anchors to fF and the canary to f(F + 1), both above the window, where the
+    clipped ratio ties every canary and the linear one still separates them by f
+    (benchmarks/RESULTS.md §23). No saturated value, so no rounding bits to tie.
     """
     gamma, scale = float(parameters["gamma"]), float(parameters["scale"])
     h_out, h_in = np.minimum(anchors, gamma), np.minimum(anchors + 1.0, gamma)
     if parameters["noise"] == "gaussian":
         weight_llr = ((noisy - h_out) ** 2 - (noisy - h_in) ** 2) / (2.0 * scale**2)
     else:
-        weight_llr = laplace_llr(noisy, h_out, h_in, scale)
-    return np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0))
+        weight_llr = (2.0 * noisy - (h_out + h_in)) / scale
+    return neutral_fresh_scores(np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0)),
+                                anchors > 0)
+
+
+def neutral_fresh_scores(scores: np.ndarray, anchored: np.ndarray) -> np.ndarray:
+    """The scores with every unreleased fresh canary's set to the anchored canaries' median.
+
+    Such a canary carries no evidence, so it belongs in the middle of the
+    ranking, where the guesses abstain. Under the claim the middle is 0 (half
+    the anchored canaries trained, symmetrically around it); a step with a wrong
+    budget moves every anchored score, trained or not, and a fixed 0 would
+    then sit at one end and be guessed with its coin at chance. The median is a
+    function of the scores alone, never of the coins, so every bound stays valid.
+    """
+    scores = np.array(scores, dtype=np.float64)
+    anchored = np.asarray(anchored, dtype=bool)
+    fresh = ~anchored & (scores < RELEASED_FRESH)
+    if anchored.any() and fresh.any():
+        scores[fresh] = np.median(scores[anchored])
+    return scores
 
 
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
@@ -241,7 +272,7 @@ def subsampled_gaussian_step_scores(noisy_sums: np.ndarray, top_topics: np.ndarr
 
 
 def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                    rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
+                    rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise") -> np.ndarray:
     """Scores the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
 
     The claimed mechanism with its noise divided by ``factor`` (randomised
@@ -249,6 +280,12 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
     scores it (by the claimed constants). Idealised where the audit meets
     the model's own randomness: a Laplace or Gaussian canary's tokens sit in
     one topic, and a DP-SVI step's contribution is the full N in one topic.
+
+    form (DP vocabulary steps): ``noise`` divides the noise by the factor;
+    ``budget`` keeps the claimed noise and lets every document spend
+    ``factor`` of budget, so the anchors move to min(factor·F, Γ) too and can
+    reach the cap Γ, where nothing moves (the same privacy loss, a different
+    mechanism: a check states the weaker of the two).
     """
     coins = np.asarray(coins, dtype=bool)
     m = coins.size
@@ -288,9 +325,13 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
         raise ValueError(f"no simulator for transcript kind {kind!r}")
     if kind == "dpsu":  # even-numbered canaries anchored by `anchors` one-word documents, odd ones fresh
         anchors = np.where(anchored_positions(m), int(parameters["anchors"]), 0)
-        scale = float(parameters["scale"]) / factor
+        if form not in ("noise", "budget"):
+            raise ValueError(f"unknown form {form!r} of a DP vocabulary step's extra privacy loss")
+        budget = factor if form == "budget" else 1.0
+        scale = float(parameters["scale"]) / (factor if form == "noise" else 1.0)
         noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
-        weight = np.minimum(anchors + coins, float(parameters["gamma"])) + noise
+        # One-word documents, each adding min(budget, Γ − H), in any order: min(budget·count, Γ) in all.
+        weight = np.minimum(budget * (anchors + coins), float(parameters["gamma"])) + noise
         released = coins & (anchors == 0) & (weight > float(parameters["rho"]))
         return dpsu_scores(weight, released, anchors, parameters)
     scores = column(coins)

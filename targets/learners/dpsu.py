@@ -139,12 +139,12 @@ def gw_public_threshold(epsilon: float, delta: float) -> float:
 
 
 @njit(cache=True)
-def _greedy_histogram(indptr, indices, order, gamma, n_words):
+def _greedy_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
     """Greedy fill: each document walks its tokens in the stored order and fills
-    each gap Γ − H up to Γ until its budget 1 is spent (tokens at Γ are skipped)."""
+    each gap Γ − H up to Γ until its budget (1) is spent (tokens at Γ are skipped)."""
     H = np.zeros(n_words)
     for d in order:
-        rem = 1.0
+        rem = budget
         for p in range(indptr[d], indptr[d + 1]):
             t = indices[p]
             gap = gamma - H[t]
@@ -162,10 +162,10 @@ def _greedy_histogram(indptr, indices, order, gamma, n_words):
 
 
 @njit(cache=True)
-def _waterfill_histogram(indptr, indices, order, gamma, n_words):
+def _waterfill_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
     """Policy Laplace (L1 descent): raise all of a document's tokens below Γ by
-    a common amount c, each capped at its gap, with Σ min(gap, c) = 1 (smallest
-    gaps reach Γ first, equal shares otherwise); all to Γ if Σ gaps ≤ 1."""
+    a common amount c, each capped at its gap, with Σ min(gap, c) = budget (1;
+    smallest gaps reach Γ first, equal shares otherwise); all to Γ if Σ gaps ≤ budget."""
     H = np.zeros(n_words)
     longest = 0
     for d in range(indptr.size - 1):
@@ -183,15 +183,15 @@ def _waterfill_histogram(indptr, indices, order, gamma, n_words):
                 total += g
         if k == 0:
             continue
-        if total <= 1.0:
+        if total <= budget:
             c = np.inf
         else:
             gs = np.sort(gaps[:k])
             used = 0.0
             c = 0.0
             for i in range(k):
-                if used + gs[i] * (k - i) >= 1.0:
-                    c = (1.0 - used) / (k - i)
+                if used + gs[i] * (k - i) >= budget:
+                    c = (budget - used) / (k - i)
                     break
                 used += gs[i]
         for p in range(s, e):
@@ -206,9 +206,9 @@ def _waterfill_histogram(indptr, indices, order, gamma, n_words):
 
 
 @njit(cache=True)
-def _l2_histogram(indptr, indices, order, gamma, n_words):
-    """Policy Gaussian (L2 descent): H += min(1, ‖g‖₂) g/‖g‖₂, g = (Γ − H)₊ on
-    the document's tokens."""
+def _l2_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
+    """Policy Gaussian (L2 descent): H += min(budget, ‖g‖₂) g/‖g‖₂, g = (Γ − H)₊ on
+    the document's tokens (budget 1)."""
     H = np.zeros(n_words)
     for d in order:
         s, e = indptr[d], indptr[d + 1]
@@ -220,13 +220,13 @@ def _l2_histogram(indptr, indices, order, gamma, n_words):
         if norm2 <= 0.0:
             continue
         norm = math.sqrt(norm2)
-        if norm <= 1.0:
+        if norm <= budget:
             for p in range(s, e):
                 t = indices[p]
                 if H[t] < gamma:
                     H[t] = gamma
         else:
-            scale = 1.0 / norm
+            scale = budget / norm
             for p in range(s, e):
                 t = indices[p]
                 g = gamma - H[t]
@@ -305,6 +305,10 @@ class _DPSU:
     rho: float
     gamma: float
     noise_scale: float
+    # Each document's update budget (L1, or L2 for policy Gaussian): 1 in every correct step, the
+    # sensitivity the noise and the threshold are calibrated to. Only a planted bug changes it
+    # (topicaudit.targets.bug_variants, ``dpsu-budget-2``).
+    budget: float = 1.0
 
     def _histogram(self, indptr, indices, order, n_words):  # pragma: no cover
         raise NotImplementedError
@@ -383,7 +387,7 @@ class PolicyLaplaceDPSU(_DPSU):
         self.gamma = self.rho + self.alpha * self.noise_scale
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _waterfill_histogram(indptr, indices, order, self.gamma, n_words)
+        return _waterfill_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class PolicyGaussianDPSU(_DPSU):
@@ -411,7 +415,7 @@ class PolicyGaussianDPSU(_DPSU):
         return rng.normal(0.0, self.noise_scale, n)
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _l2_histogram(indptr, indices, order, self.gamma, n_words)
+        return _l2_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class GreedyWeightedDPSU(_DPSU):
@@ -450,7 +454,7 @@ class GreedyWeightedDPSU(_DPSU):
         return True
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _greedy_histogram(indptr, indices, order, self.gamma, n_words)
+        return _greedy_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class GreedyWeightedPublicCode(_DPSU):
@@ -489,7 +493,7 @@ class GreedyWeightedPublicCode(_DPSU):
         return True
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _greedy_histogram(indptr, indices, order, self.gamma, n_words)
+        return _greedy_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
     def effective_delta(self, m: int) -> float:
         """δ actually incurred for a document with m distinct tokens nobody else has:
