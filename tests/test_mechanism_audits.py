@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma, ndtr
 
-from topicaudit.attacks.canaries import make_canaries, resolve_kind
+from topicaudit.attacks.canaries import ANCHORS, make_canaries, resolve_kind
 from topicaudit.attacks.mechanism import (
     dpsu_scores,
     released_documents,
@@ -23,13 +23,14 @@ from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
-from topicaudit.engine.check import ClaimShape
+from topicaudit.engine.check import ClaimShape, simulated_power
+from topicaudit.engine.results import MechanismInfo
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
 from topicaudit.targets.privacy.guarantee import Adjacency
-from topicaudit.targets.bug_variants import BUGS, BrokenLearner
+from topicaudit.targets.bug_variants import BUGS, BrokenLearner, BrokenVocabulary
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
 from topicaudit.targets.learners.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
@@ -412,7 +413,11 @@ def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys)
         return main(["check", str(tmp_path / name)]), capsys.readouterr().out
     code, out = audit("ok")
     assert code == 0 and "claimed ε = 2" in out
+    assert np.load(tmp_path / "ok" / "canaries.npz")["anchors"].max() == ANCHORS == 1
     assert audit("noise", "dpsu-noise-tenth")[0] == 1
+    # Every document spending a budget of 2 (issue 30): with ρ − ½ anchors the anchored words sat at Γ either
+    # way and the audit proved ε ≥ 0; one anchor and the unclipped ratio catch it (ε_LB 2.4-2.8 on seeds 0-2).
+    assert audit("budget", "dpsu-budget-2")[0] == 1
     code, out = audit("threshold", "dpsu-threshold-halved")
     assert code == 1 and "that no other document holds were released" in out
 
@@ -468,3 +473,41 @@ def test_a_dp_svi_transcript_written_before_top_topics_scores_the_same():
     new = Transcript("subsampled-gaussian-steps", c.words,
                      {"noisy_sums": y, "top_topics": elog.argmax(axis=1).astype(np.int16)}, p)
     assert np.array_equal(mechanism_scores(old, c)["mechanism"], mechanism_scores(new, c)["mechanism"])
+
+
+@pytest.mark.parametrize("name", ["dpsu-laplace", "dpsu-gw", "dpsu-gaussian"])
+def test_the_budget_2_bug_doubles_every_documents_weight_and_keeps_the_claim(name):
+    """One-word documents each add their budget: F of them put the word at min(2F, Γ) under the planted bug."""
+    step = build_target("lda", 3, name, {}, {"epsilon": 3.0}).vocabulary_step
+    broken = BrokenVocabulary(step, "dpsu-budget-2")
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0]] + [[0.0, 1.0]] * 10))  # word 1: 10 documents, 20 > Γ
+    columns = np.arange(2)
+    clean = step.select_observed(X, 4, columns)[1]
+    planted = broken.select_observed(X, 4, columns)[1]
+    noise = clean.arrays["noisy_weights"] - np.array([2.0, min(10.0, step.gamma)])
+    assert np.allclose(planted.arrays["noisy_weights"], np.array([4.0, step.gamma]) + noise)   # the same draws
+    assert planted.parameters == clean.parameters and broken.guarantee().parameters["test_bug"] == "dpsu-budget-2"
+
+
+def test_the_power_estimate_simulates_the_anchors_run_and_a_budget_error_as_well_as_less_noise():
+    """With one anchor a budget of 2 moves every anchored weight, and the estimate sees it as noise ÷ 2; with the
+    former ρ − ½ anchors the budget form saturates at Γ and the estimate says what the audits measured: 0."""
+    step = PolicyLaplaceDPSU(epsilon=3.0)
+    m = 1000
+    labels = np.random.default_rng(0).random(m) < 0.5
+    methods = [Method.ONE_RUN, Method.FDP_PURE]
+
+    def power(anchors):
+        info = MechanismInfo(kind="dpsu", parameters=step.mechanism_parameters(), tokens=256, topics=3,
+                             paired=False, stage="vocabulary", fresh_released=[0, m // 2], anchors=anchors)
+        return simulated_power(info, labels, 3.0, 1e-5, 0.05 / 3, None, methods)
+    assert power(ANCHORS)["2x"] >= 0.8
+    assert power(round(step.rho - 0.5))["2x"] == 0.0
+    rng, anchored = np.random.default_rng(1), np.arange(m) % 2 == 0
+
+    def shift(anchors):   # mean anchored score, trained minus untrained, every document spending 2
+        trained, untrained = (simulate_scores("dpsu", {**step.mechanism_parameters(), "anchors": anchors},
+                                              np.full(m, c), 256, 2.0, rng, form="budget") for c in (True, False))
+        return trained[anchored].mean() - untrained[anchored].mean()
+    assert shift(ANCHORS) == pytest.approx(2 * 2 / step.noise_scale, rel=0.1)   # the weight moves by 2, not 1
+    assert abs(shift(5)) < 1.0                                                   # both at Γ: nothing moves
