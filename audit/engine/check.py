@@ -306,7 +306,10 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
 
     A DP vocabulary step's loss is multiplied two ways, its noise divided or
     every document's budget multiplied (anchors included, up to the cap Γ);
-    the estimate is the smaller share of the two.
+    the estimate is the smaller share of the two. Both forms of a factor draw
+    the same random numbers, so they differ only where the mechanisms do (the
+    cap, the fresh canaries' releases) and the minimum is not biased down by
+    the simulation's own noise.
     """
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
@@ -315,6 +318,8 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     forms = ("noise", "budget") if mechanism.kind == "dpsu" else ("noise",)
     out = {}
     for factor, form in ((f, form) for f in (2.0, 10.0) for form in forms):
+        if mechanism.kind == "dpsu":
+            rng = np.random.default_rng((POWER_SEED, int(factor)))
         trained, untrained = (simulate_scores(mechanism.kind, parameters, np.full(m, present), int(mechanism.tokens),
                                               factor, rng, paired=bool(mechanism.paired), k=int(mechanism.topics),
                                               form=form)
