@@ -173,10 +173,11 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
     h_out − h_in)/b inside its window, continued linearly outside it. Under the
     claim the two order the canaries alike (beyond the window the ratio is flat,
     so which of the saturated canaries rank first does not change how many of
-    them trained); a step whose documents spend f > 1 of budget moves the
-    anchors to fF and the canary to f(F + 1), both above the window, where the
-    clipped ratio ties every canary and the linear one still separates them by f
-    (benchmarks/RESULTS.md §23). No saturated value, so no rounding bits to tie.
+    them trained); a step whose documents spend f > 1 of budget puts the word
+    at fF without the canary and f(F + 1) with it, at or above the window's top
+    F + 1 (f ≥ 2, F = 1), where the clipped ratio ties most canaries at +ε and
+    the linear one still separates them by f (benchmarks/RESULTS.md §23). No
+    saturated value, so no rounding bits to tie.
     """
     gamma, scale = float(parameters["gamma"]), float(parameters["scale"])
     h_out, h_in = np.minimum(anchors, gamma), np.minimum(anchors + 1.0, gamma)
