@@ -11,6 +11,7 @@ from scipy.special import digamma, ndtr
 from topicaudit.attacks.canaries import ANCHORS, make_canaries, resolve_kind
 from topicaudit.attacks.mechanism import (
     dpsu_scores,
+    fresh_document_weights,
     released_documents,
     released_fresh_canaries,
     laplace_column_llr,
@@ -33,7 +34,7 @@ from topicaudit.targets.privacy.guarantee import Adjacency
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner, BrokenVocabulary
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
-from topicaudit.targets.learners.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
+from topicaudit.targets.learners.dpsu import GreedyWeightedDPSU, PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
 from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma
 from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.learners.poisson_factorization import (
@@ -491,18 +492,26 @@ def test_the_budget_2_bug_doubles_every_documents_weight_and_keeps_the_claim(nam
 
 def test_the_power_estimate_simulates_the_anchors_run_and_a_budget_error_as_well_as_less_noise():
     """With one anchor a budget of 2 moves every anchored weight, and the estimate sees it as noise ÷ 2; with the
-    former ρ − ½ anchors the budget form saturates at Γ and the estimate says what the audits measured: 0."""
+    former ρ − ½ anchors the budget form saturates at Γ and the estimate says what the audits measured: 0. Fresh
+    documents are simulated by the step's own policy."""
     step = PolicyLaplaceDPSU(epsilon=3.0)
     m = 1000
     labels = np.random.default_rng(0).random(m) < 0.5
     methods = [Method.ONE_RUN, Method.FDP_PURE]
 
-    def power(anchors):
+    def power(anchors, step=step):
         info = MechanismInfo(kind="dpsu", parameters=step.mechanism_parameters(), tokens=256, topics=3,
                              paired=False, stage="vocabulary", fresh_released=[0, m // 2], anchors=anchors)
         return simulated_power(info, labels, 3.0, 1e-5, 0.05 / 3, None, methods)
-    assert power(ANCHORS)["2x"] >= 0.8
+    now = power(ANCHORS)
+    assert now["2x"] >= 0.8
     assert power(round(step.rho - 0.5))["2x"] == 0.0
+    # A budget of 10 saturates even one anchor (10 > Γ = 6.0), and a fresh document spreads it over its Δ0
+    # kept words (10/64 each): nothing to see, as the audit measured (RESULTS §23); GW's greedy fill takes a
+    # fresh word to Γ, above ρ, and the δ-tail test sees it.
+    assert now["10x"] == 0.0
+    assert fresh_document_weights("greedy", 4, 10.0, step.gamma) == pytest.approx([step.gamma, 10 - step.gamma, 0, 0])
+    assert power(ANCHORS, GreedyWeightedDPSU(epsilon=3.0))["10x"] == 1.0
     rng, anchored = np.random.default_rng(1), np.arange(m) % 2 == 0
 
     def shift(anchors):   # mean anchored score, trained minus untrained, every document spending 2

@@ -207,6 +207,31 @@ def neutral_fresh_scores(scores: np.ndarray, anchored: np.ndarray) -> np.ndarray
     return scores
 
 
+def fresh_document_weights(policy: str, words: int, budget: float, gamma: float) -> np.ndarray:
+    """The weights a lone document of ``words`` fresh words (after the cap) puts on them, spending ``budget``:
+    water-filling and L2 give equal shares (budget/t, budget/√t, each at most Γ); the greedy fill takes the
+    words in turn up to Γ, the ones it does not reach stay candidates at weight 0."""
+    if policy == "waterfill":
+        return np.full(words, min(budget / words, gamma))
+    if policy == "l2":
+        return np.full(words, min(budget / math.sqrt(words), gamma))
+    if policy == "greedy":
+        return np.clip(budget - gamma * np.arange(words), 0.0, gamma)
+    raise ValueError(f"unknown DPSU policy {policy!r}")
+
+
+def fresh_documents_released(parameters: dict, tokens: int, budget: float, scale: float, n: int,
+                             rng: np.random.Generator) -> np.ndarray:
+    """(n,) bool: whether the step releases any word of each of n trained fresh canary documents of ``tokens``
+    distinct words, capped at Δ0, each document spending ``budget`` by the step's policy, noise at ``scale``."""
+    delta0 = parameters.get("delta0")
+    words = max(1, int(tokens) if delta0 is None else min(int(tokens), int(delta0)))
+    w = fresh_document_weights(str(parameters["policy"]), words, budget, float(parameters["gamma"]))
+    noise = rng.normal(0.0, scale, (n, words)) if parameters["noise"] == "gaussian" else \
+        rng.laplace(0.0, scale, (n, words))
+    return ((w + noise) > float(parameters["rho"])).any(axis=1)
+
+
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
     """(released, count) of the canary documents whose words no fixed document holds, for the δ-tail test:
     released counts those of which the step released any word."""
@@ -333,7 +358,13 @@ def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int,
         noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
         # One-word documents, each adding min(budget, Γ − H), in any order: min(budget·count, Γ) in all.
         weight = np.minimum(budget * (anchors + coins), float(parameters["gamma"])) + noise
-        released = coins & (anchors == 0) & (weight > float(parameters["rho"]))
+        fresh = anchors == 0
+        if parameters.get("policy"):
+            released = np.zeros(m, bool)
+            released[fresh] = coins[fresh] & fresh_documents_released(parameters, tokens, budget, scale,
+                                                                      int(fresh.sum()), rng)
+        else:  # a transcript from before the policy was recorded: the whole budget on one word
+            released = coins & fresh & (weight > float(parameters["rho"]))
         return dpsu_scores(weight, released, anchors, parameters)
     scores = column(coins)
     if paired:

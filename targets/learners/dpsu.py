@@ -309,6 +309,7 @@ class _DPSU:
     # sensitivity the noise and the threshold are calibrated to. Only a planted bug changes it
     # (topicaudit.targets.bug_variants, ``dpsu-budget-2``).
     budget: float = 1.0
+    policy: str = ""  # how a document spends its budget: "waterfill", "l2" or "greedy"
 
     def _histogram(self, indptr, indices, order, n_words):  # pragma: no cover
         raise NotImplementedError
@@ -339,9 +340,11 @@ class _DPSU:
         return np.flatnonzero(released).astype(np.int64), transcript
 
     def mechanism_parameters(self) -> dict:
-        """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ)."""
+        """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ), and how a
+        document spends its budget (``policy``: waterfill, l2 or greedy) over at most Δ0 words (``delta0``)."""
         return {"noise": "gaussian" if self.name == "dpsu-gaussian" else "laplace", "scale": self.noise_scale,
-                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta}
+                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta,
+                "policy": self.policy, "delta0": self.delta0}
 
     def _parameters(self) -> dict:
         return {"step": self.name, "alpha": self.alpha, "delta0": self.delta0,
@@ -377,6 +380,7 @@ class PolicyLaplaceDPSU(_DPSU):
     """
 
     name = "dpsu-laplace"
+    policy = "waterfill"
     accountant = "Gopi et al. 2020, DPSU policy Laplace (ρ_Lap with L1 sensitivity 1)"
 
     def __init__(self, epsilon: float = 3.0, delta: float = 1e-5, alpha: float = 3.0, delta0: int = 64):
@@ -401,6 +405,7 @@ class PolicyGaussianDPSU(_DPSU):
     """
 
     name = "dpsu-gaussian"
+    policy = "l2"
     accountant = ("Gopi et al. 2020, DPSU policy Gaussian (ρ_Gauss at δ/2) + analytic Gaussian "
                   "mechanism at (ε, δ/2), L2 sensitivity 1 (Balle & Wang 2018)")
 
@@ -439,6 +444,7 @@ class GreedyWeightedDPSU(_DPSU):
     """
 
     name = "dpsu-gw"
+    policy = "greedy"
     accountant = ("derived (docs/algorithms.md#dp-set-union-defect): L1-contraction of fixed-order greedy fill "
                   "(Gopi et al. 2020 framework, Carvalho et al. 2022 policy) + union bound over ≤ Δ0 "
                   "new candidates, ρ = (1/ε) ln((e^ε + Δ0 − 1)/(2δ))")
@@ -479,6 +485,7 @@ class GreedyWeightedPublicCode(_DPSU):
     """
 
     name = "dpsu-gw-public-code"
+    policy = "greedy"
     basis = Basis.PAPER_CLAIM
     accountant = "Carvalho et al. 2022 claim (public code); not valid, see parameters"
 
