@@ -203,6 +203,7 @@ VOCABULARY_BUGS = {
     "dpsu-threshold-halved": _dpsu_threshold_halved,
     "dpsu-delta0-skipped": _dpsu_delta0_skipped,
     "dpsu-budget-2": lambda step: _dpsu_budget(step, 2.0),
+    "dpsu-budget-10": lambda step: _dpsu_budget(step, 10.0),
 }
 
 
