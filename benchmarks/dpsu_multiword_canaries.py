@@ -8,7 +8,8 @@ ratio of y_j around 1 and 1 + 1/d; GW (greedy: the whole budget on one of the
 d words, chosen by the document's random tie-break), log mean_j exp(ratio of
 y_j around 1 and 2); policy Gaussian (1/√d on each), the Gaussian ratio,
 which is linear in Σ_j y_j. For d = 1 the Laplace ratio is continued linearly
-(the audit's score); ``laplace-linear`` continues it linearly for d > 1 too. A budget of 2 doubles every weight, anchors included.
+(the audit's score); ``laplace-linear`` continues it linearly for d > 1 too.
+A budget of 2 doubles every weight, anchors included.
 Reports the f-DP (pure) one-run bound at 95% (its default guesses) as
 ε_LB/ε, mean ± sd over seeds.
 
