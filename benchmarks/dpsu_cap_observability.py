@@ -1,4 +1,4 @@
-"""Can an audit see a DPSU step that skips its per-document cap Δ0? (issue 30, item 3)
+"""Can an audit see a DPSU step that skips its per-document cap Δ0? (issue 30)
 
 The cap protects δ only: a document still spends a budget of 1 however many
 words it keeps, so the shared candidates' weights remain the ε-DP Laplace

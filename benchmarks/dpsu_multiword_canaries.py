@@ -1,4 +1,4 @@
-"""Anchored DPSU canaries of one word against canaries of d anchored words (issue 30, item 2).
+"""Anchored DPSU canaries of one word against canaries of d anchored words (issue 30).
 
 Simulates the claimed step's noisy weights on m anchored canaries (coins ½) of
 d fresh words each, every word anchored by one fixed one-word document, and
