@@ -61,7 +61,8 @@ LEARNER_NAMES = {"dp-svi-clipped": "dp-svi", "hdp-lda-t10": "hdp-lda"}
 # DP vocabulary steps, audited with threshold canaries in front of a non-private learner (lda): each step is
 # held to its own claim.
 DPSU_STEPS = {"dpsu-laplace", "dpsu-gaussian", "dpsu-gw"}
-DPSU_BUGS = ["dpsu-noise-halved", "dpsu-noise-tenth", "dpsu-threshold-halved", "dpsu-delta0-skipped"]
+DPSU_BUGS = ["dpsu-noise-halved", "dpsu-noise-tenth", "dpsu-threshold-halved", "dpsu-delta0-skipped", "dpsu-budget-2",
+             "dpsu-budget-10"]
 for _step in DPSU_STEPS:
     LEARNERS[_step] = ({}, DPSU_BUGS)
 # LPPF privatises every count densely: its audits use the corpus's 400 most frequent words.

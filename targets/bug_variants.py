@@ -228,6 +228,11 @@ def _dpsu_delta0_skipped(step):
     step.delta0 = None
 
 
+def _dpsu_budget(step, budget):
+    """Each document spends ``budget`` (not 1) over its words: sensitivity ``budget``, the noise and ρ unchanged."""
+    step.budget = float(budget)
+
+
 DPSU_STEPS = ("PolicyLaplaceDPSU", "PolicyGaussianDPSU", "GreedyWeightedDPSU")
 # Bugs of a DP vocabulary step (DP set union): name → how to plant it.
 VOCABULARY_BUGS = {
@@ -235,6 +240,8 @@ VOCABULARY_BUGS = {
     "dpsu-noise-tenth": lambda step: _dpsu_noise(step, 10.0),
     "dpsu-threshold-halved": _dpsu_threshold_halved,
     "dpsu-delta0-skipped": _dpsu_delta0_skipped,
+    "dpsu-budget-2": lambda step: _dpsu_budget(step, 2.0),
+    "dpsu-budget-10": lambda step: _dpsu_budget(step, 10.0),
 }
 
 

@@ -8,12 +8,14 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma, ndtr
 
-from topicaudit.attacks.canaries import make_canaries, resolve_kind
+from topicaudit.attacks.canaries import ANCHORS, make_canaries, resolve_kind
 from topicaudit.attacks.mechanism import (
     dpsu_scores,
+    fresh_document_weights,
     released_documents,
     released_fresh_canaries,
     laplace_column_llr,
+    laplace_llr,
     mechanism_scores,
     simulate_scores,
     subsampled_gaussian_step_scores,
@@ -22,16 +24,22 @@ from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
-from topicaudit.engine.verdict import ClaimShape
+from topicaudit.engine.verdict import ClaimShape, simulated_power
+from topicaudit.engine.results import MechanismInfo
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.targets.base import Transcript
 from topicaudit.targets.privacy.guarantee import Adjacency
-from topicaudit.targets.bug_variants import BUGS, BrokenLearner
+from topicaudit.targets.bug_variants import BUGS, BrokenLearner, BrokenVocabulary
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
-from topicaudit.targets.learners.dpsu import PolicyLaplaceDPSU, gaussian_delta, gaussian_step_profile
+from topicaudit.targets.learners.dpsu import (
+    GreedyWeightedDPSU,
+    PolicyLaplaceDPSU,
+    gaussian_delta,
+    gaussian_step_profile,
+)
 from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma
 from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.learners.poisson_factorization import (
@@ -155,9 +163,13 @@ def test_saturated_laplace_ratios_tie_exactly_so_rounding_cannot_give_the_coins_
     y = rng.laplace(0.0, 2.0, 10000) + coins
     ratio = laplace_column_llr(y[None, :], 1, 2.0)
     assert set(np.unique(ratio[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    # DPSU's anchored weights are scored unclipped (a wrong budget moves them past the window): no saturated
+    # value exists whose last bits could differ, and inside the window the score is the same ratio.
     weights = dpsu_scores(y + 3.0, np.zeros(10000, bool), np.full(10000, 3), {"gamma": 10.0, "scale": 2.0,
                                                                             "noise": "laplace"})
-    assert set(np.unique(weights[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
+    inside = (y > 0) & (y < 1)
+    assert np.allclose(weights[inside], laplace_llr(y[inside] + 3.0, 3.0, 4.0, 2.0))
+    assert np.array_equal(np.argsort(weights, kind="stable"), np.argsort(y + 3.0, kind="stable"))
     scores = simulate_scores("laplace-count-releases", {"scale": 2.0, "document_tokens": 1, "releases": 1}, coins,
                              1, 1.0, np.random.default_rng(1), paired=True, k=1)
     assert eps_lb_fdp_one_run(scores, coins, 0.0, 0.05, family="pure").epsilon <= 1.0  # the claim: ε = 2/b = 1
@@ -391,8 +403,10 @@ def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_
     p = {"noise": "laplace", "scale": 0.5, "gamma": 5.0}
     scores = dpsu_scores(np.array([4.2, 6.0, 0.0, 9.0]), np.array([False, True, False, True]),
                          np.array([4, 4, 0, 0]), p)
-    assert np.allclose(scores[:2], [(0.2 - 0.8) / 0.5, (2.0 - 1.0) / 0.5])  # H: 4 without, min(5, Γ) = 5 with
-    assert scores[2] == 0.0 and scores[3] > 1e5  # a fresh word: only its release says anything
+    # H: 4 without, min(5, Γ) = 5 with; the Laplace ratio continued linearly beyond [4, 5]
+    assert np.allclose(scores[:2], [(0.2 - 0.8) / 0.5, (2.0 + 1.0) / 0.5])
+    # A fresh word: only its release says anything; unreleased, it sits at the anchored scores' median.
+    assert scores[2] == pytest.approx(np.median(scores[:2])) and scores[3] > 1e5
 
 
 def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys):
@@ -405,7 +419,11 @@ def test_dpsu_is_held_to_its_own_claim_and_its_bugs_are_caught(tmp_path, capsys)
         return main(["check", str(tmp_path / name)]), capsys.readouterr().out
     code, out = audit("ok")
     assert code == 0 and "claimed ε = 2" in out
+    assert np.load(tmp_path / "ok" / "canaries.npz")["anchors"].max() == ANCHORS == 1
     assert audit("noise", "dpsu-noise-tenth")[0] == 1
+    # Every document spending a budget of 2 (issue 30): with ρ − ½ anchors the anchored words sat at Γ either
+    # way and the audit proved ε ≥ 0; one anchor and the unclipped ratio catch it (ε_LB 2.4-2.8 on seeds 0-2).
+    assert audit("budget", "dpsu-budget-2")[0] == 1
     code, out = audit("threshold", "dpsu-threshold-halved")
     assert code == 1 and "that no other document holds were released" in out
 
@@ -524,3 +542,49 @@ def test_a_vocabulary_step_audit_says_the_learner_behind_it_went_untested(tmp_pa
     assert result.claimed_epsilon == 1.5
     assert any("dp-cgs behind the vocabulary step" in family and "ε = 3" in family for family in result.unseen)
     assert "cannot see the learner dp-cgs" in result.message()
+
+
+@pytest.mark.parametrize("name", ["dpsu-laplace", "dpsu-gw", "dpsu-gaussian"])
+def test_the_budget_2_bug_doubles_every_documents_weight_and_keeps_the_claim(name):
+    """One-word documents each add their budget: F of them put the word at min(2F, Γ) under the planted bug."""
+    step = build_target("lda", 3, name, {}, {"epsilon": 3.0}).vocabulary_step
+    broken = BrokenVocabulary(step, "dpsu-budget-2")
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0]] + [[0.0, 1.0]] * 10))  # word 1: 10 documents, 20 > Γ
+    columns = np.arange(2)
+    clean = step.select_observed(X, 4, columns)[1]
+    planted = broken.select_observed(X, 4, columns)[1]
+    noise = clean.arrays["noisy_weights"] - np.array([2.0, min(10.0, step.gamma)])
+    assert np.allclose(planted.arrays["noisy_weights"], np.array([4.0, step.gamma]) + noise)   # the same draws
+    assert planted.parameters == clean.parameters and broken.guarantee().parameters["test_bug"] == "dpsu-budget-2"
+
+
+def test_the_power_estimate_simulates_the_anchors_run_and_a_budget_error_as_well_as_less_noise():
+    """With one anchor a budget of 2 moves every anchored weight, and the estimate sees it as noise ÷ 2; with the
+    former ρ − ½ anchors the budget form saturates at Γ and the estimate says what the audits measured: 0. Fresh
+    documents are simulated by the step's own policy."""
+    step = PolicyLaplaceDPSU(epsilon=3.0)
+    m = 1000
+    labels = np.random.default_rng(0).random(m) < 0.5
+    methods = [Method.ONE_RUN, Method.FDP_PURE]
+
+    def power(anchors, step=step):
+        info = MechanismInfo(kind="dpsu", parameters=step.mechanism_parameters(), tokens=256, topics=3,
+                             paired=False, stage="vocabulary", fresh_released=[0, m // 2], anchors=anchors)
+        return simulated_power(info, labels, 3.0, 1e-5, 0.05 / 3, None, methods)
+    now = power(ANCHORS)
+    assert now["2x"] >= 0.8
+    assert power(round(step.rho - 0.5))["2x"] == 0.0
+    # A budget of 10 saturates even one anchor (10 > Γ = 6.0), and a fresh document spreads it over its Δ0
+    # kept words (10/64 each): nothing to see, as the audit measured (RESULTS §23); GW's greedy fill takes a
+    # fresh word to Γ, above ρ, and the δ-tail test sees it.
+    assert now["10x"] == 0.0
+    assert fresh_document_weights("greedy", 4, 10.0, step.gamma) == pytest.approx([step.gamma, 10 - step.gamma, 0, 0])
+    assert power(ANCHORS, GreedyWeightedDPSU(epsilon=3.0))["10x"] == 1.0
+    rng, anchored = np.random.default_rng(1), np.arange(m) % 2 == 0
+
+    def shift(anchors):   # mean anchored score, trained minus untrained, every document spending 2
+        trained, untrained = (simulate_scores("dpsu", {**step.mechanism_parameters(), "anchors": anchors},
+                                              np.full(m, c), 256, 2.0, rng, form="budget") for c in (True, False))
+        return trained[anchored].mean() - untrained[anchored].mean()
+    assert shift(ANCHORS) == pytest.approx(2 * 2 / step.noise_scale, rel=0.1)   # the weight moves by 2, not 1
+    assert abs(shift(5)) < 1.0                                                   # both at Γ: nothing moves

@@ -23,10 +23,10 @@ Kinds (``[attack.canaries] kind``):
 ``word``         one occurrence of a fresh word inserted into one document of
                  the fixed set: the neighbour of a word-level claim.
 ``threshold``    for DP vocabulary steps: half the canaries (even-numbered)
-                 are a one-token document of a fresh word anchored by fixed
-                 one-word documents of that word (about ρ − ½ of them, so the
-                 canary's own document decides the word's fate near the
-                 threshold: DPSU's ε); the other half are documents of L
+                 are a one-token document of a fresh word anchored by a fixed
+                 one-word document of that word (``ANCHORS``: the word is a
+                 candidate either way, and its noisy weight moves by the
+                 canary's budget: DPSU's ε); the other half are documents of L
                  distinct fresh words (by default 4× the step's per-document
                  cap Δ0) that no other document holds, any of which the
                  step may release only with probability δ: DPSU's δ, its
@@ -73,6 +73,12 @@ DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
 CAP_MULTIPLE = 4
 # The canary stream of a run's seed: SeedSequence(seed) children 0-3 belong to the plan.
 CANARY_SPAWN_KEY = 4
+# Threshold canaries: the fixed one-word documents holding each anchored canary's word. One makes the word a
+# candidate whether or not its canary trains (its noisy weight is then the step's Laplace or Gaussian mechanism);
+# more only bring the word nearer the cap Γ. Near the threshold (about ρ − ½ of them, as before issue 30) a
+# step whose documents spend twice the budget put the anchors alone at 2F > Γ in every step and ε tested, so
+# the canary moved nothing and the audit proved ε ≥ 0 (benchmarks/RESULTS.md §23).
+ANCHORS = 1
 # A token on a word the release leaves out: likelihood 0, i.e. below any ζ a released word can give.
 UNRELEASED_PENALTY = 1e6
 

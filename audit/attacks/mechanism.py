@@ -20,12 +20,14 @@ One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
                          ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens
                          the sampler spread over several topics.
 ``dpsu``                 a DP vocabulary step: an anchored canary word (F fixed
-                         one-word documents) is a candidate either way, and
-                         its noisy weight y is Laplace (Gaussian) around
-                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio;
-                         any other canary scores by the release of any of its
-                         document's words alone (released: certainly trained;
-                         else 0).
+                         one-word documents, F = 1) is a candidate either way,
+                         and its noisy weight y is Laplace (Gaussian) around
+                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio,
+                         the Laplace one continued linearly beyond its window
+                         (so a weight far above it, as a wrong budget makes
+                         it, still ranks above); any other canary scores by
+                         the release of any of its document's words alone
+                         (released: certainly trained; else 0).
 ``laplace-count-releases``  HDP-LDA's every release of the column: the
                          ``laplace-counts`` ratio of each, summed over releases.
 ``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
@@ -165,14 +167,69 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
 
     A one-word document adds min(1, Γ − H) to its word whatever the policy, so F
     anchors give H = min(F, Γ) without the canary and min(F + 1, Γ) with it.
+
+    Gaussian noise: the ratio ((y − h_out)² − (y − h_in)²)/2σ², linear in y.
+    Laplace noise: (2y − h_out − h_in)/b, the ratio (2·clip(y, h_out, h_in) −
+    h_out − h_in)/b inside its window, continued linearly outside it. Under the
+    claim the two order the canaries alike (beyond the window the ratio is flat,
+    so which of the saturated canaries rank first does not change how many of
+    them trained); a step whose documents spend f > 1 of budget puts the word
+    at fF without the canary and f(F + 1) with it, at or above the window's top
+    F + 1 (f ≥ 2, F = 1), where the clipped ratio ties most canaries at +ε and
+    the linear one still separates them by f (benchmarks/RESULTS.md §23). No
+    saturated value, so no rounding bits to tie.
     """
     gamma, scale = float(parameters["gamma"]), float(parameters["scale"])
     h_out, h_in = np.minimum(anchors, gamma), np.minimum(anchors + 1.0, gamma)
     if parameters["noise"] == "gaussian":
         weight_llr = ((noisy - h_out) ** 2 - (noisy - h_in) ** 2) / (2.0 * scale**2)
     else:
-        weight_llr = laplace_llr(noisy, h_out, h_in, scale)
-    return np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0))
+        weight_llr = (2.0 * noisy - (h_out + h_in)) / scale
+    return neutral_fresh_scores(np.where(anchors > 0, weight_llr, np.where(released, RELEASED_FRESH, 0.0)),
+                                anchors > 0)
+
+
+def neutral_fresh_scores(scores: np.ndarray, anchored: np.ndarray) -> np.ndarray:
+    """The scores with every unreleased fresh canary's set to the anchored canaries' median.
+
+    Such a canary carries no evidence, so it belongs in the middle of the
+    ranking, where the guesses abstain. Under the claim the middle is 0 (half
+    the anchored canaries trained, symmetrically around it); a step with a wrong
+    budget moves every anchored score, trained or not, and a fixed 0 would
+    then sit at one end and be guessed with its coin at chance. The median is a
+    function of the scores alone, never of the coins, so every bound stays valid.
+    """
+    scores = np.array(scores, dtype=np.float64)
+    anchored = np.asarray(anchored, dtype=bool)
+    fresh = ~anchored & (scores < RELEASED_FRESH)
+    if anchored.any() and fresh.any():
+        scores[fresh] = np.median(scores[anchored])
+    return scores
+
+
+def fresh_document_weights(policy: str, words: int, budget: float, gamma: float) -> np.ndarray:
+    """The weights a lone document of ``words`` fresh words (after the cap) puts on them, spending ``budget``:
+    water-filling and L2 give equal shares (budget/t, budget/√t, each at most Γ); the greedy fill takes the
+    words in turn up to Γ, the ones it does not reach stay candidates at weight 0."""
+    if policy == "waterfill":
+        return np.full(words, min(budget / words, gamma))
+    if policy == "l2":
+        return np.full(words, min(budget / math.sqrt(words), gamma))
+    if policy == "greedy":
+        return np.clip(budget - gamma * np.arange(words), 0.0, gamma)
+    raise ValueError(f"unknown DPSU policy {policy!r}")
+
+
+def fresh_documents_released(parameters: dict, tokens: int, budget: float, scale: float, n: int,
+                             rng: np.random.Generator) -> np.ndarray:
+    """(n,) bool: whether the step releases any word of each of n trained fresh canary documents of ``tokens``
+    distinct words, capped at Δ0, each document spending ``budget`` by the step's policy, noise at ``scale``."""
+    delta0 = parameters.get("delta0")
+    words = max(1, int(tokens) if delta0 is None else min(int(tokens), int(delta0)))
+    w = fresh_document_weights(str(parameters["policy"]), words, budget, float(parameters["gamma"]))
+    noise = rng.normal(0.0, scale, (n, words)) if parameters["noise"] == "gaussian" else \
+        rng.laplace(0.0, scale, (n, words))
+    return ((w + noise) > float(parameters["rho"])).any(axis=1)
 
 
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
@@ -241,13 +298,14 @@ def subsampled_gaussian_step_scores(noisy_sums: np.ndarray, top_topics: np.ndarr
 
 
 def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                    rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
+                    rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise") -> np.ndarray:
     """The ``mechanism`` score of :func:`simulate_score_sets`."""
-    return simulate_score_sets(kind, parameters, coins, tokens, factor, rng, paired, k)["mechanism"]
+    return simulate_score_sets(kind, parameters, coins, tokens, factor, rng, paired, k, form)["mechanism"]
 
 
 def simulate_score_sets(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                        rng: np.random.Generator, paired: bool = False, k: int = 1) -> dict[str, np.ndarray]:
+                        rng: np.random.Generator, paired: bool = False, k: int = 1,
+                        form: str = "noise") -> dict[str, np.ndarray]:
     """Every score the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
 
     The claimed mechanism with its noise divided by ``factor`` (randomised
@@ -259,6 +317,12 @@ def simulate_score_sets(kind: str, parameters: dict, coins: np.ndarray, tokens: 
     the topics whose noise is high, which the released counts then show);
     HDP-LDA's releases put a canary's tokens in one topic, and a DP-SVI
     step's contribution is the full N in one topic.
+
+    form (DP vocabulary steps): ``noise`` divides the noise by the factor;
+    ``budget`` keeps the claimed noise and lets every document spend
+    ``factor`` of budget, so the anchors move to min(factor·F, Γ) too and can
+    reach the cap Γ, where nothing moves (the same privacy loss, a different
+    mechanism: a check states the weaker of the two).
     """
     if kind == "laplace-counts":
         scale, topics = float(parameters["scale"]), max(1, int(k))
@@ -268,7 +332,7 @@ def simulate_score_sets(kind: str, parameters: dict, coins: np.ndarray, tokens: 
         scores = [{"mechanism": laplace_column_llr(y, capped, scale),
                    "mechanism_mass": np.log(np.maximum(y, 0.0).sum(axis=0) + 1e-3)} for y in ys]
         return scores[0] if not paired else {name: scores[0][name] - scores[1][name] for name in scores[0]}
-    return {"mechanism": _simulate_mechanism(kind, parameters, coins, tokens, factor, rng, paired, k)}
+    return {"mechanism": _simulate_mechanism(kind, parameters, coins, tokens, factor, rng, paired, k, form)}
 
 
 def _dp_cgs_sweep(present: np.ndarray, tokens: int, scale: float, factor: float, k: int, rng: np.random.Generator,
@@ -299,7 +363,7 @@ def _dp_cgs_sweep(present: np.ndarray, tokens: int, scale: float, factor: float,
 
 
 def _simulate_mechanism(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                        rng: np.random.Generator, paired: bool = False, k: int = 1) -> np.ndarray:
+                        rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise") -> np.ndarray:
     """``simulate_score_sets``'s ``mechanism`` score for every kind but DP-CGS's noisy counts."""
     coins = np.asarray(coins, dtype=bool)
     m = coins.size
@@ -339,10 +403,20 @@ def _simulate_mechanism(kind: str, parameters: dict, coins: np.ndarray, tokens: 
         raise ValueError(f"no simulator for transcript kind {kind!r}")
     if kind == "dpsu":  # even-numbered canaries anchored by `anchors` one-word documents, odd ones fresh
         anchors = np.where(anchored_positions(m), int(parameters["anchors"]), 0)
-        scale = float(parameters["scale"]) / factor
+        if form not in ("noise", "budget"):
+            raise ValueError(f"unknown form {form!r} of a DP vocabulary step's extra privacy loss")
+        budget = factor if form == "budget" else 1.0
+        scale = float(parameters["scale"]) / (factor if form == "noise" else 1.0)
         noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
-        weight = np.minimum(anchors + coins, float(parameters["gamma"])) + noise
-        released = coins & (anchors == 0) & (weight > float(parameters["rho"]))
+        # One-word documents, each adding min(budget, Γ − H), in any order: min(budget·count, Γ) in all.
+        weight = np.minimum(budget * (anchors + coins), float(parameters["gamma"])) + noise
+        fresh = anchors == 0
+        if parameters.get("policy"):
+            released = np.zeros(m, bool)
+            released[fresh] = coins[fresh] & fresh_documents_released(parameters, tokens, budget, scale,
+                                                                      int(fresh.sum()), rng)
+        else:  # a transcript from before the policy was recorded: the whole budget on one word
+            released = coins & fresh & (weight > float(parameters["rho"]))
         return dpsu_scores(weight, released, anchors, parameters)
     scores = column(coins)
     if paired:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from topicaudit.attacks.canaries import (
+    ANCHORS,
     CAP_MULTIPLE,
     PAIRED_KINDS,
     CanarySet,
@@ -63,10 +64,11 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
                         c.observe != "release" and target.observes_vocabulary)
     length = c.length or default_length(target.learner, X,
                                         declared(target.learner.guarantee().parameters, RELEASE_TOP_N))
-    # Threshold canaries: about ρ − ½ anchors, so the canary's own document decides its word near the threshold;
-    # the fresh documents are 4× the step's per-document cap long, so a missing cap shows.
+    # Threshold canaries: ANCHORS one-word documents hold each anchored canary's word, a candidate with or without
+    # it, far enough below the cap Γ that a step spending twice the budget does not saturate it; the fresh
+    # documents are 4× the step's per-document cap long.
     rho = getattr(target.vocabulary_step, "rho", None)
-    anchors = max(0, round(rho - 0.5)) if kind == "threshold" and rho is not None else 0
+    anchors = ANCHORS if kind == "threshold" and rho is not None else 0
     if kind == "threshold" and rho is None:
         raise UserError("[attack.canaries] kind = \"threshold\" audits a DP vocabulary step; "
                         f"[target] vocabulary = {config.target.vocabulary!r} has no threshold (choose a dpsu-* step)")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.attacks.canaries import UNRELEASED_PENALTY, WORD_KINDS, anchored_positions
-from topicaudit.attacks.mechanism import RELEASED_FRESH, simulate_score_sets
+from topicaudit.attacks.mechanism import RELEASED_FRESH, neutral_fresh_scores, simulate_score_sets
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level
 from topicaudit.bounds.one_run import OneRunAuditor, delta_tail_bound
@@ -254,10 +254,9 @@ def unseen_bugs(mechanism: MechanismInfo | None, composed: float | None = None,
         unseen.append("a model built from other than what the learner recorded: seen only by the released Φ's "
                       "own tests, whose power is not simulated")
     else:
-        # Each anchored canary is a one-word document: it spends its whole budget on its word, whatever the
-        # weighting, and holds fewer distinct words than any cap.
-        unseen += ["a per-document budget or weighting error (each anchored canary document has one word)",
-                   "a skipped per-document cap Δ0"]
+        # A skipped cap leaves ε alone and moves δ by about a factor Δ0: tens of millions of fresh canary words
+        # would show it (docs/canaries.md). The power covers noise and budget errors (both forms are simulated).
+        unseen.append("a skipped per-document cap Δ0 (it changes only δ, which no audit of practical size sees)")
     return unseen
 
 
@@ -360,17 +359,27 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     most of their scores, so one unlucky pool decided them all: DP-CGS's
     noise ÷ 2 at 1,000 canaries, estimated at 0% that way, is 40% by
     independent simulations and 55% measured (benchmarks/RESULTS.md §24).
+
+    A DP vocabulary step's loss is multiplied two ways, its noise divided or
+    every document's budget multiplied (anchors included, up to the cap Γ);
+    the estimate is the smaller share of the two. Both forms of a factor draw
+    the same random numbers, so they differ only where the mechanisms do (the
+    cap, the fresh canaries' releases) and the minimum is not biased down by
+    the simulation's own noise.
     """
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
     pool = power_pool_size(m)
     parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
     anchored = anchored_positions(pool) if mechanism.kind == "dpsu" else np.ones(pool, bool)  # as the simulation places them
+    forms = ("noise", "budget") if mechanism.kind == "dpsu" else ("noise",)
     out = {}
-    for factor in (2.0, 10.0):
+    for factor, form in ((f, form) for f in (2.0, 10.0) for form in forms):
+        if mechanism.kind == "dpsu":
+            rng = np.random.default_rng((POWER_SEED, int(factor)))
         trained, untrained = (simulate_score_sets(mechanism.kind, parameters, np.full(pool, present),
                                                   int(mechanism.tokens), factor, rng, paired=bool(mechanism.paired),
-                                                  k=int(mechanism.topics))
+                                                  k=int(mechanism.topics), form=form)
                               for present in (True, False))
         hits = 0
         for _ in range(replicates):
@@ -381,8 +390,10 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
             for name in trained:  # every score the audit ran (mechanism, and mechanism_mass for noisy counts)
                 scores[name] = np.empty(m)
                 scores[name][coins], scores[name][~coins] = trained[name][members], untrained[name][others]
-            values = scores["mechanism"]
             picked[coins], picked[~coins] = anchored[members], anchored[others]
+            if mechanism.kind == "dpsu":  # the fresh canaries' neutral score is the mixed anchored scores' median
+                scores["mechanism"] = neutral_fresh_scores(scores["mechanism"], picked)
+            values = scores["mechanism"]
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
             if mechanism.kind == "dpsu":
                 released = int((values >= RELEASED_FRESH).sum())
@@ -390,7 +401,7 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
             if shape is not None:
                 tests.update(shape.tests(scores, coins, epsilon, alpha_each, anchored=picked))
             hits += max(b.epsilon for b in tests.values()) > epsilon
-        out[f"{factor:g}x"] = hits / replicates
+        out[f"{factor:g}x"] = min(hits / replicates, out.get(f"{factor:g}x", 1.0))
     out["replicates"] = replicates
     return out
 

@@ -139,12 +139,12 @@ def gw_public_threshold(epsilon: float, delta: float) -> float:
 
 
 @njit(cache=True)
-def _greedy_histogram(indptr, indices, order, gamma, n_words):
+def _greedy_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
     """Greedy fill: each document walks its tokens in the stored order and fills
-    each gap Γ − H up to Γ until its budget 1 is spent (tokens at Γ are skipped)."""
+    each gap Γ − H up to Γ until its budget (1) is spent (tokens at Γ are skipped)."""
     H = np.zeros(n_words)
     for d in order:
-        rem = 1.0
+        rem = budget
         for p in range(indptr[d], indptr[d + 1]):
             t = indices[p]
             gap = gamma - H[t]
@@ -162,10 +162,10 @@ def _greedy_histogram(indptr, indices, order, gamma, n_words):
 
 
 @njit(cache=True)
-def _waterfill_histogram(indptr, indices, order, gamma, n_words):
+def _waterfill_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
     """Policy Laplace (L1 descent): raise all of a document's tokens below Γ by
-    a common amount c, each capped at its gap, with Σ min(gap, c) = 1 (smallest
-    gaps reach Γ first, equal shares otherwise); all to Γ if Σ gaps ≤ 1."""
+    a common amount c, each capped at its gap, with Σ min(gap, c) = budget (1;
+    smallest gaps reach Γ first, equal shares otherwise); all to Γ if Σ gaps ≤ budget."""
     H = np.zeros(n_words)
     longest = 0
     for d in range(indptr.size - 1):
@@ -183,15 +183,15 @@ def _waterfill_histogram(indptr, indices, order, gamma, n_words):
                 total += g
         if k == 0:
             continue
-        if total <= 1.0:
+        if total <= budget:
             c = np.inf
         else:
             gs = np.sort(gaps[:k])
             used = 0.0
             c = 0.0
             for i in range(k):
-                if used + gs[i] * (k - i) >= 1.0:
-                    c = (1.0 - used) / (k - i)
+                if used + gs[i] * (k - i) >= budget:
+                    c = (budget - used) / (k - i)
                     break
                 used += gs[i]
         for p in range(s, e):
@@ -206,9 +206,9 @@ def _waterfill_histogram(indptr, indices, order, gamma, n_words):
 
 
 @njit(cache=True)
-def _l2_histogram(indptr, indices, order, gamma, n_words):
-    """Policy Gaussian (L2 descent): H += min(1, ‖g‖₂) g/‖g‖₂, g = (Γ − H)₊ on
-    the document's tokens."""
+def _l2_histogram(indptr, indices, order, gamma, n_words, budget=1.0):
+    """Policy Gaussian (L2 descent): H += min(budget, ‖g‖₂) g/‖g‖₂, g = (Γ − H)₊ on
+    the document's tokens (budget 1)."""
     H = np.zeros(n_words)
     for d in order:
         s, e = indptr[d], indptr[d + 1]
@@ -220,13 +220,13 @@ def _l2_histogram(indptr, indices, order, gamma, n_words):
         if norm2 <= 0.0:
             continue
         norm = math.sqrt(norm2)
-        if norm <= 1.0:
+        if norm <= budget:
             for p in range(s, e):
                 t = indices[p]
                 if H[t] < gamma:
                     H[t] = gamma
         else:
-            scale = 1.0 / norm
+            scale = budget / norm
             for p in range(s, e):
                 t = indices[p]
                 g = gamma - H[t]
@@ -305,6 +305,11 @@ class _DPSU:
     rho: float
     gamma: float
     noise_scale: float
+    # Each document's update budget (L1, or L2 for policy Gaussian): 1 in every correct step, the
+    # sensitivity the noise and the threshold are calibrated to. Only a planted bug changes it
+    # (topicaudit.targets.bug_variants, ``dpsu-budget-2``).
+    budget: float = 1.0
+    policy: str = ""  # how a document spends its budget: "waterfill", "l2" or "greedy"
 
     def _histogram(self, indptr, indices, order, n_words):  # pragma: no cover
         raise NotImplementedError
@@ -335,9 +340,11 @@ class _DPSU:
         return np.flatnonzero(released).astype(np.int64), transcript
 
     def mechanism_parameters(self) -> dict:
-        """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ)."""
+        """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ), and how a
+        document spends its budget (``policy``: waterfill, l2 or greedy) over at most Δ0 words (``delta0``)."""
         return {"noise": "gaussian" if self.name == "dpsu-gaussian" else "laplace", "scale": self.noise_scale,
-                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta}
+                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta,
+                "policy": self.policy, "delta0": self.delta0}
 
     def _parameters(self) -> dict:
         return {"step": self.name, "alpha": self.alpha, "delta0": self.delta0,
@@ -373,6 +380,7 @@ class PolicyLaplaceDPSU(_DPSU):
     """
 
     name = "dpsu-laplace"
+    policy = "waterfill"
     accountant = "Gopi et al. 2020, DPSU policy Laplace (ρ_Lap with L1 sensitivity 1)"
 
     def __init__(self, epsilon: float = 3.0, delta: float = 1e-5, alpha: float = 3.0, delta0: int = 64):
@@ -383,7 +391,7 @@ class PolicyLaplaceDPSU(_DPSU):
         self.gamma = self.rho + self.alpha * self.noise_scale
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _waterfill_histogram(indptr, indices, order, self.gamma, n_words)
+        return _waterfill_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class PolicyGaussianDPSU(_DPSU):
@@ -397,6 +405,7 @@ class PolicyGaussianDPSU(_DPSU):
     """
 
     name = "dpsu-gaussian"
+    policy = "l2"
     accountant = ("Gopi et al. 2020, DPSU policy Gaussian (ρ_Gauss at δ/2) + analytic Gaussian "
                   "mechanism at (ε, δ/2), L2 sensitivity 1 (Balle & Wang 2018)")
 
@@ -411,7 +420,7 @@ class PolicyGaussianDPSU(_DPSU):
         return rng.normal(0.0, self.noise_scale, n)
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _l2_histogram(indptr, indices, order, self.gamma, n_words)
+        return _l2_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class GreedyWeightedDPSU(_DPSU):
@@ -435,6 +444,7 @@ class GreedyWeightedDPSU(_DPSU):
     """
 
     name = "dpsu-gw"
+    policy = "greedy"
     accountant = ("derived (docs/algorithms.md#dp-set-union-defect): L1-contraction of fixed-order greedy fill "
                   "(Gopi et al. 2020 framework, Carvalho et al. 2022 policy) + union bound over ≤ Δ0 "
                   "new candidates, ρ = (1/ε) ln((e^ε + Δ0 − 1)/(2δ))")
@@ -450,7 +460,7 @@ class GreedyWeightedDPSU(_DPSU):
         return True
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _greedy_histogram(indptr, indices, order, self.gamma, n_words)
+        return _greedy_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
 
 class GreedyWeightedPublicCode(_DPSU):
@@ -475,6 +485,7 @@ class GreedyWeightedPublicCode(_DPSU):
     """
 
     name = "dpsu-gw-public-code"
+    policy = "greedy"
     basis = Basis.PAPER_CLAIM
     accountant = "Carvalho et al. 2022 claim (public code); not valid, see parameters"
 
@@ -489,7 +500,7 @@ class GreedyWeightedPublicCode(_DPSU):
         return True
 
     def _histogram(self, indptr, indices, order, n_words):
-        return _greedy_histogram(indptr, indices, order, self.gamma, n_words)
+        return _greedy_histogram(indptr, indices, order, self.gamma, n_words, self.budget)
 
     def effective_delta(self, m: int) -> float:
         """δ actually incurred for a document with m distinct tokens nobody else has:
