@@ -62,7 +62,8 @@ def test_one_run_has_one_epsilon_everywhere(tmp_path, capsys):
     from topicaudit.reports.verdict import run_verdict
 
     config = tmp_path / "audit.toml"
-    config.write_text(CONFIG.replace("k = 4", "k = 4\nlearner = \"dp-cgs\"\nvocabulary = \"all\"\nparams = {epsilon = 3.0, n_iter = 20}"))
+    config.write_text(CONFIG.replace("k = 4", "k = 4\nlearner = \"dp-cgs\"\nvocabulary = \"all\"\n"
+                                                "params = {epsilon = 3.0, n_iter = 20}"))
     out = tmp_path / "run"
     assert main(["run", str(config), "--output", str(out)]) == 0
     summary = capsys.readouterr().out

@@ -132,7 +132,8 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
             methods += (DELTA_TAIL,)
         # A learner's release (not a vocabulary step's own claim) may hold its δ to a δ-tail test too.
         # (Behind the non-private observed vocabulary, unreleased canary words are that step's doing.)
-        learner_release = (mechanism is None or mechanism.stage != "vocabulary") and target.vocabulary_step != "observed"
+        learner_release = (mechanism is None or mechanism.stage != "vocabulary") \
+            and target.vocabulary_step != "observed"
         tail, note = release_tail(canaries, results.target.guarantee.parameters) if learner_release else (None, None)
         notes += [note] if note else []
         shaped = _shaped_tests(shape, methods, mechanism, float(epsilon), float(delta))
@@ -154,7 +155,8 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         names = [n for n in natural if n not in ("is_member", "doc_index")]
         missing = [a for a in attacks or () if a not in names]
         if missing:
-            raise UserError(f"--attack {missing[0]}: {run_dir} has no scores of that attack; it has: {', '.join(names)}")
+            raise UserError(f"--attack {missing[0]}: {run_dir} has no scores of that attack; "
+                            f"it has: {', '.join(names)}")
         chosen = attacks or bounded_attacks(names)
         if not chosen:
             raise UserError(f"{run_dir / 'scores.npz'} holds no attack scores; rerun the audit")
@@ -371,7 +373,8 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     m = labels.size
     pool = power_pool_size(m)
     parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
-    anchored = anchored_positions(pool) if mechanism.kind == "dpsu" else np.ones(pool, bool)  # as the simulation places them
+    # the anchored canaries, placed as the simulation places them
+    anchored = anchored_positions(pool) if mechanism.kind == "dpsu" else np.ones(pool, bool)
     forms = ("noise", "budget") if mechanism.kind == "dpsu" else ("noise",)
     out = {}
     for factor, form in ((f, form) for f in (2.0, 10.0) for form in forms):
