@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.results import AttackMetrics, RunResults, TargetInfo, Utility
+from topicaudit.errors import UserError
+from topicaudit.reports.verdict import own_verdict
 
 # key, heading, what it is (the README's column list is this table)
 COLUMNS = (
@@ -55,21 +57,21 @@ def _monitor_epsilon(monitor: dict[str, Any] | None) -> float | None:
     return float(trajectory[-1]) if trajectory else None
 
 
-def _verdict_bound(r: RunResults) -> tuple[float, float, float] | None:
-    """(ε_LB, confidence, δ) of the run's verdict; for runs from before verdicts were stored, the bound they
-    recorded (natural documents, else canaries)."""
-    if r.verdict is not None:
-        v = r.verdict
-        return float(v["epsilon_lower_bound"]), 1 - float(v["alpha"]), float(v["delta"])
-    bounds = r.recorded_bounds
-    return None if bounds is None else (bounds.epsilon, bounds.confidence, bounds.delta)
+def _verdict_bound(run) -> tuple[float, float, float] | None:
+    """(ε_LB, confidence, δ) of the run's verdict on its own claim as ``check`` computes it now (the card's);
+    None when no test can bound anything (e.g. word canaries only, for a document-level claim)."""
+    try:
+        result, _ = own_verdict(run.path)
+    except UserError:
+        return None
+    return result.epsilon_lower_bound, 1 - result.alpha, result.delta
 
 
 def ledger_row(run, group_label: str, attack: str = "lira_online") -> dict[str, Any]:
     r: RunResults = run.results
     target, guarantee = r.target, r.target.guarantee
     metrics = r.attacks.get(attack) or AttackMetrics()
-    bounds = _verdict_bound(r)
+    bounds = _verdict_bound(run)
     utility = r.utility or Utility()
     return {
         "run": str(run.path),
@@ -151,7 +153,7 @@ def group_summary(collection, attacks=None) -> tuple[list[str], list[list[str]]]
             for metric, _, percent in SUMMARY_METRICS:
                 xs = [run.results.attacks[attack].get(metric) for run in group.runs if attack in run.results.attacks]
                 cells.append(_mean_sd_text([x for x in xs if x is not None], percent))
-        eps = [bound[0] for bound in map(_verdict_bound, (run.results for run in group.runs)) if bound is not None]
+        eps = [bound[0] for bound in map(_verdict_bound, group.runs) if bound is not None]
         cells.append(_mean_sd_text([x for x in eps if x is not None], False))
         body.append(cells)
     return headers, body

@@ -10,8 +10,10 @@ page and ``check`` never disagree.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
 from topicaudit.engine.results import CheckResult, RunResults
@@ -85,6 +87,13 @@ def _strongest(results: RunResults) -> list[list[str]]:
     return rows
 
 
+@functools.cache
+def own_verdict(path: Path) -> tuple[CheckResult, bool]:
+    """The verdict on a run's own claim as ``check`` computes it with this code (once per run and report):
+    the card and the ledger read it, so a run written by an older version shows what ``check`` says now."""
+    return own_claim_check(path)
+
+
 def run_verdict(run) -> Verdict:
     """The verdict card of a finished run (a ``topicaudit.reports.collect.Run``)."""
     guarantee = run.results.target.guarantee
@@ -96,8 +105,7 @@ def run_verdict(run) -> Verdict:
         except UserError:
             result = None
     if result is None:
-        stored = run.results.own_verdict(run.path)
-        result, tested = stored if stored is not None else own_claim_check(run.path)
+        result, tested = own_verdict(run.path)
     status = _status(result, tested)
     level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
     if tested:
@@ -119,7 +127,10 @@ def run_verdict(run) -> Verdict:
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
                  "add canaries")
         headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
-                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}.")
+                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}."
+                    + (f" This design cannot see {'; nor '.join(result.unseen)}." if result.unseen else "")
+                    + (f" {', '.join(result.reversed_scores)} rank members below non-members: a defect of the score."
+                       if result.reversed_scores else ""))
     elif status == "NO SIGNAL":
         headline = (f"NO SIGNAL: the tests could not tell members from non-members; the bound ε ≥ "
                     f"{result.epsilon_lower_bound:.2f} says nothing about the claim either way ({level}).")
