@@ -73,3 +73,77 @@ def test_the_untouched_mechanism_run_is_checked(mechanism_run, tmp_path, capsys)
     forge_results(run, lambda data: None)  # the same content, rehashed: still a run check reads
     assert main(["check", str(run), "--epsilon", "1"]) in (0, 1)
     assert capsys.readouterr().out.split(":")[0] in ("CONSISTENT", "VIOLATED", "NO SIGNAL")
+
+
+# -- 18. the API's boundary is the command line's: arguments are checked, UserError (a ValueError) -----------
+@pytest.mark.parametrize("kwargs, message", [
+    ({"epsilon": "3"}, "epsilon must be a number (got '3')"),
+    ({"epsilon": 10**400}, "epsilon must be a finite number (got an integer of 401 digits)"),
+    ({"epsilon": True}, "epsilon must be a number (got True)"),
+    ({"epsilon": -1.0}, "--epsilon must be a finite number ≥ 0"),
+    ({"epsilon": 1.0, "delta": "0"}, "delta must be a number (got '0')"),
+    ({"epsilon": 1.0, "alpha": [0.05]}, "alpha must be a number (got list)"),
+])
+def test_the_api_check_refuses_arguments_the_flags_would(mechanism_run, kwargs, message):
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError) as caught:
+        topicaudit.check(mechanism_run, **kwargs)
+    assert isinstance(caught.value, ValueError) and message in str(caught.value)
+
+
+def test_the_api_check_takes_numpy_numbers_and_a_path_string(mechanism_run):
+    import numpy as np
+
+    import topicaudit
+
+    assert topicaudit.check(str(mechanism_run), epsilon=np.float64(1.0)).verdict in ("CONSISTENT", "VIOLATED",
+                                                                                     "NO SIGNAL")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"canaries": 50.5}, "canaries must be an integer (got 50.5)"),
+    ({"canaries": "50"}, "canaries must be an integer (got '50')"),
+    ({"epsilon": "1"}, "epsilon must be a number (got '1')"),
+    ({"output": 3}, "output must be a path"),
+])
+def test_assert_privacy_refuses_arguments_before_any_fit(tmp_path, kwargs, message):
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError, match=None) as caught:
+        topicaudit.assert_privacy(None, **{"output": tmp_path / "out", **kwargs})
+    assert message in str(caught.value) and not (tmp_path / "out").exists()
+
+
+def test_report_of_one_path_string_is_that_directory_not_its_letters(tmp_path):
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError) as caught:
+        topicaudit.report(str(tmp_path / "RUN"), output=tmp_path / "report")
+    assert str(tmp_path / "RUN") in str(caught.value)
+    with pytest.raises(UserError, match="paths must be a path or a list of paths"):
+        topicaudit.report(42)
+    with pytest.raises(UserError, match="top must be an integer"):
+        topicaudit.report([tmp_path], top="5")
+
+
+def test_audit_model_refuses_a_matrix_for_phi_saying_to_save_it():
+    import numpy as np
+
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError, match=r"phi must be the path of Φ's file.*numpy.save") as caught:
+        topicaudit.audit_model(np.full((2, 4), 0.25), "candidates.txt", "reference.txt")
+    assert "'.25]]'" not in str(caught.value)
+
+
+def test_run_refuses_a_configuration_of_another_type():
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError, match="config .* must be a path"):
+        topicaudit.run(12)
