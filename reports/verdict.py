@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.results import CheckResult, RunResults
+from topicaudit.engine.results import CheckResult, RunResults, confidence
 from topicaudit.engine.rundir import read_json
 from topicaudit.errors import UserError
 
@@ -99,7 +99,7 @@ def run_verdict(run) -> Verdict:
         stored = run.results.own_verdict(run.path)
         result, tested = stored if stored is not None else own_claim_check(run.path)
     status = _status(result, tested)
-    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     if tested:
         basis = guarantee.basis if recorded is None else "as given to `topicaudit check`"
         claim = (f"ε = {result.claimed_epsilon:g}, δ = {result.delta:g}, {result.adjacency}-level neighbours"

@@ -147,3 +147,42 @@ def test_run_refuses_a_configuration_of_another_type():
 
     with pytest.raises(UserError, match="config .* must be a path"):
         topicaudit.run(12)
+
+
+# -- 19. messages that say what is wrong --------------------------------------------------------------------
+@pytest.mark.parametrize("count, message", [
+    ("9223372036854775808", "[attack.canaries] count (--canaries) must be ≤ 2**31 − 1"),
+    ("2000000000", "[attack.canaries] count (--canaries) = 2000000000 needs about"),
+])
+def test_an_impossible_canary_count_is_named(tmp_path, capsys, count, message):
+    out = tmp_path / "out"
+    assert main(["run", "--shadows", "0", "--canaries", count, "--output", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Maximum allowed dimension" not in err and not out.exists()
+
+
+def test_a_huge_integer_learner_parameter_is_named(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text('[synthetic]\nn_docs = 50\nn_words = 60\n[target]\nlearner = "lda"\nk = 3\n'
+                      '[target.params]\nmax_iter = 1000000000000000000000\n[attack]\nshadows = 0\n'
+                      '[attack.canaries]\ncount = 20\n')
+    assert main(["run", str(config), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "max_iter must be an integer ≤ 2**31 − 1" in err and "Maximum allowed dimension" not in err
+
+
+def test_a_toml_file_with_a_byte_order_mark_is_read(tmp_path):
+    from topicaudit.engine.config import load_config
+
+    config = tmp_path / "bom.toml"
+    config.write_bytes(b"\xef\xbb\xbf[synthetic]\nn_docs = 57\n")
+    assert load_config(config).synthetic.n_docs == 57
+
+
+@pytest.mark.parametrize("alpha, shown", [(0.999, "0.1% confidence"), (0.05, "95% confidence"),
+                                          (0.001, "99.9% confidence")])
+def test_the_confidence_is_printed_with_its_digits(mechanism_run, tmp_path, capsys, alpha, shown):
+    main(["check", str(mechanism_run), "--epsilon", "1", "--alpha", str(alpha), "--json", str(tmp_path / "c.json"),
+          "--junit", str(tmp_path / "c.xml")])
+    out = capsys.readouterr().out
+    assert shown in out, out
