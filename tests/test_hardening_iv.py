@@ -186,3 +186,56 @@ def test_the_confidence_is_printed_with_its_digits(mechanism_run, tmp_path, caps
           "--junit", str(tmp_path / "c.xml")])
     out = capsys.readouterr().out
     assert shown in out, out
+
+
+# -- 20 (and 15). a run's name is a plain, short directory name -------------------------------------------------
+@pytest.mark.parametrize("name", ["../../x", "/ABSOLUTE/elsewhere", "a/b", "..", "", "tab\there"])
+def test_a_name_that_is_no_plain_name_is_refused(tmp_path, capsys, monkeypatch, name):
+    work = tmp_path / "a" / "b"  # "../../x" stays inside tmp_path whatever happens
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    name = name.replace("/ABSOLUTE", str(tmp_path / "abs"))
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--name", name, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("topicaudit: error: name (--name) ") and err.count("\n") == 1
+    assert "give a plain name" in err and "--output" in err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["a", "a/b"]
+
+
+def test_a_name_in_the_configuration_file_is_checked_too(tmp_path, capsys, monkeypatch):
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    (work / "c.toml").write_text('name = "../../x"\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n')
+    assert main(["run", "c.toml", "--quiet"]) == 2
+    assert "name (--name) '../../x' is not a plain name" in capsys.readouterr().err
+
+
+def test_a_long_name_is_refused_before_any_work(tmp_path, capsys):
+    import time
+
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--name", "x" * 101, "--output",
+                 str(tmp_path / "out"), "--quiet"]) == 2
+    assert "at most 100 bytes" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    start = time.monotonic()
+    with pytest.raises(UserError, match="at most 4096"):
+        topicaudit.run({"name": "n" * 10_000_000, "output": str(tmp_path / "big"),
+                        "attack": {"shadows": 0, "canaries": {"count": 20}}})
+    assert time.monotonic() - start < 10 and not (tmp_path / "big").exists()
+
+
+def test_a_plain_name_still_names_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "3", "--name", "pheme.v2 ünï", "--quiet"]) == 0
+    assert [p.name.split("-")[0] for p in (tmp_path / "runs").iterdir()] == ["pheme.v2 ünï"]
+
+
+def test_a_sweep_whose_runs_names_would_be_too_long_is_refused_before_any_run(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text(f'name = "{"s" * 95}"\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n')
+    assert main(["sweep", str(config), "--param", "target.k", "--values", "3", "--output", str(tmp_path / "sw"),
+                 "--quiet"]) == 2
+    assert "at most 100 bytes" in capsys.readouterr().err and not (tmp_path / "sw").exists()

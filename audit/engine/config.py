@@ -295,6 +295,8 @@ _LEGACY_RUN_TABLES = {"model": {"normalize": False, "tolerance": 1e-3, "trust_pi
                       "ranking": {"by": "recommended", "top": 10, "show_text": False}}
 PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
 
+# The longest string setting (PATH_MAX): a 300 MB one, from a dict given to the API, reached files and figures.
+MAX_STRING = 4096
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
@@ -308,7 +310,10 @@ def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
         kinds_ok = any(isinstance(value, k) for k in kinds) or (float in kinds and isinstance(value, int))
     if not kinds_ok:
         wanted = " or ".join(_EXPECTED[k] for k in kinds)
-        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r})")
+        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r:.80})")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise UserError(f"{where}: key {key!r} is {len(value)} characters long; a setting is at most {MAX_STRING} "
+                        "(a path's limit): give a shorter one")
     if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise UserError(f"{where}: key {key!r} must be finite (got {value!r})")

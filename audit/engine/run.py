@@ -44,7 +44,7 @@ from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
 from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
-from topicaudit.engine.validation import warn_more_topics_than_words
+from topicaudit.engine.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
@@ -194,6 +194,7 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) 
     ``parallel.wait_for_stop``).
     """
     config = run_config(config)
+    check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
     with writer_lock(config.run_dir):
         results = _execute_run(config, quiet)
     if wait_for_ray:
