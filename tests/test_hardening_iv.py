@@ -239,3 +239,20 @@ def test_a_sweep_whose_runs_names_would_be_too_long_is_refused_before_any_run(tm
     assert main(["sweep", str(config), "--param", "target.k", "--values", "3", "--output", str(tmp_path / "sw"),
                  "--quiet"]) == 2
     assert "at most 100 bytes" in capsys.readouterr().err and not (tmp_path / "sw").exists()
+
+
+# -- 14. a write over the file size limit (EFBIG) is a user error naming the file, like a full disk -------------
+def test_a_file_size_limit_is_exit_2_naming_the_file(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))  # noqa: E731
+    done = subprocess.run([sys.executable, "-m", "topicaudit.cli.supervisor", "run", "--shadows", "0", "--canaries",
+                           "60", "--k", "3", "--output", str(out), "--quiet"], cwd=REPO, preexec_fn=limit,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"topicaudit: error: cannot write {out}") and done.stderr.count("\n") == 1
+    assert "ulimit -f" in done.stderr and "16384 bytes" in done.stderr
+    assert not out.exists()  # nothing half-written: the run directory an error stops before any model goes away
