@@ -256,3 +256,55 @@ def test_a_file_size_limit_is_exit_2_naming_the_file(tmp_path):
     assert done.stderr.startswith(f"topicaudit: error: cannot write {out}") and done.stderr.count("\n") == 1
     assert "ulimit -f" in done.stderr and "16384 bytes" in done.stderr
     assert not out.exists()  # nothing half-written: the run directory an error stops before any model goes away
+
+
+# -- 10. a signal at start-up: 130 with the interrupted line, once, never a traceback -------------------------
+def _holds_sigint(pid: int) -> bool:
+    """Whether the process holds SIGINT (the console script's first instruction), or has forked already."""
+    import signal
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return False
+    blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    return bool(blocked & (1 << (signal.SIGINT - 1))) or bool(children.split())
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the signal mask from /proc (Linux)")
+def test_a_ctrl_c_to_the_process_group_at_start_up_is_130_with_one_line():
+    """SIGINT sent to the whole process group (a terminal, a CI runner) reaches the child and, passed on by the
+    parent, reaches it again: the second one cut the child's line (exit 130 silently) or its exit code (3)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = Path(sys.executable).parent / "topicaudit"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "topicaudit.cli.supervisor"]
+    ends = []
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.03, 0.05) * 2:
+        process = subprocess.Popen([*command, "--version"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        while not _holds_sigint(process.pid):
+            assert process.poll() is None
+            time.sleep(0.0005)
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        ends.append((delay, process.returncode, err))
+    for delay, code, err in ends:
+        if code == 0:  # --version finished before the signal came: nothing to interrupt
+            continue
+        assert code == 130 and err.count("interrupted") == 1 and "Traceback" not in err, (delay, code, err)
+
+
+def test_the_console_script_holds_the_signals_from_its_entry_module():
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["topicaudit"] == "topicaudit.cli.console:main"
+    source = (REPO / "audit" / "cli" / "console.py").read_text()
+    assert source.index("pthread_sigmask") < source.index("def main")  # on import, before anything else
