@@ -308,3 +308,10 @@ def test_the_console_script_holds_the_signals_from_its_entry_module():
     assert scripts["topicaudit"] == "topicaudit.cli.console:main"
     source = (REPO / "audit" / "cli" / "console.py").read_text()
     assert source.index("pthread_sigmask") < source.index("def main")  # on import, before anything else
+
+
+# -- 7. the corpus cache's limit is stated ----------------------------------------------------------------------
+def test_the_corpus_cache_docs_state_that_a_forged_entry_is_used():
+    text = " ".join((REPO / "docs" / "corpora.md").read_text().split())
+    assert "What it does not protect against: a forged entry." in text
+    assert "TOPICAUDIT_CACHE_DIR=off" in text and "computed from public information" in text
