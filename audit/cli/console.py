@@ -16,9 +16,9 @@ _HOLDS = hasattr(_signal, "pthread_sigmask")
 _MASK = (_signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM, _signal.SIGCHLD})
          if _HOLDS else None)
 
+from topicaudit.cli.supervisor import console  # noqa: E402 — after the signals are held, never before
+
 
 def main() -> int:
     """The console script: the supervised command, the signals already held (the mask before, to restore)."""
-    from topicaudit.cli.supervisor import console
-
     return console(mask=_MASK)

@@ -14,6 +14,7 @@ import numbers
 import os
 from typing import Any
 
+from topicaudit.engine.config import AuditConfig
 from topicaudit.errors import UserError
 
 
@@ -65,8 +66,6 @@ def paths(value: Any, name: str) -> list[str | os.PathLike]:
 
 def phi(value: Any, name: str = "phi") -> Any:
     """Φ for ``audit_model``: a file's path or a configuration, not the matrix itself."""
-    from topicaudit.engine.config import AuditConfig
-
     if isinstance(value, AuditConfig):
         return value
     if not isinstance(value, (str, os.PathLike)):

@@ -38,6 +38,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+try:
+    import resource  # POSIX only: what a file size limit (EFBIG) is
+except ImportError:  # pragma: no cover — Windows
+    resource = None  # type: ignore[assignment]
+
 import numpy as np
 
 from topicaudit.engine import manifest
@@ -135,11 +140,9 @@ def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
 def _size_limit() -> str:
     """What EFBIG means here: this process's file size limit if it has one, else the file system's."""
     try:
-        import resource
-
         soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         soft = None if soft == resource.RLIM_INFINITY else soft
-    except (ImportError, OSError, ValueError):  # no resource module (Windows)
+    except (AttributeError, OSError, ValueError):  # no resource module (Windows)
         soft = None
     if soft is None:
         return "the largest file this file system holds"
