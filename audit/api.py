@@ -59,8 +59,8 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     the file. Returns ``audit.json`` as :class:`AuditResults`.
     """
     phi = arguments.phi(phi)
-    candidates = arguments.path(candidates, "candidates", allow_none=True)
-    reference = arguments.path(reference, "reference", allow_none=True)
+    candidates = arguments.optional_path(candidates, "candidates")
+    reference = arguments.optional_path(reference, "reference")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
     return AuditResults.from_json(execute_audit(config, quiet=quiet))
 
@@ -80,7 +80,7 @@ def report(paths: str | Path | list[str | Path], output: str | Path | None = Non
     """
     if "top" in options:
         options["top"] = arguments.integer(options["top"], "top")
-    return build_report(arguments.paths(paths, "paths"), arguments.path(output, "output", allow_none=True),
+    return build_report(arguments.paths(paths, "paths"), arguments.optional_path(output, "output"),
                         **options)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from pathlib import Path
 from typing import Any
 
 from topicaudit.engine.config import AuditConfig
@@ -46,25 +47,28 @@ def integer(value: Any, name: str) -> int | None:
     return int(value)
 
 
-def path(value: Any, name: str, allow_none: bool = False) -> str | os.PathLike | None:
+def path(value: Any, name: str) -> str | Path:
     """A file or directory path: a str or a path object, never an array, bytes or a number."""
-    if value is None and allow_none:
-        return None
     if not isinstance(value, (str, os.PathLike)):
         raise UserError(f"{name} must be a path (a str or pathlib.Path; got {_shown(value)})")
-    return value
+    return value if isinstance(value, str) else Path(value)
 
 
-def paths(value: Any, name: str) -> list[str | os.PathLike]:
+def optional_path(value: Any, name: str) -> str | Path | None:
+    """``path``, or None."""
+    return None if value is None else path(value, name)
+
+
+def paths(value: Any, name: str) -> list[str | Path]:
     """A list of paths; one path alone is a list of one (it is not a sequence of one-letter directories)."""
     if isinstance(value, (str, os.PathLike)):
-        return [value]
+        return [path(value, name)]
     if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
         raise UserError(f"{name} must be a path or a list of paths (got {_shown(value)})")
     return [path(item, f"each of {name}") for item in value]
 
 
-def phi(value: Any, name: str = "phi") -> Any:
+def phi(value: Any, name: str = "phi") -> str | Path | AuditConfig:
     """Φ for ``audit_model``: a file's path or a configuration, not the matrix itself."""
     if isinstance(value, AuditConfig):
         return value
@@ -72,4 +76,4 @@ def phi(value: Any, name: str = "phi") -> Any:
         raise UserError(f"{name} must be the path of Φ's file, a TOML configuration or an AuditConfig (got "
                         f"{_shown(value)}); save a matrix first, e.g. numpy.save('phi.npy', phi), and pass "
                         "'phi.npy'")
-    return value
+    return path(value, name)

@@ -141,7 +141,7 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     epsilon, delta, alpha = (arguments.real(v, n) for v, n in ((epsilon, "epsilon"), (delta, "delta"),
                                                                (alpha, "alpha")))
     canaries = arguments.integer(canaries, "canaries")
-    output = arguments.path(output, "output", allow_none=True)
+    output = arguments.optional_path(output, "output")
     if config is None:
         config = Config()
     elif isinstance(config, dict):
