@@ -315,3 +315,11 @@ def test_the_corpus_cache_docs_state_that_a_forged_entry_is_used():
     text = " ".join((REPO / "docs" / "corpora.md").read_text().split())
     assert "What it does not protect against: a forged entry." in text
     assert "TOPICAUDIT_CACHE_DIR=off" in text and "computed from public information" in text
+
+
+def test_the_run_summary_prints_the_confidence_with_its_digits(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text("[target]\nk = 3\n[attack]\nshadows = 0\nalpha = 0.999\n[attack.canaries]\ncount = 60\n")
+    assert main(["run", str(config), "--output", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "0.1% confidence" in out and "0% confidence" not in out.replace("0.1% confidence", ""), out

@@ -40,7 +40,7 @@ from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.parallel import wait_for_stop
 from topicaudit.engine.phases import phase
 from topicaudit.engine.plan import check_plan, make_plan
-from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.results import RESULTS_SCHEMA, RunResults, confidence
 from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
@@ -459,7 +459,7 @@ def summary_table(results: RunResults, verdict=None) -> str:
 
 def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
     """The bound, the ceiling and the verdict, as ``check`` computes them (α split over every test)."""
-    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     strength = (f"power against a mechanism 2× / 10× less private: {result.power['2x']:.0%} / "
                 f"{result.power['10x']:.0%} of simulated audits" if result.power is not None
                 else f"this audit can prove at most {result.ceiling:.2f}")
