@@ -46,7 +46,7 @@ def check_name(name) -> None:
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
                         f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
-    if name in ("", ".", "..") or "/" in name or "\\" in name or os.sep in name or \
+    if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
             any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
                         "contain a path separator or a control character; give a plain name (e.g. \"lda-pheme\"), "
