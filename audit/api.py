@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from topicaudit.engine import arguments
 from topicaudit.engine.audit import audit_config, execute_audit
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.config import AuditConfig, Config, config_from_dict, load_config, run_config, with_learner
@@ -29,7 +30,7 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
         return config
     if isinstance(config, dict):
         return config_from_dict(config)
-    return load_config(config)
+    return load_config(arguments.path(config, "config (a Config, AuditConfig, dict or TOML path)"))
 
 
 def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True,
@@ -57,6 +58,9 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     (vocabulary, shadows, learner, k, params, rank_by, output, …) and override
     the file. Returns ``audit.json`` as :class:`AuditResults`.
     """
+    phi = arguments.phi(phi)
+    candidates = arguments.optional_path(candidates, "candidates")
+    reference = arguments.optional_path(reference, "reference")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
     return AuditResults.from_json(execute_audit(config, quiet=quiet))
 
@@ -64,12 +68,20 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
           alpha: float | None = None) -> CheckResult:
     """Hold a finished run against a privacy claim (``topicaudit check``); ``.violated`` says the verdict."""
-    return check_run(run_dir, epsilon, delta, alpha)
+    run_dir = arguments.path(run_dir, "run_dir")
+    return check_run(run_dir, arguments.real(epsilon, "epsilon"), arguments.real(delta, "delta"),
+                     arguments.real(alpha, "alpha"))
 
 
-def report(paths: list[str | Path], output: str | Path | None = None, **options: Any) -> Path:
-    """Build the report page of finished runs and sweeps (``topicaudit report``); returns its directory."""
-    return build_report(paths, output, **options)
+def report(paths: str | Path | list[str | Path], output: str | Path | None = None, **options: Any) -> Path:
+    """Build the report page of finished runs and sweeps (``topicaudit report``); returns its directory.
+
+    paths: one run or sweep directory, or a list of them.
+    """
+    if "top" in options:
+        options["top"] = arguments.integer(options["top"], "top")
+    return build_report(arguments.paths(paths, "paths"), arguments.optional_path(output, "output"),
+                        **options)
 
 
 __all__ = ["AuditConfig", "AuditResults", "CheckResult", "Config", "RunResults", "as_config", "assert_privacy",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.results import CheckResult, RunResults
+from topicaudit.engine.results import CheckResult, RunResults, confidence
 from topicaudit.engine.rundir import read_json
 from topicaudit.errors import UserError
 
@@ -107,7 +107,7 @@ def run_verdict(run) -> Verdict:
     if result is None:
         result, tested = own_verdict(run.path)
     status = _status(result, tested)
-    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     if tested:
         basis = guarantee.basis if recorded is None else "as given to `topicaudit check`"
         claim = (f"ε = {result.claimed_epsilon:g}, δ = {result.delta:g}, {result.adjacency}-level neighbours"

@@ -16,6 +16,7 @@ from topicaudit.errors import UserError
 
 # One topic is no model to audit: every document would get the same mixture.
 MIN_TOPICS = 2
+MAX_INTEGER = 2**31 - 1  # the largest integer parameter (a count) a learner takes
 
 
 def _is_real(value) -> bool:
@@ -40,9 +41,13 @@ def non_negative(name: str, value):
 
 
 def integer(name: str, value, minimum: int = 1):
-    """An integer ≥ ``minimum`` (not a bool, not a float)."""
+    """An integer ≥ ``minimum`` (not a bool, not a float) and ≤ ``MAX_INTEGER``: every integer parameter is a
+    count (iterations, passes, a length), and 10**21 reached NumPy as "Maximum allowed dimension exceeded"."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum} (got {value!r})")
+    if value > MAX_INTEGER:
+        raise ValueError(f"{name} must be an integer ≤ 2**31 − 1 = {MAX_INTEGER} (got {value!r}); it is a count, "
+                         "and no fit needs more")
     return value
 
 

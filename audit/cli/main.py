@@ -97,6 +97,7 @@ def _signals(command: str | None = None):
         received.append(signum)
         if len(received) > 1:
             say(f"\n{supervisor.interrupted_message(command)}")
+            supervisor.tell(supervisor.SAID_INTERRUPTED)
             os._exit(EXIT_INTERRUPTED)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
@@ -200,6 +201,7 @@ def run_command(argv: list[str] | None) -> int:
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             say(f"\n{supervisor.interrupted_message(args.command)}")
+            supervisor.tell(supervisor.SAID_INTERRUPTED)
             return EXIT_INTERRUPTED
         except SystemExit as exit_:
             # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's.

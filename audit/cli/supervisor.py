@@ -32,7 +32,7 @@ import sys
 
 EXIT_REFUTED, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 3, 4, 130
 
-RAY_IN_USE, VERDICT = b"R", b"V"  # what the child tells the parent
+RAY_IN_USE, VERDICT, SAID_INTERRUPTED = b"R", b"V", b"I"  # what the child tells the parent
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
 _PR_SET_PDEATHSIG = 1
 
@@ -99,15 +99,22 @@ def available() -> bool:
     return hasattr(os, "fork") and hasattr(signal, "sigwaitinfo") and sys.platform != "win32"
 
 
-def console() -> int:
+def console(mask=None) -> int:
     """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
-    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143)."""
+    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143).
+
+    mask: the signal mask before ``topicaudit.cli.console`` held SIGINT, SIGTERM and SIGCHLD on its import
+    (None: they are held here).
+    """
     if not available():
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         standard_streams()
         from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
-    original = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+    original = held if mask is None else mask
     standard_streams()
 
     def command_main() -> int:
@@ -156,8 +163,12 @@ def _run_child(command_main, write_fd: int, mask) -> None:
     except SystemExit as exit_:  # only from argparse: its code is kept
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     except KeyboardInterrupt:  # before main's own handler was in place
-        print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
+        # The code first, then no more signals: a second SIGINT (one sent to the process group is passed on by
+        # the parent too) interrupted the print, and the child exited 3 with the line cut.
         code = EXIT_INTERRUPTED
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
+        tell(SAID_INTERRUPTED)
     except BaseException as error:  # noqa: BLE001 — nothing may leave the child but an exit code
         print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
               file=sys.stderr)
@@ -224,6 +235,9 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
     ray = RAY_IN_USE in states
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
+        if code == EXIT_INTERRUPTED and interrupted and SAID_INTERRUPTED not in states:
+            # A second signal (one sent to the process group arrives twice) cut the child's line short.
+            return _interrupted(command)
         if code != EXIT_REFUTED or VERDICT in states:
             return code
         if interrupted:

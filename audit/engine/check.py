@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicaudit.engine import manifest
+from topicaudit.engine import arguments, manifest
 from topicaudit.engine.config import Config, config_from_dict, load_config, run_config, with_learner
 from topicaudit.engine.integrity import VERDICT_FILES, verify_run_directory
 from topicaudit.engine.lock import NAME as LOCK_NAME
@@ -138,12 +138,16 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     Raises AssertionError with the refuting bound when the claim is violated.
     """
 
+    epsilon, delta, alpha = (arguments.real(v, n) for v, n in ((epsilon, "epsilon"), (delta, "delta"),
+                                                               (alpha, "alpha")))
+    canaries = arguments.integer(canaries, "canaries")
+    output = arguments.optional_path(output, "output")
     if config is None:
         config = Config()
     elif isinstance(config, dict):
         config = config_from_dict(config)
     elif not isinstance(config, Config):
-        config = load_config(config)
+        config = load_config(arguments.path(config, "config (a Config, dict or TOML path)"))
     config = with_learner(run_config(config), learner)
     if output is not None:
         config.output = str(output)

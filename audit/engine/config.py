@@ -26,8 +26,9 @@ from topicaudit.engine import toml_reader
 from topicaudit.engine.validation import check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
+from topicaudit.memory import check_fits_in_memory
 from topicaudit.targets import LEARNERS, learner_settings, sources, vocabulary_of
-from topicaudit.targets.params import check_topics
+from topicaudit.targets.params import MAX_INTEGER, check_topics
 from topicaudit.targets.plugins import LEARNER_GROUP, is_class_path, registered
 
 
@@ -294,6 +295,8 @@ _LEGACY_RUN_TABLES = {"model": {"normalize": False, "tolerance": 1e-3, "trust_pi
                       "ranking": {"by": "recommended", "top": 10, "show_text": False}}
 PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
 
+# The longest string setting (PATH_MAX): a 300 MB one, from a dict given to the API, reached files and figures.
+MAX_STRING = 4096
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
@@ -307,7 +310,10 @@ def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
         kinds_ok = any(isinstance(value, k) for k in kinds) or (float in kinds and isinstance(value, int))
     if not kinds_ok:
         wanted = " or ".join(_EXPECTED[k] for k in kinds)
-        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r})")
+        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r:.80})")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise UserError(f"{where}: key {key!r} is {len(value)} characters long; a setting is at most {MAX_STRING} "
+                        "(a path's limit): give a shorter one")
     if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise UserError(f"{where}: key {key!r} must be finite (got {value!r})")
@@ -440,6 +446,11 @@ def audit_config_of(config: BaseConfig) -> AuditConfig:
     return config
 
 
+# The least memory one canary takes (its id, coin, scores and row of the training set), to refuse a count that
+# cannot fit before anything is allocated.
+CANARY_BYTES = 64
+
+
 def validate(config: BaseConfig) -> None:
     """Checks that need no data, for either variant: numbers in range, names known, the output writable."""
     if not 0 < config.attack.tol < 1:
@@ -460,6 +471,11 @@ def _validate_run(config: Config) -> None:
                   "shadow model")
     if canaries.count < 0:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
+    if canaries.count > MAX_INTEGER:  # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
+        raise UserError(f"[attack.canaries] count (--canaries) must be ≤ 2**31 − 1 = {MAX_INTEGER} (got "
+                        f"{canaries.count}); each canary is a document added to the training set")
+    check_fits_in_memory(canaries.count * CANARY_BYTES, f"[attack.canaries] count (--canaries) = {canaries.count}",
+                         "audit fewer canaries")
     if canaries.observe not in OBSERVE:
         raise UserError(f"[attack.canaries] observe must be one of {', '.join(OBSERVE)} (got {canaries.observe!r})")
     if canaries.kind not in CANARY_KINDS:

@@ -178,9 +178,15 @@ def check_canaries(run_dir: Path) -> None:
 
 
 def _number(value: Any, nullable: bool = True) -> bool:
+    """A JSON number a float can hold (an integer of 400 digits overflowed float() in the bounds), not NaN."""
     if value is None:
         return nullable
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return not math.isnan(float(value))
+    except OverflowError:
+        return False
 
 
 def check_results(path: Path) -> None:
@@ -210,3 +216,51 @@ def check_results(path: Path) -> None:
                 raise _refuse(path, f"{where}.{key} must be a number (got {section[key]!r})")
     if canaries is not None and not isinstance(canaries, dict):
         raise _refuse(path, "'canaries' must be an object")
+    if isinstance(canaries, dict) and canaries.get("mechanism") is not None:
+        check_mechanism(path, canaries["mechanism"])
+
+
+# What each recorded mechanism constant may be: (test, what the message says it must be). The power estimate and
+# the curve tests compute with them (float(), int(), log(1/α)): a string, NaN or list there was a crash (exit 3).
+_finite = lambda v: _number(v, nullable=False) and math.isfinite(float(v))  # noqa: E731
+_COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer ≥ 1")
+_POSITIVE = (lambda v: _finite(v) and v > 0, "a finite number > 0")
+_NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "a finite number ≥ 0")
+_PROBABILITY = (lambda v: _finite(v) and 0 < v <= 1, "a number in (0, 1]")
+MECHANISM_PARAMETERS = {
+    "scale": _POSITIVE, "noise_std": _POSITIVE, "gamma": _POSITIVE, "doc_topic_prior": _POSITIVE,
+    "sampling_rate": _PROBABILITY, "keep_probability": _PROBABILITY,
+    "alpha": (lambda v: _finite(v) and 0 < v < 1, "a number in (0, 1)"),
+    "delta": (lambda v: _finite(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "rho": _NON_NEGATIVE, "epsilon": _NON_NEGATIVE, "mean_change_tol": _NON_NEGATIVE,
+    "steps": _COUNT, "document_tokens": _COUNT, "releases": _COUNT, "max_doc_update_iter": _COUNT,
+    "clip_norm": (lambda v: v is None or _POSITIVE[0](v), "null or a finite number > 0"),
+    "noise": (lambda v: v in ("gaussian", "laplace"), '"gaussian" or "laplace"'),
+}
+_MECHANISM_SIZES = ("tokens", "topics", "anchors")
+
+
+def check_mechanism(path: Path, mechanism: Any) -> None:
+    """canaries.mechanism: the constants a power estimate simulates are of their type and range."""
+    where = "canaries.mechanism"
+    if not isinstance(mechanism, dict):
+        raise _refuse(path, f"{where} must be an object")
+    if not isinstance(mechanism.get("kind"), str):
+        raise _refuse(path, f"{where}.kind must be a string (got {mechanism.get('kind')!r})")
+    for key in _MECHANISM_SIZES:
+        value = mechanism.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 or null (got {_shown(value)})")
+    parameters = mechanism.get("parameters")
+    if not isinstance(parameters, dict):
+        raise _refuse(path, f"{where}.parameters must be an object (got {_shown(parameters)})")
+    for key, value in parameters.items():
+        rule = MECHANISM_PARAMETERS.get(key)
+        if rule is not None and not rule[0](value):
+            raise _refuse(path, f"{where}.parameters.{key} must be {rule[1]} (got {_shown(value)})")
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: never more than 60 characters of an edited file."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

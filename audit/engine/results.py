@@ -56,6 +56,11 @@ class CorpusInfo(Record):
     fingerprint: str | None = None
 
 
+def confidence(alpha: float) -> str:
+    """1 − α as a percentage with the digits it has: α = 0.999 is "0.1%" (":.0%" printed "0%"), 0.001 "99.9%"."""
+    return f"{(1.0 - alpha) * 100:.10g}%"
+
+
 @dataclass(frozen=True, kw_only=True)
 class GuaranteeInfo(Record):
     """``target.guarantee``: the claim as ``topicaudit.targets.privacy.guarantee.Guarantee.to_json`` wrote it."""
@@ -407,7 +412,7 @@ class CheckResult:
         return body if not self.unverified else f"{body} — {self.unverified}"
 
     def _message(self) -> str:
-        level = f"{self.adjacency}-level, {1 - self.alpha:.0%} confidence, δ = {self.delta:g}"
+        level = f"{self.adjacency}-level, {confidence(self.alpha)} confidence, δ = {self.delta:g}"
         # A refutation names what its test observed; a claim not refuted, everything every test observed.
         observed = f"observed: {self.threat_model}" if self.violated else \
             f"observed: {'; '.join(dict.fromkeys(self.observed.values())) or self.threat_model}"

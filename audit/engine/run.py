@@ -41,11 +41,11 @@ from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.parallel import wait_for_stop
 from topicaudit.engine.phases import phase
 from topicaudit.engine.plan import check_plan, make_plan
-from topicaudit.engine.results import RESULTS_SCHEMA, RunResults
+from topicaudit.engine.results import RESULTS_SCHEMA, RunResults, confidence
 from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
 from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
-from topicaudit.engine.validation import warn_more_topics_than_words
+from topicaudit.engine.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
@@ -196,6 +196,7 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) 
     ``parallel.wait_for_stop``).
     """
     config = run_config(config)
+    check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
     with writer_lock(config.run_dir):
         results = _execute_run(config, quiet)
     if wait_for_ray:
@@ -460,7 +461,7 @@ def summary_table(results: RunResults, verdict=None) -> str:
 
 def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
     """The bound, the ceiling and the verdict, as ``check`` computes them (α split over every test)."""
-    level = f"{result.adjacency}-level, {1 - result.alpha:.0%} confidence, δ = {result.delta:g}"
+    level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     strength = (f"power against a mechanism 2× / 10× less private: {result.power['2x']:.0%} / "
                 f"{result.power['10x']:.0%} of simulated audits" if result.power is not None
                 else f"this audit can prove at most {result.ceiling:.2f}")

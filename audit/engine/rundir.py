@@ -38,6 +38,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+try:
+    import resource  # POSIX only: what a file size limit (EFBIG) is
+except ImportError:  # pragma: no cover — Windows
+    resource = None  # type: ignore[assignment]
+
 import numpy as np
 
 from topicaudit.engine import manifest
@@ -114,17 +119,34 @@ def atomic_write_bytes(path: Path, writer) -> None:
 
 
 def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
-    """A full disk or exhausted quota (ENOSPC, EDQUOT) as a UserError naming the disk and the file; else None."""
-    if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+    """A write refused for room — a full disk or exhausted quota (ENOSPC, EDQUOT), a file over the size limit
+    (EFBIG: ``ulimit -f``, or the file system's largest file) — as a UserError naming the file; else None."""
+    if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
         return None
     named = path or getattr(error, "filename", None)
     path = Path(named or ".")
+    if error.errno == errno.EFBIG:
+        return UserError(f"cannot write {path if named else 'a file'}: it would be larger than {_size_limit()}; "
+                         "raise the limit (`ulimit -f unlimited`) or choose an output directory on another file "
+                         "system, and rerun the same command")
     mount = path.absolute()
     while not os.path.ismount(mount) and mount != mount.parent:
         mount = mount.parent
     what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
     return UserError(f"cannot write {path if named else 'a file'}: {what} on the disk mounted at {mount}; free "
                      "some space there (or choose another output directory) and rerun the same command")
+
+
+def _size_limit() -> str:
+    """What EFBIG means here: this process's file size limit if it has one, else the file system's."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        soft = None if soft == resource.RLIM_INFINITY else soft
+    except (AttributeError, OSError, ValueError):  # no resource module (Windows)
+        soft = None
+    if soft is None:
+        return "the largest file this file system holds"
+    return f"the file size limit of this process (`ulimit -f`, RLIMIT_FSIZE = {soft} bytes)"
 
 
 def _umask() -> int:

@@ -32,6 +32,7 @@ from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import execute_run, run_needs_ray
 from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text
+from topicaudit.engine.validation import check_name
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
@@ -120,6 +121,7 @@ def plan_sweep(config: Config, parameter: str, values: list[Any], replicates: in
             label = _label(parameter, value)
             run.seed = config.seed + replicate
             run.name = f"{config.name}-{label}-rep{replicate}"
+            check_name(run.name)  # each run checks its name again: refused now, not in the middle of the sweep
             relative = f"{label}/rep-{replicate}"
             run.output = str(output / relative)
             runs.append(SweepRun(value, replicate, run, relative))

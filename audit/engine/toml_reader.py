@@ -25,7 +25,9 @@ _FIX = "no topicaudit setting comes near that — correct it (docs/configuration
 
 def loads(text: str, where: str) -> dict[str, Any]:
     """``tomllib.loads(text)`` once ``text`` is within the bounds; a UserError naming ``where`` otherwise (and for
-    invalid TOML)."""
+    invalid TOML). A leading UTF-8 byte-order mark (Windows editors write one) is not part of the document:
+    tomllib read it as "Invalid statement"."""
+    text = text.removeprefix("\ufeff")
     check_bounds(text, where)
     try:
         return tomllib.loads(text)

@@ -28,6 +28,31 @@ def check_seed(seed, where: str) -> int:
     return seed
 
 
+# A run's name is one directory's name (runs/NAME-…, at most 255 bytes with what is appended) and a figure's title.
+MAX_NAME_BYTES = 100
+
+
+def check_name(name) -> None:
+    """The run's name (``name``, ``--name``): one directory name of at most MAX_NAME_BYTES, within runs/.
+
+    "../../x" or "/tmp/x" put the run directory outside runs/ (--output is the way to choose where it
+    goes), and a 300 MB name was fitted for minutes before matplotlib failed on the title (exit 3).
+    """
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise UserError(f"name (--name) must be a string (got {type(name).__name__})")
+    shown = repr(name) if len(name) <= 60 else repr(name[:57]) + "…"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
+                        f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
+    if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
+            any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
+                        "contain a path separator or a control character; give a plain name (e.g. \"lda-pheme\"), "
+                        "and choose where the run directory goes with --output (or output)")
+
+
 def check_shadows(n, where: str, minimum: int = 2, allowed: str = "") -> int:
     """An even number of shadow models ≥ ``minimum``; ``where`` names the key or flag, ``allowed`` adds when 0 is fine.
 
@@ -98,6 +123,7 @@ def check_run_config(config) -> None:
     """What either command can refuse from the configuration alone, for ``topicaudit.engine.config.validate``:
     the seed, the output directory, and a run's [synthetic] corpus."""
     check_seed(config.seed, "seed (--seed)")
+    check_name(config.name)
     if config.output is not None and str(config.output).strip() == "":
         raise UserError("output (--output) is empty; give a run directory, or leave it out for a directory named after the audit")
     check_output_directory(config.run_dir, "--output")

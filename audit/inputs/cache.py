@@ -26,6 +26,11 @@ match, and the counts and vocabulary pass the loaders' own checks. An entry
 that fails any of this is ignored and rebuilt from the corpus file. A cache
 that cannot be written (a read-only home) is skipped; no run fails for it.
 The loader's notes (warnings) are stored too and repeated on a hit.
+
+The key and the digest detect damage and staleness, not forgery: they are
+computed from public information, so whoever can write the cache directory
+can store doubled counts for an unchanged file under the right key with a
+matching digest (docs/corpora.md#cache says so, and how to turn the cache off).
 """
 from __future__ import annotations
 

@@ -1,0 +1,24 @@
+"""The ``topicaudit`` console script's entry point: SIGINT, SIGTERM and SIGCHLD are held from this module's import.
+
+A signal that arrives before the command's supervisor is in place kills the
+process by the default disposition: SIGTERM was exit 143 with no line, a
+Ctrl-C a KeyboardInterrupt traceback. Held here, with the C module
+``_signal`` (``signal`` would first import enum), they stay pending until
+``topicaudit.cli.supervisor`` waits for them, and end as exit 130 with the
+interrupted line. Only the console script imports this module: importing it
+holds those signals in the importing process. What runs before it —
+Python's own start-up and the script's ``import re`` — cannot be covered by
+any code of the package (docs/exit-codes.md, "Signals").
+"""
+import _signal
+
+_HOLDS = hasattr(_signal, "pthread_sigmask")
+_MASK = (_signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM, _signal.SIGCHLD})
+         if _HOLDS else None)
+
+from topicaudit.cli.supervisor import console  # noqa: E402 — after the signals are held, never before
+
+
+def main() -> int:
+    """The console script: the supervised command, the signals already held (the mask before, to restore)."""
+    return console(mask=_MASK)

@@ -1,0 +1,79 @@
+"""The Python API's arguments, checked at its boundary as argparse checks the command line's flags.
+
+``--epsilon 3`` reaches the engine as a float and ``--canaries 50.5`` never
+does; a function gets whatever it is called with. A string went on as far as
+it could (TypeError deep in a bound), ``10**400`` overflowed, ``True`` was read
+as 1, ``report("RUN")`` read the letters R, U, N as three directories and an
+array passed as Φ became a file type. Each is a ``UserError`` (a ValueError)
+here instead, naming the argument; ranges are then checked by the code the
+flags go through, with the same messages.
+"""
+from __future__ import annotations
+
+import numbers
+import os
+from pathlib import Path
+from typing import Any
+
+from topicaudit.engine.config import AuditConfig
+from topicaudit.errors import UserError
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) > 10**30:
+        return f"an integer of {len(str(abs(int(value))))} digits"
+    text = repr(value) if isinstance(value, (str, bool, numbers.Number)) or value is None else type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def real(value: Any, name: str) -> float | None:
+    """A number as a float (None stays None): not a string, a bool, or an integer no float can hold."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UserError(f"{name} must be a number (got {_shown(value)})")
+    try:
+        return float(value)
+    except OverflowError:
+        raise UserError(f"{name} must be a finite number (got {_shown(value)})") from None
+
+
+def integer(value: Any, name: str) -> int | None:
+    """An integer as an int (None stays None): not 50.5, "50" or True."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise UserError(f"{name} must be an integer (got {_shown(value)})")
+    return int(value)
+
+
+def path(value: Any, name: str) -> str | Path:
+    """A file or directory path: a str or a path object, never an array, bytes or a number."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise UserError(f"{name} must be a path (a str or pathlib.Path; got {_shown(value)})")
+    return value if isinstance(value, str) else Path(value)
+
+
+def optional_path(value: Any, name: str) -> str | Path | None:
+    """``path``, or None."""
+    return None if value is None else path(value, name)
+
+
+def paths(value: Any, name: str) -> list[str | Path]:
+    """A list of paths; one path alone is a list of one (it is not a sequence of one-letter directories)."""
+    if isinstance(value, (str, os.PathLike)):
+        return [path(value, name)]
+    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
+        raise UserError(f"{name} must be a path or a list of paths (got {_shown(value)})")
+    return [path(item, f"each of {name}") for item in value]
+
+
+def phi(value: Any, name: str = "phi") -> str | Path | AuditConfig:
+    """Φ for ``audit_model``: a file's path or a configuration, not the matrix itself."""
+    if isinstance(value, AuditConfig):
+        return value
+    if not isinstance(value, (str, os.PathLike)):
+        raise UserError(f"{name} must be the path of Φ's file, a TOML configuration or an AuditConfig (got "
+                        f"{_shown(value)}); save a matrix first, e.g. numpy.save('phi.npy', phi), and pass "
+                        "'phi.npy'")
+    return path(value, name)
