@@ -122,6 +122,7 @@ def test_model_info_round_trips_and_old_model_files_still_load(tmp_path):
     with open(run.model_path(1), "wb") as handle:
         np.savez(handle, phi=release.phi, vocabulary=release.vocabulary, config_hash=np.str_("abc"),
                  fit_seconds=np.float64(2.0))
+    run.record(run.model_path(1).relative_to(tmp_path).as_posix())  # listed, as a run's own files are
     old, _ = run.load_model(1, "abc")
     assert old.info == {}
     np.testing.assert_array_equal(old.phi, release.phi)

@@ -17,14 +17,13 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from topicaudit.engine import manifest
-from topicaudit.engine.rundir import MAX_JSON_BYTES, read_arrays, read_json, regular_file
+from topicaudit.engine.rundir import MAX_JSON_BYTES, array_names, read_arrays, read_json, regular_file
 from topicaudit.errors import UserError
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
@@ -103,13 +102,8 @@ def manifest_marks(run_dir: Path) -> str | None:
     models = run_dir / "models"
     if models.is_dir():
         for model in sorted(models.glob("*.npz")):
-            try:
-                regular_file(model)
-                with zipfile.ZipFile(model) as archive:
-                    slotted = "model.npy" in archive.namelist()
-            except (UserError, OSError, zipfile.BadZipFile):
-                continue
-            if slotted:  # model files record their slot since the version that introduced the manifest
+            if "model" in array_names(model):
+                # model files record their slot since the version that introduced the manifest
                 return f"{model} records its slot"
     return None
 

@@ -209,6 +209,17 @@ def load_arrays(path: Path, copies: int = ARRAY_COPIES) -> dict[str, np.ndarray]
         return {name: z[name] for name in z.files}
 
 
+def array_names(path: Path) -> set[str]:
+    """The arrays an .npz run file holds, read from its index without loading one (empty when it is no regular
+    file or no archive)."""
+    try:
+        regular_file(path)
+        with zipfile.ZipFile(path) as archive:
+            return {name[:-4] for name in archive.namelist() if name.endswith(".npy")}
+    except (UserError, OSError, zipfile.BadZipFile):
+        return set()
+
+
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
     regular_file(path)
