@@ -23,7 +23,11 @@ The checks, in order (``CHECKS``):
   that event gives the claimed ε;
 * ``canary audit``: for a learner claiming a finite ε, a canary audit
   through the engine's canary path (one fit) proves no ε above the claim. A
-  correct learner passes except with probability ``ALPHA`` for a given seed.
+  correct learner passes except with probability ``ALPHA`` for a given seed;
+* ``honest record``: for a learner that records its mechanism's outputs, the
+  same fit's released Φ proves no ε above the claim either (Φ is computed
+  from those outputs): a model built from another draw than the recorded
+  one fails it when the two differ enough for the audit's size.
 
 The canary audit's size follows the claim (``design_canary_audit``): m
 canaries at confidence 1 − α prove at most their ceiling, every canary
@@ -384,16 +388,49 @@ class CanaryAuditResult:
 
 
 def check_canary_audit(learner) -> CanaryAuditResult | None:
+    audit = _canary_audit(learner)
+    if audit is None:
+        return None  # nothing claimed, nothing to refute
+    design, kind, observe, bounds, _ = audit
+    if not design.testable:
+        warnings.warn(UntestableClaimWarning(f"check_learner: {describe(learner)}: "
+                                             + design.untestable_message()), stacklevel=3)
+    g, bound = learner.guarantee(), bounds["epsilon"]
+    assert bound <= g.epsilon, (
+        f"{design.count} {kind} canaries on {'the mechanism' if observe else 'Φ'} prove ε ≥ {bound:.3f} at "
+        f"δ = {g.delta:g} with confidence {1 - ALPHA:g}, above the claim ε = {g.epsilon:g} (this audit's "
+        f"ceiling ε = {bounds['ceiling']:.2f})")
+    return CanaryAuditResult(design, "mechanism" if observe else "release", float(bound), float(bounds["ceiling"]))
+
+
+def check_honest_record(learner) -> None:
+    """The released Φ proves no more than the claim: Φ is computed from what the mechanism released, so a model
+    built from anything else (a less noised draw, an average of several) shows here while its record looks right.
+
+    The canary audit's own fit (the same design and seed), scored on Φ at its own α: a correct learner fails
+    this check with probability at most ``ALPHA``, as it fails the canary audit.
+    """
+    audit = _canary_audit(learner)
+    if audit is None or audit[4] is None:
+        return  # no claim, or no record of the mechanism to compare Φ with
+    design, kind, _, bounds, on_release = audit
+    g = learner.guarantee()
+    assert on_release["epsilon"] <= g.epsilon, (
+        f"the released Φ proves ε ≥ {on_release['epsilon']:.3f} with {design.count} {kind} canaries (δ = "
+        f"{g.delta:g}, confidence {1 - ALPHA:g}), above the claim ε = {g.epsilon:g}, while the recorded mechanism "
+        f"proves {bounds['epsilon']:.3f}: the model was not built from what the learner recorded")
+
+
+def _canary_audit(learner):
+    """(design, kind, whether the mechanism was observed, its bounds, the bounds on Φ when it was) of the
+    conformance canary audit, one deterministic fit; None for a learner that claims no finite ε."""
     g = learner.guarantee()
     if math.isinf(g.epsilon):
-        return None  # nothing claimed, nothing to refute
+        return None
     target = Pipeline(CorpusVocabulary(), learner, g)  # a public vocabulary: the learner's own claim is audited
     X = _corpus(learner.k, seed=4)
     kind = resolve_kind("auto", g.adjacency, g.parameters.get("neighbours"))
     design = design_canary_audit(g, ALPHA, kind)
-    if not design.testable:
-        warnings.warn(UntestableClaimWarning(f"check_learner: {describe(learner)}: "
-                                             + design.untestable_message()), stacklevel=3)
     canaries = make_canaries(X, design.count, kind, default_length(learner, X), seed=CANARY_SEED)
     observe = (target.observes_mechanism and canaries.observed_columns.size > 0
                and (g.adjacency is None or g.adjacency.document_level or canaries.word_level))
@@ -401,13 +438,7 @@ def check_canary_audit(learner) -> CanaryAuditResult | None:
                          observe=canaries.observed_columns if observe else None)
     scores = all_canary_scores(release, [], canaries, tol=1e-8)
     audit = canary_results(canaries, scores, release, g.delta, ALPHA, "mechanism" if observe else "release")
-    bounds = audit["epsilon_lower_bounds"]
-    bound = bounds["epsilon"]
-    assert bound <= g.epsilon, (
-        f"{design.count} {kind} canaries on {'the mechanism' if observe else 'Φ'} prove ε ≥ {bound:.3f} at "
-        f"δ = {g.delta:g} with confidence {1 - ALPHA:g}, above the claim ε = {g.epsilon:g} (this audit's "
-        f"ceiling ε = {bounds['ceiling']:.2f})")
-    return CanaryAuditResult(design, "mechanism" if observe else "release", float(bound), float(bounds["ceiling"]))
+    return design, kind, observe, audit["epsilon_lower_bounds"], audit.get("release_epsilon_lower_bounds")
 
 
 # name → check, in the order they run (cheap and basic first).
@@ -419,6 +450,7 @@ CHECKS = {
     "short documents": check_short_documents,
     "guarantee": check_guarantee,
     "canary audit": check_canary_audit,
+    "honest record": check_honest_record,
 }
 
 

@@ -258,3 +258,14 @@ def test_the_guarantee_check_accepts_dp_svis_rdp_claim_and_a_pure_claim():
                              event=dp_accounting.LaplaceDpEvent(1.0))
 
     check_guarantee(Laplace(3))  # not check_learner: this toy adds no noise, which the canary audit would catch
+
+
+def test_a_learner_whose_model_is_not_built_from_its_record_fails_the_honest_record_check():
+    """Its record is a correctly noised draw, so the canary audit passes; Φ, fitted without noise, proves more
+    than the claim. (A Φ from half the noise, or from ten averaged draws, proves 0.73 and 0.46 of ε = 1 with
+    these 300 canaries: the check sees a record that is far from the model, not a near one.)"""
+    learner = BrokenLearner(ZhuDPCollapsedGibbsLDA(3, **QUICK["dp-cgs"]), "record-mismatch-no-noise")
+    check_learner(learner, checks=["canary audit"])
+    with pytest.raises(AssertionError, match=r"fails the 'honest record' check: the released Φ proves ε ≥ .* "
+                                             r"not built from what the learner recorded"):
+        check_learner(learner, checks=["honest record"])
