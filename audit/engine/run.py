@@ -473,6 +473,7 @@ def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
                      f"the pipeline claims {claim})")
     if claim_tested:
         lines.append(f"  {result.message().split(':', 1)[0]} (topicaudit check gives the same verdict)")
+        lines += [f"  this design cannot see {family}" for family in result.unseen if not result.violated]
     else:
         lines.append("  no claim tested here: `topicaudit check RUN_DIR --epsilon E` tests one")
     return lines
