@@ -15,6 +15,7 @@ stamp=.venv/.topicaudit-installed
 want=$( (cat pyproject.toml; find audit targets reports -type f ! -path '*/__pycache__/*' | LC_ALL=C sort) \
         | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "tests/run.sh: installing topicaudit and its test extras into .venv (minutes on first use)" >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' \
         --config-settings editable_mode=strict
     echo "$want" > "$stamp"
@@ -22,6 +23,7 @@ fi
 # Full WordNet 3.0 (Debian's wordnet-base) lets the tests prove that the shipped
 # lemmatiser data gives exactly nltk's answers; install it when we can.
 if [ ! -f /usr/share/wordnet/index.noun ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "tests/run.sh: installing Debian's wordnet-base" >&2
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base) >/dev/null 2>&1 \
         || echo "note: could not install wordnet-base; the nltk equality test will be skipped" >&2
 fi
@@ -29,6 +31,7 @@ fi
 # from disk; install it when we can (the test is skipped, with the reason, when it is absent).
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
         && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "tests/run.sh: installing Debian's chromium (for the report's browser test)" >&2
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 \
         || echo "note: could not install chromium; the report browser test will be skipped" >&2
 fi
