@@ -40,3 +40,4 @@ def test_shaped_tests_share_the_same_alpha():
         return {}
     e = Evidence("canaries/", {"s": coins + 0.0}, coins, (Method.ONE_RUN,), "c", shaped=shaped, shaped_count=1)
     assert judge([e], 0.0, 0.05).alpha_each == seen[0] == 0.05 / 2
+

@@ -16,16 +16,33 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.start = self.last = time.perf_counter()
         self.done = 0
+        self.first: tuple[float, int] | None = None  # (when, how many) at the first completion
+
+    def time_left(self, now: float) -> float | None:
+        """Seconds left at the pace since the first completion, or None before two more have come in.
+
+        The pace is measured from the first completion, not from the start: the
+        wait before it (Ray starting, the first compile) would otherwise be
+        charged to every item left (the demo's first estimate was ~768 s for a
+        job of 16 s).
+        """
+        if self.first is None or self.done - self.first[1] < 2 or self.done >= self.total:
+            return None
+        since, at = self.first
+        return (now - since) / (self.done - at) * (self.total - self.done)
 
     def _line(self) -> str:
-        elapsed = time.perf_counter() - self.start
-        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        now = time.perf_counter()
+        elapsed = now - self.start
+        left = self.time_left(now)
         width = 24
         bar = "#" * int(width * self.done / max(self.total, 1))
-        eta = f", ~{left:.0f} s left" if self.done and self.done < self.total else ""
+        eta = f", ~{left:.0f} s left" if left is not None else ""
         return f"{self.label:<18} [{bar:<{width}}] {self.done}/{self.total}  {elapsed:.1f} s{eta}"
 
     def advance(self, n: int = 1) -> None:
+        if self.first is None:
+            self.first = (time.perf_counter(), self.done + n)
         self.done += n
         if self.quiet:
             return
