@@ -57,3 +57,8 @@ def kos_counts() -> sp.csr_matrix:
     X = sp.csr_matrix((trip[:, 2].astype(np.float64), (trip[:, 0] - 1, trip[:, 1] - 1)), shape=(D, W))
     X.sum_duplicates()
     return X
+
+
+def run_directories(roots) -> list[Path]:
+    """Every finished run directory (one holding results.json) directly below each root, sorted."""
+    return [path for root in roots for path in sorted(Path(root).iterdir()) if (path / "results.json").exists()]

@@ -21,6 +21,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from harness import run_directories
+
 from topicaudit.engine.check import check_run
 
 FACTORS = {"noise-halved": "2x", "dpsu-noise-halved": "2x", "dpsu-noise-tenth": "10x"}
@@ -38,15 +40,14 @@ def main() -> int:
     parser.add_argument("roots", nargs="+", type=Path)
     args = parser.parse_args()
     groups: dict[str, list] = defaultdict(list)
-    for root in args.roots:
-        for path in sorted(p for p in root.iterdir() if (p / "results.json").exists()):
-            group, variant = group_of(path.name)
-            if not variant:
-                continue
-            result = check_run(path)
-            mechanism = max(b.epsilon for name, b in result.bounds.items() if name.startswith("canaries/"))
-            stated = (result.power or {}).get(FACTORS[variant])
-            groups[group].append((result.violated, mechanism > result.claimed_epsilon, stated))
+    for path in run_directories(args.roots):
+        group, variant = group_of(path.name)
+        if not variant:
+            continue
+        result = check_run(path)
+        mechanism = max(b.epsilon for name, b in result.bounds.items() if name.startswith("canaries/"))
+        stated = (result.power or {}).get(FACTORS[variant])
+        groups[group].append((result.violated, mechanism > result.claimed_epsilon, stated))
     print("| group | audits | VIOLATED | by the mechanism's tests | stated power (mean) | measured − stated |")
     print("|---|---|---|---|---|---|")
     for group, rows in sorted(groups.items()):

@@ -13,6 +13,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from harness import run_directories
+
 from topicaudit.engine.check import check_run
 
 
@@ -21,14 +23,13 @@ def main() -> int:
     parser.add_argument("roots", nargs="+", type=Path)
     args = parser.parse_args()
     counts: dict[str, Counter] = defaultdict(Counter)
-    for root in args.roots:
-        for path in sorted(p for p in root.iterdir() if (p / "results.json").exists()):
-            learner = re.match(r"(.+?)-(pheme|kos|20news)-", path.name).group(1)
-            result = check_run(path)
-            counts[learner][result.verdict] += 1
-            if result.violated:
-                print(f"VIOLATED {path.name}: {result.strongest_attack} ε ≥ {result.epsilon_lower_bound:.3f} "
-                      f"> {result.claimed_epsilon:g}", flush=True)
+    for path in run_directories(args.roots):
+        learner = re.match(r"(.+?)-(pheme|kos|20news)-", path.name).group(1)
+        result = check_run(path)
+        counts[learner][result.verdict] += 1
+        if result.violated:
+            print(f"VIOLATED {path.name}: {result.strongest_attack} ε ≥ {result.epsilon_lower_bound:.3f} "
+                  f"> {result.claimed_epsilon:g}", flush=True)
     print("| learner | audits | VIOLATED | NO SIGNAL | CONSISTENT |\n|---|---|---|---|---|")
     for learner, c in sorted(counts.items()):
         print(f"| {learner} | {sum(c.values())} | {c['VIOLATED']} | {c['NO SIGNAL']} | {c['CONSISTENT']} |")

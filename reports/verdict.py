@@ -87,10 +87,16 @@ def _strongest(results: RunResults) -> list[list[str]]:
     return rows
 
 
-@functools.cache
 def own_verdict(path: Path) -> tuple[CheckResult, bool]:
     """The verdict on a run's own claim as ``check`` computes it with this code (once per run and report):
-    the card and the ledger read it, so a run written by an older version shows what ``check`` says now."""
+    the card and the ledger read it, so a run written by an older version shows what ``check`` says now.
+    Remembered by the run's results.json as it is on disk, so a run rewritten since is computed afresh."""
+    stamp = (path / "results.json").stat()
+    return _own_verdict(Path(path), stamp.st_mtime_ns, stamp.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _own_verdict(path: Path, mtime_ns: int, size: int) -> tuple[CheckResult, bool]:
     return own_claim_check(path)
 
 

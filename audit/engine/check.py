@@ -21,7 +21,7 @@ from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
-from topicaudit.engine.verdict import CanaryFiles, run_verdict
+from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 
 
@@ -59,6 +59,14 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     test); default lira_online and lira_offline (docs/attacks.md).
     """
     run_dir = Path(run_dir)
+    results, natural, found, unverified = _evidence(run_dir)
+    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks)
+    return dataclasses.replace(result, unverified=unverified) if unverified else result
+
+
+def _evidence(run_dir: Path):
+    """A finished run's records and scores, verified (or a UserError): results, natural-document scores, canary
+    files, and why the directory could not be verified (the pre-manifest layout) or None."""
     # manifest hashes, types and shapes, truth and canary order (or exit 2); unverified: the pre-manifest layout
     unverified = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
@@ -70,8 +78,7 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
-    result = run_verdict(read_results(results_path), natural, found, run_dir, epsilon, delta, alpha, attacks)
-    return dataclasses.replace(result, unverified=unverified) if unverified else result
+    return read_results(results_path), natural, found, unverified
 
 
 def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
@@ -81,10 +88,10 @@ def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
     ``check``: against the target's own claim when these tests can hold it to
     it, else at no claim (ε = 0 stands in; the bounds do not depend on it).
     """
-    try:
-        return check_run(run_dir), True
-    except UserError:
-        return check_run(run_dir, epsilon=0.0), False  # no claim, or one only word canaries could test
+    run_dir = Path(run_dir)
+    results, natural, found, unverified = _evidence(run_dir)  # read and verified once
+    result, tested = own_claim_verdict(results, natural, found, run_dir)
+    return (dataclasses.replace(result, unverified=unverified) if unverified else result), tested
 
 
 # The run directory's own files, which check reads (or the run holds) and never replaces.
