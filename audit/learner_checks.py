@@ -21,6 +21,18 @@ The checks, in order (``CHECKS``):
 * ``guarantee``: ``guarantee()`` is a ``Guarantee``; a finite ε names its
   adjacency, and when it carries a dp-accounting event, an accountant over
   that event gives the claimed ε;
+* ``release constants``: for a learner that declares what it records
+  (``mechanism()``), those constants agree with its claim's dp-accounting
+  event (``targets.privacy.release_check``: noise multiplier, sampling rate,
+  steps, Laplace scale over the sensitivity its neighbours imply), and a
+  built-in scorer reads that kind of release;
+* ``record used``: for a learner that records its releases, Φ is built from
+  what the recorder returned. Deterministic: the same seed is fitted three
+  times, with a plain recorder, with one that returns an unchanged copy of
+  the observed columns (Φ must not move: the recorder is used, not bypassed)
+  and with one that returns them with far more of the observed words (Φ
+  must give those words more mass). A learner that records one array and
+  builds Φ from another fails it, naming the release;
 * ``canary audit``: for a learner claiming a finite ε, a canary audit
   through the engine's canary path (one fit) proves no ε above the claim. A
   correct learner passes except with probability ``ALPHA`` for a given seed;
@@ -63,11 +75,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.canaries import PAIRED_KINDS, canary_coins, default_length, make_canaries, resolve_kind
+from topicaudit.attacks.mechanism import scorer_for
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
 from topicaudit.engine.run import all_canary_scores, canary_results
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.privacy.composition import NEIGHBORING_RELATIONS, PLDAccountant
+from topicaudit.targets.base import declared_mechanism, records
+from topicaudit.targets.mechanisms import Mechanism, Recorder
 from topicaudit.targets.privacy.guarantee import Guarantee
+from topicaudit.targets.privacy.release_check import disagreements
 from topicaudit.targets.learners.pipeline import Pipeline
 from topicaudit.targets.learners.vocabulary import CorpusVocabulary
 
@@ -200,7 +216,7 @@ def check_guarantee(learner) -> None:
     if math.isinf(g.epsilon) or g.event is None:
         return
     assert g.adjacency is not None, f"the claim ε = {g.epsilon:g} states no adjacency"
-    relation = NEIGHBORING_RELATIONS[g.adjacency]
+    relation = NEIGHBORING_RELATIONS[g.relation]
     accounted = []
     pld = PLDAccountant(relation)
     if pld.supports(g.event):
@@ -367,7 +383,7 @@ def design_canary_audit(guarantee: Guarantee, alpha: float = ALPHA, kind: str | 
     has probability ≤ e^ε/(1 + e^ε), so refuting ε takes about
     e^ε·ln(1/α') right guesses (α' the share of α of one test).
     """
-    kind = kind or resolve_kind("auto", guarantee.adjacency, guarantee.parameters.get("neighbours"))
+    kind = kind or resolve_kind("auto", guarantee.adjacency, guarantee.relation)
     return _design(float(guarantee.epsilon), float(guarantee.delta), float(alpha), kind,
                    reach_probability(guarantee.event))
 
@@ -421,6 +437,71 @@ def check_honest_record(learner) -> None:
         f"proves {bounds['epsilon']:.3f}: the model was not built from what the learner recorded")
 
 
+def check_release_constants(learner) -> None:
+    """What the learner records states the constants its claim was computed for, and something scores it."""
+    mechanism = declared_mechanism(learner)
+    if mechanism is None:
+        return
+    found = disagreements(mechanism, learner.guarantee())
+    assert not found, ("its declared release and its claim describe different mechanisms: " + "; ".join(found)
+                       + " (one of them is wrong: the claim was computed for another mechanism, or the record "
+                       "misdescribes the one that runs)")
+    try:
+        scorer_for(mechanism)
+    except ValueError as error:
+        raise AssertionError(str(error)) from None
+
+
+# How much more of an observed word the ``record used`` check substitutes: this many times the largest
+# recorded magnitude, plus one token a document.
+SUBSTITUTED_BOOST = 10.0
+# The observed word's share of Φ must grow at least this much (relative) when the boosted record is used.
+SUBSTITUTION_EFFECT = 0.5
+
+
+def _boost(mechanism: Mechanism, values: np.ndarray) -> np.ndarray:
+    """The observed columns with far more of their words: every local report says the word (a bit set, a count
+    raised), every topic's noisy count or sum raised well above anything recorded."""
+    if values.dtype == np.bool_:
+        return np.ones_like(values)
+    lift = SUBSTITUTED_BOOST * (float(np.abs(values).max(initial=0.0)) + 1.0)
+    return values + (np.ceil(lift) if np.issubdtype(values.dtype, np.integer) else lift)
+
+
+def _unchanged(mechanism: Mechanism, values: np.ndarray) -> np.ndarray:
+    return values
+
+
+def check_record_used(learner) -> None:
+    """Φ follows the recorded release: unchanged when the recorder returns an equal copy, more mass on the
+    observed words when it returns them boosted."""
+    if not records(learner.fit) or declared_mechanism(learner) is None:
+        return  # nothing recorded: the release is audited on Φ alone
+    X = _corpus(learner.k, seed=5)
+    counts = np.asarray(X.sum(axis=0)).ravel()
+    observed = np.sort(np.argsort(counts, kind="stable")[len(counts) // 2: len(counts) // 2 + 2])  # 2 mid words
+
+    def fit(substitute):
+        record = Recorder(observed, substitute=substitute)
+        return np.asarray(learner.fit(X, 11, record=record), dtype=np.float64), record
+
+    plain, record = fit(None)
+    assert record.mechanism is not None, ("fit(X, seed, record) recorded no release although the learner declares "
+                                          f"one ({type(declared_mechanism(learner)).__name__}); call the recorder "
+                                          "where the mechanism releases")
+    copied, _ = fit(_unchanged)
+    assert np.allclose(copied, plain, rtol=1e-5, atol=1e-12), (
+        "Φ changed when the recorder returned an unchanged copy of the release: the learner does not build Φ "
+        "from the array the recorder returns (use `noisy = record.<kind>(noisy, ...)` and go on with `noisy`)")
+    boosted, _ = fit(_boost)
+    before, after = plain[:, observed].sum(), boosted[:, observed].sum()
+    assert after >= before * (1.0 + SUBSTITUTION_EFFECT), (
+        f"Φ did not follow the recorded {record.mechanism.kind} release: with far more of two observed words "
+        f"substituted in it, their share of Φ went from {before:.4g} to {after:.4g}. The model is built from "
+        "another array than the one recorded (a second noise draw, an average of draws, a copy made before the "
+        "call), so the audit of the record says nothing about Φ")
+
+
 def _canary_audit(learner):
     """(design, kind, whether the mechanism was observed, its bounds, the bounds on Φ when it was) of the
     conformance canary audit, one deterministic fit; None for a learner that claims no finite ε."""
@@ -429,7 +510,7 @@ def _canary_audit(learner):
         return None
     target = Pipeline(CorpusVocabulary(), learner, g)  # a public vocabulary: the learner's own claim is audited
     X = _corpus(learner.k, seed=4)
-    kind = resolve_kind("auto", g.adjacency, g.parameters.get("neighbours"))
+    kind = resolve_kind("auto", g.adjacency, g.relation)
     design = design_canary_audit(g, ALPHA, kind)
     canaries = make_canaries(X, design.count, kind, default_length(learner, X), seed=CANARY_SEED)
     observe = (target.observes_mechanism and canaries.observed_columns.size > 0
@@ -449,6 +530,8 @@ CHECKS = {
     "pickle": check_pickle,
     "short documents": check_short_documents,
     "guarantee": check_guarantee,
+    "release constants": check_release_constants,
+    "record used": check_record_used,
     "canary audit": check_canary_audit,
     "honest record": check_honest_record,
 }

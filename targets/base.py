@@ -1,4 +1,5 @@
-"""What a target hands an adversary (Release) and what it promises (Guarantee, in targets/privacy/guarantee.py).
+"""What a target hands an adversary (Release), what it promises (Guarantee, in targets/privacy/guarantee.py),
+and the protocols of its parts (Learner, VocabularyStep).
 
 A target is a whole release pipeline: a vocabulary step followed by a learner.
 The engine only ever calls ``fit`` and ``guarantee``; targets know nothing of
@@ -7,37 +8,18 @@ them and a run directory can rebuild them.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import Mechanism, Recorder, Transcript
+from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, Neighbours
 
-__all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Release", "Target", "Transcript"]
-
-
-@dataclass
-class Transcript:
-    """What a DP mechanism released on the way to Φ, for a few observed columns, as the fit computed it.
-
-    A DP claim covers everything its mechanism outputs (every noisy step, every
-    local report), not only the final Φ; an audit that sees those outputs can
-    be as tight as the claim. The learner records them from the very arrays
-    its model is built from, never recomputed beside them.
-
-    kind: which mechanism produced the arrays (``topicaudit.attacks.mechanism``
-        scores each kind by its likelihood ratio).
-    columns: the observed corpus column ids, in the order of the arrays' last axis.
-    arrays: the outputs restricted to those columns (shapes by kind).
-    parameters: the mechanism's public constants as the claim states them (JSON).
-    """
-
-    kind: str
-    columns: np.ndarray
-    arrays: dict[str, np.ndarray]
-    parameters: dict[str, Any] = field(default_factory=dict)
+__all__ = ["NO_GUARANTEE", "Adjacency", "Basis", "Guarantee", "Learner", "Neighbours", "Release", "Target", "Transcript",
+           "VocabularyStep", "declared_mechanism", "document_cap", "records"]
 
 
 @dataclass
@@ -84,3 +66,66 @@ class Target(Protocol):
 
     def guarantee(self) -> Guarantee:
         ...
+
+
+class Learner(Protocol):
+    """What the engine asks of a learner, built-in or a plug-in (docs/adding-a-learner.md).
+
+    Required: ``k`` (the number of topics), ``fit`` and ``guarantee``.
+
+    fit(X, seed, record=None): Φ (k × X's columns, float32, rows on the
+    simplex) from the rows of X (documents × words, counts), deterministic
+    in seed. A DP learner takes ``record`` (a ``topicaudit.mechanisms.Recorder``)
+    and calls it where its mechanism releases, using the array the call
+    returns; the engine then audits those releases, which is as tight as its
+    claim allows. A learner without the parameter is audited on Φ alone.
+
+    Optional: ``mechanism()``, the kind and constants of what ``fit`` records
+    (a ``topicaudit.mechanisms.Mechanism``), known before any fit: it is
+    checked against the claim and for a scorer when the target is built, and
+    its ``document_tokens`` is the cap canaries are made longer than (for a
+    document-level claim). Read through ``declared_mechanism``.
+    """
+
+    k: int
+
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        ...
+
+    def guarantee(self) -> Guarantee:
+        ...
+
+
+class VocabularyStep(Protocol):
+    """What the engine asks of a vocabulary step: ``select(X, seed, record=None)`` → sorted int64 column ids, and
+    ``guarantee``. A DP step records its release (``Recorder.set_union``) and declares it in ``mechanism()``."""
+
+    def select(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        ...
+
+    def guarantee(self) -> Guarantee:
+        ...
+
+
+def records(method) -> bool:
+    """Whether a learner's ``fit`` (a step's ``select``) takes a recorder: its declared ``record`` parameter."""
+    try:
+        return "record" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def declared_mechanism(part) -> Mechanism | None:
+    """The mechanism a learner or step declares it records (its optional ``mechanism()``), else None."""
+    declare = getattr(type(part), "mechanism", None)
+    return part.mechanism() if callable(declare) else None
+
+
+def document_cap(learner) -> int | None:
+    """The most tokens a learner keeps of one document, as its declared mechanism states it (document-level
+    claims only: a word-level release's ``document_tokens`` is one token of a word)."""
+    mechanism = declared_mechanism(learner)
+    adjacency = learner.guarantee().adjacency
+    if mechanism is None or adjacency is None or not adjacency.document_level:
+        return None
+    return mechanism.document_cap()

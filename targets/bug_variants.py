@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from topicaudit.targets.base import Transcript
+from topicaudit.targets.base import declared_mechanism
+from topicaudit.targets.mechanisms import Recorder
 from topicaudit.targets.privacy.dp_svi_accounting import calibrate_noise_multiplier
 
 # A divisor this large leaves no noise worth the name (the geometric and randomised-response
@@ -128,43 +129,59 @@ AVERAGED_DRAWS = 10
 BUGS["averaged-sweeps"] = (("ZhuDPCollapsedGibbsLDA",), lambda learner: None)
 
 
-def _averaged_sweeps(learner, X, seed: int, columns):
-    """DP-CGS whose Φ averages AVERAGED_DRAWS noisy draws of the final counts; its record is the first draw."""
+def _averaged_sweeps(learner, X, seed: int, record: Recorder):
+    """DP-CGS whose Φ averages AVERAGED_DRAWS noisy draws of the final counts; it records the first draw."""
     run_dp_cgs = sys.modules[type(learner).__module__].run_dp_cgs  # the learner's own module, already loaded
     state = run_dp_cgs(X, learner.k, seed, learner.epsilon, learner.max_doc_length, alpha=learner.alpha,
                        beta=learner.beta, n_iter=learner.n_iter)
+    m = learner.mechanism()
+    first = record.laplace((state.nwk + state.noise_wk).T, scale=m.scale, document_tokens=m.document_tokens,
+                           noisy_sweep=True)
     rng = np.random.default_rng([seed, AVERAGED_DRAWS])
-    phis = [state.phi]
-    for _ in range(AVERAGED_DRAWS - 1):
-        weights = np.maximum(state.nwk.T + rng.laplace(0.0, state.scale, state.nwk.T.shape), 0.0) + learner.beta
-        phis.append(weights / weights.sum(axis=1, keepdims=True))
+    draws = [first] + [state.nwk.T + rng.laplace(0.0, state.scale, state.nwk.T.shape)
+                       for _ in range(AVERAGED_DRAWS - 1)]
+    phis = [(np.maximum(y, 0.0) + learner.beta) / (np.maximum(y, 0.0) + learner.beta).sum(axis=1, keepdims=True)
+            for y in draws]
     phi = np.mean(phis, axis=0).astype(np.float32)
-    columns = np.asarray(columns, dtype=np.int64)
-    noisy = (state.nwk[columns] + state.noise_wk[columns]).T
-    return phi / phi.sum(axis=1, keepdims=True), Transcript("laplace-counts", columns, {"noisy_counts": noisy},
-                                                            learner.mechanism_parameters())
+    return phi / phi.sum(axis=1, keepdims=True)
 
 
 class _Planted:
-    """What every broken part shares: it runs ``mechanism`` while everything it states is ``claimed``'s."""
+    """What every broken part shares: it runs ``buggy`` while everything it states is ``claimed``'s."""
 
     claimed: object
-    mechanism: object
+    buggy: object
     planted: dict  # what results.json records in the guarantee's parameters
 
     def __getattr__(self, name):
-        # Settings the engine reads (document caps, k, a threshold to design canaries from) are the claim's.
+        # Settings the engine reads (k, a threshold to design canaries from) are the claim's.
         if name.startswith("__") or "claimed" not in self.__dict__:
             raise AttributeError(name)
         return getattr(self.__dict__["claimed"], name)
 
-    def _as_claimed(self, transcript):
-        """The buggy mechanism's outputs, described by the claimed mechanism's constants (as its code would)."""
-        return dataclasses.replace(transcript, parameters=self.claimed.mechanism_parameters())
+    def mechanism(self):
+        """The claimed part's mechanism: what the buggy one's records state (as its code would)."""
+        return declared_mechanism(self.claimed)
+
+    def _claimed_record(self, record: Recorder | None) -> Recorder:
+        """The recorder, restating every release with the claimed constants."""
+        record = Recorder() if record is None else record
+        record.restate = _Restate(self.mechanism())
+        return record
 
     def guarantee(self):
         g = self.claimed.guarantee()
         return dataclasses.replace(g, parameters={**g.parameters, **self.planted})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Restate:
+    """Replaces a release's constants by the claimed ones (picklable, unlike a lambda)."""
+
+    claimed: object
+
+    def __call__(self, mechanism):
+        return self.claimed if self.claimed is not None else mechanism
 
 
 class BrokenLearner(_Planted):
@@ -173,42 +190,34 @@ class BrokenLearner(_Planted):
     def __init__(self, learner, bug: str, factor: float | None = None):
         name = type(learner).__name__
         self.claimed = learner
-        self.mechanism = copy.copy(learner)
+        self.buggy = copy.copy(learner)
         if factor is not None:
             if name not in NOISE_KNOBS:
                 raise ValueError(f"{name} has no privacy noise to divide; test_under_noise applies to "
                                  f"the DP learners only")
             if not (factor >= 1 and math.isfinite(factor)):
                 raise ValueError(f"the noise divisor must be a finite number ≥ 1, got {factor!r}")
-            NOISE_KNOBS[name](self.mechanism, float(factor))
+            NOISE_KNOBS[name](self.buggy, float(factor))
         else:
             if bug not in BUGS:
                 raise ValueError(f"unknown bug {bug!r}; known: {', '.join(BUGS)}")
             applies, plant = BUGS[bug]
             if name not in applies:
                 raise ValueError(f"the bug {bug!r} does not apply to {name}")
-            plant(self.mechanism)
+            plant(self.buggy)
         self.bug = bug
         self.factor = factor
         self.planted = {"test_under_noise": factor} if factor is not None else {"test_bug": bug}
         self.k = learner.k
 
-    @property
-    def records_transcript(self) -> bool:
-        return hasattr(self.mechanism, "fit_observed")
-
-    def fit(self, X, seed: int):
+    def fit(self, X, seed: int, record: Recorder | None = None):
+        record = self._claimed_record(record)
         if self.bug == "averaged-sweeps":
-            return _averaged_sweeps(self.mechanism, X, seed, np.zeros(0, dtype=np.int64))[0]
-        return self.mechanism.fit(X, seed)
-
-    def fit_observed(self, X, seed: int, columns):
-        if self.bug == "averaged-sweeps":
-            return _averaged_sweeps(self.mechanism, X, seed, columns)
-        phi, transcript = self.mechanism.fit_observed(X, seed, columns)
+            return _averaged_sweeps(self.buggy, X, seed, record)
         if self.bug in RECORD_MISMATCH:
-            _, transcript = self.claimed.fit_observed(X, seed, columns)  # a correct record of another draw
-        return phi, self._as_claimed(transcript)
+            self.claimed.fit(X, seed, record=record)  # a correct record of another draw
+            return self.buggy.fit(X, seed)
+        return self.buggy.fit(X, seed, record=record)
 
     def __repr__(self) -> str:
         return f"BrokenLearner({self.claimed!r}, bug={self.bug!r})"
@@ -256,17 +265,13 @@ class BrokenVocabulary(_Planted):
             raise ValueError(f"the bug {bug!r} applies to the DP set union steps ({', '.join(DPSU_STEPS)}), "
                              f"not to {name}")
         self.claimed = step
-        self.mechanism = copy.copy(step)
-        VOCABULARY_BUGS[bug](self.mechanism)
+        self.buggy = copy.copy(step)
+        VOCABULARY_BUGS[bug](self.buggy)
         self.bug = bug
         self.planted = {"test_bug": bug}
 
-    def select(self, X, seed: int):
-        return self.mechanism.select(X, seed)
-
-    def select_observed(self, X, seed: int, columns):
-        selected, transcript = self.mechanism.select_observed(X, seed, columns)
-        return selected, self._as_claimed(transcript)
+    def select(self, X, seed: int, record: Recorder | None = None):
+        return self.buggy.select(X, seed, record=None if record is None else self._claimed_record(record))
 
 
 def under_noised(learner, factor: float) -> BrokenLearner:

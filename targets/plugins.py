@@ -14,11 +14,14 @@ import functools
 import importlib
 import importlib.metadata as metadata
 import inspect
+import math
 import pickle
 import sys
 from typing import Any
 
 from topicaudit.errors import UserError
+from topicaudit.targets.base import declared_mechanism, records
+from topicaudit.targets.mechanisms import Mechanism
 
 LEARNER_GROUP = "topicaudit.learners"
 STEP_GROUP = "topicaudit.vocabulary_steps"
@@ -102,6 +105,26 @@ def check_instance(obj, path: str, group: str, where: str, k: int | None = None)
         raise UserError(f"{what}: the instance cannot be pickled ({type(error).__name__}: {error}), and Ray ships "
                         "it to its workers; keep only picklable attributes (no open files, locks, lambdas or "
                         "live clients)") from None
+    check_declared_release(obj, what, group)
+
+
+def check_declared_release(obj, what: str, group: str) -> None:
+    """A part that records its releases declares their kind (``mechanism()``, a ``topicaudit.mechanisms``
+    class), and a part claiming ε that takes a recorder declares one: without it the engine cannot check the
+    record against the claim, size canaries past its cap, or find a scorer before the fit."""
+    method = obj.fit if group == LEARNER_GROUP else obj.select
+    try:
+        declared = declared_mechanism(obj)
+    except Exception as error:  # whatever mechanism() raised is the finding
+        raise UserError(f"{what}: mechanism() raised {type(error).__name__}: {error}") from None
+    if declared is not None and not isinstance(declared, Mechanism):
+        raise UserError(f"{what}: mechanism() returned a {type(declared).__name__}, not a release of "
+                        "topicaudit.mechanisms (GaussianNoise, LaplaceNoise, GeometricNoise, RandomisedResponse, "
+                        "SetUnion, or a subclass of Mechanism)")
+    if declared is None and records(method) and math.isfinite(obj.guarantee().epsilon):
+        raise UserError(f"{what}: its {method.__name__}() takes a recorder but it declares no mechanism(); return "
+                        "the kind and constants of what it records, e.g. LaplaceNoise(scale, document_tokens) "
+                        "(docs/adding-a-learner.md)")
 
 
 def class_path(cls: type) -> str:

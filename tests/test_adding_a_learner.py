@@ -72,7 +72,7 @@ def test_the_documented_parametrize_with_checks_runs_one_test_per_check():
     namespace = {}
     exec(block, namespace)
     (mark,) = namespace["test_conformance"].pytestmark
-    assert len(mark.args[1]) == 16 and "ZhuDPCollapsedGibbsLDA(k=3,epsilon=2.0,n_iter=20)-canary audit" in \
+    assert len(mark.args[1]) == 20 and "ZhuDPCollapsedGibbsLDA(k=3,epsilon=2.0,n_iter=20)-canary audit" in \
         [p.id for p in mark.args[1]]
     for param in mark.args[1]:
         namespace["test_conformance"](*param.values)

@@ -196,7 +196,7 @@ def test_a_learner_without_noise_fails_check_at_epsilon_4_on_pheme(tmp_path, cap
 def test_under_noised_learners_divide_their_noise_and_keep_their_claim(learner, params, knob):
     honest = build_target(learner, 3, "all", params)
     broken = build_target(learner, 3, "all", params, under_noise=10.0)
-    assert knob(broken.learner.mechanism) == pytest.approx(knob(honest.learner) / 10)
+    assert knob(broken.learner.buggy) == pytest.approx(knob(honest.learner) / 10)
     h, b = honest.guarantee(), broken.guarantee()
     assert (b.epsilon, b.delta, b.adjacency, b.basis) == (h.epsilon, h.delta, h.adjacency, h.basis)
 

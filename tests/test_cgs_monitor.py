@@ -14,6 +14,8 @@ import itertools
 import math
 
 import numpy as np
+
+from topicaudit.mechanisms import Recorder
 import pytest
 import scipy.sparse as sp
 
@@ -70,7 +72,10 @@ def _exact_loss(a, nwk_w, nk, beta, vbeta, m):
 def test_same_phi_as_cgs_and_the_monitor_in_info():
     X = _random_corpus()
     learner = MonitoredCollapsedGibbsLDA(3, n_iter=40)
-    phi, info = learner.fit_with_info(X, 5)
+    record = Recorder()
+    phi = learner.fit(X, 5, record=record)
+    info = record.info
+    assert record.transcript() is None  # the monitor releases nothing private
     np.testing.assert_array_equal(phi, CollapsedGibbsLDA(3, n_iter=40).fit(X, 5))
     np.testing.assert_array_equal(learner.fit(X, 5), phi)
     monitor = info["monitor"]

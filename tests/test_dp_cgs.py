@@ -13,6 +13,8 @@ Privacy properties, not only shapes:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -92,8 +94,10 @@ def test_guarantee_is_the_papers_claim_and_composes_with_dpsu():
     pipeline = build_target("dp-cgs", 5, "dpsu-gw", {"epsilon": 5.0, "max_doc_length": 16},
                             {"epsilon": 1.0, "delta": 1e-5})
     total = pipeline.guarantee()
-    assert total.epsilon == pytest.approx(6.0) and total.delta == pytest.approx(1e-5)
-    assert total.adjacency == "document" and total.basis == "paper-claim"
+    # DP-CGS's claim is about replacing a document, the step's about adding or removing one: the step's (1, 1e-5)
+    # is restated for replace-one as (2, (1 + e)·1e-5) before the parts add up.
+    assert total.epsilon == pytest.approx(7.0) and total.delta == pytest.approx((1 + math.e) * 1e-5)
+    assert total.adjacency == "document" and total.basis == "paper-claim" and total.neighbours == "replace-one"
 
 
 def test_phi_comes_from_the_noisy_counts_and_is_a_distribution_at_tiny_epsilon():

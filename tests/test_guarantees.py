@@ -206,7 +206,7 @@ def test_each_dp_learner_carries_the_event_of_its_mechanism():
 @pytest.mark.parametrize("learner, params", DP_LEARNERS)
 def test_each_event_accounted_alone_gives_back_the_learners_epsilon(learner, params):
     g = build_target(learner, 3, "all", params).learner.guarantee()
-    accountant = PLDAccountant(NEIGHBORING_RELATIONS[g.adjacency])
+    accountant = PLDAccountant(NEIGHBORING_RELATIONS[g.relation])
     accountant.compose(g.event)
     if g.delta == 0:  # pure ε-DP: the PLD's ε at a vanishing δ, discretised upwards
         assert accountant.get_epsilon(1e-12) == pytest.approx(g.epsilon, abs=2e-3)

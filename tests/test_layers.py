@@ -20,7 +20,9 @@ FOLDERS = {"topicaudit": ROOT / "audit", "topicaudit.targets": ROOT / "targets",
 # Lowest first. A module may import modules of its own layer and of the layers before it.
 LAYERS = [
     ("base", ("topicaudit.errors", "topicaudit.version", "topicaudit.memory")),
-    # targets: privacy (guarantees, events, accountants) < base, params, counts < learners < registry, bug variants
+    # targets: mechanisms (the typed releases, the recorder) < privacy (guarantees, events, accountants) < base,
+    # params, counts < learners < registry, bug variants
+    ("targets.mechanisms", ("topicaudit.targets.mechanisms",)),
     ("targets.privacy", ("topicaudit.targets.privacy",)),
     ("targets.base", ("topicaudit.targets.base", "topicaudit.targets.params", "topicaudit.targets.counts",
                       "topicaudit.targets.optional")),

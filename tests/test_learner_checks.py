@@ -74,15 +74,11 @@ def noiseless(cls, name: str):
         twin.__dict__.update(self.__dict__)
         return BrokenLearner(twin, "no-noise")
 
-    def fit(self, X, seed):
-        return _broken(self).fit(X, seed)
-
-    def fit_observed(self, X, seed, columns):
-        return _broken(self).fit_observed(X, seed, columns)
+    def fit(self, X, seed, record=None):
+        return _broken(self).fit(X, seed, record=record)
 
     # Pickled by reference: ``name`` must be the module attribute it is bound to.
-    return type(name, (cls,), {"fit": fit, "fit_observed": fit_observed, "__module__": __name__,
-                               "__qualname__": name})
+    return type(name, (cls,), {"fit": fit, "__module__": __name__, "__qualname__": name})
 
 
 NoiselessDPCGS = noiseless(ZhuDPCollapsedGibbsLDA, "NoiselessDPCGS")

@@ -25,11 +25,13 @@ from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
 from topicaudit.engine.verdict import ClaimShape, simulated_power
+from topicaudit.engine.rundir import transcript_from_arrays
 from topicaudit.engine.results import MechanismInfo
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
-from topicaudit.targets.base import Transcript
+from topicaudit.mechanisms import (GaussianNoise, GeometricNoise, LaplaceNoise, RandomisedResponse, Recorder,
+                                   SetUnion, Transcript)
 from topicaudit.targets.privacy.guarantee import Adjacency
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner, BrokenVocabulary
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
@@ -52,6 +54,17 @@ from topicaudit.targets.learners.poisson_factorization import (
 SMALL_CORPUS = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30}}
 
 
+def _fit_recorded(learner, X, seed, columns):
+    """Φ and the transcript of the releases a learner records of ``columns``."""
+    record = Recorder(columns)
+    return learner.fit(X, seed, record=record), record.transcript()
+
+
+def _select_recorded(step, X, seed, columns):
+    record = Recorder(columns)
+    return step.select(X, seed, record=record), record.transcript()
+
+
 def _counts(seed=0, n_docs=60, n_words=40):
     rng = np.random.default_rng(seed)
     X = rng.poisson(0.4, (n_docs, n_words)).astype(float)
@@ -64,7 +77,7 @@ def test_dp_svi_records_the_very_noisy_sums_and_top_topics_its_updates_used():
     X = _counts()
     learner = DPStochasticVariationalLDA(3, epsilon=2.0, n_iter=6, sampling_rate=0.5)
     columns = np.arange(X.shape[1])
-    phi, transcript = learner.fit_observed(X, 11, columns)
+    phi, transcript = _fit_recorded(learner, X, 11, columns)
     y, top = transcript.arrays["noisy_sums"].astype(np.float64), transcript.arrays["top_topics"]
     # Replay the stochastic M-step from the data-independent start using only the recorded sums.
     lam = np.random.default_rng(11).gamma(100.0, 1.0 / 100.0, (3, X.shape[1]))
@@ -81,20 +94,21 @@ def test_lp_lda_records_the_reports_the_server_reconstructed_from():
     learner = LocallyPrivateLDA(3, epsilon=1.0, n_iter=5)
     columns = np.array([2, 5, 17])
     randomize, server, _ = np.random.SeedSequence(4).spawn(3)
+    record = Recorder(columns)
     recon = learner.privatize_and_reconstruct(X, np.random.default_rng(randomize), np.random.default_rng(server),
-                                              columns)
-    reports = learner.received_
+                                              record)
+    reports = record.transcript().arrays["reports"]
     target = np.clip(np.rint(estimate_counts(reports.sum(axis=0), X.shape[0], learner.keep_probability)), 0,
                      X.shape[0])
     assert np.array_equal(np.asarray(recon[:, columns].sum(axis=0)).ravel(), target)
-    phi, transcript = learner.fit_observed(X, 4, columns)
+    phi, transcript = _fit_recorded(learner, X, 4, columns)
     assert np.array_equal(transcript.arrays["reports"], reports) and np.array_equal(phi, learner.fit(X, 4))
 
 
 def test_lppf_records_the_noisy_counts_its_sampler_saw():
     X = _counts()
     learner = LocallyPrivatePoissonFactorization(3, epsilon=1.0, n_iter=4)
-    phi, transcript = learner.fit_observed(X, 9, np.arange(X.shape[1]))
+    phi, transcript = _fit_recorded(learner, X, 9, np.arange(X.shape[1]))
     _, rng = _streams(9)
     samples = lppf_samples(transcript.arrays["reports"], learner.mechanism_alpha, 3, rng, 4, learner.a0, learner.b0)
     assert np.array_equal(_released_phi(samples, 4, 1), phi)
@@ -103,8 +117,9 @@ def test_lppf_records_the_noisy_counts_its_sampler_saw():
 def test_dp_cgs_records_the_noisy_counts_phi_is_made_of():
     X = _counts()
     learner = ZhuDPCollapsedGibbsLDA(3, epsilon=1.0, n_iter=5)
-    phi, transcript = learner.fit_observed(X, 2, np.array([3, 8]))
-    weights = np.maximum(transcript.arrays["noisy_counts"], 0) + learner.beta
+    phi, transcript = _fit_recorded(learner, X, 2, np.array([3, 8]))
+    weights = np.maximum(transcript.arrays["noisy_counts"][0].astype(np.float64), 0) + learner.beta
+    assert transcript.arrays["noisy_counts"].shape == (1, 3, 2) and np.array_equal(phi, learner.fit(X, 2))
     assert np.allclose(phi[:, 3] / phi[:, 8], weights[:, 0] / weights[:, 1], rtol=1e-5)
 
 
@@ -112,13 +127,13 @@ def test_hdp_lda_records_every_release_and_phi_is_made_of_the_last():
     from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA
     X = _counts()
     learner = ZhaoHDPLDA(3, n_iter=6)
-    phi, transcript = learner.fit_observed(X, 3, np.array([1, 4]))
-    releases = transcript.arrays["releases"]
+    phi, transcript = _fit_recorded(learner, X, 3, np.array([1, 4]))
+    releases = transcript.arrays["noisy_counts"]
     assert releases.shape == (6, 3, 2) and np.array_equal(phi, learner.fit(X, 3))
     weights = np.maximum(releases[-1].astype(np.float64), 0) + learner.beta
     assert np.allclose(phi[:, 1] / phi[:, 4], weights[:, 0] / weights[:, 1], rtol=1e-4)
     c = make_canaries(X, 2, "word", 1, seed=0)
-    moved = Transcript("laplace-count-releases", c.words, {"releases": releases}, learner.mechanism_parameters())
+    moved = Transcript(learner.mechanism(), c.words, {"noisy_counts": releases})
     by_hand = sum(laplace_column_llr(step.astype(np.float64), 1, 2.0 / learner.epsilon_l) for step in releases)
     assert np.allclose(mechanism_scores(moved, c)["mechanism"], by_hand)
 
@@ -135,14 +150,14 @@ def test_randomized_response_and_geometric_scores_are_the_likelihood_ratio_of_th
     reports = np.zeros((20, 3), dtype=bool)
     reports[0, 0] = reports[5, 2] = True
     reports[3, 0] = True  # another user's bit in canary 0's column: no evidence about canary 0
-    rr = Transcript("randomized-response", c.words, {"reports": reports}, {"keep_probability": 0.75})
+    rr = Transcript(RandomisedResponse(0.75), c.words, {"reports": reports})
     assert np.allclose(mechanism_scores(rr, c)["mechanism"], [math.log(3), -math.log(3), math.log(3)])
     counts = np.zeros((20, 3), dtype=np.int64)
     counts[0, 0], counts[3, 1], counts[5, 2] = 2, 0, -1
-    geo = Transcript("geometric-counts", c.words, {"reports": counts}, {"alpha": 0.5})
+    geo = Transcript(GeometricNoise(0.5), c.words, {"reports": counts})
     assert np.allclose(mechanism_scores(geo, c)["mechanism"], [math.log(2), -math.log(2), -math.log(2)])
     # a column the transcript lacks (a vocabulary step dropped it) gives no evidence
-    partial = Transcript("geometric-counts", c.words[:2], {"reports": counts[:, :2]}, {"alpha": 0.5})
+    partial = Transcript(GeometricNoise(0.5), c.words[:2], {"reports": counts[:, :2]})
     assert mechanism_scores(partial, c)["mechanism"][2] == 0.0
 
 
@@ -165,13 +180,12 @@ def test_saturated_laplace_ratios_tie_exactly_so_rounding_cannot_give_the_coins_
     assert set(np.unique(ratio[(y >= 1) | (y <= 0)])) == {-0.5, 0.5}
     # DPSU's anchored weights are scored unclipped (a wrong budget moves them past the window): no saturated
     # value exists whose last bits could differ, and inside the window the score is the same ratio.
-    weights = dpsu_scores(y + 3.0, np.zeros(10000, bool), np.full(10000, 3), {"gamma": 10.0, "scale": 2.0,
-                                                                            "noise": "laplace"})
+    weights = dpsu_scores(y + 3.0, np.zeros(10000, bool), np.full(10000, 3),
+                          SetUnion("laplace", 2.0, rho=5.0, gamma=10.0, epsilon=1.0, delta=1e-5))
     inside = (y > 0) & (y < 1)
     assert np.allclose(weights[inside], laplace_llr(y[inside] + 3.0, 3.0, 4.0, 2.0))
     assert np.array_equal(np.argsort(weights, kind="stable"), np.argsort(y + 3.0, kind="stable"))
-    scores = simulate_scores("laplace-count-releases", {"scale": 2.0, "document_tokens": 1, "releases": 1}, coins,
-                             1, 1.0, np.random.default_rng(1), paired=True, k=1)
+    scores = simulate_scores(LaplaceNoise(2.0, 1), coins, 1, 1.0, np.random.default_rng(1), paired=True, k=1)
     assert eps_lb_fdp_one_run(scores, coins, 0.0, 0.05, family="pure").epsilon <= 1.0  # the claim: ε = 2/b = 1
 
 
@@ -214,8 +228,8 @@ def test_paired_canaries_train_exactly_one_document_of_each_pair():
     assert np.array_equal(c.observed_columns, np.r_[c.words, c.alternate_words])
     noisy = np.zeros((2, 60))
     noisy[0, np.r_[c.words[c.coins], c.alternate_words[~c.coins]] - X.shape[1]] = 6.0
-    scores = mechanism_scores(Transcript("laplace-counts", c.observed_columns, {"noisy_counts": noisy},
-                                         {"scale": 1.0, "document_tokens": 6}), c)
+    scores = mechanism_scores(Transcript(LaplaceNoise(1.0, 6), c.observed_columns, {"noisy_counts": noisy[None]}),
+                              c)
     assert set(scores) == {"mechanism", "mechanism_mass"}
     for values in scores.values():
         assert np.all((values > 0) == c.coins)  # heads word's evidence minus tails word's
@@ -240,8 +254,7 @@ def test_a_paired_word_canary_scores_every_release_of_its_heads_word_minus_its_t
     X = _counts()
     c = make_canaries(X, 4, "paired-word", 1, seed=3)
     releases = np.random.default_rng(0).laplace(0.0, 2.0, (3, 2, 8))  # T = 3 releases, k = 2, 8 columns
-    t = Transcript("laplace-count-releases", c.observed_columns, {"releases": releases},
-                   {"scale": 2.0, "document_tokens": 1, "releases": 3})
+    t = Transcript(LaplaceNoise(2.0, 1, releases=3), c.observed_columns, {"noisy_counts": releases})
 
     def llr(y):  # log mean over the 2 topics of exp((|y_t| − |y_t − 1|)/b), summed over the releases
         return sum(math.log(np.mean(np.exp((np.abs(r) - np.abs(r - 1)) / 2.0))) for r in y)
@@ -300,10 +313,10 @@ def test_tied_scores_give_no_signal_and_never_a_ceiling(tmp_path, capsys):
 
 def test_power_simulation_scores_like_the_audit_and_grows_with_the_factor():
     coins = np.random.default_rng(0).random(2000) < 0.5
-    params = {"keep_probability": 1 / (1 + math.exp(-1.0))}
+    mechanism = RandomisedResponse(1 / (1 + math.exp(-1.0)))
     auc = []
     for factor in (1.0, 3.0):
-        s = simulate_scores("randomized-response", params, coins, 1, factor, np.random.default_rng(1))
+        s = simulate_scores(mechanism, coins, 1, factor, np.random.default_rng(1))
         assert set(np.unique(s)) <= {-1.0, 1.0}
         auc.append(np.mean(s[coins] > 0) - np.mean(s[~coins] > 0))
     # P(bit | in) − P(bit | out) = tanh(fε/2)
@@ -344,14 +357,14 @@ def test_bugs_keep_the_claim_and_refuse_learners_they_do_not_apply_to():
     for bug in ("composition-forgotten", "steps-20x", "cap-skipped", "clipping-skipped", "noise-halved"):
         broken = BrokenLearner(learner, bug)
         assert broken.guarantee().epsilon == learner.guarantee().epsilon
-        assert broken.mechanism is not learner and broken.mechanism_parameters() == learner.mechanism_parameters()
-    assert BrokenLearner(learner, "cap-skipped").mechanism.noise_std == pytest.approx(learner.noise_std)
+        assert broken.buggy is not learner and broken.mechanism() == learner.mechanism()
+    assert BrokenLearner(learner, "cap-skipped").buggy.noise_std == pytest.approx(learner.noise_std)
     with pytest.raises(ValueError, match="does not apply"):
         BrokenLearner(LocallyPrivateLDA(3, epsilon=1.0), "cap-skipped")
     with pytest.raises(ValueError, match="unknown bug"):
         BrokenLearner(learner, "typo")
     assert set(BUGS) >= {"no-noise", "noise-halved", "composition-forgotten", "cap-skipped", "randomiser-dropped"}
-    assert build_target("dp-svi", 3, "all", {"epsilon": 2.0}, bug="steps-20x").learner.mechanism.n_iter == 4000
+    assert build_target("dp-svi", 3, "all", {"epsilon": 2.0}, bug="steps-20x").learner.buggy.n_iter == 4000
 
 
 # -- DP vocabulary steps ---------------------------------------------------------------------------------
@@ -377,8 +390,8 @@ def test_fresh_threshold_canaries_hold_several_words_of_their_own_and_count_as_r
     # The step released canary 3's last extra word and canary 4's own (anchored) word.
     columns = c.observed_columns
     released = np.isin(columns, [c.documents[3].indices.max(), V + 4])
-    transcript = Transcript("dpsu", columns, {"candidate": released, "noisy_weights": np.zeros(columns.size),
-                                              "released": released}, {})
+    transcript = Transcript(SetUnion("laplace", 1.0, rho=5.0, gamma=6.0, epsilon=1.0, delta=1e-5), columns,
+                            {"candidate": released, "noisy_weights": np.zeros(columns.size), "released": released})
     assert np.array_equal(released_documents(transcript, c), [False, False, False, True, True, False])
     assert released_fresh_canaries(transcript, c) == (1, 3)
 
@@ -396,11 +409,11 @@ def test_dpsu_records_the_noisy_weights_it_selected_by_and_scores_them_by_their_
     X = _counts()
     step = PolicyLaplaceDPSU(epsilon=2.0, delta0=8)
     columns = np.arange(X.shape[1])
-    selected, transcript = step.select_observed(X, 5, columns)
+    selected, transcript = _select_recorded(step, X, 5, columns)
     a = transcript.arrays
     assert np.array_equal(selected, np.flatnonzero(a["candidate"] & (a["noisy_weights"] > step.rho)))
     assert np.array_equal(selected, step.select(X, 5)) and a["released"][selected].all()
-    p = {"noise": "laplace", "scale": 0.5, "gamma": 5.0}
+    p = SetUnion("laplace", 0.5, rho=4.5, gamma=5.0, epsilon=1.0, delta=1e-5)
     scores = dpsu_scores(np.array([4.2, 6.0, 0.0, 9.0]), np.array([False, True, False, True]),
                          np.array([4, 4, 0, 0]), p)
     # H: 4 without, min(5, Γ) = 5 with; the Laplace ratio continued linearly beyond [4, 5]
@@ -475,9 +488,11 @@ def test_a_dp_svi_transcript_written_before_top_topics_scores_the_same():
     rng = np.random.default_rng(0)
     y, elog = rng.normal(0, 30, (4, 3, 6)).astype(np.float32), rng.normal(size=(4, 3, 6)).astype(np.float32)
     p = {"noise_std": 30.0, "sampling_rate": 0.1, "document_tokens": 20, "clip_norm": None}
-    old = Transcript("subsampled-gaussian-steps", c.words, {"noisy_sums": y, "expected_log_beta": elog}, p)
-    new = Transcript("subsampled-gaussian-steps", c.words,
-                     {"noisy_sums": y, "top_topics": elog.argmax(axis=1).astype(np.int16)}, p)
+    old = transcript_from_arrays({"transcript.kind": np.str_("subsampled-gaussian-steps"),
+                                  "transcript.columns": c.words, "transcript.parameters": np.str_(json.dumps(p)),
+                                  "transcript.array.noisy_sums": y, "transcript.array.expected_log_beta": elog})
+    new = Transcript(GaussianNoise(30.0, 20, 0.1), c.words,
+                     {"noisy_sums": y, "top_topics": elog.argmax(axis=1).astype(np.int16)})
     assert np.array_equal(mechanism_scores(old, c)["mechanism"], mechanism_scores(new, c)["mechanism"])
 
 
@@ -540,7 +555,8 @@ def test_a_vocabulary_step_audit_says_the_learner_behind_it_went_untested(tmp_pa
         "attack": {"shadows": 0, "canaries": {"count": 200}}}), quiet=True)
     result = check_run(tmp_path / "p")
     assert result.claimed_epsilon == 1.5
-    assert any("dp-cgs behind the vocabulary step" in family and "ε = 3" in family for family in result.unseen)
+    # the composed claim: DP-CGS's replace-one 1.5 plus the step's add/remove 1.5 restated for replace-one (3)
+    assert any("dp-cgs behind the vocabulary step" in family and "ε = 4.5" in family for family in result.unseen)
     assert "cannot see the learner dp-cgs" in result.message()
 
 
@@ -551,8 +567,8 @@ def test_the_budget_2_bug_doubles_every_documents_weight_and_keeps_the_claim(nam
     broken = BrokenVocabulary(step, "dpsu-budget-2")
     X = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0]] + [[0.0, 1.0]] * 10))  # word 1: 10 documents, 20 > Γ
     columns = np.arange(2)
-    clean = step.select_observed(X, 4, columns)[1]
-    planted = broken.select_observed(X, 4, columns)[1]
+    clean = _select_recorded(step, X, 4, columns)[1]
+    planted = _select_recorded(broken, X, 4, columns)[1]
     noise = clean.arrays["noisy_weights"] - np.array([2.0, min(10.0, step.gamma)])
     assert np.allclose(planted.arrays["noisy_weights"], np.array([4.0, step.gamma]) + noise)   # the same draws
     assert planted.parameters == clean.parameters and broken.guarantee().parameters["test_bug"] == "dpsu-budget-2"
@@ -568,7 +584,7 @@ def test_the_power_estimate_simulates_the_anchors_run_and_a_budget_error_as_well
     methods = [Method.ONE_RUN, Method.FDP_PURE]
 
     def power(anchors, step=step):
-        info = MechanismInfo(kind="dpsu", parameters=step.mechanism_parameters(), tokens=256, topics=3,
+        info = MechanismInfo(kind="dpsu", parameters=step.mechanism().parameters(), tokens=256, topics=3,
                              paired=False, stage="vocabulary", fresh_released=[0, m // 2], anchors=anchors)
         return simulated_power(info, labels, 3.0, 1e-5, 0.05 / 3, None, methods)
     now = power(ANCHORS)
@@ -583,8 +599,8 @@ def test_the_power_estimate_simulates_the_anchors_run_and_a_budget_error_as_well
     rng, anchored = np.random.default_rng(1), np.arange(m) % 2 == 0
 
     def shift(anchors):   # mean anchored score, trained minus untrained, every document spending 2
-        trained, untrained = (simulate_scores("dpsu", {**step.mechanism_parameters(), "anchors": anchors},
-                                              np.full(m, c), 256, 2.0, rng, form="budget") for c in (True, False))
+        trained, untrained = (simulate_scores(step.mechanism(), np.full(m, c), 256, 2.0, rng, form="budget",
+                                              anchors=anchors) for c in (True, False))
         return trained[anchored].mean() - untrained[anchored].mean()
     assert shift(ANCHORS) == pytest.approx(2 * 2 / step.noise_scale, rel=0.1)   # the weight moves by 2, not 1
     assert abs(shift(5)) < 1.0                                                   # both at Γ: nothing moves

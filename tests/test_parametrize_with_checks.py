@@ -39,7 +39,8 @@ def test_ids_name_the_learner_and_the_check_and_expected_failures_are_strict_xfa
     mark = parametrize_with_checks([OverclaimingCGS(3, epsilon=2.0)], {"canary audit": "overclaims"})
     ids = [p.id for p in mark.args[1]]
     assert ids == [f"OverclaimingCGS(k=3,epsilon=2.0)-{name}" for name in
-                   ("parameters", "phi", "same seed", "pickle", "short documents", "guarantee", "canary audit",
+                   ("parameters", "phi", "same seed", "pickle", "short documents", "guarantee", "release constants",
+                    "record used", "canary audit",
                     "honest record")]
     xfails = {p.id: p.marks[0].kwargs for p in mark.args[1] if p.marks}
     assert xfails == {"OverclaimingCGS(k=3,epsilon=2.0)-canary audit": {"reason": "overclaims", "strict": True}}

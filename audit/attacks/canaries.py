@@ -59,16 +59,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import solve_zeta
-from topicaudit.targets.base import Release
-from topicaudit.targets.privacy.guarantee import Adjacency, adjacency_of
+from topicaudit.targets.base import Release, document_cap
+from topicaudit.targets.privacy.guarantee import Adjacency, Neighbours, adjacency_of
 
 KINDS = ("unique-word", "rare-words", "natural", "word", "paired", "paired-word", "threshold")
 # Kinds whose canary is one token inserted into a host document of the fixed set (word-level claims).
 WORD_KINDS = ("word", "paired-word")
 # Kinds whose coin picks which of two fresh alternatives trains (replace-one claims): scored heads minus tails.
 PAIRED_KINDS = ("paired", "paired-word")
-# Attributes by which learners cap a document's tokens.
-DOCUMENT_CAPS = ("max_doc_length", "max_doc_tokens")
 # A canary this many times longer than the cap: a correct learner truncates it, a missing cap shows.
 CAP_MULTIPLE = 4
 # The canary stream of a run's seed: SeedSequence(seed) children 0-3 belong to the plan.
@@ -174,7 +172,7 @@ class CanarySet:
                     "alternate_indptr": self.alternates.indptr} if self.alternates is not None else {})}
 
 
-def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str | None = None,
+def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: Neighbours | str | None = None,
                  dp_vocabulary: bool = False) -> str:
     """``auto``: canaries of the claim's neighbour relation, or of the DP vocabulary step in front of it.
 
@@ -184,8 +182,8 @@ def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str |
     unseen. A central word-level claim protects the substitution of one
     token's word: paired word canaries (heads word or tails word at the same
     place). A local word claim protects one word of one user's report: word
-    canaries. Document-level: paired for replace-one claims, unique-word
-    otherwise.
+    canaries. Document-level: paired for replace-one claims (``Guarantee.relation``,
+    the relation the claim's accountant reads too), unique-word otherwise.
     """
     if kind != "auto":
         return kind
@@ -196,11 +194,11 @@ def resolve_kind(kind: str, adjacency: Adjacency | str | None, neighbours: str |
         return "paired-word"
     if adjacency is not None and not adjacency.document_level:
         return "word"
-    return "paired" if neighbours == "replace-one" else "unique-word"
+    return "paired" if neighbours == Neighbours.REPLACE_ONE else "unique-word"
 
 
 def default_length(learner, X: sp.csr_matrix, top_n: int | None = None) -> int:
-    """4× the learner's document cap when it has one (a missing cap then shows), else the median document;
+    """4× the document cap the learner's mechanism declares (a missing cap then shows), else the median document;
     for a release of each topic's ``top_n`` words, at least long enough to enter one.
 
     A word enters a topic's top n when its count there passes the n-th word's. The n-th most frequent word
@@ -209,11 +207,9 @@ def default_length(learner, X: sp.csr_matrix, top_n: int | None = None) -> int:
     (PHEME, k = 5, top 10: 101 tokens entered for 4 of 100 members, 201 for 28, 300 for 33 of the 50 slots).
     """
     length = max(1, int(np.median(np.asarray(X.sum(axis=1)).ravel())))
-    for name in DOCUMENT_CAPS:
-        cap = getattr(learner, name, None)
-        if cap:
-            length = CAP_MULTIPLE * int(cap)
-            break
+    cap = document_cap(learner)
+    if cap:
+        length = CAP_MULTIPLE * int(cap)
     if top_n:
         frequencies = np.sort(np.asarray(X.sum(axis=0)).ravel())[::-1]
         nth = frequencies[min(int(top_n), frequencies.size) - 1] if frequencies.size else 0

@@ -8,74 +8,137 @@ did not" under the mechanism the claim describes, is as strong as a test of
 that mechanism can be (Neyman–Pearson). The scores read only the transcript
 and public constants, never the coins, so every one-run bound stays valid.
 
-One scorer per transcript kind (``Transcript.kind``, recorded by the learner):
+One scorer per kind of release (``topicaudit.mechanisms``), registered
+against its class (``register``; ``scorer_for`` finds the one that
+``supports`` a release). What each scores, for each canary:
 
-``randomized-response``  a word canary's presence bit in its host's report:
-                         ±ε_b (bit 1 / bit 0).
-``geometric-counts``     a word canary's count in its host's noisy report y:
-                         a·(|y| − |y − 1|), a = ln(1/α): +a for y ≥ 1, −a for y ≤ 0.
-``laplace-counts``       the canary word's noisy column (k topics) with L tokens
-                         (the claimed cap) in one unknown topic:
-                         log mean_t exp((|y_t| − |y_t − L|)/b); and, as
-                         ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens
-                         the sampler spread over several topics.
-``dpsu``                 a DP vocabulary step: an anchored canary word (F fixed
-                         one-word documents, F = 1) is a candidate either way,
-                         and its noisy weight y is Laplace (Gaussian) around
-                         min(F, Γ) or min(F + 1, Γ): their likelihood ratio,
-                         the Laplace one continued linearly beyond its window
-                         (so a weight far above it, as a wrong budget makes
-                         it, still ranks above); any other canary scores by
-                         the release of any of its document's words alone
-                         (released: certainly trained; else 0).
-``laplace-count-releases``  HDP-LDA's every release of the column: the
-                         ``laplace-counts`` ratio of each, summed over releases.
-``subsampled-gaussian-steps``  every step's noisy column y_t: the canary's
-                         contribution v_t is its N tokens, clipped as claimed,
-                         in the topic of the column's largest E[log β] at that
-                         step (where a one-word document's E-step converges);
-                         the step is log(1 − q + q·exp((⟨y_t, v_t⟩ −
-                         ‖v_t‖²/2)/σ²)), summed over steps.
+``RandomisedResponse``  a word canary's presence bit in its host's report:
+                        ±ε_b (bit 1 / bit 0).
+``GeometricNoise``      a word canary's count in its host's noisy report y:
+                        a·(|y| − |y − 1|), a = ln(1/α): +a for y ≥ 1, −a for y ≤ 0.
+``LaplaceNoise``        each release's noisy column (k topics) with L tokens
+                        (the claimed cap) in one unknown topic:
+                        log mean_t exp((|y_t| − |y_t − L|)/b), summed over
+                        releases; and, for a single release, as
+                        ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens a
+                        sampler spread over several topics.
+``GaussianNoise``       every step's noisy column y_t: the canary's
+                        contribution v_t is its N tokens, clipped as claimed,
+                        in one topic: the recorded ``top_topics`` (where a
+                        one-word document's E-step converges), else any topic
+                        with equal probability; each step adds
+                        log(1 − q + q·LR_t), LR_t the Gaussian ratio of v_t.
+``SetUnion``            a DP vocabulary step: an anchored canary word (F fixed
+                        one-word documents, F = 1) is a candidate either way,
+                        and its noisy weight y is Laplace (Gaussian) around
+                        min(F, Γ) or min(F + 1, Γ): their likelihood ratio,
+                        the Laplace one continued linearly beyond its window
+                        (so a weight far above it, as a wrong budget makes
+                        it, still ranks above); any other canary scores by
+                        the release of any of its document's words alone
+                        (released: certainly trained; else neutral).
 
 Paired canaries (replace-one claims) score heads-word minus tails-word. A
 canary whose column the transcript lacks (a vocabulary step dropped it)
 scores 0: no evidence either way.
 
-``simulate_scores`` draws the same scores from the claimed mechanism with its
-privacy loss multiplied by a factor, for the verdict's power estimate.
+Each scorer also simulates its scores under the claimed mechanism with the
+privacy loss multiplied by a factor (``simulate_score_sets``), for the
+verdict's power estimate.
 """
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
 from numba import njit
 from scipy.special import logsumexp
 
 from topicaudit.attacks.canaries import CanarySet, anchored_positions
-from topicaudit.targets.base import Transcript
+from topicaudit.targets.mechanisms import (GaussianNoise, GeometricNoise, LaplaceNoise, Mechanism,
+                                           RandomisedResponse, SetUnion, Transcript)
 
-KINDS = ("randomized-response", "geometric-counts", "laplace-counts", "laplace-count-releases",
-         "subsampled-gaussian-steps", "dpsu")
 # The score of a released word that no fixed document holds: under the claim only δ could have released it.
 RELEASED_FRESH = 1e6
 
 
+class Scorer(Protocol):
+    """Scores canaries on one kind of release and simulates those scores, for the power estimate."""
+
+    def supports(self, mechanism: Mechanism) -> bool:
+        """Whether this scorer reads releases of this kind."""
+        ...
+
+    def scores(self, transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
+        """Each canary's scores, heads against tails: ``mechanism`` and any others the kind has; (m,) each."""
+        ...
+
+    def simulate(self, mechanism: Mechanism, coins: np.ndarray, tokens: int, factor: float,
+                 rng: np.random.Generator, paired: bool, k: int, form: str, anchors: int,
+                 arrays: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """The same scores for canaries trained where ``coins``, the mechanism leaking ``factor`` times the
+        claimed loss (``simulate_score_sets``)."""
+        ...
+
+
+SCORERS: list[Scorer] = []
+
+
+def register(scorer: Scorer) -> Scorer:
+    """Add a scorer; one registered later is asked first, so a package can refine a built-in kind."""
+    SCORERS.insert(0, scorer)
+    return scorer
+
+
+def scorer_for(mechanism: Mechanism) -> Scorer:
+    """The scorer of this kind of release; ValueError naming the kind when none supports it."""
+    for scorer in SCORERS:
+        if scorer.supports(mechanism):
+            return scorer
+    raise ValueError(f"no scorer reads a {type(mechanism).__name__} release (kind {mechanism.kind!r}); register "
+                     "one with topicaudit.attacks.mechanism.register, or record the release with a built-in class "
+                     "of topicaudit.mechanisms")
+
+
 def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
     """Each canary's scores on the transcript, heads against tails: ``mechanism`` (the claimed mechanism's
-    log-likelihood ratio) and, for noisy counts, ``mechanism_mass``; (m,) float64 each."""
-    if transcript.kind not in KINDS:
-        raise ValueError(f"no scorer for transcript kind {transcript.kind!r}; known: {', '.join(KINDS)}")
-    if transcript.kind == "dpsu":
-        return {"mechanism": _dpsu_canary_scores(transcript, canaries)}
-    scores = {"mechanism": _column_scores(transcript, canaries, canaries.words)}
-    if transcript.kind == "laplace-counts":
-        scores["mechanism_mass"] = _positive_mass(transcript, canaries.words)
-    if canaries.alternate_words is not None:
-        scores["mechanism"] = scores["mechanism"] - _column_scores(transcript, canaries, canaries.alternate_words)
-        if "mechanism_mass" in scores:
-            scores["mechanism_mass"] = scores["mechanism_mass"] - _positive_mass(transcript, canaries.alternate_words)
-    return scores
+    log-likelihood ratio) and, for a single release of noisy counts, ``mechanism_mass``; (m,) float64 each."""
+    return scorer_for(transcript.mechanism).scores(transcript, canaries)
+
+
+def simulate_score_sets(mechanism: Mechanism, coins: np.ndarray, tokens: int, factor: float,
+                        rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise",
+                        anchors: int = 0, arrays: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every score the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
+
+    The claimed mechanism with its noise divided by ``factor`` (randomised
+    response and geometric noise at factor·ε), scored as the real audit
+    scores it (by the claimed constants). Where the audit meets the model's
+    own randomness: a noisy sweep (DP-CGS) redraws a canary's capped tokens one
+    by one with the noise in the conditional (``_dp_cgs_sweep``: they drift
+    to the topics whose noise is high, which the released counts then show);
+    other Laplace releases put a canary's tokens in one topic, and a Gaussian
+    step's contribution is the full N in one topic.
+
+    form (DP vocabulary steps): ``noise`` divides the noise by the factor;
+    ``budget`` keeps the claimed noise and lets every document spend
+    ``factor`` of budget, so the anchors move to min(factor·F, Γ) too and can
+    reach the cap Γ, where nothing moves (the same privacy loss, a different
+    mechanism: a check states the weaker of the two).
+    arrays: the arrays the audit's transcript held (a Gaussian release
+    without ``top_topics`` is scored over every topic).
+    """
+    arrays = mechanism.arrays if arrays is None else tuple(arrays)
+    return scorer_for(mechanism).simulate(mechanism, np.asarray(coins, dtype=bool), int(tokens), float(factor),
+                                          rng, bool(paired), max(1, int(k)), form, int(anchors), arrays)
+
+
+def simulate_scores(mechanism: Mechanism, coins: np.ndarray, tokens: int, factor: float,
+                    rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise",
+                    anchors: int = 0) -> np.ndarray:
+    """The ``mechanism`` score of :func:`simulate_score_sets`."""
+    return simulate_score_sets(mechanism, coins, tokens, factor, rng, paired, k, form, anchors)["mechanism"]
 
 
 def _positions(transcript: Transcript, words: np.ndarray) -> np.ndarray:
@@ -89,57 +152,203 @@ def _positions(transcript: Transcript, words: np.ndarray) -> np.ndarray:
     return np.where(columns[at] == words, at, -1)
 
 
-def _positive_mass(transcript: Transcript, words: np.ndarray) -> np.ndarray:
-    """log Σ_t max(y_t, 0) of each word's noisy column (0 mass counts as the smallest, 1e-3).
+class _ColumnScorer:
+    """A scorer that reads each canary word's own column; paired canaries score heads minus tails."""
+
+    mechanism_class: type[Mechanism] = Mechanism
+
+    def supports(self, mechanism: Mechanism) -> bool:
+        return isinstance(mechanism, self.mechanism_class)
+
+    def column_scores(self, transcript: Transcript, canaries: CanarySet, seen: np.ndarray,
+                      at: np.ndarray) -> dict[str, np.ndarray]:  # pragma: no cover
+        """The scores of the canaries whose word was observed (``seen``), at their columns ``at``."""
+        raise NotImplementedError
+
+    def scores(self, transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
+        out = self._scores(transcript, canaries, canaries.words)
+        if canaries.alternate_words is not None:
+            tails = self._scores(transcript, canaries, canaries.alternate_words)
+            out = {name: out[name] - tails[name] for name in out}
+        return out
+
+    def _scores(self, transcript, canaries, words) -> dict[str, np.ndarray]:
+        at = _positions(transcript, words)
+        seen = at >= 0
+        if not seen.any():
+            return {name: np.zeros(words.size) for name in self.names(transcript.mechanism)}
+        found = self.column_scores(transcript, canaries, seen, at[seen])
+        out = {}
+        for name, values in found.items():
+            out[name] = np.zeros(words.size)
+            out[name][seen] = values
+        return out
+
+    def names(self, mechanism: Mechanism) -> tuple[str, ...]:
+        return ("mechanism",)
+
+    def simulate(self, mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays):
+        tokens = min(tokens, mechanism.document_cap() or tokens)  # a correct learner caps the canary
+        heads = self.simulate_column(mechanism, coins, tokens, factor, rng, k, arrays)
+        if not paired:
+            return heads
+        tails = self.simulate_column(mechanism, ~coins, tokens, factor, rng, k, arrays)
+        return {name: heads[name] - tails[name] for name in heads}
+
+    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays) -> dict[str, np.ndarray]:
+        raise NotImplementedError  # pragma: no cover
+
+
+class _LocalReportScorer(_ColumnScorer):
+    """Local reports: a word canary's bit or count in its own host's report, ±(the claimed per-word loss)."""
+
+    def loss(self, mechanism) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    def says_present(self, mechanism, reports: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def column_scores(self, transcript, canaries, seen, at):
+        if not canaries.word_level:
+            raise ValueError(f"{type(transcript.mechanism).__name__} releases score word canaries "
+                             "(one word in a host's report)")
+        reports = np.asarray(transcript.arrays[transcript.mechanism.values])[canaries.hosts[seen], at]
+        loss = self.loss(transcript.mechanism)
+        return {"mechanism": np.where(self.says_present(transcript.mechanism, reports), loss, -loss)}
+
+    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays):
+        # P(report says "present" | present) at factor·ε is e^{fε}/(1 + e^{fε}) for both kinds (a geometric
+        # count reads "present" when y ≥ 1, i.e. when its noise is ≥ 0).
+        loss = self.loss(mechanism)
+        keep = 1.0 / (1.0 + math.exp(-factor * loss))
+        says = np.where(present, rng.random(present.size) < keep, rng.random(present.size) >= keep)
+        return {"mechanism": np.where(says, loss, -loss)}
+
+    def simulate(self, mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays):
+        # A paired word canary's host holds one of the two words: its report is one draw, scored once.
+        return self.simulate_column(mechanism, coins, tokens, factor, rng, k, arrays)
+
+
+class RandomisedResponseScorer(_LocalReportScorer):
+    mechanism_class = RandomisedResponse
+
+    def loss(self, mechanism):
+        q = float(mechanism.keep_probability)
+        return math.log(q / (1.0 - q))
+
+    def says_present(self, mechanism, reports):
+        return np.asarray(reports, dtype=bool)
+
+
+class GeometricScorer(_LocalReportScorer):
+    mechanism_class = GeometricNoise
+
+    def loss(self, mechanism):
+        return math.log(1.0 / float(mechanism.alpha))
+
+    def says_present(self, mechanism, reports):
+        return np.asarray(reports) >= 1
+
+
+class LaplaceScorer(_ColumnScorer):
+    mechanism_class = LaplaceNoise
+
+    def names(self, mechanism):
+        return ("mechanism", "mechanism_mass") if mechanism.releases == 1 else ("mechanism",)
+
+    def column_scores(self, transcript, canaries, seen, at):
+        m = transcript.mechanism
+        tokens = min(canaries.length, m.document_tokens)
+        y = np.asarray(transcript.arrays["noisy_counts"], dtype=np.float64)
+        y = y[None] if y.ndim == 2 else y                                     # (releases, k, columns)
+        y = y[:, :, at]
+        out = {"mechanism": sum(laplace_column_llr(release, tokens, m.scale) for release in y)}
+        if m.releases == 1:
+            out["mechanism_mass"] = positive_mass(y[-1])
+        return out
+
+    def simulate(self, mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays):
+        capped = min(tokens, mechanism.document_tokens)
+        if not mechanism.noisy_sweep:
+            return super().simulate(mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays)
+        ys = [_dp_cgs_sweep(present, capped, mechanism.scale, factor, k, rng)
+              for present in ((coins, ~coins) if paired else (coins,))]
+        scores = [{"mechanism": laplace_column_llr(y, capped, mechanism.scale), "mechanism_mass": positive_mass(y)}
+                  for y in ys]
+        return scores[0] if not paired else {name: scores[0][name] - scores[1][name] for name in scores[0]}
+
+    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays):
+        m, total = present.size, np.zeros(present.size)
+        for _ in range(mechanism.releases):
+            y = rng.laplace(0.0, mechanism.scale / factor, (k, m))
+            y[rng.integers(0, k, m), np.arange(m)] += tokens * present
+            total += laplace_column_llr(y, tokens, mechanism.scale)
+        out = {"mechanism": total}
+        if mechanism.releases == 1:
+            out["mechanism_mass"] = positive_mass(y)
+        return out
+
+
+class GaussianScorer(_ColumnScorer):
+    mechanism_class = GaussianNoise
+
+    def column_scores(self, transcript, canaries, seen, at):
+        m = transcript.mechanism
+        tokens = min(canaries.length, m.document_tokens)
+        a = transcript.arrays
+        every = at.size == np.asarray(transcript.columns).size and np.array_equal(at, np.arange(at.size))
+        y = np.asarray(a["noisy_sums"]) if every else np.asarray(a["noisy_sums"])[..., at]       # (T, k, seen)
+        if "top_topics" in a:
+            top = np.asarray(a["top_topics"]) if every else np.asarray(a["top_topics"])[..., at]  # (T, seen)
+            scores = subsampled_gaussian_step_scores(y, top, tokens, m.clip_norm, m.noise_std, m.sampling_rate)
+        else:
+            scores = any_topic_gaussian_step_scores(y, tokens, m.clip_norm, m.noise_std, m.sampling_rate)
+        return {"mechanism": scores}
+
+    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays):
+        sigma, q = mechanism.noise_std, mechanism.sampling_rate
+        size = tokens if mechanism.clip_norm is None else min(tokens, float(mechanism.clip_norm))
+        m, total = present.size, np.zeros(present.size)
+        known_topic = "top_topics" in arrays or k == 1
+        for _ in range(mechanism.steps):
+            sampled = present & (rng.random(m) < q)
+            if known_topic:   # one topic's coordinate carries the contribution; the others are noise only
+                y = rng.normal(0.0, sigma / factor, m) + size * sampled
+                z = (y * size - 0.5 * size**2) / sigma**2
+                total += np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
+            else:
+                y = rng.normal(0.0, sigma / factor, (1, k, m))
+                y[0, rng.integers(0, k, m), np.arange(m)] += size * sampled
+                total += any_topic_gaussian_step_scores(y, size, None, sigma, q)
+        return {"mechanism": total}
+
+
+class SetUnionScorer:
+    """Anchored canaries by their word's noisy weight, the others by whether any word of theirs was released."""
+
+    def supports(self, mechanism: Mechanism) -> bool:
+        return isinstance(mechanism, SetUnion)
+
+    def scores(self, transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
+        return {"mechanism": _dpsu_canary_scores(transcript, canaries)}
+
+    def simulate(self, mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays):
+        return {"mechanism": _simulate_dpsu(mechanism, coins, tokens, factor, rng, form, anchors)}
+
+
+for _scorer in (RandomisedResponseScorer(), GeometricScorer(), LaplaceScorer(), GaussianScorer(), SetUnionScorer()):
+    register(_scorer)
+
+
+def positive_mass(y: np.ndarray) -> np.ndarray:
+    """log Σ_t max(y_t, 0) of each noisy column of y (k × columns; 0 mass counts as the smallest, 1e-3).
 
     The likelihood ratio assumes the canary's tokens sit in one topic; a
     sampler that spreads them over several (DP-CGS's noisy sweep draws them
     towards the topics whose noise is high) is better seen in the column's
     positive mass, which is what Φ's column keeps.
     """
-    at = _positions(transcript, words)
-    y = np.asarray(transcript.arrays["noisy_counts"], dtype=np.float64)
-    mass = np.where(at >= 0, np.maximum(y[:, np.maximum(at, 0)], 0.0).sum(axis=0), 0.0)
-    return np.log(mass + 1e-3)
-
-
-def _column_scores(transcript: Transcript, canaries: CanarySet, words: np.ndarray) -> np.ndarray:
-    """The log-likelihood ratio of each canary word's column having trained (0 where it was not observed)."""
-    at = _positions(transcript, words)
-    seen = at >= 0
-    out = np.zeros(words.size)
-    if not seen.any():
-        return out
-    p, a = transcript.parameters, transcript.arrays
-    if transcript.kind in ("randomized-response", "geometric-counts"):
-        if not canaries.word_level:
-            raise ValueError(f"{transcript.kind} transcripts score word canaries (one word in a host's report)")
-        reports = np.asarray(a["reports"])[canaries.hosts[seen], at[seen]]
-        if transcript.kind == "randomized-response":
-            q = float(p["keep_probability"])
-            out[seen] = np.where(reports, 1.0, -1.0) * math.log(q / (1.0 - q))
-        else:
-            loss = math.log(1.0 / float(p["alpha"]))
-            out[seen] = np.where(reports >= 1, loss, -loss)
-        return out
-    tokens = min(canaries.length, int(p["document_tokens"]))
-    if transcript.kind == "laplace-counts":
-        y = np.asarray(a["noisy_counts"], dtype=np.float64)[:, at[seen]]          # (k, seen)
-        out[seen] = laplace_column_llr(y, tokens, float(p["scale"]))
-        return out
-    if transcript.kind == "laplace-count-releases":
-        y = np.asarray(a["releases"], dtype=np.float64)[:, :, at[seen]]          # (T, k, seen)
-        out[seen] = sum(laplace_column_llr(step, tokens, float(p["scale"])) for step in y)
-        return out
-    columns = at[seen]
-    every = columns.size == np.asarray(transcript.columns).size and np.array_equal(columns, np.arange(columns.size))
-    if "top_topics" not in a:  # a model file written before the transcript kept only each step's top topic
-        a = {**a, "top_topics": np.asarray(a["expected_log_beta"]).argmax(axis=1)}
-    y, top = (np.asarray(a[name]) if every else np.asarray(a[name])[..., columns]     # (T, k, seen), (T, seen)
-              for name in ("noisy_sums", "top_topics"))
-    out[seen] = subsampled_gaussian_step_scores(y, top, tokens, p.get("clip_norm"), float(p["noise_std"]),
-                                                float(p["sampling_rate"]))
-    return out
+    return np.log(np.maximum(y, 0.0).sum(axis=0) + 1e-3)
 
 
 def _dpsu_canary_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
@@ -150,7 +359,7 @@ def _dpsu_canary_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarr
     noisy[seen] = np.asarray(transcript.arrays["noisy_weights"], dtype=np.float64)[at[seen]]
     anchors = canaries.anchors if canaries.anchors is not None else np.zeros(canaries.count, np.int64)
     return np.where(seen | (anchors == 0), dpsu_scores(noisy, released_documents(transcript, canaries), anchors,
-                                                       transcript.parameters), 0.0)
+                                                       transcript.mechanism), 0.0)
 
 
 def released_documents(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
@@ -162,7 +371,7 @@ def released_documents(transcript: Transcript, canaries: CanarySet) -> np.ndarra
     return np.asarray(canaries.documents @ released).ravel() > 0
 
 
-def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, parameters: dict) -> np.ndarray:
+def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, step: SetUnion) -> np.ndarray:
     """DP vocabulary canaries: the noisy weight's likelihood ratio where anchored, the release otherwise.
 
     A one-word document adds min(1, Γ − H) to its word whatever the policy, so F
@@ -179,9 +388,9 @@ def dpsu_scores(noisy: np.ndarray, released: np.ndarray, anchors: np.ndarray, pa
     the linear one still separates them by f (benchmarks/RESULTS.md §23). No
     saturated value, so no rounding bits to tie.
     """
-    gamma, scale = float(parameters["gamma"]), float(parameters["scale"])
+    gamma, scale = float(step.gamma), float(step.scale)
     h_out, h_in = np.minimum(anchors, gamma), np.minimum(anchors + 1.0, gamma)
-    if parameters["noise"] == "gaussian":
+    if step.noise == "gaussian":
         weight_llr = ((noisy - h_out) ** 2 - (noisy - h_in) ** 2) / (2.0 * scale**2)
     else:
         weight_llr = (2.0 * noisy - (h_out + h_in)) / scale
@@ -220,16 +429,14 @@ def fresh_document_weights(policy: str, words: int, budget: float, gamma: float)
     raise ValueError(f"unknown DPSU policy {policy!r}")
 
 
-def fresh_documents_released(parameters: dict, tokens: int, budget: float, scale: float, n: int,
+def fresh_documents_released(step: SetUnion, tokens: int, budget: float, scale: float, n: int,
                              rng: np.random.Generator) -> np.ndarray:
     """(n,) bool: whether the step releases any word of each of n trained fresh canary documents of ``tokens``
     distinct words, capped at Δ0, each document spending ``budget`` by the step's policy, noise at ``scale``."""
-    delta0 = parameters.get("delta0")
-    words = max(1, int(tokens) if delta0 is None else min(int(tokens), int(delta0)))
-    w = fresh_document_weights(str(parameters["policy"]), words, budget, float(parameters["gamma"]))
-    noise = rng.normal(0.0, scale, (n, words)) if parameters["noise"] == "gaussian" else \
-        rng.laplace(0.0, scale, (n, words))
-    return ((w + noise) > float(parameters["rho"])).any(axis=1)
+    words = max(1, int(tokens) if step.delta0 is None else min(int(tokens), int(step.delta0)))
+    w = fresh_document_weights(step.policy, words, budget, float(step.gamma))
+    noise = rng.normal(0.0, scale, (n, words)) if step.noise == "gaussian" else rng.laplace(0.0, scale, (n, words))
+    return ((w + noise) > float(step.rho)).any(axis=1)
 
 
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
@@ -292,47 +499,23 @@ def subsampled_gaussian_step_scores(noisy_sums: np.ndarray, top_topics: np.ndarr
                                             size, float(sigma), float(q))
 
 
+def any_topic_gaussian_step_scores(noisy_sums: np.ndarray, tokens: int, clip_norm: float | None, sigma: float,
+                                   q: float) -> np.ndarray:
+    """Each canary's log-likelihood ratio over every step of a Poisson-subsampled Gaussian when nothing says
+    which topic its contribution lands in: each of the k topics with probability 1/k, so each step adds
+    log(1 − q + q·mean_j exp((N·y_tj − N²/2)/σ²)) (noisy_sums: T × k × canaries)."""
+    size = float(tokens) if clip_norm is None else min(float(tokens), float(clip_norm))
+    total = np.zeros(noisy_sums.shape[-1])
+    for y in noisy_sums:
+        z = logsumexp((size * np.asarray(y, dtype=np.float64) - 0.5 * size * size) / (sigma * sigma), axis=0) \
+            - math.log(y.shape[0])
+        total += np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
+    return total
+
+
 # --------------------------------------------------------------------------
 # Simulation of the claimed mechanism, for power estimates
 # --------------------------------------------------------------------------
-
-
-def simulate_scores(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                    rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise") -> np.ndarray:
-    """The ``mechanism`` score of :func:`simulate_score_sets`."""
-    return simulate_score_sets(kind, parameters, coins, tokens, factor, rng, paired, k, form)["mechanism"]
-
-
-def simulate_score_sets(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                        rng: np.random.Generator, paired: bool = False, k: int = 1,
-                        form: str = "noise") -> dict[str, np.ndarray]:
-    """Every score the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
-
-    The claimed mechanism with its noise divided by ``factor`` (randomised
-    response and geometric noise at factor·ε), scored as the real audit
-    scores it (by the claimed constants), ``mechanism_mass`` beside
-    ``mechanism`` for noisy counts. Where the audit meets the model's own
-    randomness: DP-CGS's noisy sweep redraws a canary's capped tokens one by
-    one with the noise in the conditional (``_dp_cgs_sweep``: they drift to
-    the topics whose noise is high, which the released counts then show);
-    HDP-LDA's releases put a canary's tokens in one topic, and a DP-SVI
-    step's contribution is the full N in one topic.
-
-    form (DP vocabulary steps): ``noise`` divides the noise by the factor;
-    ``budget`` keeps the claimed noise and lets every document spend
-    ``factor`` of budget, so the anchors move to min(factor·F, Γ) too and can
-    reach the cap Γ, where nothing moves (the same privacy loss, a different
-    mechanism: a check states the weaker of the two).
-    """
-    if kind == "laplace-counts":
-        scale, topics = float(parameters["scale"]), max(1, int(k))
-        capped = min(tokens, int(parameters.get("document_tokens", tokens)))
-        ys = [_dp_cgs_sweep(present, capped, scale, factor, topics, rng)
-              for present in ((coins, ~coins) if paired else (coins,))]
-        scores = [{"mechanism": laplace_column_llr(y, capped, scale),
-                   "mechanism_mass": np.log(np.maximum(y, 0.0).sum(axis=0) + 1e-3)} for y in ys]
-        return scores[0] if not paired else {name: scores[0][name] - scores[1][name] for name in scores[0]}
-    return {"mechanism": _simulate_mechanism(kind, parameters, coins, tokens, factor, rng, paired, k, form)}
 
 
 def _dp_cgs_sweep(present: np.ndarray, tokens: int, scale: float, factor: float, k: int, rng: np.random.Generator,
@@ -362,63 +545,25 @@ def _dp_cgs_sweep(present: np.ndarray, tokens: int, scale: float, factor: float,
     return counts + noise
 
 
-def _simulate_mechanism(kind: str, parameters: dict, coins: np.ndarray, tokens: int, factor: float,
-                        rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise") -> np.ndarray:
-    """``simulate_score_sets``'s ``mechanism`` score for every kind but DP-CGS's noisy counts."""
-    coins = np.asarray(coins, dtype=bool)
+
+def _simulate_dpsu(mechanism: SetUnion, coins: np.ndarray, tokens: int, factor: float, rng: np.random.Generator,
+                   form: str, anchors: int) -> np.ndarray:
+    """A DP vocabulary step's canary scores: even-numbered canaries anchored by ``anchors`` one-word documents,
+    odd ones fresh."""
     m = coins.size
-    tokens = min(tokens, int(parameters.get("document_tokens", tokens)))  # a correct learner caps the canary
-    if kind in ("randomized-response", "geometric-counts"):
-        if kind == "randomized-response":
-            q = float(parameters["keep_probability"])
-            loss = math.log(q / (1 - q))
-        else:
-            loss = math.log(1.0 / float(parameters["alpha"]))
-        # P(report says "present" | present) at factor·ε: e^{fε}/(1 + e^{fε}) for both kinds (the geometric
-        # count reads "present" when y ≥ 1, i.e. when its noise is ≥ 0).
-        keep = 1.0 / (1.0 + math.exp(-factor * loss))
-        says = np.where(coins, rng.random(m) < keep, rng.random(m) >= keep)
-        return np.where(says, loss, -loss)
-
-    def column(present: np.ndarray) -> np.ndarray:
-        if kind == "laplace-count-releases":
-            scale = float(parameters["scale"])
-            total = np.zeros(m)
-            for _ in range(int(parameters.get("releases", 1))):
-                y = rng.laplace(0.0, scale / factor, (k, m))
-                y[rng.integers(0, k, m), np.arange(m)] += tokens * present
-                total += laplace_column_llr(y, tokens, scale)
-            return total
-        sigma, q, steps = float(parameters["noise_std"]), float(parameters["sampling_rate"]), int(parameters["steps"])
-        clip = parameters.get("clip_norm")
-        size = tokens if clip is None else min(tokens, float(clip))
-        total = np.zeros(m)
-        for _ in range(steps):   # one topic's coordinate carries the contribution; the others are noise only
-            y = rng.normal(0.0, sigma / factor, m) + size * (present & (rng.random(m) < q))
-            z = (y * size - 0.5 * size**2) / sigma**2
-            total += np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
-        return total
-
-    if kind not in KINDS:
-        raise ValueError(f"no simulator for transcript kind {kind!r}")
-    if kind == "dpsu":  # even-numbered canaries anchored by `anchors` one-word documents, odd ones fresh
-        anchors = np.where(anchored_positions(m), int(parameters["anchors"]), 0)
-        if form not in ("noise", "budget"):
-            raise ValueError(f"unknown form {form!r} of a DP vocabulary step's extra privacy loss")
-        budget = factor if form == "budget" else 1.0
-        scale = float(parameters["scale"]) / (factor if form == "noise" else 1.0)
-        noise = rng.normal(0.0, scale, m) if parameters["noise"] == "gaussian" else rng.laplace(0.0, scale, m)
-        # One-word documents, each adding min(budget, Γ − H), in any order: min(budget·count, Γ) in all.
-        weight = np.minimum(budget * (anchors + coins), float(parameters["gamma"])) + noise
-        fresh = anchors == 0
-        if parameters.get("policy"):
-            released = np.zeros(m, bool)
-            released[fresh] = coins[fresh] & fresh_documents_released(parameters, tokens, budget, scale,
-                                                                      int(fresh.sum()), rng)
-        else:  # a transcript from before the policy was recorded: the whole budget on one word
-            released = coins & fresh & (weight > float(parameters["rho"]))
-        return dpsu_scores(weight, released, anchors, parameters)
-    scores = column(coins)
-    if paired:
-        scores = scores - column(~coins)
-    return scores
+    anchor_counts = np.where(anchored_positions(m), anchors, 0)
+    if form not in ("noise", "budget"):
+        raise ValueError(f"unknown form {form!r} of a DP vocabulary step's extra privacy loss")
+    budget = factor if form == "budget" else 1.0
+    scale = mechanism.scale / (factor if form == "noise" else 1.0)
+    noise = rng.normal(0.0, scale, m) if mechanism.noise == "gaussian" else rng.laplace(0.0, scale, m)
+    # One-word documents, each adding min(budget, Γ − H), in any order: min(budget·count, Γ) in all.
+    weight = np.minimum(budget * (anchor_counts + coins), mechanism.gamma) + noise
+    fresh = anchor_counts == 0
+    if mechanism.policy:
+        released = np.zeros(m, bool)
+        released[fresh] = coins[fresh] & fresh_documents_released(mechanism, tokens, budget, scale,
+                                                                  int(fresh.sum()), rng)
+    else:  # a step recorded before its policy was: the whole budget on one word
+        released = coins & fresh & (weight > mechanism.rho)
+    return dpsu_scores(weight, released, anchor_counts, mechanism)

@@ -245,6 +245,9 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
         value = mechanism.get(key)
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 or null (got {_shown(value)})")
+    arrays = mechanism.get("arrays")
+    if arrays is not None and not (isinstance(arrays, list) and all(isinstance(a, str) for a in arrays)):
+        raise _refuse(path, f"{where}.arrays must be a list of array names or null (got {_shown(arrays)})")
     parameters = mechanism.get("parameters")
     if not isinstance(parameters, dict):
         raise _refuse(path, f"{where}.parameters must be an object (got {_shown(parameters)})")

@@ -41,7 +41,7 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
     guarantee = target.guarantee()
     canaries = config.attack.canaries
     observes_step = canaries.observe != "release" and target.observes_vocabulary
-    kind = resolve_kind(canaries.kind, guarantee.adjacency, target.learner.guarantee().parameters.get("neighbours"),
+    kind = resolve_kind(canaries.kind, guarantee.adjacency, target.learner.guarantee().relation,
                         observes_step) if canaries.count else None
     if kind == "threshold" and observes_step:
         # Threshold canaries observe the DP vocabulary step, which check holds to its own claim (as check RUN_DIR).

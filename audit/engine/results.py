@@ -28,6 +28,7 @@ from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine.records import BOUNDS, JsonView, Record, check_schema, record, records
 from topicaudit.errors import UserError
+from topicaudit.targets.mechanisms import Mechanism, mechanism_from_json
 from topicaudit.targets.privacy.events import guarantee_from_json
 from topicaudit.targets.privacy.guarantee import Guarantee
 
@@ -178,7 +179,7 @@ class CanaryBounds(Record):
 class MechanismInfo(Record):
     """What a power estimate simulates: the claimed mechanism's constants, as its transcript states them."""
 
-    OPTIONAL = ("fresh_released", "anchors")
+    OPTIONAL = ("arrays", "fresh_released", "anchors")
 
     kind: str | None = None
     parameters: dict[str, Any] | None = None
@@ -186,8 +187,13 @@ class MechanismInfo(Record):
     topics: int | None = None
     paired: bool | None = None
     stage: str | None = None  # "learner" or "vocabulary"
+    arrays: list[str] | None = None  # the arrays the transcript held (written since the typed releases)
     fresh_released: list[int] | None = None  # DP vocabulary steps: [released, fresh canary words]
     anchors: int | None = None
+
+    def release(self) -> Mechanism:
+        """The typed constants (``topicaudit.mechanisms``); ValueError for a kind or constant nothing reads."""
+        return mechanism_from_json(str(self.kind), dict(self.parameters or {}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -364,6 +370,8 @@ class CheckResult:
         refute anything), reported rather than silently outvoted by the others.
     unverified : None when the run directory's manifest verified its files; else why not (a directory in the
         layout written before manifests existed), which the verdict line and the JSON repeat.
+    disagreements : the constants the learner's record states otherwise than its claim's dp-accounting event
+        (``targets.privacy.release_check``): the claim was computed for another mechanism than the one recorded.
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -383,6 +391,7 @@ class CheckResult:
     unseen: list[str] = field(default_factory=list)
     reversed_scores: list[str] = field(default_factory=list)
     unverified: str | None = None
+    disagreements: list[str] = field(default_factory=list)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -407,8 +416,12 @@ class CheckResult:
         return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
 
     def message(self) -> str:
-        """The verdict line; on an unverified directory it says so after the verdict."""
+        """The verdict line; on an unverified directory, or a record that disagrees with its claim, it says so
+        after the verdict."""
         body = self._message()
+        if self.disagreements:
+            body += (" — the learner's record and its claim describe different mechanisms: "
+                     + "; ".join(self.disagreements))
         return body if not self.unverified else f"{body} — {self.unverified}"
 
     def _message(self) -> str:
@@ -477,6 +490,7 @@ class CheckResult:
             **({"unseen": self.unseen} if self.unseen else {}),
             **({"reversed_scores": self.reversed_scores} if self.reversed_scores else {}),
             **({"unverified": self.unverified} if self.unverified else {}),
+            **({"disagreements": self.disagreements} if self.disagreements else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -489,7 +503,7 @@ class CheckResult:
                          BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
-                         data.get("unverified"))
+                         data.get("unverified"), list(data.get("disagreements", [])))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None

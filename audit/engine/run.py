@@ -28,7 +28,8 @@ from topicaudit.attacks.canaries import (
     resolve_kind,
 )
 from topicaudit.attacks.lira import offline_scores, online_scores
-from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries
+from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries, scorer_for
+from topicaudit.targets.mechanisms import SetUnion
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
@@ -50,7 +51,7 @@ from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target, sources, vocabulary_of
-from topicaudit.targets.base import Release
+from topicaudit.targets.base import Release, declared_mechanism
 from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
 
 
@@ -60,21 +61,22 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
     c = config.attack.canaries
     if not c.count:
         return None
-    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().parameters.get("neighbours"),
+    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().relation,
                         c.observe != "release" and target.observes_vocabulary)
     length = c.length or default_length(target.learner, X,
                                         declared(target.learner.guarantee().parameters, RELEASE_TOP_N))
     # Threshold canaries: ANCHORS one-word documents hold each anchored canary's word, a candidate with or without
     # it, far enough below the cap Γ that a step spending twice the budget does not saturate it; the fresh
     # documents are 4× the step's per-document cap long.
-    rho = getattr(target.vocabulary_step, "rho", None)
+    step = declared_mechanism(target.vocabulary_step)
+    rho = step.rho if isinstance(step, SetUnion) else None
     anchors = ANCHORS if kind == "threshold" and rho is not None else 0
     if kind == "threshold" and rho is None:
         raise UserError("[attack.canaries] kind = \"threshold\" audits a DP vocabulary step; "
                         f"[target] vocabulary = {config.target.vocabulary!r} has no threshold (choose a dpsu-* step)")
     if kind == "threshold" and not c.length:
         # (A step without a cap, the flawed public GW, gets the other steps' default Δ0 of 64.)
-        length = CAP_MULTIPLE * (getattr(target.vocabulary_step, "delta0", None) or 64)
+        length = CAP_MULTIPLE * (step.delta0 or 64)
     try:
         return make_canaries(X, c.count, kind, length, config.seed, c.shadows, anchors)
     except ValueError as error:
@@ -103,6 +105,13 @@ def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bo
                "only unique-word, paired, threshold and word canaries (word canaries for a word-level claim) "
                "have mechanism outputs to observe")
         raise UserError(f"[attack.canaries] observe = \"mechanism\": {why}; use observe = \"release\"")
+    if possible and mode != "release":
+        part, setting = ((target.vocabulary_step, f"vocabulary = {config.target.vocabulary!r}")
+                         if target.observes_vocabulary else (target.learner, f"learner = {config.target.learner!r}"))
+        try:
+            scorer_for(declared_mechanism(part))
+        except ValueError as error:
+            raise UserError(f"[target] {setting}: {error}") from None
     return possible and mode != "release"
 
 
@@ -135,7 +144,8 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     # The release (Φ) audit of the same canaries, for comparison; not for a vocabulary step's audit, whose claim
     # says nothing of the (possibly non-private) learner's Φ behind it.
     transcript = release.transcript
-    if observe == "mechanism" and both_classes and transcript is not None and transcript.kind != "dpsu":
+    vocabulary_stage = transcript is not None and transcript.mechanism.stage == "vocabulary"
+    if observe == "mechanism" and both_classes and transcript is not None and not vocabulary_stage:
         release_scores = canary_verdict_scores(scores, "release")
         release_share = alpha / (len(release_scores) * len(VALID_BOUNDS))
         release_bounds = bound_tests(release_scores, coins, delta, release_share)
@@ -150,11 +160,11 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
         **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
                           "topics": int(release.phi.shape[0]), "paired": canaries.kind in PAIRED_KINDS,
-                          "stage": "vocabulary" if transcript.kind == "dpsu" else "learner",
+                          "stage": transcript.mechanism.stage, "arrays": sorted(transcript.arrays),
                           **({"fresh_released": released_fresh_canaries(transcript, canaries),
                               "anchors": int(canaries.anchors.max(initial=0)) if canaries.anchors is not None
                               else 0}
-                             if transcript.kind == "dpsu" else {})}}
+                             if isinstance(transcript.mechanism, SetUnion) else {})}}
            if observe == "mechanism" and transcript is not None else {}),
         "kind": canaries.kind,
         "count": canaries.count,

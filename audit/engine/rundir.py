@@ -56,7 +56,8 @@ from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
-from topicaudit.targets.base import Release, Transcript
+from topicaudit.targets.base import Release
+from topicaudit.targets.mechanisms import LaplaceNoise, Transcript, mechanism_from_json
 
 
 
@@ -435,7 +436,7 @@ def check_release(path: Path, release: Release, n_topics: int | None = None, n_w
 
 
 def transcript_arrays(transcript: Transcript) -> dict[str, np.ndarray]:
-    """A mechanism transcript as model-file entries (``transcript.*``), JSON for its parameters."""
+    """A mechanism transcript as model-file entries (``transcript.*``), JSON for its constants."""
     return {"transcript.kind": np.str_(transcript.kind),
             "transcript.columns": np.asarray(transcript.columns, dtype=np.int64),
             "transcript.parameters": np.str_(json.dumps(transcript.parameters, sort_keys=True)),
@@ -443,13 +444,25 @@ def transcript_arrays(transcript: Transcript) -> dict[str, np.ndarray]:
 
 
 def transcript_from_arrays(z: dict[str, np.ndarray]) -> Transcript | None:
-    """The transcript stored by ``transcript_arrays`` in a model file's arrays; None when it has none."""
+    """The transcript stored by ``transcript_arrays`` in a model file's arrays; None when it has none.
+
+    Model files of earlier versions are read as today's: DP-CGS's single
+    release (``noisy_counts``, k × columns) and HDP-LDA's (``releases``) are
+    the stacked ``noisy_counts`` of a Laplace release, and DP-SVI's
+    ``expected_log_beta`` gives each step's top topic.
+    """
     if "transcript.kind" not in z:
         return None
     prefix = "transcript.array."
-    return Transcript(str(z["transcript.kind"]), z["transcript.columns"],
-                      {name[len(prefix):]: z[name] for name in z if name.startswith(prefix)},
-                      json.loads(str(z["transcript.parameters"])))
+    arrays = {name[len(prefix):]: z[name] for name in z if name.startswith(prefix)}
+    mechanism = mechanism_from_json(str(z["transcript.kind"]), json.loads(str(z["transcript.parameters"])))
+    if "releases" in arrays:
+        arrays["noisy_counts"] = arrays.pop("releases")
+    if isinstance(mechanism, LaplaceNoise) and np.ndim(arrays.get("noisy_counts")) == 2:
+        arrays["noisy_counts"] = arrays["noisy_counts"][None]
+    if "expected_log_beta" in arrays and "top_topics" not in arrays:
+        arrays["top_topics"] = np.asarray(arrays.pop("expected_log_beta")).argmax(axis=1)
+    return Transcript(mechanism, z["transcript.columns"], arrays)
 
 
 # -- scores.csv (an audit's ranking) ----------------------------------------------------------

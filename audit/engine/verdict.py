@@ -45,6 +45,8 @@ from topicaudit.bounds.verdict import (
 from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
 from topicaudit.targets.learners.dpsu import gaussian_step_profile
+from topicaudit.targets.mechanisms import SetUnion
+from topicaudit.targets.privacy.release_check import disagreements
 from topicaudit.targets.privacy.composition import privacy_profile
 from topicaudit.targets.privacy.guarantee import RELEASE_SUPPORT, TRAINING_WORDS, adjacency_of, declared
 
@@ -170,14 +172,18 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     if not judgement.bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
     power = None
-    if mechanism is not None and (mechanism.kind != "dpsu" or mechanism.anchors is not None):
+    if mechanism is not None and (mechanism.stage != "vocabulary" or mechanism.anchors is not None):
         labels = evidence[0].labels
-        power = simulated_power(mechanism, labels, float(epsilon), float(delta), judgement.alpha_each, shape,
-                                [m for m in methods if m not in SHAPED])
+        try:
+            power = simulated_power(mechanism, labels, float(epsilon), float(delta), judgement.alpha_each, shape,
+                                    [m for m in methods if m not in SHAPED])
+        except ValueError as error:  # a release kind this installation cannot simulate (a plug-in's own)
+            notes = [*notes, f"no power estimate: {error}"]
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), judgement.bounds, judgement.ceiling,
                          "word" if word_claim else "document", {e.prefix: e.observed for e in evidence}, False, power,
                          unseen=unseen_bugs(mechanism, composed, target.learner) + notes,
-                         reversed_scores=list(judgement.reversed))
+                         reversed_scores=list(judgement.reversed),
+                         disagreements=recorded_disagreements(mechanism, guarantee))
     # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
     # mechanism says what this design can catch (a correct mechanism audited well is often at chance).
     no_signal = not result.violated and (judgement.tied or (not judgement.signal and power is None))
@@ -236,6 +242,17 @@ def _release_tail_test(tail: tuple[int, int], delta: float):
         released, fresh = tail
         return {f"column:{DELTA_TAIL}": delta_tail_bound(released, fresh, delta, alpha_each)}
     return shaped
+
+
+def recorded_disagreements(mechanism: MechanismInfo | None, guarantee: GuaranteeInfo) -> list[str]:
+    """The learner's recorded constants that its claim's event states otherwise (a vocabulary step's claim is
+    read from its record, so it cannot disagree)."""
+    if mechanism is None or mechanism.stage == "vocabulary":
+        return []
+    try:
+        return disagreements(mechanism.release(), guarantee.guarantee())
+    except ValueError:  # a kind or event this installation does not know: nothing to compare
+        return []
 
 
 def unseen_bugs(mechanism: MechanismInfo | None, composed: float | None = None,
@@ -372,17 +389,19 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     rng = np.random.default_rng(POWER_SEED)
     m = labels.size
     pool = power_pool_size(m)
-    parameters = {**mechanism.parameters, "anchors": mechanism.anchors or 0}
+    release = mechanism.release()
+    step = isinstance(release, SetUnion)
     # the anchored canaries, placed as the simulation places them
-    anchored = anchored_positions(pool) if mechanism.kind == "dpsu" else np.ones(pool, bool)
-    forms = ("noise", "budget") if mechanism.kind == "dpsu" else ("noise",)
+    anchored = anchored_positions(pool) if step else np.ones(pool, bool)
+    forms = ("noise", "budget") if step else ("noise",)
+    arrays = tuple(mechanism.arrays) if mechanism.arrays is not None else None
     out = {}
     for factor, form in ((f, form) for f in (2.0, 10.0) for form in forms):
-        if mechanism.kind == "dpsu":
+        if step:
             rng = np.random.default_rng((POWER_SEED, int(factor)))
-        trained, untrained = (simulate_score_sets(mechanism.kind, parameters, np.full(pool, present),
-                                                  int(mechanism.tokens), factor, rng, paired=bool(mechanism.paired),
-                                                  k=int(mechanism.topics), form=form)
+        trained, untrained = (simulate_score_sets(release, np.full(pool, present), int(mechanism.tokens), factor,
+                                                  rng, paired=bool(mechanism.paired), k=int(mechanism.topics),
+                                                  form=form, anchors=mechanism.anchors or 0, arrays=arrays)
                               for present in (True, False))
         hits = 0
         for _ in range(replicates):
@@ -394,11 +413,11 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
                 scores[name] = np.empty(m)
                 scores[name][coins], scores[name][~coins] = trained[name][members], untrained[name][others]
             picked[coins], picked[~coins] = anchored[members], anchored[others]
-            if mechanism.kind == "dpsu":  # the fresh canaries' neutral score is the mixed anchored scores' median
+            if step:  # the fresh canaries' neutral score is the mixed anchored scores' median
                 scores["mechanism"] = neutral_fresh_scores(scores["mechanism"], picked)
             values = scores["mechanism"]
             tests = bound_tests(scores, coins, delta, alpha_each, methods)
-            if mechanism.kind == "dpsu":
+            if step:
                 released = int((values >= RELEASED_FRESH).sum())
                 tests["delta-tail"] = delta_tail_bound(released, m // 2, delta, alpha_each)
             if shape is not None:

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from topicaudit.targets.base import Basis, Guarantee
+from topicaudit.targets.mechanisms import Recorder
 from topicaudit.targets.learners.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
 from topicaudit.targets.params import integer
 
@@ -243,19 +244,18 @@ class MonitoredCollapsedGibbsLDA:
         self.n_avg = n_avg
         self.max_doc_length = max_doc_length
 
-    def fit_with_info(self, X: sp.csr_matrix, seed: int) -> tuple[np.ndarray, dict]:
-        """(Φ, {"monitor": trajectory}); Φ as :meth:`fit`."""
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex), identical to ``cgs`` with the same seed; the monitor's
+        trajectory goes to ``record.info["monitor"]`` (it releases nothing private: it records no release)."""
         state, monitor = run_monitored_cgs(X, self.k, seed, alpha=self.alpha, beta=self.beta,
                                            n_iter=self.n_iter, n_avg=self.n_avg,
                                            max_doc_length=self.max_doc_length)
         monitor["epsilon_word"] = _compact(monitor["epsilon_word"])
         monitor["epsilon_document"] = _compact(monitor["epsilon_document"])
+        if record is not None:
+            record.info["monitor"] = monitor
         phi = state.phi.astype(np.float32)
-        return phi / phi.sum(axis=1, keepdims=True), {"monitor": monitor}
-
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Φ (k × n_words, float32, rows on the simplex), identical to ``cgs`` with the same seed."""
-        return self.fit_with_info(X, seed)[0]
+        return phi / phi.sum(axis=1, keepdims=True)
 
     def guarantee(self) -> Guarantee:
         # No event: the sampler adds no noise, and the monitor's ε is measured on the data.

@@ -26,7 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import Adjacency, Basis, Guarantee, Neighbours
+from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
 from topicaudit.targets.learners.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
@@ -188,36 +189,34 @@ class ZhuDPCollapsedGibbsLDA:
     def noise_scale(self) -> float:
         return laplace_scale(self.epsilon, self.max_doc_length)
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
-        return self.fit_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
-
-    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """Φ and the noisy counts n_tw + Lap of ``columns`` (k × columns, kind ``laplace-counts``), unclipped:
-        the mechanism's output that Φ is made from."""
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows; ``record`` receives the noisy
+        counts n_tw + Lap (k × words, unclipped), the mechanism's output that Φ is made from."""
         state = run_dp_cgs(X, self.k, seed, self.epsilon, self.max_doc_length, alpha=self.alpha,
                            beta=self.beta, n_iter=self.n_iter)
-        columns = np.asarray(columns, dtype=np.int64)
-        noisy = (state.nwk[columns] + state.noise_wk[columns]).T
-        phi = state.phi.astype(np.float32)
-        return phi / phi.sum(axis=1, keepdims=True), Transcript(
-            "laplace-counts", columns, {"noisy_counts": noisy},
-            self.mechanism_parameters())
+        record = Recorder() if record is None else record
+        m = self.mechanism()
+        noisy = record.laplace((state.nwk + state.noise_wk).T, scale=m.scale, document_tokens=m.document_tokens,
+                               noisy_sweep=True)
+        weights = np.maximum(noisy, 0.0) + self.beta
+        phi = (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+        return phi / phi.sum(axis=1, keepdims=True)
 
-    def mechanism_parameters(self) -> dict:
-        """The constants of the claimed mechanism: Laplace scale b and the document cap L."""
-        return {"scale": self.noise_scale, "document_tokens": self.max_doc_length}
+    def mechanism(self) -> LaplaceNoise:
+        """The claimed mechanism: one release of the counts with Laplace noise of scale b = 2L/ε, each document
+        capped at L tokens, after a sweep that drew the tokens against the noisy counts."""
+        return LaplaceNoise(self.noise_scale, self.max_doc_length, noisy_sweep=True)
 
     def guarantee(self) -> Guarantee:
         return Guarantee(
             epsilon=self.epsilon, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM,
+            # Sensitivity 2L covers replacing one document's L tokens by another's.
+            neighbours=Neighbours.REPLACE_ONE,
             # What the paper claims the mechanism is: Laplace of scale 2L/ε on counts of L1 sensitivity 2L.
             event=privacy.events.laplace_event(self.noise_scale, 2.0 * self.max_doc_length),
             accountant="Zhu et al. 2016 (KAIS) claim: Laplace noise in the CGS conditional; not proven here",
             parameters={
                 "learner": "dp-cgs", "max_doc_length": self.max_doc_length,
-                # Sensitivity 2L covers replacing one document's L tokens by another's.
-                "neighbours": "replace-one",
                 "noise_scale": self.noise_scale, "noise": "Lap(2L/ε) on every n_tw and n_t, once, final sweep",
                 "n_iter": self.n_iter, "private_sweeps": 1,
                 "why_not_a_theorem": ("the sensitivity 2L holds only if every other token keeps its topic; "

@@ -43,7 +43,8 @@ import scipy.sparse as sp
 from numba import njit
 
 import topicaudit.targets.privacy as privacy  # its accountants (dp-accounting) load when a learner is built
-from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import GaussianNoise, Recorder
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.learners.vb_lda import (
@@ -319,14 +320,13 @@ class DPStochasticVariationalLDA:
         return rng.normal(0.0, self.noise_std, shape) if self.noise_std > 0 else np.zeros(shape)
 
     # -- fitting --------------------------------------------------------------------
-    def fit_lambda(self, X: sp.csr_matrix, seed: int, observe: np.ndarray | None = None) -> np.ndarray:
+    def fit_lambda(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
         """λ (k × V, float64) after J steps; also stored as ``components_``.
 
-        observe: column ids whose every step is recorded in ``steps_``: the noisy
-        minibatch sums before the clamp (``noisy_sums``, J × k × columns,
-        float32) and the topic of each column's largest E[log β] under the λ
-        the step's E-step used (``top_topics``, J × columns, int16): where a
-        one-word document of that column puts its tokens.
+        record: receives every step's noisy minibatch sum before the clamp
+        (``Recorder.gaussian``), with the E[log β] the step's E-step used (the
+        topic where a one-word document of a column puts its tokens); the step
+        goes on with what it returns.
         """
         X = check_counts(X, nonempty=True)  # whole counts: the token cap draws tokens
         n_docs, n_words = X.shape
@@ -338,13 +338,10 @@ class DPStochasticVariationalLDA:
         rng = np.random.default_rng(seed)
         lam = rng.gamma(_INIT_GAMMA, _INIT_VAR, (k, n_words))
         batch_sizes = np.zeros(self.n_iter, dtype=np.int64)
-        observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
-        noisy_sums = np.zeros((self.n_iter, k, observe.size), dtype=np.float32)
-        top_topics = np.zeros((self.n_iter, observe.size), dtype=np.int16 if k < 2**15 else np.int32)
+        record = Recorder() if record is None else record
+        m = self.mechanism()
         for t in range(1, self.n_iter + 1):
             elog_beta = _dirichlet_expectation_2d(lam)   # what this step's E-step uses
-            if observe.size:
-                top_topics[t - 1] = elog_beta[:, observe].argmax(axis=0)
             batch = np.flatnonzero(rng.random(n_docs) < q)
             batch_sizes[t - 1] = batch.size
             Xb = cap_tokens(X[batch], self.max_doc_tokens, rng)
@@ -352,36 +349,31 @@ class DPStochasticVariationalLDA:
                                         max_doc_update_iter=self.max_doc_update_iter,
                                         mean_change_tol=self.mean_change_tol, elog_beta=elog_beta)
             s += self._noise(rng, s.shape)
-            noisy_sums[t - 1] = s[:, observe]
+            if m is not None:
+                s = record.gaussian(s, noise_std=m.noise_std, document_tokens=m.document_tokens,
+                                    sampling_rate=m.sampling_rate, clip_norm=m.clip_norm, steps=m.steps,
+                                    topic_affinity=elog_beta)
             np.maximum(s, 0.0, out=s)
             rho = (self.tau0 + t) ** (-self.kappa)
             lam *= 1.0 - rho
             lam += rho * (eta + s / q)
         self.components_ = lam
         self.batch_sizes_ = batch_sizes
-        self.steps_ = {"noisy_sums": noisy_sums, "top_topics": top_topics}
         return lam
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
-        lam = self.fit_lambda(X, seed)
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows; ``record`` receives every
+        step's noisy sums."""
+        lam = self.fit_lambda(X, seed, record)
         return (lam / lam.sum(axis=1, keepdims=True)).astype(np.float32)
 
-    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """Φ and every step's noisy sums of ``columns`` (kind ``subsampled-gaussian-steps``)."""
-        lam = self.fit_lambda(X, seed, columns)
-        phi = (lam / lam.sum(axis=1, keepdims=True)).astype(np.float32)
-        return phi, Transcript("subsampled-gaussian-steps", np.asarray(columns), dict(self.steps_),
-                               self.mechanism_parameters())
-
-    def mechanism_parameters(self) -> dict:
-        """The constants the claim's accountant assumed: what a step's likelihood ratio needs."""
-        alpha = 1.0 / self.k if self.alpha is None else float(self.alpha)
-        return {"noise_std": self.noise_std, "sampling_rate": float(self.sampling_rate),
-                "steps": int(self.n_iter), "document_tokens": int(self.max_doc_tokens),
-                "clip_norm": None if self.clip_norm is None else float(self.clip_norm),
-                "doc_topic_prior": alpha, "max_doc_update_iter": int(self.max_doc_update_iter),
-                "mean_change_tol": float(self.mean_change_tol)}
+    def mechanism(self) -> GaussianNoise | None:
+        """The constants the claim's accountant assumed: what a step's likelihood ratio needs (None for the
+        non-private counterpart, which adds no noise and releases nothing private)."""
+        if self.noise_std <= 0:
+            return None
+        return GaussianNoise(self.noise_std, int(self.max_doc_tokens), float(self.sampling_rate),
+                             None if self.clip_norm is None else float(self.clip_norm), int(self.n_iter))
 
     def guarantee(self) -> Guarantee:
         if self.spent_ is None:

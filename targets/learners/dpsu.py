@@ -66,7 +66,8 @@ import scipy.sparse as sp
 from numba import njit
 from scipy.special import ndtri
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import Recorder, SetUnion
 from topicaudit.targets.params import non_negative, positive
 from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
@@ -320,31 +321,29 @@ class _DPSU:
     def _by_count(self) -> bool:
         return False
 
-    def select(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Sorted int64 corpus column ids released for the documents (rows) of X."""
-        return self.select_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
-
-    def select_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """The selection, and for ``columns`` (kind ``dpsu``) the mechanism's outputs it was made from:
-        whether each is a candidate, its noisy weight H + noise, and whether it was released."""
+    def select(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Sorted int64 corpus column ids released for the documents (rows) of X; ``record`` receives the
+        noisy weights H + noise (and whether each word is a candidate), and the threshold is applied to what
+        it returns."""
         rng = np.random.default_rng(seed)
         n_docs, n_words = X.shape
         indptr, indices, candidates = _document_sets(X, rng, self.delta0, self._by_count())
         order = rng.permutation(n_docs).astype(np.int64)
         H = self._histogram(indptr, indices, order, n_words)
         noisy = H + self._noise(rng, n_words)
+        if record is not None:
+            m = self.mechanism()
+            noisy = record.set_union(noisy, candidate=candidates, noise=m.noise, scale=m.scale, rho=m.rho,
+                                     gamma=m.gamma, epsilon=m.epsilon, delta=m.delta, policy=m.policy,
+                                     delta0=m.delta0)
         released = candidates & (noisy > self.rho)
-        columns = np.asarray(columns, dtype=np.int64)
-        transcript = Transcript("dpsu", columns, {"candidate": candidates[columns], "noisy_weights": noisy[columns],
-                                                  "released": released[columns]}, self.mechanism_parameters())
-        return np.flatnonzero(released).astype(np.int64), transcript
+        return np.flatnonzero(released).astype(np.int64)
 
-    def mechanism_parameters(self) -> dict:
+    def mechanism(self) -> SetUnion:
         """The claimed constants: noise law and scale, threshold ρ, cap Γ, the step's own (ε, δ), and how a
         document spends its budget (``policy``: waterfill, l2 or greedy) over at most Δ0 words (``delta0``)."""
-        return {"noise": "gaussian" if self.name == "dpsu-gaussian" else "laplace", "scale": self.noise_scale,
-                "rho": self.rho, "gamma": self.gamma, "epsilon": self.epsilon, "delta": self.delta,
-                "policy": self.policy, "delta0": self.delta0}
+        return SetUnion("gaussian" if self.name == "dpsu-gaussian" else "laplace", self.noise_scale, self.rho,
+                        self.gamma, self.epsilon, self.delta, self.policy, self.delta0)
 
     def _parameters(self) -> dict:
         return {"step": self.name, "alpha": self.alpha, "delta0": self.delta0,

@@ -25,7 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
 from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
@@ -76,7 +77,6 @@ class HDPState:
         (int32; nwk is words × k).
     released: the last release ñ (words × k, float64), from which Φ comes.
     phi: (k, words) float64, rows on the simplex.
-    observed: every release of the observed columns (T × k × columns, float32).
     """
 
     doc: np.ndarray
@@ -87,7 +87,6 @@ class HDPState:
     nk: np.ndarray
     released: np.ndarray
     phi: np.ndarray
-    observed: np.ndarray
 
 
 def _check(k, epsilon_l, clip, alpha, beta, n_iter):
@@ -100,10 +99,10 @@ def _check(k, epsilon_l, clip, alpha, beta, n_iter):
 
 
 def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0, alpha: float | None = None,
-                beta: float = 0.01, n_iter: int = 200, observe: np.ndarray | None = None) -> HDPState:
+                beta: float = 0.01, n_iter: int = 200, record: Recorder | None = None) -> HDPState:
     """Run HDP-LDA on the counts X; the mechanism: docs/algorithms.md#hdp-lda.
 
-    observe: column ids whose every release (T × k × columns) is kept in ``HDPState.observed``.
+    record: receives every iteration's release (``Recorder.laplace``); the next sweep uses what it returns.
     """
     _check(k, epsilon_l, clip, alpha, beta, n_iter)
     alpha = 1.0 / k if alpha is None else float(alpha)
@@ -117,17 +116,16 @@ def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0
     vbeta = n_words * beta
     scale = 2.0 / float(epsilon_l)
     released = np.zeros((n_words, k), dtype=np.float64)
-    observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
-    observed = np.zeros((n_iter, k, observe.size), dtype=np.float32)
+    record = Recorder() if record is None else record
     for sweep in range(n_iter):
         _hdp_sweep(doc, word, z, ndk, nwk, nk, released, sweep > 0, alpha, beta, vbeta, float(clip),
                    rng.random(n_tokens), cum)
-        released = nwk + noise_rng.laplace(0.0, scale, (n_words, k))  # a fresh array: n stays exact
-        observed[sweep] = released[observe].T
+        noisy = nwk + noise_rng.laplace(0.0, scale, (n_words, k))  # a fresh array: n stays exact
+        released = np.ascontiguousarray(record.laplace(noisy.T, scale=scale, document_tokens=1,
+                                                       releases=n_iter).T)
     weights = np.maximum(released.T, 0.0) + beta
     phi = weights / weights.sum(axis=1, keepdims=True)
-    return HDPState(doc=doc, word=word, z=z, ndk=ndk, nwk=nwk, nk=nk, released=released, phi=phi,
-                    observed=observed)
+    return HDPState(doc=doc, word=word, z=z, ndk=ndk, nwk=nwk, nk=nk, released=released, phi=phi)
 
 
 class ZhaoHDPLDA:
@@ -154,21 +152,17 @@ class ZhaoHDPLDA:
         self.beta = float(beta)
         self.n_iter = n_iter
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
-        return self.fit_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
-
-    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """Φ and every iteration's released counts of ``columns`` (kind ``laplace-count-releases``)."""
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) learned from X's rows; ``record`` receives every
+        iteration's released counts."""
         state = run_hdp_lda(X, self.k, seed, self.epsilon_l, self.clip, alpha=self.alpha, beta=self.beta,
-                            n_iter=self.n_iter, observe=columns)
+                            n_iter=self.n_iter, record=record)
         phi = state.phi.astype(np.float32)
-        return phi / phi.sum(axis=1, keepdims=True), Transcript(
-            "laplace-count-releases", np.asarray(columns), {"releases": state.observed}, self.mechanism_parameters())
+        return phi / phi.sum(axis=1, keepdims=True)
 
-    def mechanism_parameters(self) -> dict:
-        """Each iteration's Laplace scale 2/ε_l; a word canary is one token."""
-        return {"scale": 2.0 / self.epsilon_l, "document_tokens": 1, "releases": int(self.n_iter)}
+    def mechanism(self) -> LaplaceNoise:
+        """Each iteration's Laplace scale 2/ε_l, composed over the iterations; a word canary is one token."""
+        return LaplaceNoise(2.0 / self.epsilon_l, 1, releases=int(self.n_iter))
 
     def guarantee(self) -> Guarantee:
         return Guarantee(

@@ -56,7 +56,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import RandomisedResponse, Recorder
 from topicaudit.targets.learners.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
@@ -171,56 +172,46 @@ class LocallyPrivateLDA:
     randomiser_keep_probability: float | None = None
 
     def privatize_and_reconstruct(self, X, randomize_rng: np.random.Generator,
-                                  server_rng: np.random.Generator,
-                                  observe: np.ndarray | None = None) -> sp.csr_matrix:
+                                  server_rng: np.random.Generator, record: Recorder | None = None) -> sp.csr_matrix:
         """Users randomise their presence vectors; the server reconstructs (steps 1–4).
 
         Works in column blocks (each column's adjustment needs only that
         column), which is the same computation as randomising whole rows.
-        observe: column ids whose received reports are kept in ``self.received_``
-        (users × len(observe), bool): the very bits the server reconstructs from.
+        record: receives each block of the bits the server receives
+        (``Recorder.randomised_response``), and the server reconstructs from
+        what it returns.
         """
         X = check_counts(X).tocsc()
         n, V = X.shape
         p = self.keep_probability
         p_user = p if self.randomiser_keep_probability is None else self.randomiser_keep_probability
-        observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
-        received_observed = np.zeros((n, observe.size), dtype=bool)
+        record = Recorder() if record is None else record
         block = max(1, _BLOCK_CELLS // max(n, 1))
         parts = []
         for start in range(0, V, block):
             presence = X[:, start:start + block].toarray() > 0
             received = randomize_presence(presence, p_user, randomize_rng)
-            inside = (observe >= start) & (observe < start + presence.shape[1])
-            received_observed[:, inside] = received[:, observe[inside] - start]
+            received = record.randomised_response(received, keep_probability=p,
+                                                  columns=np.arange(start, start + presence.shape[1]))
             parts.append(reconstruct(received, p, server_rng))
-        self.received_ = received_observed
         if not parts:
             return sp.csr_matrix((n, V))
         return sp.hstack(parts, format="csr")
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Φ (k × n_words, float32, rows on the simplex) from the locally randomised rows of X."""
-        return self._fit(X, seed, None)
-
-    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """Φ and the users' randomised presence bits of ``columns`` (kind ``randomized-response``)."""
-        phi = self._fit(X, seed, columns)
-        return phi, Transcript("randomized-response", np.asarray(columns), {"reports": self.received_},
-                               self.mechanism_parameters())
-
-    def mechanism_parameters(self) -> dict:
-        """The claimed randomiser: each presence bit kept with this probability."""
-        return {"keep_probability": self.keep_probability}
-
-    def _fit(self, X, seed, observe):
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Φ (k × n_words, float32, rows on the simplex) from the locally randomised rows of X; ``record``
+        receives the users' randomised presence bits, as the server reconstructs from them."""
         randomize, server, cgs = np.random.SeedSequence(seed).spawn(3)
         recon = self.privatize_and_reconstruct(X, np.random.default_rng(randomize), np.random.default_rng(server),
-                                               observe)
+                                               record)
         state = run_cgs(recon, self.k, int(cgs.generate_state(1)[0]), alpha=self.alpha, beta=self.beta,
                         n_iter=self.n_iter, n_avg=self.n_avg)
         phi = state.phi.astype(np.float32)
         return phi / phi.sum(axis=1, keepdims=True)
+
+    def mechanism(self) -> RandomisedResponse:
+        """The claimed randomiser: each presence bit kept with this probability."""
+        return RandomisedResponse(self.keep_probability)
 
     def guarantee(self) -> Guarantee:
         """ε_b per word presence, adjacency ``local-word`` (the per-document costs in parameters).

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.targets.base import Guarantee, Release
+from topicaudit.targets.base import Guarantee, Release, declared_mechanism, records
+from topicaudit.targets.mechanisms import Recorder
 
 
 class Pipeline:
@@ -23,23 +24,26 @@ class Pipeline:
 
     @property
     def observes_vocabulary(self) -> bool:
-        """True when the vocabulary step is a DP mechanism that records its outputs (``select_observed``)."""
-        return hasattr(self.vocabulary_step, "select_observed")
+        """True when the vocabulary step is a DP mechanism that records its release (``select(..., record)``)."""
+        return records(self.vocabulary_step.select) and declared_mechanism(self.vocabulary_step) is not None
 
     @property
     def observes_mechanism(self) -> bool:
-        """True when the learner can record its mechanism's outputs (``fit_observed``)."""
-        return hasattr(self.learner, "fit_observed") and getattr(self.learner, "records_transcript", True)
+        """True when the learner records its mechanism's releases (``fit(..., record)`` and ``mechanism()``)."""
+        return records(self.learner.fit) and declared_mechanism(self.learner) is not None
 
     def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None,
             observe: np.ndarray | None = None) -> Release:
         vocabulary_seed, learner_seed = (
             int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2)
         )
+        requested = observe is not None  # a transcript is returned only when asked for, even of no column
+        observe = np.zeros(0, dtype=np.int64) if observe is None else np.asarray(observe, dtype=np.int64)
         vocabulary_transcript = None
-        if vocabulary is None and observe is not None and self.observes_vocabulary:
-            vocabulary, vocabulary_transcript = self.vocabulary_step.select_observed(
-                X, vocabulary_seed, np.asarray(observe, dtype=np.int64))
+        if vocabulary is None and requested and self.observes_vocabulary:
+            step_record = Recorder(observe)
+            vocabulary = self.vocabulary_step.select(X, vocabulary_seed, record=step_record)
+            vocabulary_transcript = step_record.transcript()
         elif vocabulary is None:
             vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
         vocabulary = np.asarray(vocabulary, dtype=np.int64)
@@ -49,22 +53,19 @@ class Pipeline:
             return Release(phi=np.zeros((self.learner.k, 0), dtype=np.float32), vocabulary=vocabulary,
                            info={"empty_vocabulary": True}, transcript=vocabulary_transcript)
         X = X[:, vocabulary].tocsr()
-        # A learner with something to report beyond Φ (a privacy monitor's
-        # trajectory) offers ``fit_with_info(X, seed) -> (phi, info)``; its
-        # ``fit`` stays the plain protocol method. Other learners are unchanged.
-        transcript = vocabulary_transcript  # a private vocabulary step is the stage its canaries audit
-        if observe is not None and transcript is None and self.observes_mechanism:
-            # Observed columns the vocabulary step left out have no mechanism output to record.
-            observe = np.asarray(observe, dtype=np.int64)
-            kept = observe[np.isin(observe, vocabulary)]
-            phi, transcript = self.learner.fit_observed(X, learner_seed, np.searchsorted(vocabulary, kept))
+        if not records(self.learner.fit):
+            return Release(phi=self.learner.fit(X, learner_seed), vocabulary=vocabulary,
+                           transcript=vocabulary_transcript)
+        # A private vocabulary step is the stage its canaries audit; else the learner's releases of the observed
+        # columns the vocabulary kept (the others were never released).
+        kept = observe[np.isin(observe, vocabulary)] if vocabulary_transcript is None else observe[:0]
+        record = Recorder(np.searchsorted(vocabulary, kept))
+        phi = self.learner.fit(X, learner_seed, record=record)
+        transcript = record.transcript() if requested else None
+        if transcript is not None:
             transcript.columns = kept
-            info = {}
-        elif hasattr(self.learner, "fit_with_info"):
-            phi, info = self.learner.fit_with_info(X, learner_seed)
-        else:
-            phi, info = self.learner.fit(X, learner_seed), {}
-        return Release(phi=phi, vocabulary=vocabulary, info=dict(info), transcript=transcript)
+        return Release(phi=phi, vocabulary=vocabulary, info=dict(record.info),
+                       transcript=vocabulary_transcript or transcript)
 
     def guarantee(self) -> Guarantee:
         if self._guarantee is None:

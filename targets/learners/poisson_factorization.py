@@ -69,7 +69,8 @@ import scipy.sparse as sp
 from numba import njit
 
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
-from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Transcript
+from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
+from topicaudit.targets.mechanisms import GeometricNoise, Recorder
 from topicaudit.targets.learners.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
 from topicaudit.targets.params import averaged_sweeps, integer, positive
@@ -420,22 +421,18 @@ class LocallyPrivatePoissonFactorization:
             return X.toarray().astype(np.int64)
         return privatize_counts(X, self.mechanism_alpha, rng)
 
-    def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        """Privatise X's rows locally, then Φ (k × n_words, float32) by Schein et al.'s sampler."""
-        return self.fit_observed(X, seed, np.zeros(0, dtype=np.int64))[0]
-
-    def fit_observed(self, X: sp.csr_matrix, seed: int, columns: np.ndarray) -> tuple[np.ndarray, Transcript]:
-        """Φ and the users' privatised counts of ``columns`` (kind ``geometric-counts``), as the sampler saw them."""
+    def fit(self, X: sp.csr_matrix, seed: int, record: Recorder | None = None) -> np.ndarray:
+        """Privatise X's rows locally, then Φ (k × n_words, float32) by Schein et al.'s sampler; ``record``
+        receives the users' privatised counts, as the sampler sees them."""
         privatize_rng, rng = _streams(seed)
         y_noisy = self._privatize(X, privatize_rng)
-        reports = y_noisy[:, np.asarray(columns, dtype=np.int64)].astype(np.int64)
-        phi = self._infer(y_noisy, rng)
-        return phi, Transcript("geometric-counts", np.asarray(columns), {"reports": reports},
-                               self.mechanism_parameters())
+        if record is not None:
+            y_noisy = record.geometric(y_noisy, alpha=self.mechanism_alpha)
+        return self._infer(y_noisy, rng)
 
-    def mechanism_parameters(self) -> dict:
+    def mechanism(self) -> GeometricNoise:
         """The claimed two-sided geometric noise: P(x) ∝ α^|x| on every count."""
-        return {"alpha": self.mechanism_alpha}
+        return GeometricNoise(self.mechanism_alpha)
 
     def _infer(self, y_noisy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         samples = lppf_samples(y_noisy, self.mechanism_alpha, self.k, rng, self.n_iter, self.a0, self.b0)

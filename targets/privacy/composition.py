@@ -5,6 +5,10 @@ Rules (docs/targets.md, "Guarantees as data"):
 * no claim if any part has none (ε = ∞);
 * the parts must share an adjacency (a part with none, ε = 0 and
   data-independent, composes with any);
+* the parts' neighbours (``Guarantee.relation``) agree, or the composition is
+  stated for replace-one neighbours: an add/remove (ε, δ) part is a
+  replace-one (2ε, (1 + e^ε)δ) part (group privacy: a replacement is a removal
+  and an addition; the converse does not hold), composed by basic composition;
 * the basis is the weakest part's (``Basis.strength``);
 * δ is the sum of the parts' δ, as in basic composition: each part keeps the δ
   it was configured with, and the accountant only tightens ε at that δ;
@@ -32,16 +36,11 @@ from dp_accounting.pld.common import DifferentialPrivacyParameters
 import numpy as np
 
 from topicaudit.targets.privacy.events import EpsilonDeltaDpEvent
-from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, weakest_basis
+from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, Neighbours, weakest_basis
 
 _RELATION = dp_accounting.NeighboringRelation
-# How dp-accounting should read each adjacency's neighbours. Word-level claims
-# are about changing one value (a token's word, one presence bit or count).
-NEIGHBORING_RELATIONS = {
-    Adjacency.DOCUMENT: _RELATION.ADD_OR_REMOVE_ONE,
-    Adjacency.WORD: _RELATION.REPLACE_ONE,
-    Adjacency.LOCAL_WORD: _RELATION.REPLACE_ONE,
-}
+# How dp-accounting reads a claim's neighbours (``Guarantee.relation``).
+NEIGHBORING_RELATIONS = {Neighbours.ADD_REMOVE: _RELATION.ADD_OR_REMOVE_ONE, Neighbours.REPLACE_ONE: _RELATION.REPLACE_ONE}
 # 1e-4 keeps the discretisation error of ε below ~1e-3 on our settings; the
 # accountant runs once per pipeline (a 200-step subsampled Gaussian: ~0.5 s).
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
@@ -98,28 +97,51 @@ def compose(*guarantees: Guarantee) -> Guarantee:
         raise ValueError("cannot compose guarantees with different adjacencies: "
                          f"{sorted(a.value for a in adjacencies)}")
     adjacency = next(iter(adjacencies), None)
+    # Parts that read no member's data (ε = δ = 0) hold under any relation.
+    relations = {g.relation for g in guarantees if g.adjacency is not None and (g.epsilon > 0 or g.delta > 0)}
+    mixed = len(relations) > 1
+    if mixed:
+        guarantees = tuple(as_replace_one(g) for g in guarantees)
+    stated = {g.neighbours for g in guarantees if g.neighbours is not None and (g.epsilon > 0 or g.delta > 0)}
+    neighbours = next(iter(stated), None)
     basis = weakest_basis(g.basis for g in guarantees)
     parameters = {"parts": [g.to_json() for g in guarantees]}
     spending = [g for g in guarantees if g.epsilon > 0 or g.delta > 0]
     if len(spending) <= 1:
         only = spending[0] if spending else guarantees[0]
-        return dataclasses.replace(only, adjacency=adjacency, basis=basis, parameters={
+        return dataclasses.replace(only, adjacency=adjacency, basis=basis, neighbours=neighbours, parameters={
             **parameters, "composition": "one part spends privacy; the others read no member's data"})
     epsilon_sum, delta = sum(g.epsilon for g in spending), sum(g.delta for g in spending)
     events = [g.event for g in spending]
     event = None if any(e is None for e in events) else dp_accounting.ComposedDpEvent(events)
-    epsilon, why_not = _pld_epsilon(spending, event, adjacency, delta)
+    composed = Guarantee(adjacency=adjacency, neighbours=neighbours)
+    epsilon, why_not = _pld_epsilon(spending, event, adjacency, composed.relation, delta)
+    if mixed:
+        why_not = ("the parts' neighbours differ: each add/remove part is restated for replace-one by group "
+                   "privacy, (2ε, (1 + e^ε)δ)")
     if epsilon is not None and epsilon < epsilon_sum:
-        accountant = (f"dp-accounting PLD over the parts' events ({NEIGHBORING_RELATIONS[adjacency].name}, "
+        accountant = (f"dp-accounting PLD over the parts' events ({NEIGHBORING_RELATIONS[composed.relation].name}, "
                       f"discretisation {VALUE_DISCRETIZATION_INTERVAL:g}) at the parts' total δ; "
                       f"basic composition would give ε = {epsilon_sum:.6g}")
     else:
         epsilon, accountant = epsilon_sum, f"{BASIC}: {why_not or 'the PLD accountant is not tighter here'}"
     return Guarantee(epsilon=epsilon, delta=delta, adjacency=adjacency, basis=basis, accountant=accountant,
-                     parameters=parameters, event=event)
+                     parameters=parameters, event=event, neighbours=neighbours)
 
 
-def _pld_epsilon(spending, event, adjacency, delta) -> tuple[float | None, str | None]:
+def as_replace_one(g: Guarantee) -> Guarantee:
+    """An add/remove guarantee restated for replace-one neighbours, (2ε, (1 + e^ε)δ) by group privacy, its event
+    dropped (it describes the add/remove loss); other guarantees unchanged."""
+    if g.relation is not Neighbours.ADD_REMOVE or (g.epsilon == 0 and g.delta == 0) or g.adjacency is None:
+        return g
+    return dataclasses.replace(
+        g, epsilon=2.0 * g.epsilon, delta=min(1.0, (1.0 + math.exp(g.epsilon)) * g.delta), event=None,
+        neighbours=Neighbours.REPLACE_ONE,
+        accountant=f"{g.accountant or g.mechanism} (ε = {g.epsilon:g}, δ = {g.delta:g} for add/remove neighbours), "
+                   "restated for replace-one by group privacy: (2ε, (1 + e^ε)δ)")
+
+
+def _pld_epsilon(spending, event, adjacency, neighbours, delta) -> tuple[float | None, str | None]:
     """(ε of the composed event at δ by the PLD accountant, None) or (None, why it cannot be used)."""
     if event is None:
         return None, "no dp-accounting event for " + ", ".join(g.mechanism for g in spending if g.event is None)
@@ -127,7 +149,7 @@ def _pld_epsilon(spending, event, adjacency, delta) -> tuple[float | None, str |
         return None, "the parts state no adjacency"
     if delta == 0:
         return None, "pure ε-DP parts, for which the sum is exact (the PLD accountant gives ε = ∞ at δ = 0)"
-    relation = NEIGHBORING_RELATIONS[adjacency]
+    relation = NEIGHBORING_RELATIONS[neighbours]
     accountant = PLDAccountant(relation, VALUE_DISCRETIZATION_INTERVAL)
     if not accountant.supports(event):
         return None, f"the PLD accountant does not support these events under {relation.name}"
@@ -148,7 +170,7 @@ def privacy_profile(guarantee: Guarantee, points: int = 48) -> tuple[np.ndarray,
     if event is None or guarantee.adjacency is None or guarantee.basis is not Basis.THEOREM \
             or "GaussianDpEvent" not in repr(event):
         return None
-    accountant = PLDAccountant(NEIGHBORING_RELATIONS[guarantee.adjacency], PROFILE_DISCRETIZATION_INTERVAL)
+    accountant = PLDAccountant(NEIGHBORING_RELATIONS[guarantee.relation], PROFILE_DISCRETIZATION_INTERVAL)
     if not accountant.supports(event):
         return None
     accountant.compose(event)

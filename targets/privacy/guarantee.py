@@ -31,6 +31,25 @@ class Adjacency(enum.StrEnum):
         return self is Adjacency.DOCUMENT
 
 
+class Neighbours(enum.StrEnum):
+    """Which pairs of datasets a claim calls neighbours, at its adjacency's unit (a document, a word): the one
+    field the accountant (dp-accounting's neighbouring relation) and the canary design (paired canaries for
+    replace-one) both read."""
+
+    ADD_REMOVE = "add-remove"    # one unit added or removed
+    REPLACE_ONE = "replace-one"  # one unit replaced by another
+
+
+def neighbours_of(value: Neighbours | str | None) -> Neighbours | None:
+    """The Neighbours named by a results.json string (None stays None); ValueError for an unknown name."""
+    if value is None or isinstance(value, Neighbours):
+        return value
+    try:
+        return Neighbours(value)
+    except ValueError:
+        raise ValueError(f"unknown neighbours {value!r}; known: {', '.join(n.value for n in Neighbours)}") from None
+
+
 class Basis(enum.StrEnum):
     """Why a claim is made; ``strength`` orders them, weakest first."""
 
@@ -100,7 +119,9 @@ class Guarantee:
     A finite ε must say why it holds (a ``basis`` other than NONE).
     ``event`` is the mechanism as a dp-accounting ``DpEvent`` when one
     describes it (docs/targets.md lists them), else None; a pipeline's
-    accountant composes the events. Strings are accepted for the enums.
+    accountant composes the events. ``neighbours`` says which datasets the
+    claim calls neighbours; None takes the adjacency's usual relation
+    (``relation``). Strings are accepted for the enums.
     """
 
     epsilon: float = math.inf
@@ -110,9 +131,11 @@ class Guarantee:
     accountant: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     event: DpEvent | None = None
+    neighbours: Neighbours | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "adjacency", adjacency_of(self.adjacency))
+        object.__setattr__(self, "neighbours", neighbours_of(self.neighbours))
         object.__setattr__(self, "basis", basis_of(self.basis))
         if not (self.epsilon >= 0) or not (0 <= self.delta <= 1):
             raise ValueError(f"the guarantee of {self.mechanism}: need ε ≥ 0 and δ in [0, 1] "
@@ -120,6 +143,15 @@ class Guarantee:
         if math.isfinite(self.epsilon) and self.basis is Basis.NONE:
             raise ValueError(f"the guarantee of {self.mechanism} claims ε = {self.epsilon:g} but sets no basis: "
                              "say why it holds (Basis.THEOREM, Basis.PAPER_CLAIM or Basis.MONITOR)")
+
+    @property
+    def relation(self) -> Neighbours:
+        """The neighbours the claim is about: as stated, else add/remove for whole documents and replace-one
+        for words (changing one token's word, one presence bit or count)."""
+        if self.neighbours is not None:
+            return self.neighbours
+        word = self.adjacency in (Adjacency.WORD, Adjacency.LOCAL_WORD)
+        return Neighbours.REPLACE_ONE if word else Neighbours.ADD_REMOVE
 
     @property
     def mechanism(self) -> str:
@@ -137,6 +169,7 @@ class Guarantee:
             "accountant": self.accountant,
             "parameters": self.parameters,
             "event": event_to_json(self.event),
+            "neighbours": None if self.neighbours is None else self.neighbours.value,
         }
 
 
