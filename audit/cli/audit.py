@@ -76,7 +76,8 @@ def register(commands) -> None:
     audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
     audit.add_argument("--top", type=int, help="rows of the ranking to print and keep in audit.json (default 10)")
     audit.add_argument("--name", help="audit name (default: PHI's file name)")
-    audit.add_argument("--output", help="output directory (default runs/audit-NAME)")
+    audit.add_argument("--output", help="output directory (default runs/audit-NAME-HASH, HASH: 6 hex digits of the "
+                                           "settings and the inputs' places, so other inputs get another directory)")
     audit.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     audit.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     audit.add_argument("--quiet", action="store_true", help="no progress or table; just the output directory")

@@ -152,7 +152,9 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     and the identity keys on) and the inputs.
     """
     validate(config)
+    run_dir = config.run_dir  # before the learner, k and parameters are resolved: the directory the command named
     config = copy.deepcopy(config)
+    config.output = str(run_dir)
     m = config.model
     notes: list[str] = []
     model = load_user_model(m.phi, m.vocabulary, trust_pickle=m.trust_pickle, normalize=m.normalize,
