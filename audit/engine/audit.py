@@ -200,31 +200,37 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
 def _shadow_settings(config: AuditConfig, model: UserModel, notes: list[str]) -> tuple[str, dict, str]:
     """The shadows' learner and parameters, and where they come from.
 
-    A saved gensim or tomotopy model names its learner and carries its
-    settings; ``--param`` overrides single settings; an explicit ``--learner``
-    other than the model's drops the model's settings (they are another
-    library's) and says so.
+    A saved gensim, tomotopy or scikit-learn model names its learner and
+    carries its settings; ``--param`` overrides single settings; an explicit
+    ``--learner`` the settings do not apply to drops them (they are another
+    library's) and says so. A scikit-learn LDA's batch settings apply to both
+    ``lda`` (the compiled port) and ``sklearn-lda``.
     """
     given = config.model.params
     learner = config.model.learner or model.learner or "lda"
     if model.learner is None:
+        notes.extend(model.notes or [])
         return learner, dict(given), "--param" if given else "the learner's defaults"
-    if learner != model.learner:
+    if learner not in _settings_learners(model):
         notes.append(f"{model.phi_path} was trained with {model.library} ({model.learner}); the shadows use {learner}, "
                      "so the model's settings are not used. LiRA assumes shadows trained like the model under audit")
         return learner, dict(given), "--param" if given else "the learner's defaults"
     notes.extend(model.notes or [])
     params = {**(model.settings or {}), **given}
     overridden = sorted(set(given) & set(model.settings or {}))
-    source = f"the saved {model.library} model"
+    source = f"the saved {model.library} model" + (", read without unpickling" if model.settings_record else "")
     if given:
         source += f", with --param {', '.join(sorted(given))}" + (" overriding it" if overridden else "")
     return learner, params, source
 
 
+def _settings_learners(model: UserModel) -> tuple[str, ...]:
+    return model.learners or ((model.learner,) if model.learner else ())
+
+
 def _settings_place(config: AuditConfig, model: UserModel, learner: str) -> str:
     """Where the shadows' parameters came from, for a message about a bad one: --param only when the user gave it."""
-    if model.learner is None or learner != model.learner:
+    if model.learner is None or learner not in _settings_learners(model):
         return "--param"
     return f"the settings saved in {model.phi_path}" + (" or --param" if config.model.params else "")
 
@@ -348,7 +354,8 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
             "preprocess": config.corpus.preprocess,
         },
         "learner": {"name": m.learner, "k": m.k, "params": dict(m.params), "settings_from": inputs.settings_from,
-                    "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json()},
+                    "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json(),
+                    **({"model_settings": model.settings_record} if model.settings_record else {})},
         "shadows": {"n_shadows": n_shadows, "in_per_candidate": n_shadows // 2,
                     "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": outcome.n_reused},
         "ranking": {"by": column(rank_by), "rank_by": rank_by, "recommended": recommended,

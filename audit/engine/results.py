@@ -283,6 +283,7 @@ class AuditLearner(Record):
     """``learner``: the shadows' learner and where its settings came from."""
 
     CODECS = {"guarantee": record(GuaranteeInfo)}
+    OPTIONAL = ("model_settings",)
 
     name: str | None = None
     k: int | None = None
@@ -290,6 +291,8 @@ class AuditLearner(Record):
     settings_from: str | None = None
     vocabulary: str | None = None
     guarantee: GuaranteeInfo | None = None
+    # a saved scikit-learn model: the settings read from its file without unpickling, used and not, and why
+    model_settings: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
