@@ -141,9 +141,8 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
     results_path, config_path = path / "results.json", path / "config.toml"
     if not results_path.exists():
         if _is_user_audit(path):
-            raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground "
-                            "truth: see its scores.csv and audit.json); `topicaudit report` reads membership "
-                            "audits made by `topicaudit run` or `topicaudit sweep`")
+            raise UserError(f"{path} is a `topicaudit audit` of a user's model, not a run: report it on its own "
+                            f"(`topicaudit report {path}`), not with runs or sweeps")
         if config_path.exists():
             raise UserError(f"{path} is an unfinished run (no results.json yet); rerun the same "
                             "`topicaudit run` command to finish it, then report")
