@@ -122,14 +122,17 @@ class Run:
 
 
 def _is_user_audit(path: Path) -> bool:
-    """A ``topicaudit audit`` directory: its audit.json, or (unfinished) its config.toml's schema."""
+    """A ``topicaudit audit`` directory: its audit.json, or (unfinished) its config.toml: a schema saying so, or the
+    tables only an audit's configuration has ([model] and [reference])."""
     if (path / "audit.json").exists():
         return True
     try:
-        schema = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")).get("schema", "")
+        data = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return False
-    return str(schema).startswith("topicaudit.user-audit/")
+    if isinstance(data.get("model"), dict) and isinstance(data.get("reference"), dict):
+        return True
+    return str(data.get("schema", "")).startswith("topicaudit.user-audit/")
 
 
 def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
