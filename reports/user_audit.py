@@ -16,6 +16,7 @@ renderers' escaping like any other.
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,16 @@ from topicaudit.attacks.exposure import percent
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.ranking import RANKINGS
 from topicaudit.engine import manifest
-from topicaudit.engine.audit import settings_line
+from topicaudit.engine.audit import load_audit_inputs, settings_line
+from topicaudit.engine.config import AuditConfig, config_from_dict, config_hash
 from topicaudit.engine.results import AuditResults
 from topicaudit.engine.roc_figure import chance, corners, loglog, new_figure, roc_floor
 from topicaudit.engine.rundir import read_arrays
 from topicaudit.errors import UserError
 from topicaudit.reports.document import Definitions, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.figures import IN_COLOR, OUT_COLOR, _overlap_legend, tpr_at
-from topicaudit.reports.risk import TEXT_LIMIT
+from topicaudit.reports.collect import _is_user_audit
+from topicaudit.reports.risk import TEXT_LIMIT, document_text
 from topicaudit.version import __version__
 
 # The files the page reads, checked against the manifest when it lists them.
@@ -46,8 +49,6 @@ EXAMPLES = 4   # candidates whose ζ histograms are drawn
 
 def is_user_audit(path: Path) -> bool:
     """A ``topicaudit audit`` output directory (finished or not)."""
-    from topicaudit.reports.collect import _is_user_audit
-
     return Path(path).is_dir() and _is_user_audit(Path(path))
 
 
@@ -176,12 +177,6 @@ def _texts(audit: AuditDirectory, candidates: list[int]) -> dict[int, str]:
     scores = audit.results.all_scores
     if "text" in scores:
         return {int(c): str(t) for c, t in zip(scores["candidate"], scores["text"])}
-    import tomllib
-
-    from topicaudit.engine.audit import load_audit_inputs
-    from topicaudit.engine.config import AuditConfig, config_from_dict, config_hash
-    from topicaudit.reports.risk import document_text
-
     try:
         data = tomllib.loads((audit.path / "config.toml").read_text(encoding="utf-8"))
         config = config_from_dict({k: v for k, v in data.items() if k != "provenance"},
@@ -231,9 +226,14 @@ def compose(path: Path, figs, top: int = 20, show_text: bool = False) -> Report:
         tpr = exposure["tpr_at_fpr_0.001"]["mean"]
         word = level(tpr)
         answer.add(Headline(word, f"{word}: {exposure['statement']}."))
+    elif r.exposure is None:
+        answer.add(Headline("NOT MEASURED", "NOT MEASURED: this audit was written by an earlier version of "
+                                           "topicaudit, which did not measure the exposure of models trained like "
+                                           "yours; rerun the audit to add it (--output this directory reuses its "
+                                           "shadow models when nothing else changed)."))
     else:
-        answer.add(Headline("NOT MEASURED", "NOT MEASURED: the exposure of models trained like yours needs at least "
-                                           f"4 shadow models ({exposure.get('not_measured', 'not in audit.json')})."))
+        answer.add(Headline("NOT MEASURED", "NOT MEASURED: the exposure of models trained like yours "
+                                           f"{exposure.get('not_measured', 'was not measured')}."))
     if versus.get("levels"):
         said = [f"{lv['n_candidates']} score beyond "
                 f"{'every one' if lv['beyond'] >= 1 else format(100 * lv['beyond'], 'g') + '%'} of them (about "

@@ -273,6 +273,11 @@ def test_a_second_audit_of_the_same_model_with_other_candidates_gets_its_own_dir
     assert (tmp_path / first / "audit.json").exists() and (tmp_path / second / "audit.json").exists()
     assert main(["audit", *_args(d, "--shadows", 2, "--quiet")]) == 0  # the first command again: resumed
     assert Path(capsys.readouterr().out.strip()) == first
+    # two shadows leave none to attack a shadow with: the figure says it was not measured, and why
+    found = json.loads((tmp_path / first / "audit.json").read_text())["exposure"]
+    assert found["n_targets"] == 0 and "at least 4 shadow models" in found["not_measured"]
+    html = (build_report(tmp_path / first, tmp_path / "page") / "report.html").read_text()
+    assert "NOT MEASURED" in html and "at least 4 shadow models" in html
 
 
 # -- refusals: one line, exit 2 ---------------------------------------------------------------------------------------

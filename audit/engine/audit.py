@@ -318,8 +318,9 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
     scores = candidate_scores(attack_inputs, rank_by)
     # The reference sample (RMIA's population, taken as non-members of Φ) scored like the candidates under Φ.
     population_in = plan.shadow_in[:, n_c + population]
-    reference_score = compute_attacks(AttackInputs(
-        {"zeta": pop[0]}, {"zeta": pop[1:]}, population_in, n_tokens[n_c:], ref.X[population]), [rank_by]).get(rank_by)
+    reference_inputs = AttackInputs({"zeta": pop[0]}, {"zeta": pop[1:]}, population_in, n_tokens[n_c:],
+                                    ref.X[population])
+    reference_score = compute_attacks(reference_inputs, [rank_by]).get(rank_by)
     columns = {"zeta": zeta[0], **score_columns(scores), **log10_p_columns(scores),
                "beyond_reference": (beyond(scores[rank_by], reference_score) if reference_score is not None
                                     else np.full(n_c, np.nan))}

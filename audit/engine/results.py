@@ -17,7 +17,9 @@ is a ``UserError`` naming the file and the fix.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -26,16 +28,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 from xml.sax.saxutils import escape, quoteattr
 
+import numpy as np
+
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine.records import BOUNDS, JsonView, Record, check_schema, record, records
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import open_regular
 from topicaudit.targets.privacy.events import guarantee_from_json
 from topicaudit.targets.privacy.guarantee import Guarantee
 
 RESULTS_SCHEMA = "topicaudit.results/1"          # results.json of `topicaudit run`
 # audit.json of `topicaudit audit`; /2: score columns and rankings named after the registry's attacks
 USER_AUDIT_SCHEMA = "topicaudit.user-audit/2"
+MAX_AUDIT_JSON_BYTES = 256 * 2**20  # far above any audit.json (its `top` and exposure's per-target values)
 CHECK_SCHEMA = "topicaudit.check/1"              # check --json of `topicaudit check`
 
 # The f-DP one-run test of the claimed mechanism's own curve (mechanism audits of Gaussian mechanisms).
@@ -355,13 +361,20 @@ class AuditResults(JsonView, Record):
     @classmethod
     def load(cls, directory: str | Path) -> AuditResults:
         """The audit.json of an output directory of ``topicaudit audit``, or a UserError saying why not."""
-        from topicaudit.engine.rundir import read_json  # the bounded, regular-file reader of run files
-
         path = Path(directory) / "audit.json"
         if not path.exists():
             raise UserError(f"{directory} holds no audit.json: it is not a finished `topicaudit audit` output "
                             "directory (rerun the same audit command to finish it)")
-        return cls.from_json(read_json(path), str(path), directory)
+        with open_regular(path, "audit.json") as handle:
+            raw = handle.read(MAX_AUDIT_JSON_BYTES + 1)
+        if len(raw) > MAX_AUDIT_JSON_BYTES:
+            raise UserError(f"{path} is larger than {MAX_AUDIT_JSON_BYTES // 2**20} MiB, which no audit.json is; "
+                            "rerun the audit to rewrite it")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise UserError(f"{path} is unreadable ({type(error).__name__}); rerun the audit to rewrite it") from None
+        return cls.from_json(data, str(path), directory)
 
     @property
     def paths(self) -> dict[str, Path]:
@@ -380,20 +393,16 @@ class AuditResults(JsonView, Record):
         ``n_tokens`` as integers, ``id`` and ``text`` as strings as scores.csv holds them (a cell a spreadsheet
         would read as a formula starts with ``'``), every score column as float64 (NaN where empty).
         """
-        import csv
-
-        import numpy as np
-
-        from topicaudit.engine.rundir import regular_file
-
         path = self.paths["scores"]
         if not path.exists():
             raise UserError(f"{path} is missing; rerun the same audit command to rewrite it")
-        regular_file(path)
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            rows = list(reader)
+        with open_regular(path, "scores.csv") as handle:
+            try:
+                reader = csv.reader(io.TextIOWrapper(handle, encoding="utf-8", newline=""))
+                header = next(reader, None)
+                rows = list(reader)
+            except (UnicodeDecodeError, csv.Error) as error:
+                raise UserError(f"{path} is unreadable ({type(error).__name__}); rerun the audit") from None
         if not header or any(len(row) != len(header) for row in rows):
             raise UserError(f"{path} is not the table `topicaudit audit` writes (ragged or empty); rerun the audit")
         columns: dict[str, Any] = {}
