@@ -56,13 +56,14 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     phi: Φ's file, a TOML configuration file, or an AuditConfig ([model], [corpus] =
     the candidates, [reference]); ``settings`` are the command's flags by name
     (vocabulary, shadows, learner, k, params, rank_by, output, …) and override
-    the file. Returns ``audit.json`` as :class:`AuditResults`.
+    the file. Returns ``audit.json`` as :class:`AuditResults`: ``all_scores`` holds every candidate's scores
+    (read from scores.csv on first use), ``paths`` the output files, ``exposure`` the overall exposure figure.
     """
     phi = arguments.phi(phi)
     candidates = arguments.optional_path(candidates, "candidates")
     reference = arguments.optional_path(reference, "reference")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
-    return AuditResults.from_json(execute_audit(config, quiet=quiet))
+    return AuditResults.from_json(execute_audit(config, quiet=quiet), directory=config.run_dir)
 
 
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,

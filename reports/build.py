@@ -23,7 +23,7 @@ from topicaudit.engine.results import CorpusInfo
 from topicaudit.engine.rundir import disk_full
 from topicaudit.engine.validation import check_output_directory
 from topicaudit.errors import UserError
-from topicaudit.reports import figures, ledger, risk
+from topicaudit.reports import figures, ledger, risk, user_audit
 from topicaudit.reports.collect import Collection, CorpusCache, Group, collect
 from topicaudit.reports.document import Definitions, FigureRef, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.html import render_html
@@ -230,14 +230,25 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
 
 def build_report(paths, output: str | Path | None = None, *, attack: str = "lira_online", top: int = 20,
                  show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
-    """Write the report of finished run and/or sweep directories; returns the output directory."""
+    """Write the report of finished run and/or sweep directories, or of one ``topicaudit audit`` output directory
+    (:mod:`topicaudit.reports.user_audit`); returns the output directory."""
     if top < 0:
         raise UserError(f"--top must be ≥ 0 (got {top})")
     if output is not None:
         check_output_directory(output, "-o/--output")  # a place that cannot be written fails at once
-    collection = collect(paths, compare_vocabularies=compare_vocabularies)
-    _check_attack(collection, attack)
-    output = Path(output) if output is not None else collection.inputs[0] / "report"
+    given = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    audits = [p for p in given if user_audit.is_user_audit(p)]
+    if audits:
+        if len(given) > 1:
+            raise UserError(f"{audits[0]} is a `topicaudit audit` of your own model: report it on its own "
+                            "(`topicaudit report DIR`), not together with other directories")
+        user_audit.AuditDirectory(audits[0])  # finished and intact, or one message saying why not
+        collection = None
+        output = Path(output) if output is not None else audits[0] / "report"
+    else:
+        collection = collect(paths, compare_vocabularies=compare_vocabularies)
+        _check_attack(collection, attack)
+        output = Path(output) if output is not None else collection.inputs[0] / "report"
     _target_dir(output)
     check_output_directory(output, "-o/--output")
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -247,7 +258,10 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
     try:
-        report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
+        if collection is None:
+            report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
+        else:
+            report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
         (staging / "report.html").write_text(render_html(report), encoding="utf-8")
         (staging / "report.md").write_text(render_markdown(report), encoding="utf-8")
         written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())

@@ -122,14 +122,17 @@ class Run:
 
 
 def _is_user_audit(path: Path) -> bool:
-    """A ``topicaudit audit`` directory: its audit.json, or (unfinished) its config.toml's schema."""
+    """A ``topicaudit audit`` directory: its audit.json, or (unfinished) its config.toml: a schema saying so, or the
+    tables only an audit's configuration has ([model] and [reference])."""
     if (path / "audit.json").exists():
         return True
     try:
-        schema = tomllib.loads((path / "config.toml").read_text(encoding="utf-8")).get("schema", "")
+        data = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return False
-    return str(schema).startswith("topicaudit.user-audit/")
+    if isinstance(data.get("model"), dict) and isinstance(data.get("reference"), dict):
+        return True
+    return str(data.get("schema", "")).startswith("topicaudit.user-audit/")
 
 
 def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
@@ -141,9 +144,8 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
     results_path, config_path = path / "results.json", path / "config.toml"
     if not results_path.exists():
         if _is_user_audit(path):
-            raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground "
-                            "truth: see its scores.csv and audit.json); `topicaudit report` reads membership "
-                            "audits made by `topicaudit run` or `topicaudit sweep`")
+            raise UserError(f"{path} is a `topicaudit audit` of a user's model, not a run: report it on its own "
+                            f"(`topicaudit report {path}`), not with runs or sweeps")
         if config_path.exists():
             raise UserError(f"{path} is an unfinished run (no results.json yet); rerun the same "
                             "`topicaudit run` command to finish it, then report")

@@ -40,6 +40,9 @@ dl { font-size: 12px; } dt { font-weight: 600; float: left; clear: left; width: 
 .verdict-violated { border-color: #b00020; background: #fdecee; }
 .verdict-consistent { border-color: #2e7d32; background: #edf7ee; }
 .verdict-no-claim, .verdict-no-signal { border-color: #8a6d00; background: #fff8e1; }
+.verdict-high-exposure { border-color: #b00020; background: #fdecee; }
+.verdict-some-exposure, .verdict-not-measured { border-color: #8a6d00; background: #fff8e1; }
+.verdict-little-exposure { border-color: #2e7d32; background: #edf7ee; }
 """
 
 

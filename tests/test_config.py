@@ -102,7 +102,8 @@ def test_a_file_naming_a_released_model_is_an_audit_and_its_paths_follow_the_fil
     config = load_config(path)
     assert isinstance(config, AuditConfig) and config.attack.shadows == 8 and config.ranking.by == "lira_online"
     assert config.model.phi == str(path.parent / "phi.npy") and config.reference.path == str(path.parent / "r.json")
-    assert config.run_name == "phi" and config.run_dir == Path("runs") / "audit-phi"
+    assert config.run_name == "phi" and config.run_dir.parent == Path("runs")
+    assert config.run_dir.name.startswith("audit-phi-") and len(config.run_dir.name) == len("audit-phi-") + 6
     path.write_text('[model]\nvocabulary = "v.txt"\n')  # no phi yet: read as an audit when `audit` reads it
     assert isinstance(load_config(path, AuditConfig), AuditConfig)
     with pytest.raises(UserError, match=r"\[model\] belongs to `topicaudit audit`"):

@@ -45,3 +45,28 @@ def test_the_every_key_block_of_configuration_md_sets_the_defaults():
     text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     block = re.search(r"```toml\n(.*?)```", text, flags=re.S).group(1)
     assert config_from_dict(tomllib.loads(block)).to_dict() == Config().to_dict()
+
+
+def test_an_audit_of_the_same_model_with_other_inputs_gets_its_own_directory(tmp_path):
+    """`audit`'s default directory names the model and hashes the inputs' places and the settings, as `run`'s does:
+    a second audit of the same Φ with other candidates neither collides with the first nor is refused."""
+    from topicaudit.engine.audit import audit_config
+
+    def directory(**settings):
+        base = {"vocabulary": tmp_path / "vocab.txt", "candidates": tmp_path / "cand.json",
+                "reference": tmp_path / "ref.json"}
+        return audit_config(tmp_path / "phi.npy", **{**base, **settings}).run_dir
+
+    first = directory()
+    assert first.parent == Path("runs") and first.name.startswith("audit-phi-")
+    assert directory() == first  # the same command resumes its directory
+    assert directory(candidates=tmp_path / "other.json") != first
+    assert directory(reference=tmp_path / "other.json") != first
+    assert directory(shadows=16) != first and directory(seed=3) != first
+    assert directory(params={"max_iter": 20}) != first
+    assert directory(top=50, show_text=True) == first  # how the ranking is shown changes no number
+    assert directory(output=str(tmp_path / "mine")) == tmp_path / "mine"
+    # a configuration file naming the same files finds the flags' directory (its paths are resolved)
+    (tmp_path / "audit.toml").write_text('[model]\nphi = "phi.npy"\nvocabulary = "vocab.txt"\n'
+                                         '[corpus]\npath = "cand.json"\n[reference]\npath = "ref.json"\n')
+    assert audit_config(tmp_path / "audit.toml").run_dir == first

@@ -87,6 +87,8 @@ def created_by(argv: list[str]) -> list[Path]:
         return [Path(args.output) if args.output else default_output(config, args.param, parse_values(args.values))]
     if args.command == "report":
         return [Path(args.output) if args.output else Path(args.inputs[0]) / "report"]
+    if args.command == "audit":
+        return [Path(args.output)] if args.output else []
     if args.command == "check":
         made = [Path(p) for p in (args.json, args.junit) if p]
         if Path(args.target).suffix == ".toml":

@@ -466,7 +466,9 @@ def test_show_text_writes_escaped_csv_and_a_terminal_safe_table(tiny, shared_ray
     assert len(rows) == 30 and list(rows[0]) == ["rank", "candidate", "id", "n_tokens", "zeta", "lira_online",
                                                  "lira_online_global", "lira_offline_p", "lira_offline_global_p",
                                                  "lira_online_shrunk", "lira_offline_shrunk_p", "rmia_online",
-                                                 "rmia_offline", "rmia_population", "quantile_regression", "text"]
+                                                 "rmia_offline", "rmia_population", "quantile_regression",
+                                                 "lira_offline_log10_p", "lira_offline_global_log10_p",
+                                                 "lira_offline_shrunk_log10_p", "beyond_reference", "text"]
     by_candidate = {int(r["candidate"]): r["text"] for r in rows}
     for i, text in enumerate(TRICKY, start=25):
         text = text.replace("\r\n", "\n")  # no bare carriage return reaches a spreadsheet

@@ -8,8 +8,10 @@ keeps the order of p-values that round to 0.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from topicaudit.attacks.registry import (AttackInputs, compute_attacks, recommended_attack,
                                          requested_attacks)
@@ -46,6 +48,10 @@ POPULATION_SIZE = 1000
 SCORE_COLUMNS = ("rank", "candidate", "id", "n_tokens", "zeta", "lira_online", "lira_online_global",
                  "lira_offline_p", "lira_offline_global_p", "lira_online_shrunk", "lira_offline_shrunk_p",
                  "rmia_online", "rmia_offline", "rmia_population", "quantile_regression")
+# After the attack columns: each offline p-value as log10 p (exact where p underflows to 0), and the ranking
+# score's standing among the sampled reference documents.
+LOG10_P_COLUMNS = tuple(f"{name}_log10_p" for name in OFFLINE)
+EXTRA_COLUMNS = LOG10_P_COLUMNS + ("beyond_reference",)
 COLUMN_DESCRIPTIONS = {
     "rank": "1 = strongest membership evidence, by the ranking score",
     "candidate": "0-based position of the document in the candidates input",
@@ -72,6 +78,13 @@ COLUMN_DESCRIPTIONS = {
     "quantile_regression": "quantile regression: per-token ζ under Φ above the non-member median that gradient "
                            "boosting predicts from word counts and the OUT shadows' ζ, in units of the predicted "
                            "90%−50% spread; computed with up to 16 shadows or when ranked by (else empty)",
+    "lira_offline_log10_p": "log10 of lira_offline_p, computed from z (exact where the p-value underflows to 0): "
+                            "-12 is p = 1e-12",
+    "lira_offline_global_log10_p": "log10 of lira_offline_global_p (as lira_offline_log10_p)",
+    "lira_offline_shrunk_log10_p": "log10 of lira_offline_shrunk_p (as lira_offline_log10_p)",
+    "beyond_reference": "fraction of the sampled reference documents (taken as non-members of the model) whose "
+                        "ranking score, computed the same way under the model, this candidate's exceeds (1 = beyond "
+                        "every one; ties count half); empty without reference documents to compare with",
     "text": "the document's text as read (cells starting with = + - @ or a tab are prefixed with ' so "
             "spreadsheets do not run them as formulas)",
 }
@@ -120,6 +133,23 @@ def candidate_scores(inputs: AttackInputs, rank_by: str) -> dict[str, np.ndarray
 def score_columns(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The attack columns of scores.csv (after ``zeta``) from ``candidate_scores``."""
     return {column(name): ndtr(-values) if name in OFFLINE else values for name, values in scores.items()}
+
+
+def log10_p_columns(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """log10 of each offline p-value, from its z (``log_ndtr``: no underflow), by EXTRA_COLUMNS name."""
+    return {f"{name}_log10_p": log_ndtr(-scores[name]) / math.log(10) for name in OFFLINE if name in scores}
+
+
+def beyond(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """For each score, the fraction of ``reference`` scores below it (ties count half); NaN scores give NaN."""
+    reference = np.sort(np.asarray(reference, dtype=np.float64)[np.isfinite(reference)])
+    scores = np.asarray(scores, dtype=np.float64)
+    if not reference.size:
+        return np.full(scores.shape, np.nan)
+    below = np.searchsorted(reference, scores, side="left")
+    ties = np.searchsorted(reference, scores, side="right") - below
+    out = (below + ties / 2) / reference.size
+    return np.where(np.isnan(scores), np.nan, out)
 
 
 def ranking(scores: dict[str, np.ndarray], rank_by: str) -> np.ndarray:

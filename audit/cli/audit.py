@@ -6,6 +6,7 @@ printed at the end is made here.
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ def register(commands) -> None:
     audit.add_argument("--show-text", action="store_true", default=None, help="add each candidate's text to scores.csv and the table")
     audit.add_argument("--top", type=int, help="rows of the ranking to print and keep in audit.json (default 10)")
     audit.add_argument("--name", help="audit name (default: PHI's file name)")
-    audit.add_argument("--output", help="output directory (default runs/audit-NAME)")
+    audit.add_argument("--output", help="output directory (default runs/audit-NAME-HASH, HASH: 6 hex digits of the "
+                                           "settings and the inputs' places, so other inputs get another directory)")
     audit.add_argument("--ray-address", help="join an existing Ray cluster ('auto' or host:port)")
     audit.add_argument("--num-cpus", type=int, help="size of the local Ray instance (default: all cores)")
     audit.add_argument("--quiet", action="store_true", help="no progress or table; just the output directory")
@@ -120,13 +122,43 @@ def execute(args) -> int:
 
 
 # -- the table printed at the end ---------------------------------------------------------------
-def _score_text(column: str, value: float) -> str:
-    """A score for the screen: p-values and log-ratios beyond what the shadows can support shown as bounds."""
+def _score_text(column: str, value: float, log10_p: float | None = None) -> str:
+    """A score for the screen, on a log scale: an offline p-value as log10 p (-12.3 is p = 5e-13; from the row's
+    exact ``*_log10_p`` when given), a log-likelihood ratio as it is; beyond what any shadows support, a bound."""
     if column.endswith("_p"):
-        return "< 1e-12" if value < 1e-12 else f"{value:.2e}"
+        if log10_p is None:
+            log10_p = math.log10(value) if value > 0 else -math.inf
+        if log10_p == -math.inf:
+            return "< -307"  # p underflowed to 0 and no log10 p was stored (an audit.json of an older version)
+        return "< -1e6" if log10_p < -1e6 else f"{log10_p:.2f}"
     if abs(value) >= 1e6:
         return "> 1e6" if value > 0 else "< -1e6"
     return f"{value:.3f}"
+
+
+def _beyond_text(value: Any) -> str:
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return "–"
+    return "100%" if value >= 1 else f"{100 * value:.1f}%"
+
+
+def exposure_lines(result: dict[str, Any], indent: str = "  ") -> list[str]:
+    """The overall exposure figure and the comparison with the reference, as the summary and the page say them."""
+    found = result.get("exposure")
+    lines = []
+    if isinstance(found, dict) and found.get("n_targets"):
+        lines += [f"{indent}exposure: {found['statement']}.", f"{indent}  {found['uncertainty']}."]
+    elif isinstance(found, dict) and found.get("not_measured"):
+        lines.append(f"{indent}exposure of models trained like yours: not measured ({found['not_measured']})")
+    versus = (result.get("summary") or {}).get("versus_reference") or {}
+    for level in versus.get("levels", [])[:1]:
+        share = "every one" if level["beyond"] >= 1 else f"{100 * level['beyond']:g}%"
+        lines.append(f"{indent}versus the reference: {level['n_candidates']} of {versus['n_candidates']} candidates "
+                     f"score beyond {share} of the {versus['n_reference']} reference documents under your model "
+                     f"(about {level['expected_if_no_member']:.3g} would if no candidate were a member and the "
+                     "reference documents are not in your model; an observation, not a count of members)")
+    return lines
+
 
 def _printable(text: str, width: int) -> str:
     """One line of corpus text safe for a terminal: control characters escaped, whitespace folded."""
@@ -151,6 +183,7 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
         *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
            "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
         "",
+        *[line for found in [exposure_lines(result)] if found for line in (*found, "")],
     ]
     top = result["top"]
     show_text = any("text" in row for row in top)
@@ -158,18 +191,26 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
     id_width = min(max([len(str(r["id"])) for r in top] + [2]), 30)
     id_head = f"{'id':<{id_width}}  " if show_id else ""
     column = result["ranking"]["by"]
-    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {column:>17}"
-                 + ("  text" if show_text else ""))
+    log_column = column[: -len("_p")] + "_log10_p" if column.endswith("_p") else None
+    shown = f"log10 {column}" if log_column else column
+    width = max(17, len(shown))
+    with_beyond = any(isinstance(r.get("beyond_reference"), (int, float)) and not math.isnan(r["beyond_reference"])
+                      for r in top)
+    lines.append(f"  {'rank':>5}  {'candidate':>9}  {id_head}{'tokens':>6}  {'zeta':>10}  {shown:>{width}}"
+                 + ("  > reference" if with_beyond else "") + ("  text" if show_text else ""))
     for r in top:
         id_cell = f"{_printable(str(r['id']), id_width):<{id_width}}  " if show_id else ""
         line = (f"  {r['rank']:>5}  {r['candidate']:>9}  {id_cell}{r['n_tokens']:>6}  {r['zeta']:>10.3f}  "
-                f"{_score_text(column, r[column]):>17}")
+                f"{_score_text(column, r[column], r.get(log_column) if log_column else None):>{width}}")
+        if with_beyond:
+            line += f"  {_beyond_text(r.get('beyond_reference')):>11}"
         lines.append(line + (f"  {_printable(r['text'], 60)}" if show_text else ""))
     unreliable = s.get("unreliable", {})
     lines += [
         "",
-        (f"  the shown scores ({column}) are the ranking's own; the ranking is evidence, not a test: it claims "
-         "no number of members"),
+        (f"  the shown scores ({shown}) are the ranking's own"
+         + ("; > reference: the share of the reference documents whose score this candidate's exceeds"
+            if with_beyond else "") + "; the ranking is evidence, not a test: it claims no number of members"),
         *[f"  unreliable with {result['shadows']['n_shadows']} shadows: {name} ({why})"
           for name, why in unreliable.items() if name in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in why],
         *(["  this ranking rests on an unreliable statistic: --rank-by recommended ranks by one that holds up"]
@@ -178,7 +219,8 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
          f"statistics {result['timings_s']['statistics']:.1f} s)"),
         "",
         f"  scores  {run_dir / 'scores.csv'}",
-        f"  report  {run_dir / 'audit.json'}",
+        f"  audit   {run_dir / 'audit.json'}",
+        f"  page    topicaudit report {run_dir}",
     ]
     return "\n".join(lines)
 

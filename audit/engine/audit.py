@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import sys
 import time
 import warnings
@@ -39,10 +40,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.attacks.ranking import (COLUMN_DESCRIPTIONS, POPULATION_SIZE, RANKING_ORDER, RECOMMENDATION_RULE,
-                                        SCORE_COLUMNS, candidate_scores, column, ranking, resolve_ranking,
-                                        score_columns, unreliable_columns)
-from topicaudit.attacks.registry import AttackInputs, Population
+from topicaudit.attacks import exposure
+from topicaudit.attacks.exposure import shadow_exposure
+from topicaudit.attacks.ranking import (COLUMN_DESCRIPTIONS, EXTRA_COLUMNS, POPULATION_SIZE, RANKING_ORDER,
+                                        RECOMMENDATION_RULE, SCORE_COLUMNS, beyond, candidate_scores, column,
+                                        log10_p_columns, ranking, resolve_ranking, score_columns, unreliable_columns)
+from topicaudit.attacks.registry import AttackInputs, Population, compute_attacks
 from topicaudit.engine.config import AuditConfig, BaseConfig, audit_config_of, config_hash, load_config, validate
 from topicaudit.engine.experiment import Experiment, execute
 from topicaudit.engine.lock import writer_lock
@@ -152,7 +155,9 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     and the identity keys on) and the inputs.
     """
     validate(config)
+    run_dir = config.run_dir  # before the learner, k and parameters are resolved: the directory the command named
     config = copy.deepcopy(config)
+    config.output = str(run_dir)
     m = config.model
     notes: list[str] = []
     model = load_user_model(m.phi, m.vocabulary, trust_pickle=m.trust_pickle, normalize=m.normalize,
@@ -198,31 +203,37 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
 def _shadow_settings(config: AuditConfig, model: UserModel, notes: list[str]) -> tuple[str, dict, str]:
     """The shadows' learner and parameters, and where they come from.
 
-    A saved gensim or tomotopy model names its learner and carries its
-    settings; ``--param`` overrides single settings; an explicit ``--learner``
-    other than the model's drops the model's settings (they are another
-    library's) and says so.
+    A saved gensim, tomotopy or scikit-learn model names its learner and
+    carries its settings; ``--param`` overrides single settings; an explicit
+    ``--learner`` the settings do not apply to drops them (they are another
+    library's) and says so. A scikit-learn LDA's batch settings apply to both
+    ``lda`` (the compiled port) and ``sklearn-lda``.
     """
     given = config.model.params
     learner = config.model.learner or model.learner or "lda"
     if model.learner is None:
+        notes.extend(model.notes or [])
         return learner, dict(given), "--param" if given else "the learner's defaults"
-    if learner != model.learner:
+    if learner not in _settings_learners(model):
         notes.append(f"{model.phi_path} was trained with {model.library} ({model.learner}); the shadows use {learner}, "
                      "so the model's settings are not used. LiRA assumes shadows trained like the model under audit")
         return learner, dict(given), "--param" if given else "the learner's defaults"
     notes.extend(model.notes or [])
     params = {**(model.settings or {}), **given}
     overridden = sorted(set(given) & set(model.settings or {}))
-    source = f"the saved {model.library} model"
+    source = f"the saved {model.library} model" + (", read without unpickling" if model.settings_record else "")
     if given:
         source += f", with --param {', '.join(sorted(given))}" + (" overriding it" if overridden else "")
     return learner, params, source
 
 
+def _settings_learners(model: UserModel) -> tuple[str, ...]:
+    return model.learners or ((model.learner,) if model.learner else ())
+
+
 def _settings_place(config: AuditConfig, model: UserModel, learner: str) -> str:
     """Where the shadows' parameters came from, for a message about a bad one: --param only when the user gave it."""
-    if model.learner is None or learner != model.learner:
+    if model.learner is None or learner not in _settings_learners(model):
         return "--param"
     return f"the settings saved in {model.phi_path}" + (" or --param" if config.model.params else "")
 
@@ -305,25 +316,47 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
         {"zeta": zeta[0]}, {"zeta": zeta[1:]}, shadow_in, n_tokens[:n_c], cands.X,
         Population(pop[0], pop[1:], plan.shadow_in[:, n_c + population], n_tokens[n_c:]))
     scores = candidate_scores(attack_inputs, rank_by)
-    columns = {"zeta": zeta[0], **score_columns(scores)}
+    # The reference sample (RMIA's population, taken as non-members of Φ) scored like the candidates under Φ.
+    population_in = plan.shadow_in[:, n_c + population]
+    reference_inputs = AttackInputs({"zeta": pop[0]}, {"zeta": pop[1:]}, population_in, n_tokens[n_c:],
+                                    ref.X[population])
+    reference_score = compute_attacks(reference_inputs, [rank_by]).get(rank_by)
+    columns = {"zeta": zeta[0], **score_columns(scores), **log10_p_columns(scores),
+               "beyond_reference": (beyond(scores[rank_by], reference_score) if reference_score is not None
+                                    else np.full(n_c, np.nan))}
     order = ranking(scores, rank_by)
     ids = cands.doc_ids if cands.doc_ids is not None else [str(i) for i in cands.doc_index]
     show_text = config.ranking.show_text
+    csv_columns = SCORE_COLUMNS + EXTRA_COLUMNS + (("text",) if show_text else ())
     rows = []
     for rank, i in enumerate(order, start=1):
         row = {"rank": rank, "candidate": int(cands.doc_index[i]), "id": ids[i], "n_tokens": round(float(n_tokens[i]))}
-        row.update({name: float(columns[name][i]) for name in SCORE_COLUMNS[4:]})
+        row.update({name: float(columns[name][i]) for name in SCORE_COLUMNS[4:] + EXTRA_COLUMNS})
         if show_text:
             row["text"] = cands.texts[i]
         rows.append(row)
-    csv_columns = SCORE_COLUMNS + (("text",) if show_text else ())
     atomic_write_text(run.path / "scores.csv", scores_csv(rows, csv_columns))
+    run.record("scores.csv")
     run.save_arrays("statistics.npz", {
         **{f"model_{name}": values[0, :n_c] for name, values in stats.items()},
         **{f"shadow_{name}": values[1:, :n_c] for name, values in stats.items()},
         "shadow_in": shadow_in, "candidate": cands.doc_index,
         "population_model_zeta": pop[0], "population_shadow_zeta": pop[1:], "population_reference": population,
     })
+    # How much models trained like Φ leak: the ranking's attack on each shadow in turn (exposure.py).
+    scored_in = plan.shadow_in[:, np.r_[np.arange(n_c), n_c + population]]
+    found = shadow_exposure(stats["zeta"][1:], scored_in, rank_by, n_tokens, scored,
+                            max_targets=EXPOSURE_TARGETS.get(rank_by, exposure.MAX_TARGETS))
+    exposure_json = _exposure_json(found, n_shadows, rank_by)
+    if found is not None:
+        run.save_arrays("exposure.npz", {
+            "target": found["targets"], "score": found["scores"], "is_member": found["labels"],
+            "is_candidate": np.r_[np.ones(n_c, bool), np.zeros(population.size, bool)],
+            **{name: values for name, values in found["per_target"].items()},
+            "candidate_score": scores[rank_by].astype(np.float64),
+            "reference_score": (reference_score if reference_score is not None else np.empty(0)).astype(np.float64),
+        })
+    versus = _versus_reference(columns["beyond_reference"], reference_score, rank_by)
     scoring_seconds = time.perf_counter() - t
 
     guarantee = inputs.target.learner.guarantee()
@@ -346,7 +379,8 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
             "preprocess": config.corpus.preprocess,
         },
         "learner": {"name": m.learner, "k": m.k, "params": dict(m.params), "settings_from": inputs.settings_from,
-                    "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json()},
+                    "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json(),
+                    **({"model_settings": model.settings_record} if model.settings_record else {})},
         "shadows": {"n_shadows": n_shadows, "in_per_candidate": n_shadows // 2,
                     "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": outcome.n_reused},
         "ranking": {"by": column(rank_by), "rank_by": rank_by, "recommended": recommended,
@@ -356,7 +390,10 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
             "n_candidates": n_c,
             # No count of members or discoveries: these scores are not calibrated tests (docs/user-audit.md).
             "unreliable": unreliable_columns(n_shadows),
+            "versus_reference": versus,
         },
+        "exposure": exposure_json,
+        "files": dict(FILES),
         "top": rows[: config.ranking.top],
         "statistics": {"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": config.attack.tol},
         "seeds": {"seed": seed},
@@ -369,4 +406,46 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
         "warnings": outcome.worker_warnings,
     }
     atomic_write_text(run.path / "audit.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    run.record("audit.json")
     return result
+
+
+# The output directory's files, by role (audit.json's ``files``; AuditResults.paths makes them absolute).
+FILES = {"audit": "audit.json", "scores": "scores.csv", "statistics": "statistics.npz", "exposure": "exposure.npz",
+         "plan": "plan.npz", "config": "config.toml", "manifest": "manifest.json", "models": "models"}
+# Leave-one-out targets per attack where scoring is slow (quantile regression fits gradient boosting each time).
+EXPOSURE_TARGETS = {"quantile_regression": 8}
+# The shares of the reference a candidate's score may exceed, for the comparison with the reference.
+VERSUS_LEVELS = (0.99,)
+
+
+def _exposure_json(found: dict[str, Any] | None, n_shadows: int, attack: str) -> dict[str, Any]:
+    if found is not None:
+        return exposure.to_json(found)
+    why = (f"needs at least {exposure.MIN_SHADOWS} shadow models (each target is attacked with the others but its "
+           f"complementary twin; this audit has {n_shadows})" if n_shadows < exposure.MIN_SHADOWS
+           else f"{attack} cannot be computed with one shadow model left out")
+    return {"attack": attack, "n_targets": 0, "not_measured": why}
+
+
+def _versus_reference(beyond_reference: np.ndarray, reference_score: np.ndarray | None,
+                      attack: str) -> dict[str, Any]:
+    """How many candidates score beyond most reference documents under Φ, and how many would by chance.
+
+    Under Φ the reference documents are taken as non-members (as RMIA's population is). A non-member candidate
+    exchangeable with them exceeds at least c of m reference scores with probability (m − c + 1)/(m + 1), so
+    that many candidates are expected beyond that level if none were a member. An observation with its chance
+    level, not a count of members (docs/user-audit.md).
+    """
+    if reference_score is None or not np.isfinite(reference_score).any():
+        return {"attack": attack, "n_reference": 0}
+    m = int(np.isfinite(reference_score).sum())
+    n = int(np.isfinite(beyond_reference).sum())
+    levels = []
+    for level in VERSUS_LEVELS:
+        c = math.ceil(level * m)
+        levels.append({"beyond": level, "n_candidates": int((beyond_reference * m >= c - 1e-9).sum()),
+                       "expected_if_no_member": round(n * (m - c + 1) / (m + 1), 3)})
+    everything = {"beyond": 1.0, "n_candidates": int((beyond_reference >= 1.0).sum()),
+                  "expected_if_no_member": round(n / (m + 1), 3)}
+    return {"attack": attack, "n_reference": m, "n_candidates": n, "levels": [*levels, everything]}

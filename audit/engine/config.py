@@ -242,7 +242,7 @@ class AuditConfig(BaseConfig):
 
     name: str | None = None    # None: the Φ file's name
     seed: int = 0
-    output: str | None = None  # output directory; default runs/audit-<name>
+    output: str | None = None  # output directory; default runs/audit-<name>-<hash>
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     reference: CorpusConfig = field(default_factory=CorpusConfig)
@@ -264,7 +264,25 @@ class AuditConfig(BaseConfig):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.output) if self.output else Path("runs") / f"audit-{self.run_name}"
+        """``output``, else runs/audit-<name>-<6 hex of the settings and the inputs' places>: the same command
+        finds its directory again and resumes; the same Φ audited with other candidates, another reference or
+        other settings gets a directory of its own (as ``run``'s default does)."""
+        if self.output:
+            return Path(self.output)
+        return Path("runs") / f"audit-{self.run_name}-{self.short_hash()}"
+
+    def short_hash(self) -> str:
+        """Six hex digits of the numbers-determining settings and where the inputs are (no file is read)."""
+        places: dict[str, Any] = {}
+        for table, key in self.PATHS:
+            value = getattr(getattr(self, table), key)
+            places[f"{table}.{key}"] = None if value is None else str(Path(value).resolve())
+        for table in ("corpus", "reference"):
+            for key, value in getattr(self, table).options.items():
+                if key in PATH_OPTIONS and isinstance(value, str):
+                    places[f"{table}.options.{key}"] = str(Path(value).resolve())
+        payload = json.dumps({"config": self.identity(), "inputs": places}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:6]
 
     def identity(self) -> dict[str, Any]:
         d = super().identity()

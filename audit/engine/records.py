@@ -94,7 +94,9 @@ class Record:
 
     @classmethod
     def _data_fields(cls):
-        return [f for f in fields(cls) if f.name not in ("absent", "extra")]
+        """The fields that are JSON keys (not ``absent``, ``extra``, nor a field marked ``metadata={"json": False}``,
+        such as where the file was read from)."""
+        return [f for f in fields(cls) if f.name not in ("absent", "extra") and f.metadata.get("json", True)]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -54,6 +54,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
 from topicaudit.inputs.sizes import BoundedNpz, load_numpy
+from topicaudit.inputs.sklearn_model import read_settings, shadow_settings
 from topicaudit.targets.params import check_topics
 
 PHI_FORMATS = {".npy": "npy", ".npz": "npz", ".csv": "csv",
@@ -91,6 +92,8 @@ class UserModel:
     learner: str | None = None    # the learner that trains like it
     settings: dict | None = None  # that learner's parameters, recovered from the saved model
     notes: list | None = None     # what the reader had to assume about those settings
+    learners: tuple | None = None  # the learners the settings apply to (default: ``learner`` alone)
+    settings_record: dict | None = None  # what was read from the file, used and not (audit.json)
 
     @property
     def k(self) -> int:
@@ -474,6 +477,7 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
                               Path(vocabulary_path) if vocabulary_path is not None else None)
     vocab = np.array(words, dtype=str)
     order = np.argsort(vocab, kind="stable")
+    sklearn = _sklearn_settings(phi_path, phi.shape[0]) if phi_format(phi_path) == "pickle" and by_nature else {}
     return UserModel(
         phi=np.ascontiguousarray(phi[:, order]),
         vocabulary=vocab[order],
@@ -486,7 +490,23 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
         max_row_sum_error=error,
         n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
         column_words=vocab,
+        **sklearn,
     )
+
+
+def _sklearn_settings(path: Path, k: int) -> dict:
+    """A saved scikit-learn LDA's training settings as UserModel fields, read from the file's bytes without
+    unpickling (:mod:`topicaudit.inputs.sklearn_model`); a note, and no settings, when they cannot be read."""
+    found, why = read_settings(read_user_file(path, "Φ file"))
+    if found is None or not found.is_lda:
+        what = why or f"it holds a {found.module}.{found.name}"
+        return {"library": "scikit-learn", "notes": [
+            f"{path}: the scikit-learn model's settings could not be read without unpickling ({what}); the shadows "
+            "use the learner's defaults: give your settings with --param"]}
+    learner, params, notes, record = shadow_settings(found, k)
+    return {"library": "scikit-learn", "learner": learner, "settings": params, "notes": notes,
+            "learners": ("sklearn-lda",) if learner == "sklearn-lda" else ("lda", "sklearn-lda"),
+            "settings_record": record}
 
 
 def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: bool, tolerance: float) -> UserModel:

@@ -326,8 +326,10 @@ def fit_lda_sklearn(X: sp.csr_matrix, k: int, seed: int | np.random.RandomState,
                     doc_topic_prior: float | None = None,
                     topic_word_prior: float | None = None, max_iter: int = 10,
                     mean_change_tol: float = 1e-3,
-                    max_doc_update_iter: int = 100) -> np.ndarray:
-    """scikit-learn's ``LatentDirichletAllocation`` (batch), for comparison.
+                    max_doc_update_iter: int = 100, learning_method: str = "batch",
+                    **online: float) -> np.ndarray:
+    """scikit-learn's ``LatentDirichletAllocation`` (batch, or online with ``online``'s learning_decay,
+    learning_offset, batch_size and total_samples), for comparison and for models trained online.
 
     ``n_jobs=1``: the same as sklearn's default ``None`` except inside a joblib
     ``parallel_backend`` context, where sklearn would split the E-step into
@@ -338,9 +340,9 @@ def fit_lda_sklearn(X: sp.csr_matrix, k: int, seed: int | np.random.RandomState,
     X = _check_X(X)
     lda = LatentDirichletAllocation(
         n_components=int(k), doc_topic_prior=doc_topic_prior,
-        topic_word_prior=topic_word_prior, learning_method="batch",
+        topic_word_prior=topic_word_prior, learning_method=learning_method,
         max_iter=max_iter, mean_change_tol=mean_change_tol,
         max_doc_update_iter=max_doc_update_iter, evaluate_every=-1,
-        n_jobs=1, random_state=seed)
+        n_jobs=1, random_state=seed, **online)
     lda.fit(X)
     return np.asarray(lda.components_, dtype=np.float64)
