@@ -50,7 +50,7 @@ METHODS = ("fdp-one-run-pure",)  # with the curve test: what check runs for a DP
 def claimed(epsilon: float, k: int):
     """The claimed learner's constants and privacy profile (the PLD accountant's, computed once per ε)."""
     learner = DPStochasticVariationalLDA(k, epsilon=epsilon)
-    return learner.mechanism_parameters(), privacy_profile(learner.guarantee()), learner.delta
+    return learner.mechanism(), privacy_profile(learner.guarantee()), learner.delta
 
 
 def hdp_audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, releases: int) -> float:
@@ -59,18 +59,17 @@ def hdp_audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, r
     learner = ZhaoHDPLDA(k, epsilon_l=hdp_epsilon_l(settings, epsilon), **settings)
     rng = np.random.default_rng(seed)
     coins = rng.random(canaries) < 0.5
-    scores = {"mechanism": simulate_scores("laplace-count-releases", learner.mechanism_parameters(), coins, 1,
-                                           factor, rng, paired=True, k=k)}
+    scores = {"mechanism": simulate_scores(learner.mechanism(), coins, 1, factor, rng, paired=True, k=k)}
     tests = bound_tests(scores, coins, 0.0, ALPHA / 2)  # the two pure-ε tests check runs at δ = 0
     return max(b.epsilon for b in tests.values())
 
 
 def audit(epsilon: float, canaries: int, factor: float, seed: int, k: int, tokens: int) -> float:
     """ε_LB of one simulated audit (the largest bound of check's tests at α/2 each)."""
-    parameters, profile, delta = claimed(epsilon, k)
+    mechanism, profile, delta = claimed(epsilon, k)
     rng = np.random.default_rng(seed)
     coins = rng.random(canaries) < 0.5
-    scores = {"mechanism": simulate_scores("subsampled-gaussian-steps", parameters, coins, tokens, factor, rng)}
+    scores = {"mechanism": simulate_scores(mechanism, coins, tokens, factor, rng)}
     alpha_each = ALPHA / (len(METHODS) + 1)
     tests = bound_tests(scores, coins, delta, alpha_each, METHODS)
     tests.update(curve_tests(scores, coins, profile, epsilon, alpha_each, guess_family))
