@@ -389,6 +389,8 @@ class Recorder:
             return values
         values = np.asarray(values)
         width = values.shape[-1]
+        if width == 0:
+            return values
         if columns is None:
             block, at = np.arange(width), self.columns
             inside = at < width
@@ -434,4 +436,7 @@ class Recorder:
             return Transcript(m, self.columns.copy(), {m.values: self._local})
         if isinstance(m, SetUnion):
             return Transcript(m, self.columns.copy(), {name: self._parts[name][-1] for name in m.arrays})
-        return Transcript(m, self.columns.copy(), {name: np.stack(parts) for name, parts in self._parts.items()})
+        values = self._parts[m.values]
+        # an extra array (a Gaussian step's top topics) only where every release gave it, step for step
+        return Transcript(m, self.columns.copy(), {name: np.stack(parts) for name, parts in self._parts.items()
+                                                   if len(parts) == len(values)})
