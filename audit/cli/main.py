@@ -183,12 +183,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(argv: list[str] | None) -> int:
-    """The command line in this process (the supervised child, or a test)."""
+    """The command line in this process (the supervised child, or a test). The process is left as it was
+    found: a library call after it behaves as in a fresh process."""
+    with _command_behaviour():
+        return _run_command(argv)
+
+
+@contextmanager
+def _command_behaviour():
+    """What only the command line does, for the length of one command: warnings printed as one-line notes
+    (loaders warn about tolerated oddities in input files), a dead local raylet as one line and exit 4 (not
+    Ray's errors and exit 1), Ray's start told to the supervisor."""
+    saved = warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START
+    warnings.showwarning = _show_note
+    parallel.EXIT_WHEN_RAYLET_DIES = True
+    parallel.ON_RAY_START = _tell_ray_started
+    try:
+        yield
+    finally:
+        warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START = saved
+
+
+def _tell_ray_started() -> None:
+    supervisor.tell(supervisor.RAY_IN_USE)
+
+
+def _run_command(argv: list[str] | None) -> int:
     supervisor.reset()
     args = _build_parser(_requested(argv)).parse_args(argv)
-    warnings.showwarning = _show_note  # loaders warn about tolerated oddities in input files
-    parallel.EXIT_WHEN_RAYLET_DIES = True  # one line and exit 4, not Ray's errors and exit 1
-    parallel.ON_RAY_START = lambda: supervisor.tell(supervisor.RAY_IN_USE)
     phases.mark("imports")
     with _signals(args.command):
         try:
