@@ -26,6 +26,7 @@ from scipy.stats import norm
 
 from topicaudit.targets.base import Guarantee
 from topicaudit.targets.privacy.composition import compose
+from topicaudit.targets.privacy.analytic_gaussian import gaussian_delta
 from topicaudit.targets.learners.dpsu import (
     DPSU_STEPS,
     GreedyWeightedDPSU,
@@ -37,7 +38,6 @@ from topicaudit.targets.learners.dpsu import (
     _l2_histogram,
     _waterfill_histogram,
     analytic_gaussian_sigma,
-    gaussian_delta,
     gaussian_policy_threshold,
     gw_corrected_threshold,
     gw_public_threshold,

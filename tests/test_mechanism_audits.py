@@ -36,12 +36,8 @@ from topicaudit.targets.privacy.guarantee import Adjacency
 from topicaudit.targets.bug_variants import BUGS, BrokenLearner, BrokenVocabulary
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
-from topicaudit.targets.learners.dpsu import (
-    GreedyWeightedDPSU,
-    PolicyLaplaceDPSU,
-    gaussian_delta,
-    gaussian_step_profile,
-)
+from topicaudit.targets.learners.dpsu import GreedyWeightedDPSU, PolicyLaplaceDPSU
+from topicaudit.targets.privacy.analytic_gaussian import gaussian_delta, gaussian_step_profile
 from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma
 from topicaudit.targets.learners.lp_lda import LocallyPrivateLDA, estimate_counts
 from topicaudit.targets.learners.poisson_factorization import (

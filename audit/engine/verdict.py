@@ -44,9 +44,9 @@ from topicaudit.bounds.verdict import (
 )
 from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
-from topicaudit.targets.learners.dpsu import gaussian_step_profile
 from topicaudit.targets.mechanisms import SetUnion
 from topicaudit.targets.privacy.release_check import disagreements
+from topicaudit.targets.privacy.analytic_gaussian import gaussian_step_profile
 from topicaudit.targets.privacy.composition import privacy_profile
 from topicaudit.targets.privacy.guarantee import RELEASE_SUPPORT, TRAINING_WORDS, adjacency_of, declared
 

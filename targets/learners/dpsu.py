@@ -69,22 +69,8 @@ from scipy.special import ndtri
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.mechanisms import Recorder, SetUnion
 from topicaudit.targets.params import non_negative, positive
-from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
+from topicaudit.targets.privacy.analytic_gaussian import analytic_gaussian_sigma
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
-
-
-def gaussian_step_profile(sigma: float, epsilon: float, delta: float, points: int = 48) -> tuple[np.ndarray, np.ndarray]:
-    """(ε_i, δ_i) pairs the Gaussian step satisfies: its whole curve, which its (ε, δ) alone hides.
-
-    On the shared candidates the step is the Gaussian mechanism N(0, σ²) at L2
-    sensitivity 1, (ε_i, δ_G(ε_i))-DP for every ε_i; the threshold adds the
-    δ/2 of the new candidates, in both directions by the module's proof with
-    δ_G(ε_i) in place of δ/2. So δ_i = δ_G(ε_i) + δ/2, and at the claimed ε,
-    where the calibration makes δ_G ≤ δ/2, the claim itself.
-    """
-    epsilons = np.linspace(0.0, 4.0 * epsilon, points)
-    deltas = np.minimum(1.0, np.array([gaussian_delta(sigma, float(e)) for e in epsilons]) + delta / 2.0)
-    return np.append(epsilons, epsilon), np.append(deltas, delta)
 
 
 # --------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
@@ -45,3 +47,17 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     while gaussian_delta(sigma, epsilon, sensitivity) > delta:
         sigma = math.nextafter(sigma, math.inf) * (1 + 1e-15)
     return float(sigma)
+
+
+def gaussian_step_profile(sigma: float, epsilon: float, delta: float, points: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """(ε_i, δ_i) pairs the Gaussian step satisfies: its whole curve, which its (ε, δ) alone hides.
+
+    On the shared candidates the step is the Gaussian mechanism N(0, σ²) at L2
+    sensitivity 1, (ε_i, δ_G(ε_i))-DP for every ε_i; the threshold adds the
+    δ/2 of the new candidates, in both directions by the DP set union's proof (targets/learners/dpsu.py) with
+    δ_G(ε_i) in place of δ/2. So δ_i = δ_G(ε_i) + δ/2, and at the claimed ε,
+    where the calibration makes δ_G ≤ δ/2, the claim itself.
+    """
+    epsilons = np.linspace(0.0, 4.0 * epsilon, points)
+    deltas = np.minimum(1.0, np.array([gaussian_delta(sigma, float(e)) for e in epsilons]) + delta / 2.0)
+    return np.append(epsilons, epsilon), np.append(deltas, delta)
