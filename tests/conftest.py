@@ -3,7 +3,7 @@
 The real corpora live in ``../shared/data`` beside the repository and are read
 in place; a test that needs one asks for its fixture (``pheme_path``, ``kos_path``,
 ``shared_file(...)``, ``shared_data``) and is skipped, with the path, where it
-is absent.
+is absent — failed in CI, where ``TOPICAUDIT_REQUIRE_DATA=1``.
 
 ``finished_run`` is one small synthetic audit with real Ray (8 shadow models),
 run once per session and shared by the modules that only read its outputs
@@ -57,10 +57,15 @@ SMALL_RUN = {"synthetic": {"n_docs": 300, "n_words": 1000, "mean_length": 40}, "
 
 
 def _shared_file(*parts: str) -> Path:
-    """``../shared/data/<parts>``, or skip the test saying which file is absent."""
+    """``../shared/data/<parts>``, or skip the test saying which file is absent; in CI
+    (``TOPICAUDIT_REQUIRE_DATA=1``, set by .ci/run) an absent file fails the test instead: the real-data
+    tests are the suite's point there, not an option."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"real data {path} is absent (../shared/data lives beside the repository)")
+        message = f"real data {path} is absent (../shared/data lives beside the repository)"
+        if os.environ.get("TOPICAUDIT_REQUIRE_DATA") == "1":
+            pytest.fail(message + "; TOPICAUDIT_REQUIRE_DATA=1 requires it", pytrace=False)
+        pytest.skip(message)
     return path
 
 
