@@ -50,7 +50,7 @@ _LEGACY = {"laplace-count-releases": "laplace-counts"}
 
 def _positive(cls_name: str, name: str, value: Any, *, integer: bool = False, upper: float | None = None,
               closed_upper: bool = True) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and float(value) > 0
     if ok and integer:
         ok = float(value).is_integer()
     if ok and upper is not None:
@@ -432,7 +432,7 @@ class Recorder:
         if not self.columns.size:
             names = m.arrays if isinstance(m, SetUnion) else (m.values,)
             return Transcript(m, self.columns.copy(), {name: np.zeros(0) for name in names})
-        if m.local:
+        if m.local and self._local is not None:
             return Transcript(m, self.columns.copy(), {m.values: self._local})
         if isinstance(m, SetUnion):
             return Transcript(m, self.columns.copy(), {name: self._parts[name][-1] for name in m.arrays})

@@ -353,13 +353,15 @@ def positive_mass(y: np.ndarray) -> np.ndarray:
 
 def _dpsu_canary_scores(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
     """Anchored canaries by their word's noisy weight, the others by whether any word of theirs was released."""
+    step = transcript.mechanism
+    assert isinstance(step, SetUnion) and canaries.words is not None
     at = _positions(transcript, canaries.words)
     seen = at >= 0
     noisy = np.zeros(canaries.count)
     noisy[seen] = np.asarray(transcript.arrays["noisy_weights"], dtype=np.float64)[at[seen]]
     anchors = canaries.anchors if canaries.anchors is not None else np.zeros(canaries.count, np.int64)
     return np.where(seen | (anchors == 0), dpsu_scores(noisy, released_documents(transcript, canaries), anchors,
-                                                       transcript.mechanism), 0.0)
+                                                       step), 0.0)
 
 
 def released_documents(transcript: Transcript, canaries: CanarySet) -> np.ndarray:
@@ -436,7 +438,7 @@ def fresh_documents_released(step: SetUnion, tokens: int, budget: float, scale: 
     words = max(1, int(tokens) if step.delta0 is None else min(int(tokens), int(step.delta0)))
     w = fresh_document_weights(step.policy, words, budget, float(step.gamma))
     noise = rng.normal(0.0, scale, (n, words)) if step.noise == "gaussian" else rng.laplace(0.0, scale, (n, words))
-    return ((w + noise) > float(step.rho)).any(axis=1)
+    return np.asarray(((w + noise) > float(step.rho)).any(axis=1))
 
 
 def released_fresh_canaries(transcript: Transcript, canaries: CanarySet) -> tuple[int, int]:
