@@ -224,8 +224,8 @@ def test_paired_canaries_train_exactly_one_document_of_each_pair():
     assert np.array_equal(c.observed_columns, np.r_[c.words, c.alternate_words])
     noisy = np.zeros((2, 60))
     noisy[0, np.r_[c.words[c.coins], c.alternate_words[~c.coins]] - X.shape[1]] = 6.0
-    scores = mechanism_scores(Transcript(LaplaceNoise(1.0, 6), c.observed_columns, {"noisy_counts": noisy[None]}),
-                              c)
+    release = LaplaceNoise(1.0, 6, noisy_sweep=True)  # DP-CGS's: one release after a noisy sweep
+    scores = mechanism_scores(Transcript(release, c.observed_columns, {"noisy_counts": noisy[None]}), c)
     assert set(scores) == {"mechanism", "mechanism_mass"}
     for values in scores.values():
         assert np.all((values > 0) == c.coins)  # heads word's evidence minus tails word's

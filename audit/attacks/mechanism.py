@@ -19,9 +19,9 @@ against its class (``register``; ``scorer_for`` finds the one that
 ``LaplaceNoise``        each release's noisy column (k topics) with L tokens
                         (the claimed cap) in one unknown topic:
                         log mean_t exp((|y_t| − |y_t − L|)/b), summed over
-                        releases; and, for a single release, as
-                        ``mechanism_mass``, log Σ_t max(y_t, 0) for tokens a
-                        sampler spread over several topics.
+                        releases; and, for a single release after a noisy
+                        sweep, as ``mechanism_mass``, log Σ_t max(y_t, 0) for
+                        tokens the sweep spread over several topics.
 ``GaussianNoise``       every step's noisy column y_t: the canary's
                         contribution v_t is its N tokens, clipped as claimed,
                         in one topic: the recorded ``top_topics`` (where a
@@ -103,7 +103,7 @@ def scorer_for(mechanism: Mechanism) -> Scorer:
 
 def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, np.ndarray]:
     """Each canary's scores on the transcript, heads against tails: ``mechanism`` (the claimed mechanism's
-    log-likelihood ratio) and, for a single release of noisy counts, ``mechanism_mass``; (m,) float64 each."""
+    log-likelihood ratio) and, for a noisy sweep's single release of counts, ``mechanism_mass``; (m,) each."""
     return scorer_for(transcript.mechanism).scores(transcript, canaries)
 
 
@@ -254,7 +254,7 @@ class LaplaceScorer(_ColumnScorer):
     mechanism_class = LaplaceNoise
 
     def names(self, mechanism):
-        return ("mechanism", "mechanism_mass") if mechanism.releases == 1 else ("mechanism",)
+        return ("mechanism", "mechanism_mass") if _mass_scored(mechanism) else ("mechanism",)
 
     def column_scores(self, transcript, canaries, seen, at):
         m = transcript.mechanism
@@ -263,7 +263,7 @@ class LaplaceScorer(_ColumnScorer):
         y = y[None] if y.ndim == 2 else y                                     # (releases, k, columns)
         y = y[:, :, at]
         out = {"mechanism": sum(laplace_column_llr(release, tokens, m.scale) for release in y)}
-        if m.releases == 1:
+        if _mass_scored(m):
             out["mechanism_mass"] = positive_mass(y[-1])
         return out
 
@@ -283,10 +283,14 @@ class LaplaceScorer(_ColumnScorer):
             y = rng.laplace(0.0, mechanism.scale / factor, (k, m))
             y[rng.integers(0, k, m), np.arange(m)] += tokens * present
             total += laplace_column_llr(y, tokens, mechanism.scale)
-        out = {"mechanism": total}
-        if mechanism.releases == 1:
-            out["mechanism_mass"] = positive_mass(y)
-        return out
+        return {"mechanism": total}
+
+
+def _mass_scored(mechanism: LaplaceNoise) -> bool:
+    """A single release after a noisy sweep is also scored by its positive mass: the sweep spreads a canary's
+    tokens over the topics whose noise is high, where the one-topic ratio misses them. Elsewhere the tokens
+    sit in one topic, so a second score would only split α."""
+    return mechanism.noisy_sweep and mechanism.releases == 1
 
 
 class GaussianScorer(_ColumnScorer):
