@@ -151,7 +151,7 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                         "or sweep.json)")
     check_regular(results_path, config_path)
     # manifest hashes, types and shapes of what the report reads (or exit 2)
-    if (unverified := verify_run_directory(path)) is not None:
+    if (unverified := verify_run_directory(path).unverified) is not None:
         warnings.warn(f"{path}: {unverified}", stacklevel=2)
     data = read_json(results_path)
     if str(data.get("schema", "")).startswith(USER_AUDIT_SCHEMA.rpartition("/")[0] + "/"):

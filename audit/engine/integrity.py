@@ -1,7 +1,8 @@
 """Checks a run directory must pass before any verdict or report is read from it.
 
 Two layers. The manifest (``topicaudit.engine.manifest``) catches any change to
-a file the run wrote; it must list every evidence file present, and a run whose
+a file the run wrote (and, with an integrity key configured, any manifest not
+written with that key: its MAC); it must list every evidence file present, and a run whose
 own files say it kept one (``manifest_marks``) is refused without it, so
 deleting or shrinking the manifest does not switch the check off. Only the
 layout written before manifests existed is read without one, and the verdict
@@ -17,39 +18,61 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from topicaudit.engine import manifest
+from topicaudit.engine.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
 from topicaudit.engine.rundir import MAX_JSON_BYTES, array_names, read_arrays, read_json, regular_file
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import integrity_key
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
 VERDICT_FILES = ["config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
                  "canary_scores.npz"]
 _ALTERED = "the run directory was damaged or edited — rerun the audit into a new directory"
-# What a verdict on a directory in the pre-manifest layout says about itself.
-UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout written before manifests existed), "
-              "so its files' hashes were not checked")
 
 
-def verify_run_directory(run_dir: str | Path) -> str | None:
+@dataclass(frozen=True)
+class Protection:
+    """What protected the run directory a verdict is read from (docs/run-directory.md#integrity).
+
+    mode: ``hmac-sha256`` (the manifest's MAC verified with the configured integrity key, ``key_id``),
+    ``sha256`` (its hashes verified, no key configured) or ``none`` (the pre-manifest layout, unverified).
+    """
+
+    mode: str
+    key_id: str | None = None
+    carries_mac: bool = False  # mode sha256: the manifest holds a MAC no configured key could check
+
+    @property
+    def unverified(self) -> str | None:
+        return UNVERIFIED if self.mode == NONE else None
+
+    def describe(self) -> str:
+        """One phrase for a verdict line or a report: which mode protected the run, and its limit."""
+        return integrity_phrase(self.mode, self.key_id) or UNVERIFIED
+
+
+def verify_run_directory(run_dir: str | Path) -> Protection:
     """Every check below, on the files ``run_dir`` has; raises a UserError naming the first bad file.
 
-    Returns None when the manifest verified every evidence file, else ``UNVERIFIED`` (the pre-manifest
-    layout, read without one), for the verdict to say so.
+    Returns what protected it: the manifest authenticated by the integrity key, verified by its hashes alone
+    (no key configured), or nothing (the pre-manifest layout, read without a manifest only when no key is
+    configured), for the verdict to say so.
     """
     run_dir = Path(run_dir)
-    unverified = _verify_manifest(run_dir)
+    protection = _verify_manifest(run_dir)
     if (run_dir / "results.json").exists():
         check_results(run_dir / "results.json")
     if (run_dir / "scores.npz").exists():
         check_scores(run_dir)
     if (run_dir / "canaries.npz").exists():
         check_canaries(run_dir)
-    return unverified
+    return protection
 
 
 def evidence_files(run_dir: Path) -> list[str]:
@@ -61,16 +84,22 @@ def evidence_files(run_dir: Path) -> list[str]:
     return names
 
 
-def _verify_manifest(run_dir: Path) -> str | None:
-    listed = manifest.entries(run_dir)
+def _verify_manifest(run_dir: Path) -> Protection:
+    found = manifest.read(run_dir)  # with a key: a missing or wrong MAC is refused here
     path = run_dir / manifest.NAME
-    if listed is None:
+    if found is None:
         why = manifest_marks(run_dir)
         if why is not None:
             raise UserError(f"{path} is missing, but {why}: this run was written by a version of topicaudit that "
                             "keeps a manifest, and without it none of its files can be verified (it was deleted, "
                             f"or the directory copied without it); {manifest.RERUN}")
-        return UNVERIFIED
+        key = integrity_key()
+        if key is not None:
+            raise UserError(f"{path} is missing (the layout written before manifests existed), so this run cannot "
+                            f"be authenticated, and an integrity key is configured ({key.source}); set "
+                            f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
+        return Protection(NONE)
+    listed = found.files
     for name in evidence_files(run_dir):
         if name not in listed:
             raise UserError(f"{run_dir / name} is not listed in {path}: the manifest was edited or damaged (or the "
@@ -80,7 +109,9 @@ def _verify_manifest(run_dir: Path) -> str | None:
             raise UserError(f"{run_dir / name} is listed in {path} but missing: the run directory was damaged; "
                             f"rerun the same command to rewrite it, or {manifest.RERUN}")
     manifest.verify(run_dir, VERDICT_FILES)
-    return None
+    if found.authenticated:
+        return Protection(HMAC, found.key_id, True)
+    return Protection(SHA256, carries_mac=found.carries_mac)
 
 
 def manifest_marks(run_dir: Path) -> str | None:

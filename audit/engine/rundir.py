@@ -54,6 +54,7 @@ from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResu
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
 from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release, Transcript
@@ -280,8 +281,16 @@ class RunDirectory:
 
     def _check_manifest_kept(self) -> None:
         """A run that keeps a manifest resumes only with it (readable), else its models could not be verified;
-        config.toml alone is a start interrupted before its first entry, and resumes."""
-        if manifest.entries(self.path) is not None:  # a damaged manifest: exit 2 naming it
+        config.toml alone is a start interrupted before its first entry, and resumes. With an integrity key
+        configured, its MAC must verify (else exit 2); a manifest with a MAC resumes only with the key, which a
+        resume without it would drop."""
+        found = manifest.read(self.path)  # a damaged manifest, or a missing or wrong MAC with a key: exit 2
+        if found is not None:
+            if found.carries_mac and not found.authenticated:
+                raise UserError(f"{self.path / manifest.NAME} is authenticated with an integrity key (HMAC) and "
+                                "none is configured: resuming without it would drop that protection; set "
+                                f"{KEY_VARIABLE} (or the key file {key_file()}) to the key this run was started "
+                                f"with, or {manifest.RERUN}")
             return
         provenance = tomllib.loads((self.path / "config.toml").read_text(encoding="utf-8"))["provenance"]
         others = [p for p in self.path.rglob("*") if p.is_file() and p.name not in ("config.toml", NAME_OF_LOCK)]
