@@ -115,11 +115,12 @@ def _read_regular(path: Path) -> bytes:
     if os.path.islink(path):
         raise UserError(f"{path} is a symbolic link, not the manifest the run wrote; {RERUN}")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with an error of its own
+        os.close(fd)
+        raise UserError(f"{path} is not a regular file (a device, FIFO or directory); the run directory was "
+                        f"altered — {RERUN}")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"{path} is not a regular file (a device, FIFO or directory); the run directory was "
-                            f"altered — {RERUN}")
         if info.st_size > MAX_BYTES:
             raise UserError(f"{path} is larger than {MAX_BYTES // 2**20} MiB, which no manifest topicaudit writes "
                             f"is; {RERUN}")

@@ -102,10 +102,11 @@ def _read_key_file(path: Path) -> bytes:
         what = "a symbolic link" if os.path.islink(path) else (error.strerror or str(error))
         raise UserError(f"cannot read the integrity key file {path}: {what}; make it a regular file readable by "
                         f"you alone (chmod 600), {fix}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory with its own error
+        os.close(fd)
+        raise UserError(f"the integrity key file {path} is not a regular file; {fix}")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"the integrity key file {path} is not a regular file; {fix}")
         if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
             raise UserError(f"the integrity key file {path} belongs to another user (uid {info.st_uid}); a key "
                             f"must be yours alone — make your own, {fix}")
