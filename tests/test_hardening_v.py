@@ -302,3 +302,127 @@ class _no_warning:
     def __exit__(self, *exc):
         self._catch.__exit__(*exc)
         assert not [w for w in self.caught if "does not verify" in str(w.message)]
+
+
+# -- 3. the hostile pass: a file of the run replaced by a directory, a FIFO, a device or a link ---------------------
+def resume(run_dir: Path) -> int:
+    return canary_run(run_dir)
+
+
+@pytest.mark.parametrize("name", ["results.json", "canaries.npz", "canary_scores.npz", "models/canary-target.npz"])
+def test_a_directory_in_place_of_a_run_file_is_exit_2_on_resume(plain, capsys, name):
+    """A resume replaced the file by a rename, which fails on a directory: IsADirectoryError, exit 3."""
+    path = plain / name
+    path.unlink()
+    path.mkdir()
+    (path / "mine.txt").write_text("kept")
+    assert resume(plain) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("topicaudit: error:") and name in err and "directory" in err and err.count("\n") == 1, err
+    assert (path / "mine.txt").read_text() == "kept"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dotted-key"])
+def test_a_config_toml_that_is_no_small_regular_file_is_exit_2_on_resume(plain, capsys, kind):
+    """A FIFO blocked the resume forever; /dev/zero (through a link) read until the kernel killed the process."""
+    config = plain / "config.toml"
+    config.unlink()
+    if kind == "fifo":
+        os.mkfifo(config)
+    elif kind == "dev-zero":
+        config.symlink_to("/dev/zero")
+    else:  # what grew past 7 GB in tomllib (issue 32, item 6), here in the run's own config.toml
+        config.write_text("[provenance]\n" + ".".join(["a"] * 100_000) + " = 1\n")
+    assert resume(plain) == 2
+    err = capsys.readouterr().err
+    assert "config.toml" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("kind", ["a file", "a FIFO", "a link to a folder of yours"])
+def test_a_models_folder_that_is_no_folder_of_the_run_is_refused_untouched(plain, tmp_path, capsys, kind):
+    """models/ linked to a user's folder: the resume deleted the user's canary-target.npz (unreadable, so
+    'refitted') and wrote a model there; a file or FIFO there was FileExistsError, exit 3."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "canary-target.npz").write_text("my data")
+    shutil.rmtree(plain / "models")
+    if kind == "a file":
+        (plain / "models").write_text("x")
+    elif kind == "a FIFO":
+        os.mkfifo(plain / "models")
+    else:
+        (plain / "models").symlink_to(mine)
+    assert resume(plain) == 2
+    err = capsys.readouterr().err
+    assert "models" in err and err.count("\n") == 1, err
+    assert sorted(os.listdir(mine)) == ["canary-target.npz"] and (mine / "canary-target.npz").read_text() == "my data"
+
+
+# -- results.json recorded fields of the wrong kind, every hash recomputed (the unkeyed mode's forger) --------------
+def forge_results(run_dir: Path, monkeypatch, edit) -> None:
+    path = run_dir / "results.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    manifest.record(run_dir, "results.json", write_text=atomic_write_text)
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda d: d.update(target=None), "'target' must be an object"),
+    (lambda d: d["target"].update(guarantee=None), "target.guarantee must be an object"),
+    (lambda d: d["target"]["guarantee"].update(adjacency="x"), "target.guarantee.adjacency must be one of"),
+    (lambda d: d["canaries"].update(observe="x"), "canaries.observe must be one of"),
+    (lambda d: d["canaries"]["epsilon_lower_bounds"]["by_test"]["zeta:one-run"].update(epsilon="x"),
+     "zeta:one-run.epsilon must be a number"),
+])
+def test_a_recorded_field_of_the_wrong_kind_is_exit_2_naming_it(plain, monkeypatch, capsys, edit, named):
+    """Each was an internal error (exit 3: AttributeError, ValueError, KeyError) found by a fuzz of every
+    results.json field with a string, null, list, object, -1, 1e308 and true."""
+    forge_results(plain, monkeypatch, edit)
+    for extra in ((), ("--epsilon", CLAIM)):
+        assert main(["check", str(plain), *extra]) == 2
+        err = capsys.readouterr().err
+        assert named in err and err.count("\n") == 1, err
+
+
+# -- sweep.json that is garbage, a list, a FIFO, or points outside the sweep ----------------------------------------
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("h5")
+    (tmp / "sweep.toml").write_text("[attack]\nshadows = 0\n[attack.canaries]\ncount = 30\n")
+    assert main(sweep_args(tmp / "sweep")) == 0
+    return tmp / "sweep"
+
+
+def sweep_args(output: Path, config: Path | None = None) -> list[str]:
+    config = config or output.parent / "sweep.toml"
+    return ["sweep", str(config), "--param", "target.k", "--values", "2,3", "--output", str(output), "--quiet"]
+
+
+@pytest.mark.parametrize("content, named", [
+    (b"\xff\xfe garbage", "sweep.json is unreadable"), (b"[]", "sweep.json does not hold a JSON object"),
+    (b"[" * 100_000, "sweep.json is unreadable"), ("fifo", "not a regular file"),
+    ("path", "needs value, replicate and path"),
+])
+def test_a_damaged_sweep_index_is_exit_2_for_report_and_a_resumed_sweep(finished_sweep, tmp_path, capsys, content,
+                                                                          named):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(finished_sweep, sweep)
+    index = sweep / "sweep.json"
+    if content == "fifo":
+        index.unlink()
+        os.mkfifo(index)
+    elif content == "path":
+        data = json.loads(index.read_text())
+        data["runs"][0]["path"] = 7
+        index.write_text(json.dumps(data))
+    else:
+        index.write_bytes(content)
+    assert main(["report", str(sweep), "-o", str(tmp_path / "report"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1, err
+    if content != "path":  # a resumed sweep reads the index too (its runs' paths come from the plan, not the index)
+        assert main(sweep_args(sweep, finished_sweep.parent / "sweep.toml")) == 2
+        err = capsys.readouterr().err
+        assert "sweep.json" in err and err.count("\n") == 1, err

@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine import manifest
 from topicaudit.engine.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
-from topicaudit.engine.rundir import MAX_JSON_BYTES, array_names, read_arrays, read_json, regular_file
+from topicaudit.engine.rundir import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import integrity_key
+from topicaudit.targets.privacy.guarantee import Adjacency
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
 VERDICT_FILES = ["config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
@@ -122,11 +123,9 @@ def manifest_marks(run_dir: Path) -> str | None:
         return f"{results} records one"
     config = run_dir / "config.toml"
     if os.path.lexists(config):
-        if regular_file(config).st_size > MAX_JSON_BYTES:
-            return f"{config} is too large to be a run's configuration"
         try:
-            provenance = tomllib.loads(config.read_text(encoding="utf-8")).get("provenance")
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+            provenance = read_run_toml(config).get("provenance")
+        except UserError:  # no regular file, too large, beyond the bounds of TOML topicaudit reads, or invalid
             return f"{config} is unreadable"
         if isinstance(provenance, dict) and manifest.MARK in provenance:
             return f"{config} records one"
@@ -218,17 +217,25 @@ def check_results(path: Path) -> None:
     """results.json: the claim and the recorded bound settings a verdict reads are numbers."""
     results = read_json(path)
     target = results.get("target")
+    if "target" in results and not isinstance(target, dict):  # null there was an AttributeError (exit 3)
+        raise _refuse(path, f"'target' must be an object (got {_shown(target)})")
+    if isinstance(target, dict) and "guarantee" in target and not isinstance(target["guarantee"], dict):
+        raise _refuse(path, f"target.guarantee must be an object (got {_shown(target['guarantee'])})")
     guarantee = target.get("guarantee") if isinstance(target, dict) else None
     if isinstance(guarantee, dict):
         for key in ("epsilon", "delta"):
             if key in guarantee and not _number(guarantee[key]):
                 raise _refuse(path, f"target.guarantee.{key} must be a number or null (got {guarantee[key]!r})")
         adjacency = guarantee.get("adjacency")
-        if adjacency is not None and not isinstance(adjacency, str):
-            raise _refuse(path, f"target.guarantee.adjacency must be a string or null (got {adjacency!r})")
-    elif target is not None and not isinstance(target, dict):
-        raise _refuse(path, "'target' must be an object")
+        known = [a.value for a in Adjacency]
+        if adjacency is not None and adjacency not in known:  # an unknown name was a ValueError (exit 3)
+            raise _refuse(path, f"target.guarantee.adjacency must be one of {', '.join(known)} or null "
+                                f"(got {_shown(adjacency)})")
     canaries = results.get("canaries")
+    observe = canaries.get("observe") if isinstance(canaries, dict) else None
+    if observe is not None and observe not in THREAT_MODELS:  # a KeyError (exit 3)
+        raise _refuse(path, f"canaries.observe must be one of {', '.join(THREAT_MODELS)} or null "
+                            f"(got {_shown(observe)})")
     for where, section in (("epsilon_lower_bounds", results.get("epsilon_lower_bounds")),
                            ("canaries.epsilon_lower_bounds",
                             canaries.get("epsilon_lower_bounds") if isinstance(canaries, dict) else None)):
