@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -426,3 +427,34 @@ def test_a_damaged_sweep_index_is_exit_2_for_report_and_a_resumed_sweep(finished
         assert main(sweep_args(sweep, finished_sweep.parent / "sweep.toml")) == 2
         err = capsys.readouterr().err
         assert "sweep.json" in err and err.count("\n") == 1, err
+
+
+# -- a FIFO or a device where a file is written is never replaced -------------------------------------------------
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_check_never_replaces_a_fifo_or_a_device_given_as_its_report(plain, tmp_path, capsys, flag, kind):
+    """`check RUN --junit /dev/null` run as root replaced the system's /dev/null with a regular file (the report
+    is written by a rename). Here a FIFO, and a copy of /dev/null's device node where one can be made."""
+    target = tmp_path / "target"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        try:
+            os.mknod(target, 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+        except (PermissionError, AttributeError):
+            pytest.skip("making a device node needs root")
+    code = main(["check", str(plain), "--epsilon", CLAIM, flag, str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a regular file" in err and err.count("\n") == 1, err
+    mode = os.lstat(target).st_mode
+    assert (stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISCHR(mode))
+
+
+@pytest.mark.parametrize("name", ["check.json", "canaries.npz", "results.json"])
+def test_a_fifo_in_place_of_a_file_the_run_writes_is_refused_untouched(plain, capsys, name):
+    (plain / name).unlink(missing_ok=True)
+    os.mkfifo(plain / name)
+    code = main(["check", str(plain), "--epsilon", CLAIM]) if name == "check.json" else resume(plain)
+    err = capsys.readouterr().err
+    assert code == 2 and name in err and err.count("\n") == 1, err
+    assert stat.S_ISFIFO(os.lstat(plain / name).st_mode)

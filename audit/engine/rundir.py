@@ -99,9 +99,7 @@ def atomic_write_bytes(path: Path, writer) -> None:
     one, never empty or torn.
     """
     path = Path(path)
-    if os.path.isdir(path) and not os.path.islink(path):  # os.replace cannot put a file there: IsADirectoryError
-        raise UserError(f"cannot write {path}: a directory is in its place, which topicaudit neither writes into "
-                        "nor removes; move it away and rerun the same command (or choose another output)")
+    refuse_replacing(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
@@ -119,6 +117,23 @@ def atomic_write_bytes(path: Path, writer) -> None:
             raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+
+
+def refuse_replacing(path: Path, what: str = "") -> None:
+    """A file is written by renaming a new one over ``path``: refuse when something other than a regular file or a
+    symbolic link is there. The rename would replace a FIFO or a device with a regular file (``check --junit
+    /dev/null`` run as root replaced the system's /dev/null), and cannot replace a directory (IsADirectoryError)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # nothing there (or nothing we can see): the write says what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device")
+    raise UserError(f"cannot write {what + ' ' if what else ''}{path}: it is {kind}, not a regular file; topicaudit "
+                    f"writes a file by renaming a new one over it, and never replaces {kind}: move it away or give "
+                    "another path, and rerun the same command")
 
 
 def disk_full(error: OSError, path: Path | str | None) -> UserError | None:

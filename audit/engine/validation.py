@@ -100,6 +100,10 @@ def check_output_file(path, flag: str) -> Path:
                         "topicaudit never writes through one; give the file's own path, or another path")
     if path.is_dir():
         raise UserError(f"cannot write {flag} {path}: it is a directory; give a file path")
+    if os.path.lexists(path) and not path.is_file():
+        # The file is replaced by a rename: a FIFO or a device (`--junit /dev/null` as root) would be replaced.
+        raise UserError(f"cannot write {flag} {path}: it is a FIFO, socket or device, not a regular file, and "
+                        "topicaudit writes its files by replacing them; give the path of a regular file")
     if not path.parent.is_dir():
         raise UserError(f"cannot write {flag} {path}: directory {path.parent} does not exist")
     _probe(path.parent, f"{flag} {path}")
