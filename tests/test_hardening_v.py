@@ -387,6 +387,38 @@ def test_a_recorded_field_of_the_wrong_kind_is_exit_2_naming_it(plain, monkeypat
         assert named in err and err.count("\n") == 1, err
 
 
+@pytest.fixture(scope="module")
+def mechanism_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h5") / "dp"
+    assert canary_run(out, "--learner", "dp-cgs") == 0
+    return out
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda d: d["target"]["guarantee"].update(parameters=-1), "target.guarantee.parameters must be an object"),
+    (lambda d: d["target"]["guarantee"]["event"].update(class_name="x"), "target.guarantee is not a claim"),
+    (lambda d: d["target"]["guarantee"].update(event="x"), "target.guarantee is not a claim"),
+    (lambda d: d["target"]["guarantee"].update(basis="x"), "unknown basis"),
+    (lambda d: d["target"]["guarantee"].update(basis=None), "sets no basis"),
+    (lambda d: d["target"]["guarantee"].update(delta=None), "target.guarantee.delta must be a number"),
+    (lambda d: d["canaries"].update(observe=[]), "canaries.observe must be one of"),
+    (lambda d: d["canaries"]["mechanism"].update(kind="x"), "canaries.mechanism.kind must be one of"),
+    (lambda d: d["canaries"]["mechanism"].update(parameters={}), "canaries.mechanism.parameters lacks scale"),
+    (lambda d: d["canaries"]["mechanism"].update(tokens=None), "canaries.mechanism.tokens must be an integer"),
+    (lambda d: d["canaries"]["mechanism"].update(topics=None), "canaries.mechanism.topics must be an integer"),
+])
+def test_a_recorded_mechanism_or_claim_of_the_wrong_kind_is_exit_2_naming_it(mechanism_run, tmp_path, monkeypatch,
+                                                                            capsys, edit, named):
+    """The same fuzz on a dp-cgs run: each was exit 3 (TypeError, ValueError, KeyError in the event decoder or the
+    power simulation)."""
+    run_dir = copy_of(mechanism_run, tmp_path)
+    forge_results(run_dir, monkeypatch, edit)
+    for extra in ((), ("--epsilon", CLAIM)):
+        assert main(["check", str(run_dir), *extra]) == 2
+        err = capsys.readouterr().err
+        assert named in err and err.count("\n") == 1, err
+
+
 # -- sweep.json that is garbage, a list, a FIFO, or points outside the sweep ----------------------------------------
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory):

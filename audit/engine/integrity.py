@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.attacks.mechanism import KINDS as MECHANISM_KINDS
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine import manifest
 from topicaudit.engine.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
 from topicaudit.engine.rundir import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import integrity_key
+from topicaudit.targets.privacy.events import guarantee_from_json
 from topicaudit.targets.privacy.guarantee import Adjacency
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
@@ -223,17 +225,30 @@ def check_results(path: Path) -> None:
         raise _refuse(path, f"target.guarantee must be an object (got {_shown(target['guarantee'])})")
     guarantee = target.get("guarantee") if isinstance(target, dict) else None
     if isinstance(guarantee, dict):
-        for key in ("epsilon", "delta"):
-            if key in guarantee and not _number(guarantee[key]):
-                raise _refuse(path, f"target.guarantee.{key} must be a number or null (got {guarantee[key]!r})")
+        if "epsilon" in guarantee and not _number(guarantee["epsilon"]):
+            raise _refuse(path, f"target.guarantee.epsilon must be a number or null (got {guarantee['epsilon']!r})")
+        if "delta" in guarantee and not _number(guarantee["delta"], nullable=False):  # null: a TypeError (exit 3)
+            raise _refuse(path, f"target.guarantee.delta must be a number (got {guarantee['delta']!r})")
+        if guarantee.get("parameters") is not None and not isinstance(guarantee["parameters"], dict):
+            raise _refuse(path, f"target.guarantee.parameters must be an object or null (got "
+                                f"{_shown(guarantee['parameters'])})")
         adjacency = guarantee.get("adjacency")
         known = [a.value for a in Adjacency]
         if adjacency is not None and adjacency not in known:  # an unknown name was a ValueError (exit 3)
             raise _refuse(path, f"target.guarantee.adjacency must be one of {', '.join(known)} or null "
                                 f"(got {_shown(adjacency)})")
+    if isinstance(guarantee, dict):
+        # The verdict rebuilds the claim, its dp-accounting event included, from this record: what the Guarantee
+        # refuses (an unknown basis or event, a claim with no basis, δ > 1) was an internal error (exit 3).
+        try:
+            guarantee_from_json(guarantee)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError) as error:
+            why = str(error) if isinstance(error, ValueError) else f"its event: {type(error).__name__}: {error}"
+            raise _refuse(path, f"target.guarantee is not a claim this topicaudit wrote ({_clipped(why, 240)})") \
+                from None
     canaries = results.get("canaries")
     observe = canaries.get("observe") if isinstance(canaries, dict) else None
-    if observe is not None and observe not in THREAT_MODELS:  # a KeyError (exit 3)
+    if observe is not None and (not isinstance(observe, str) or observe not in THREAT_MODELS):  # KeyError (exit 3)
         raise _refuse(path, f"canaries.observe must be one of {', '.join(THREAT_MODELS)} or null "
                             f"(got {_shown(observe)})")
     for where, section in (("epsilon_lower_bounds", results.get("epsilon_lower_bounds")),
@@ -270,6 +285,12 @@ MECHANISM_PARAMETERS = {
     "noise": (lambda v: v in ("gaussian", "laplace"), '"gaussian" or "laplace"'),
 }
 _MECHANISM_SIZES = ("tokens", "topics", "anchors")
+# What each kind's simulation (topicaudit.attacks.mechanism.simulate_score_sets) reads without a default.
+_REQUIRED_PARAMETERS = {
+    "randomized-response": ("keep_probability",), "geometric-counts": ("alpha",), "laplace-counts": ("scale",),
+    "laplace-count-releases": ("scale",), "subsampled-gaussian-steps": ("noise_std", "sampling_rate", "steps"),
+    "dpsu": ("scale", "noise", "gamma"),
+}
 
 
 def check_mechanism(path: Path, mechanism: Any) -> None:
@@ -277,10 +298,13 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
     where = "canaries.mechanism"
     if not isinstance(mechanism, dict):
         raise _refuse(path, f"{where} must be an object")
-    if not isinstance(mechanism.get("kind"), str):
-        raise _refuse(path, f"{where}.kind must be a string (got {mechanism.get('kind')!r})")
+    kind = mechanism.get("kind")
+    if kind not in MECHANISM_KINDS:  # an unknown kind was "no simulator for transcript kind" (exit 3)
+        raise _refuse(path, f"{where}.kind must be one of {', '.join(MECHANISM_KINDS)} (got {_shown(kind)})")
     for key in _MECHANISM_SIZES:
         value = mechanism.get(key)
+        if value is None and key != "anchors":  # the run always writes them; the simulation needs them
+            raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 (got null)")
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 or null (got {_shown(value)})")
     parameters = mechanism.get("parameters")
@@ -290,6 +314,15 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
         rule = MECHANISM_PARAMETERS.get(key)
         if rule is not None and not rule[0](value):
             raise _refuse(path, f"{where}.parameters.{key} must be {rule[1]} (got {_shown(value)})")
+    needed = [key for key in _REQUIRED_PARAMETERS.get(kind, ()) if key not in parameters]
+    if kind == "dpsu" and not parameters.get("policy") and "rho" not in parameters:
+        needed.append("rho")
+    if needed:  # a missing one was a KeyError in the power simulation (exit 3)
+        raise _refuse(path, f"{where}.parameters lacks {', '.join(needed)}, which a {kind} mechanism records")
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _shown(value: Any) -> str:
