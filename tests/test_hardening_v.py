@@ -490,3 +490,24 @@ def test_a_fifo_in_place_of_a_file_the_run_writes_is_refused_untouched(plain, ca
     err = capsys.readouterr().err
     assert code == 2 and name in err and err.count("\n") == 1, err
     assert stat.S_ISFIFO(os.lstat(plain / name).st_mode)
+
+
+# -- paths the operating system cannot take: a NUL character, a name over 255 bytes --------------------------------
+LONG = "a" * 300
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--shadows", "0", "--canaries", "40", "--k", "3", "--output", "{tmp}/" + LONG, "--quiet"],
+    ["check", "{tmp}/" + LONG, "--epsilon", "1"],
+    ["check", "{plain}", "--epsilon", "1", "--json", "{tmp}/" + LONG],
+    ["report", "{plain}", "-o", "{tmp}/" + LONG, "--quiet"],
+    ["run", "{tmp}/nul.toml", "--quiet"],
+    ["check", "{tmp}/nul.toml", "--epsilon", "1", "--quiet"],
+])
+def test_a_path_with_a_nul_or_a_name_too_long_is_exit_2(plain, tmp_path, capsys, argv):
+    """Each was exit 3: OSError ENAMETOOLONG, or ValueError "embedded null byte" (`output = "a\\u0000b"`)."""
+    (tmp_path / "nul.toml").write_text('output = "nul\\u0000x"\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 40\n')
+    assert main([a.format(tmp=tmp_path, plain=plain) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("topicaudit: error:") and ("NUL" in err or "long" in err) and err.count("\n") == 1, err
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("nul.toml", "plain")]
