@@ -172,6 +172,8 @@ def _verdict_section(collection: Collection) -> Section:
         items = [("claim", card.claim), ("ceiling", card.ceiling)]
         if card.power is not None:
             items.append(("power", card.power))
+        if card.integrity is not None:
+            items.append(("integrity", card.integrity.removeprefix("integrity: ")))
         section.add(Definitions(items))
         section.add(Table(["test", "what it observed", "ε ≥", "method"], card.bounds,
                           "Every ε lower bound, as `topicaudit check` computes them (α split over all of them)"))

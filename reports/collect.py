@@ -20,7 +20,6 @@ import copy
 import json
 import math
 import os
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,7 +31,7 @@ import numpy as np
 from topicaudit.engine.config import config_from_dict, config_hash
 from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.results import USER_AUDIT_SCHEMA, CorpusInfo, RunResults
-from topicaudit.engine.rundir import load_audit_corpus, read_arrays, read_json
+from topicaudit.engine.rundir import load_audit_corpus, read_arrays, read_json, read_run_toml
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
@@ -127,8 +126,8 @@ def _is_user_audit(path: Path) -> bool:
     if (path / "audit.json").exists():
         return True
     try:
-        data = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = read_run_toml(path / "config.toml")
+    except UserError:  # missing, no regular file (a FIFO blocked here), too large or not TOML
         return False
     if isinstance(data.get("model"), dict) and isinstance(data.get("reference"), dict):
         return True
@@ -153,7 +152,7 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                         "or sweep.json)")
     check_regular(results_path, config_path)
     # manifest hashes, types and shapes of what the report reads (or exit 2)
-    if (unverified := verify_run_directory(path)) is not None:
+    if (unverified := verify_run_directory(path).unverified) is not None:
         warnings.warn(f"{path}: {unverified}", stacklevel=2)
     data = read_json(results_path)
     if str(data.get("schema", "")).startswith(USER_AUDIT_SCHEMA.rpartition("/")[0] + "/"):
@@ -161,12 +160,9 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
                         "see its scores.csv); `topicaudit report` reads membership audits made by "
                         "`topicaudit run` or `topicaudit sweep`")
     results = RunResults.from_json(data, str(results_path))
-    try:
-        config = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"run {path} has results.json but no config.toml; the directory is incomplete") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise UserError(f"{config_path} is unreadable ({error})") from None
+    if not os.path.lexists(config_path):
+        raise UserError(f"run {path} has results.json but no config.toml; the directory is incomplete")
+    config = read_run_toml(config_path)
     return Run(path, results, config, replicate, replicates)
 
 

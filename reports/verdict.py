@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.results import CheckResult, RunResults, confidence
+from topicaudit.engine.results import CheckResult, RunResults, confidence, integrity_phrase
 from topicaudit.engine.rundir import read_json
 from topicaudit.errors import UserError
 
@@ -37,6 +37,7 @@ class Verdict:
     ceiling: str
     strongest: list[list[str]] = field(default_factory=list)  # experiment, attack, TPR@0.1%, TPR@1%, AUC
     power: str | None = None     # the audit's measured power, when the check reports it
+    integrity: str | None = None  # what protected the run directory: authenticated, hashes only, or unverified
 
 
 def _observed(result, name: str) -> str:
@@ -148,4 +149,5 @@ def run_verdict(run) -> Verdict:
     return Verdict(status, headline, claim, bounds,
                    f"ε = {result.ceiling:.2f}: the largest ε any outcome of these tests could prove"
                    if math.isfinite(result.ceiling) else "unbounded",
-                   _strongest(run.results), _power(result.power))
+                   _strongest(run.results), _power(result.power),
+                   result.unverified or integrity_phrase(result.integrity, result.integrity_key_id))

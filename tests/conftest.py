@@ -46,6 +46,11 @@ if "TOPICAUDIT_CACHE_DIR" not in os.environ:
     os.environ["TOPICAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="topicaudit-test-cache-")
     atexit.register(shutil.rmtree, os.environ["TOPICAUDIT_CACHE_DIR"], True)
 
+# No integrity key unless the session sets one on purpose: a developer's ~/.config/topicaudit/integrity.key would
+# otherwise authenticate every run here and change what the tests that forge manifests see. Tests of the key set
+# their own (tests/test_hardening_v.py).
+os.environ.setdefault("TOPICAUDIT_INTEGRITY_KEY", "off")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 PHEME = SHARED_DATA / "pheme" / "pheme_clean.json"

@@ -235,6 +235,15 @@ def _run_command(argv: list[str] | None) -> int:
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)
                 say(f"topicaudit: error: {full}")
                 return EXIT_USER_ERROR
+            if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:  # a path the user gave
+                name = error.filename if isinstance(error.filename, str) else ""
+                say(f"topicaudit: error: a file name is too long for the file system"
+                    f"{': ' + (name if len(name) <= 80 else name[:77] + '...') if name else ''}; give a shorter path")
+                return EXIT_USER_ERROR
+            if isinstance(error, ValueError) and str(error) == "embedded null byte":  # a path the user gave
+                say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "
+                    "path")
+                return EXIT_USER_ERROR
             if isinstance(error, OSError) and error.errno in (errno.EPIPE, errno.EBADF):
                 say("topicaudit: error: the output stream was closed before the command finished (its reader "
                     f"exited: {error.strerror}); nothing was lost — files already written are kept, rerun the same "

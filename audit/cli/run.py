@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from topicaudit.attacks.registry import ATTACKS
+from topicaudit.engine import manifest
 from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.config import Config, corpus_stem, load_config, run_config
 from topicaudit.engine.phases import phase
@@ -97,7 +98,18 @@ def execute(args) -> int:
             if untestable:
                 print(f"\n  no ε bound: {untestable}")
             print(f"\n  results  {config.run_dir / 'results.json'}" + (f"\n  ROC      {figure}" if figure else ""))
+            print(f"  manifest {config.run_dir / manifest.NAME}: {_protection(config.run_dir)}")
         sys.stdout.flush()
     return 0
 
 
+def _protection(run_dir) -> str:
+    """How the run's manifest protects it: HMAC-SHA256 with the integrity key, or its hashes alone."""
+    try:
+        found = manifest.read(run_dir)
+    except UserError as error:  # not expected right after the run wrote it; said rather than hidden
+        return str(error)
+    if found is not None and found.authenticated:
+        return f"SHA-256 of every file, authenticated (HMAC-SHA256, integrity key {found.key_id})"
+    return ("SHA-256 of every file, not authenticated (no integrity key configured: it stops accidental damage, "
+            "not a forger who rewrites the manifest; docs/run-directory.md#integrity)")

@@ -15,7 +15,7 @@ import numpy as np
 
 from topicaudit.engine import arguments, manifest
 from topicaudit.engine.config import Config, config_from_dict, load_config, run_config, with_learner
-from topicaudit.engine.integrity import VERDICT_FILES, verify_run_directory
+from topicaudit.engine.integrity import VERDICT_FILES, Protection, verify_run_directory
 from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
@@ -59,16 +59,22 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     test); default lira_online and lira_offline (docs/attacks.md).
     """
     run_dir = Path(run_dir)
-    results, natural, found, unverified = _evidence(run_dir)
+    results, natural, found, protection = _evidence(run_dir)
     result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks)
-    return dataclasses.replace(result, unverified=unverified) if unverified else result
+    return _protected(result, protection)
+
+
+def _protected(result: CheckResult, protection: Protection) -> CheckResult:
+    """The verdict, saying what protected the directory it was read from."""
+    return dataclasses.replace(result, unverified=protection.unverified, integrity=protection.mode,
+                               integrity_key_id=protection.key_id)
 
 
 def _evidence(run_dir: Path):
     """A finished run's records and scores, verified (or a UserError): results, natural-document scores, canary
-    files, and why the directory could not be verified (the pre-manifest layout) or None."""
-    # manifest hashes, types and shapes, truth and canary order (or exit 2); unverified: the pre-manifest layout
-    unverified = verify_run_directory(run_dir)
+    files, and what protected the directory (``integrity.Protection``)."""
+    # manifest hashes (and MAC), types and shapes, truth and canary order (or exit 2)
+    protection = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
     found = _canary_files(run_dir) if results_path.exists() else None
     if not results_path.exists() or not (scores_path.exists() or found):
@@ -78,7 +84,7 @@ def _evidence(run_dir: Path):
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
-    return read_results(results_path), natural, found, unverified
+    return read_results(results_path), natural, found, protection
 
 
 def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
@@ -89,9 +95,9 @@ def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
     it, else at no claim (ε = 0 stands in; the bounds do not depend on it).
     """
     run_dir = Path(run_dir)
-    results, natural, found, unverified = _evidence(run_dir)  # read and verified once
+    results, natural, found, protection = _evidence(run_dir)  # read and verified once
     result, tested = own_claim_verdict(results, natural, found, run_dir)
-    return (dataclasses.replace(result, unverified=unverified) if unverified else result), tested
+    return _protected(result, protection), tested
 
 
 # The run directory's own files, which check reads (or the run holds) and never replaces.

@@ -1,7 +1,8 @@
 """Checks a run directory must pass before any verdict or report is read from it.
 
 Two layers. The manifest (``topicaudit.engine.manifest``) catches any change to
-a file the run wrote; it must list every evidence file present, and a run whose
+a file the run wrote (and, with an integrity key configured, any manifest not
+written with that key: its MAC); it must list every evidence file present, and a run whose
 own files say it kept one (``manifest_marks``) is refused without it, so
 deleting or shrinking the manifest does not switch the check off. Only the
 layout written before manifests existed is read without one, and the verdict
@@ -16,40 +17,65 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from topicaudit.attacks.mechanism import KINDS as MECHANISM_KINDS
+from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine import manifest
-from topicaudit.engine.rundir import MAX_JSON_BYTES, array_names, read_arrays, read_json, regular_file
+from topicaudit.engine.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
+from topicaudit.engine.rundir import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import integrity_key
+from topicaudit.targets.privacy.events import guarantee_from_json
+from topicaudit.targets.privacy.guarantee import Adjacency
 
 # The files a verdict or a report reads (models are checked as a resumed run loads them).
 VERDICT_FILES = ["config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
                  "canary_scores.npz"]
 _ALTERED = "the run directory was damaged or edited — rerun the audit into a new directory"
-# What a verdict on a directory in the pre-manifest layout says about itself.
-UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout written before manifests existed), "
-              "so its files' hashes were not checked")
 
 
-def verify_run_directory(run_dir: str | Path) -> str | None:
+@dataclass(frozen=True)
+class Protection:
+    """What protected the run directory a verdict is read from (docs/run-directory.md#integrity).
+
+    mode: ``hmac-sha256`` (the manifest's MAC verified with the configured integrity key, ``key_id``),
+    ``sha256`` (its hashes verified, no key configured) or ``none`` (the pre-manifest layout, unverified).
+    """
+
+    mode: str
+    key_id: str | None = None
+    carries_mac: bool = False  # mode sha256: the manifest holds a MAC no configured key could check
+
+    @property
+    def unverified(self) -> str | None:
+        return UNVERIFIED if self.mode == NONE else None
+
+    def describe(self) -> str:
+        """One phrase for a verdict line or a report: which mode protected the run, and its limit."""
+        return integrity_phrase(self.mode, self.key_id) or UNVERIFIED
+
+
+def verify_run_directory(run_dir: str | Path) -> Protection:
     """Every check below, on the files ``run_dir`` has; raises a UserError naming the first bad file.
 
-    Returns None when the manifest verified every evidence file, else ``UNVERIFIED`` (the pre-manifest
-    layout, read without one), for the verdict to say so.
+    Returns what protected it: the manifest authenticated by the integrity key, verified by its hashes alone
+    (no key configured), or nothing (the pre-manifest layout, read without a manifest only when no key is
+    configured), for the verdict to say so.
     """
     run_dir = Path(run_dir)
-    unverified = _verify_manifest(run_dir)
+    protection = _verify_manifest(run_dir)
     if (run_dir / "results.json").exists():
         check_results(run_dir / "results.json")
     if (run_dir / "scores.npz").exists():
         check_scores(run_dir)
     if (run_dir / "canaries.npz").exists():
         check_canaries(run_dir)
-    return unverified
+    return protection
 
 
 def evidence_files(run_dir: Path) -> list[str]:
@@ -61,16 +87,22 @@ def evidence_files(run_dir: Path) -> list[str]:
     return names
 
 
-def _verify_manifest(run_dir: Path) -> str | None:
-    listed = manifest.entries(run_dir)
+def _verify_manifest(run_dir: Path) -> Protection:
+    found = manifest.read(run_dir)  # with a key: a missing or wrong MAC is refused here
     path = run_dir / manifest.NAME
-    if listed is None:
+    if found is None:
         why = manifest_marks(run_dir)
         if why is not None:
             raise UserError(f"{path} is missing, but {why}: this run was written by a version of topicaudit that "
                             "keeps a manifest, and without it none of its files can be verified (it was deleted, "
                             f"or the directory copied without it); {manifest.RERUN}")
-        return UNVERIFIED
+        key = integrity_key()
+        if key is not None:
+            raise UserError(f"{path} is missing (the layout written before manifests existed), so this run cannot "
+                            f"be authenticated, and an integrity key is configured ({key.source}); set "
+                            f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
+        return Protection(NONE)
+    listed = found.files
     for name in evidence_files(run_dir):
         if name not in listed:
             raise UserError(f"{run_dir / name} is not listed in {path}: the manifest was edited or damaged (or the "
@@ -80,7 +112,9 @@ def _verify_manifest(run_dir: Path) -> str | None:
             raise UserError(f"{run_dir / name} is listed in {path} but missing: the run directory was damaged; "
                             f"rerun the same command to rewrite it, or {manifest.RERUN}")
     manifest.verify(run_dir, VERDICT_FILES)
-    return None
+    if found.authenticated:
+        return Protection(HMAC, found.key_id, True)
+    return Protection(SHA256, carries_mac=found.carries_mac)
 
 
 def manifest_marks(run_dir: Path) -> str | None:
@@ -91,11 +125,9 @@ def manifest_marks(run_dir: Path) -> str | None:
         return f"{results} records one"
     config = run_dir / "config.toml"
     if os.path.lexists(config):
-        if regular_file(config).st_size > MAX_JSON_BYTES:
-            return f"{config} is too large to be a run's configuration"
         try:
-            provenance = tomllib.loads(config.read_text(encoding="utf-8")).get("provenance")
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+            provenance = read_run_toml(config).get("provenance")
+        except UserError:  # no regular file, too large, beyond the bounds of TOML topicaudit reads, or invalid
             return f"{config} is unreadable"
         if isinstance(provenance, dict) and manifest.MARK in provenance:
             return f"{config} records one"
@@ -187,17 +219,38 @@ def check_results(path: Path) -> None:
     """results.json: the claim and the recorded bound settings a verdict reads are numbers."""
     results = read_json(path)
     target = results.get("target")
+    if "target" in results and not isinstance(target, dict):  # null there was an AttributeError (exit 3)
+        raise _refuse(path, f"'target' must be an object (got {_shown(target)})")
+    if isinstance(target, dict) and "guarantee" in target and not isinstance(target["guarantee"], dict):
+        raise _refuse(path, f"target.guarantee must be an object (got {_shown(target['guarantee'])})")
     guarantee = target.get("guarantee") if isinstance(target, dict) else None
     if isinstance(guarantee, dict):
-        for key in ("epsilon", "delta"):
-            if key in guarantee and not _number(guarantee[key]):
-                raise _refuse(path, f"target.guarantee.{key} must be a number or null (got {guarantee[key]!r})")
+        if "epsilon" in guarantee and not _number(guarantee["epsilon"]):
+            raise _refuse(path, f"target.guarantee.epsilon must be a number or null (got {guarantee['epsilon']!r})")
+        if "delta" in guarantee and not _number(guarantee["delta"], nullable=False):  # null: a TypeError (exit 3)
+            raise _refuse(path, f"target.guarantee.delta must be a number (got {guarantee['delta']!r})")
+        if guarantee.get("parameters") is not None and not isinstance(guarantee["parameters"], dict):
+            raise _refuse(path, f"target.guarantee.parameters must be an object or null (got "
+                                f"{_shown(guarantee['parameters'])})")
         adjacency = guarantee.get("adjacency")
-        if adjacency is not None and not isinstance(adjacency, str):
-            raise _refuse(path, f"target.guarantee.adjacency must be a string or null (got {adjacency!r})")
-    elif target is not None and not isinstance(target, dict):
-        raise _refuse(path, "'target' must be an object")
+        known = [a.value for a in Adjacency]
+        if adjacency is not None and adjacency not in known:  # an unknown name was a ValueError (exit 3)
+            raise _refuse(path, f"target.guarantee.adjacency must be one of {', '.join(known)} or null "
+                                f"(got {_shown(adjacency)})")
+    if isinstance(guarantee, dict):
+        # The verdict rebuilds the claim, its dp-accounting event included, from this record: what the Guarantee
+        # refuses (an unknown basis or event, a claim with no basis, δ > 1) was an internal error (exit 3).
+        try:
+            guarantee_from_json(guarantee)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError) as error:
+            why = str(error) if isinstance(error, ValueError) else f"its event: {type(error).__name__}: {error}"
+            raise _refuse(path, f"target.guarantee is not a claim this topicaudit wrote ({_clipped(why, 240)})") \
+                from None
     canaries = results.get("canaries")
+    observe = canaries.get("observe") if isinstance(canaries, dict) else None
+    if observe is not None and (not isinstance(observe, str) or observe not in THREAT_MODELS):  # KeyError (exit 3)
+        raise _refuse(path, f"canaries.observe must be one of {', '.join(THREAT_MODELS)} or null "
+                            f"(got {_shown(observe)})")
     for where, section in (("epsilon_lower_bounds", results.get("epsilon_lower_bounds")),
                            ("canaries.epsilon_lower_bounds",
                             canaries.get("epsilon_lower_bounds") if isinstance(canaries, dict) else None)):
@@ -232,6 +285,12 @@ MECHANISM_PARAMETERS = {
     "noise": (lambda v: v in ("gaussian", "laplace"), '"gaussian" or "laplace"'),
 }
 _MECHANISM_SIZES = ("tokens", "topics", "anchors")
+# What each kind's simulation (topicaudit.attacks.mechanism.simulate_score_sets) reads without a default.
+_REQUIRED_PARAMETERS = {
+    "randomized-response": ("keep_probability",), "geometric-counts": ("alpha",), "laplace-counts": ("scale",),
+    "laplace-count-releases": ("scale",), "subsampled-gaussian-steps": ("noise_std", "sampling_rate", "steps"),
+    "dpsu": ("scale", "noise", "gamma"),
+}
 
 
 def check_mechanism(path: Path, mechanism: Any) -> None:
@@ -239,10 +298,13 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
     where = "canaries.mechanism"
     if not isinstance(mechanism, dict):
         raise _refuse(path, f"{where} must be an object")
-    if not isinstance(mechanism.get("kind"), str):
-        raise _refuse(path, f"{where}.kind must be a string (got {mechanism.get('kind')!r})")
+    kind = mechanism.get("kind")
+    if kind not in MECHANISM_KINDS:  # an unknown kind was "no simulator for transcript kind" (exit 3)
+        raise _refuse(path, f"{where}.kind must be one of {', '.join(MECHANISM_KINDS)} (got {_shown(kind)})")
     for key in _MECHANISM_SIZES:
         value = mechanism.get(key)
+        if value is None and key != "anchors":  # the run always writes them; the simulation needs them
+            raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 (got null)")
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             raise _refuse(path, f"{where}.{key} must be an integer ≥ 0 or null (got {_shown(value)})")
     arrays = mechanism.get("arrays")
@@ -255,6 +317,15 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
         rule = MECHANISM_PARAMETERS.get(key)
         if rule is not None and not rule[0](value):
             raise _refuse(path, f"{where}.parameters.{key} must be {rule[1]} (got {_shown(value)})")
+    needed = [key for key in _REQUIRED_PARAMETERS.get(kind, ()) if key not in parameters]
+    if kind == "dpsu" and not parameters.get("policy") and "rho" not in parameters:
+        needed.append("rho")
+    if needed:  # a missing one was a KeyError in the power simulation (exit 3)
+        raise _refuse(path, f"{where}.parameters lacks {', '.join(needed)}, which a {kind} mechanism records")
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _shown(value: Any) -> str:

@@ -5,7 +5,11 @@ the scores, results.json); ``check``, ``report`` and a resumed run compare the
 files with it, and a mismatch is an error naming the file. It detects
 corruption and accidental edits (a file copied over another, an array
 re-saved), and a forger who does not recompute hashes; not one who rewrites
-the manifest too (docs/run-directory.md#integrity).
+the manifest too — unless an integrity key is configured
+(``topicaudit.inputs.integrity_key``): then the manifest also carries an
+HMAC-SHA256 of its list (``mac``), and one whose MAC is missing or wrong is
+refused, so a forger without the key is caught whatever they rewrite
+(docs/run-directory.md#integrity).
 
 A run written by a version that writes manifests says so in its own files
 (``MARK`` in results.json and in config.toml's [provenance]; the ``model`` slot
@@ -20,13 +24,16 @@ import hashlib
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import ALGORITHM, integrity_key
 
 NAME = "manifest.json"
 SCHEMA = "topicaudit.manifest/1"
 MARK = "manifest"  # results.json's key and [provenance]'s: this run keeps a manifest (value: SCHEMA)
+MAC_DOMAIN = "topicaudit.manifest-mac/1"  # what an integrity key's MAC over a manifest is a MAC of
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
 _CHUNK = 1 << 20
 
@@ -39,8 +46,29 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def entries(run_dir: Path) -> dict[str, str] | None:
-    """File (relative to the run directory, '/'-separated) → SHA-256; None when there is no manifest."""
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest as read: its files' hashes and how far they can be trusted.
+
+    authenticated: its MAC verified with the configured integrity key (``key_id``: that key's id);
+    carries_mac: it holds a MAC (when no key is configured, one that could not be checked).
+    """
+
+    files: dict[str, str]
+    authenticated: bool = False
+    key_id: str | None = None
+    carries_mac: bool = False
+
+
+def payload(files: dict[str, str]) -> bytes:
+    """The manifest's canonical content, which its MAC covers: the schema, the algorithm and every entry."""
+    return json.dumps({"schema": SCHEMA, "algorithm": "sha256", "files": files}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def read(run_dir: Path) -> Manifest | None:
+    """The run directory's manifest, None when there is none; a UserError when it is damaged, or when an integrity
+    key is configured and its MAC is missing or does not verify."""
     path = Path(run_dir) / NAME
     if not os.path.lexists(path):
         return None
@@ -52,7 +80,31 @@ def entries(run_dir: Path) -> dict[str, str] | None:
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise UserError(f"{path} is not a topicaudit manifest, so none of the run's files can be verified; {RERUN}")
-    return files
+    mac = data.get("mac")
+    key = integrity_key()
+    if key is None:
+        return Manifest(files, carries_mac=mac is not None)
+    if not isinstance(mac, dict) or mac.get("algorithm") != ALGORITHM or not isinstance(mac.get("value"), str):
+        raise UserError(f"{path} carries no MAC, but an integrity key is configured ({key.source}): the run was "
+                        "written without a key, or someone rewrote its manifest, so its files cannot be "
+                        f"authenticated; {RERUN} with the key configured, or set {key.turn_off} to verify its "
+                        "hashes alone")
+    if not key.verifies(MAC_DOMAIN, payload(files), mac["value"]):
+        other = mac.get("key_id")
+        made = (f" (it names the key {other!s:.16}, yours is {key.id})" if isinstance(other, str) and other != key.id
+                else "")
+        raise UserError(f"{path}'s MAC does not verify with the integrity key ({key.source}){made}: the manifest "
+                        "was rewritten by someone without the key, or written with another key, so none of the "
+                        f"run's files can be trusted; {RERUN}, or configure the key it was written with")
+    return Manifest(files, authenticated=True, key_id=key.id, carries_mac=True)
+
+
+def entries(run_dir: Path) -> dict[str, str] | None:
+    """File (relative to the run directory, '/'-separated) → SHA-256; None when there is no manifest.
+
+    With an integrity key configured, only a manifest whose MAC verifies is read (``read``)."""
+    found = read(run_dir)
+    return None if found is None else found.files
 
 
 RERUN = "rerun the audit into a new directory (--output)"
@@ -63,11 +115,12 @@ def _read_regular(path: Path) -> bytes:
     if os.path.islink(path):
         raise UserError(f"{path} is a symbolic link, not the manifest the run wrote; {RERUN}")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with an error of its own
+        os.close(fd)
+        raise UserError(f"{path} is not a regular file (a device, FIFO or directory); the run directory was "
+                        f"altered — {RERUN}")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"{path} is not a regular file (a device, FIFO or directory); the run directory was "
-                            f"altered — {RERUN}")
         if info.st_size > MAX_BYTES:
             raise UserError(f"{path} is larger than {MAX_BYTES // 2**20} MiB, which no manifest topicaudit writes "
                             f"is; {RERUN}")
@@ -80,18 +133,23 @@ def record(run_dir: Path, *names: str, write_text) -> None:
     write_text: the atomic writer of the run directory (``rundir.atomic_write_text``).
     """
     run_dir = Path(run_dir)
+    key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched
     try:
         files = entries(run_dir) or {}
     except UserError:
-        files = {}  # a damaged manifest is rebuilt from the files it is told about
+        # A damaged manifest (or, with a key, one whose MAC fails) is rebuilt from the files it is told about:
+        # nothing it listed is carried over, so every other file is unlisted and refused or refitted.
+        files = {}
     for name in names:
         path = run_dir / name
         if path.is_file():
             files[name] = sha256(path)
         else:
             files.pop(name, None)
-    write_text(run_dir / NAME, json.dumps({"schema": SCHEMA, "algorithm": "sha256", "files": files},
-                                          indent=1, sort_keys=True) + "\n")
+    content: dict = {"schema": SCHEMA, "algorithm": "sha256", "files": files}
+    if key is not None:
+        content["mac"] = {"algorithm": ALGORITHM, "key_id": key.id, "value": key.mac(MAC_DOMAIN, payload(files))}
+    write_text(run_dir / NAME, json.dumps(content, indent=1, sort_keys=True) + "\n")
 
 
 def verify(run_dir: Path, names: list[str] | None = None) -> None:

@@ -58,7 +58,13 @@ def _bound(value: Any, where: str) -> EpsilonBound:
         raise UserError(f"{where} is not an ε bound (epsilon, method, confidence, delta); rerun the audit")
     epsilon = value["epsilon"]
     # ±∞ is written as a string (strict JSON has no ∞); EpsilonBound.to_json writes it so again.
-    return EpsilonBound(float(epsilon) if isinstance(epsilon, str) else epsilon, value["method"],
+    if isinstance(epsilon, str):
+        try:
+            epsilon = float(epsilon)
+        except ValueError:  # any other string was an internal error (exit 3)
+            raise UserError(f"{where}.epsilon must be a number or \"inf\" (got {epsilon[:40]!r}); the file was "
+                            "edited or damaged — rerun the audit") from None
+    return EpsilonBound(epsilon, value["method"],
                         value["confidence"], value["delta"], value.get("details", {}))
 
 

@@ -428,6 +428,25 @@ class AuditResults(JsonView, Record):
 
 
 # -- check ----------------------------------------------------------------------------------------------------
+# What protected a run directory a verdict was read from (topicaudit.engine.integrity; docs/run-directory.md#integrity).
+HMAC, SHA256, NONE = "hmac-sha256", "sha256", "none"
+# What a verdict on a directory in the pre-manifest layout says about itself.
+UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout written before manifests existed), "
+              "so its files' hashes were not checked")
+
+
+def integrity_phrase(mode: str | None, key_id: str | None = None) -> str | None:
+    """What a verdict line or a report says about the mode that protected the run (None: not known)."""
+    if mode == HMAC:
+        return f"integrity: authenticated (manifest HMAC-SHA256 verified with integrity key {key_id})"
+    if mode == SHA256:
+        return ("integrity: hashes only (manifest SHA-256 verified; no integrity key configured, so a forger who "
+                "rewrites the manifest is not caught)")
+    if mode == NONE:
+        return UNVERIFIED
+    return None
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """The verdict on one claim: every test's bound, what the tests observed, and how strong they were.
@@ -455,6 +474,9 @@ class CheckResult:
         layout written before manifests existed), which the verdict line and the JSON repeat.
     disagreements : the constants the learner's record states otherwise than its claim's dp-accounting event
         (``targets.privacy.release_check``): the claim was computed for another mechanism than the one recorded.
+    integrity : what protected the run directory: ``hmac-sha256`` (its manifest's MAC verified with the
+        configured integrity key, ``integrity_key_id``), ``sha256`` (its hashes alone: no key configured) or
+        ``none`` (unverified); None for a result not read from a directory (the verdict ``run`` stores).
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -475,6 +497,8 @@ class CheckResult:
     reversed_scores: list[str] = field(default_factory=list)
     unverified: str | None = None
     disagreements: list[str] = field(default_factory=list)
+    integrity: str | None = None
+    integrity_key_id: str | None = None
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -499,13 +523,14 @@ class CheckResult:
         return self.observed.get(self.strongest_attack.split("/")[0] + "/", THREAT_MODELS["release"])
 
     def message(self) -> str:
-        """The verdict line; on an unverified directory, or a record that disagrees with its claim, it says so
-        after the verdict."""
+        """The verdict line; after it, a record that disagrees with its claim, and what protected the run
+        directory (unverified, hashes, or authenticated)."""
         body = self._message()
         if self.disagreements:
             body += (" — the learner's record and its claim describe different mechanisms: "
                      + "; ".join(self.disagreements))
-        return body if not self.unverified else f"{body} — {self.unverified}"
+        said = self.unverified or integrity_phrase(self.integrity, self.integrity_key_id)
+        return body if not said else f"{body} — {said}"
 
     def _message(self) -> str:
         level = f"{self.adjacency}-level, {confidence(self.alpha)} confidence, δ = {self.delta:g}"
@@ -574,6 +599,8 @@ class CheckResult:
             **({"reversed_scores": self.reversed_scores} if self.reversed_scores else {}),
             **({"unverified": self.unverified} if self.unverified else {}),
             **({"disagreements": self.disagreements} if self.disagreements else {}),
+            **({"integrity": self.integrity} if self.integrity else {}),
+            **({"integrity_key_id": self.integrity_key_id} if self.integrity_key_id else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -586,7 +613,8 @@ class CheckResult:
                          BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
-                         data.get("unverified"), list(data.get("disagreements", [])))
+                         data.get("unverified"), list(data.get("disagreements", [])), data.get("integrity"),
+                         data.get("integrity_key_id"))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None

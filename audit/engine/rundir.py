@@ -31,7 +31,6 @@ import os
 import re
 import stat
 import tempfile
-import tomllib
 import warnings
 import zipfile
 import zlib
@@ -45,7 +44,7 @@ except ImportError:  # pragma: no cover — Windows
 
 import numpy as np
 
-from topicaudit.engine import manifest
+from topicaudit.engine import manifest, toml_reader
 from topicaudit.engine.config import Config
 from topicaudit.engine.toml_writer import to_toml
 from topicaudit.engine.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
@@ -54,6 +53,7 @@ from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResu
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
+from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
 from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.base import Release
@@ -100,6 +100,7 @@ def atomic_write_bytes(path: Path, writer) -> None:
     one, never empty or torn.
     """
     path = Path(path)
+    refuse_replacing(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
@@ -117,6 +118,23 @@ def atomic_write_bytes(path: Path, writer) -> None:
             raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+
+
+def refuse_replacing(path: Path, what: str = "") -> None:
+    """A file is written by renaming a new one over ``path``: refuse when something other than a regular file or a
+    symbolic link is there. The rename would replace a FIFO or a device with a regular file (``check --junit
+    /dev/null`` run as root replaced the system's /dev/null), and cannot replace a directory (IsADirectoryError)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # nothing there (or nothing we can see): the write says what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device")
+    raise UserError(f"cannot write {what + ' ' if what else ''}{path}: it is {kind}, not a regular file; topicaudit "
+                    f"writes a file by renaming a new one over it, and never replaces {kind}: move it away or give "
+                    "another path, and rerun the same command")
 
 
 def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
@@ -182,16 +200,61 @@ def regular_file(path: Path) -> os.stat_result:
     return info
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
-    if regular_file(path).st_size > MAX_JSON_BYTES:
-        raise UserError(f"{path} is larger than {MAX_JSON_BYTES // 2**20} MiB, which no topicaudit JSON file is; "
-                        "rerun the same command to rewrite it")
+def read_regular(path: Path, limit: int, too_large: str) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes (else a UserError: ``too_large`` says why
+    no such file is that large). Opened without blocking and checked with ``fstat`` on the open file, so a FIFO
+    (which blocked the reader forever) or a device such as /dev/zero (read until the kernel killed the process),
+    put there or linked, is refused rather than read."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not the file topicaudit wrote; the run directory was altered — "
+                        "rerun the command that writes it into a new directory") from None
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(f"{path} is not a regular file (a device, FIFO or directory, or a link to one); the "
+                            "run directory was altered — rerun the command that writes it into a new directory")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
+    if info.st_size > limit or size > limit:
+        raise UserError(f"{path} is larger than {limit:,} bytes, {too_large}")
+    return b"".join(chunks)
+
+
+def read_run_toml(path: Path) -> dict[str, Any]:
+    """A run directory's config.toml: a regular file within the bounds of configuration files, parsed with them
+    (``toml_reader``: a dotted key of 100,000 parts grew past 7 GB in tomllib), or a UserError naming it."""
+    raw = read_regular(path, toml_reader.MAX_BYTES, "which no configuration topicaudit writes is; the run "
+                       "directory was altered — rerun the audit into a new directory")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}); the run directory was "
+                        "altered — rerun the audit into a new directory") from None
+    return toml_reader.loads(text, str(path))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
+    raw = read_regular(path, MAX_JSON_BYTES, "which no topicaudit JSON file is; rerun the same command to "
+                                             "rewrite it")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
         raise UserError(f"{path} is unreadable ({reason}); rerun the same command to rewrite it") from None
     if not isinstance(data, dict):
@@ -246,14 +309,15 @@ class RunDirectory:
     # -- identity -----------------------------------------------------------
     def stored_hash(self) -> str | None:
         config = self.path / "config.toml"
-        if not config.exists():
+        if not os.path.lexists(config):
             return None
         try:
-            return str(tomllib.loads(config.read_text(encoding="utf-8"))["provenance"]["config_hash"])
-        except (OSError, KeyError, TypeError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            return str(read_run_toml(config)["provenance"]["config_hash"])
+        except (UserError, KeyError, TypeError) as error:
+            why = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
             raise UserError(
-                f"{config} cannot be read ({type(error).__name__}: {error}), so this run directory cannot be "
-                "resumed safely; delete the directory to start over, or choose another output (--output)"
+                f"{config} cannot be read ({why}), so this run directory cannot be resumed safely; delete the "
+                "directory to start over, or choose another output (--output)"
             ) from None
 
     def check_compatible(self, config_hash: str) -> bool:
@@ -276,21 +340,40 @@ class RunDirectory:
                 f"(config hash {stored}, this one {config_hash}); choose another output (--output), "
                 "or delete that directory to start over"
             )
+        self._check_models_folder()
         self._check_manifest_kept()
         return True
 
+    def _check_models_folder(self) -> None:
+        """models/ must be the run's own folder: through a link a resume deleted a user's files it could not read
+        as models ("refitting") and wrote models among them; a file or FIFO there was an internal error."""
+        if os.path.islink(self.models) or (os.path.lexists(self.models) and not self.models.is_dir()):
+            what = "a symbolic link" if os.path.islink(self.models) else "not a directory"
+            raise UserError(f"{self.models} is {what}, not this run's models folder: the run directory was "
+                            "altered, and nothing is written or deleted through it; move it away, or rerun the "
+                            "audit into a new directory (--output)")
+
     def _check_manifest_kept(self) -> None:
         """A run that keeps a manifest resumes only with it (readable), else its models could not be verified;
-        config.toml alone is a start interrupted before its first entry, and resumes."""
-        if manifest.entries(self.path) is not None:  # a damaged manifest: exit 2 naming it
+        config.toml alone is a start interrupted before its first entry, and resumes. With an integrity key
+        configured, its MAC must verify (else exit 2); a manifest with a MAC resumes only with the key, which a
+        resume without it would drop."""
+        found = manifest.read(self.path)  # a damaged manifest, or a missing or wrong MAC with a key: exit 2
+        if found is not None:
+            if found.carries_mac and not found.authenticated:
+                raise UserError(f"{self.path / manifest.NAME} is authenticated with an integrity key (HMAC) and "
+                                "none is configured: resuming without it would drop that protection; set "
+                                f"{KEY_VARIABLE} (or the key file {key_file()}) to the key this run was started "
+                                f"with, or {manifest.RERUN}")
             return
-        provenance = tomllib.loads((self.path / "config.toml").read_text(encoding="utf-8"))["provenance"]
+        provenance = read_run_toml(self.path / "config.toml")["provenance"]
         others = [p for p in self.path.rglob("*") if p.is_file() and p.name not in ("config.toml", NAME_OF_LOCK)]
         if manifest.MARK in provenance and others:
             raise UserError(f"{self.path / manifest.NAME} is missing, but {self.path / 'config.toml'} records one: "
                             "without it the run's models cannot be verified; " + manifest.RERUN)
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
+        self._check_models_folder()
         created = not self.models.exists()  # the directory itself may be only the writer lock's so far
         self.models.mkdir(parents=True, exist_ok=True)
         if created:
@@ -337,8 +420,11 @@ class RunDirectory:
         refused), as the manifest recorded it, with ``n_topics`` topics over corpus word ids below ``n_words``.
         None when it is missing or unreadable (then it is refitted)."""
         path = self.model_path(index)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
+        if path.is_dir() and not path.is_symlink():
+            raise UserError(f"{path} is a directory, not a model file: the run directory was altered; move it away "
+                            "to refit that model, or rerun the audit into a new directory (--output)")
         try:
             # One copy: this run wrote the file, so an array larger than memory means a damaged header.
             z = load_arrays(path, copies=1)

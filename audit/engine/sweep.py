@@ -18,6 +18,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -31,10 +32,9 @@ from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validat
 from topicaudit.engine.parallel import ray_session
 from topicaudit.engine.run import execute_run, run_needs_ray
 from topicaudit.engine.lock import holds_only_the_lock, writer_lock
-from topicaudit.engine.rundir import atomic_write_text
+from topicaudit.engine.rundir import atomic_write_text, read_json
 from topicaudit.engine.validation import check_name
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 
 SWEEP_SCHEMA = "topicaudit.sweep/1"
@@ -176,13 +176,13 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
                                  default=str))
     index_path = output / "sweep.json"
-    if index_path.exists():
-        check_regular(index_path)
-        try:
-            stored = json.loads(index_path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise UserError(f"{index_path} is unreadable ({error}); delete the sweep directory to start over") from None
+    if os.path.lexists(index_path):
+        # bounded, regular, a JSON object (or exit 2): garbage bytes or a list here were internal errors
+        stored = read_json(index_path)
         stored_spec = stored.get("specification") or {}
+        if not isinstance(stored_spec, dict):
+            raise UserError(f"{index_path} is damaged (its specification is not an object); delete the sweep "
+                            "directory to start over, or choose another output (--output)")
         if {**stored_spec, "replicates": replicates} != spec:
             raise UserError(
                 f"{output} holds a different sweep (other parameter, values or base configuration); "
@@ -232,13 +232,9 @@ def load_sweep(path: Path) -> dict[str, Any]:
     """A finished (or partial) sweep's index, with each run's results where present."""
     path = Path(path)
     index_path = path / "sweep.json"
-    check_regular(index_path)
-    try:
-        index = json.loads(index_path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path} is not a sweep directory (no sweep.json)") from None
-    except (OSError, json.JSONDecodeError) as error:
-        raise UserError(f"{index_path} is unreadable: {error}") from None
+    if not os.path.lexists(index_path):
+        raise UserError(f"{path} is not a sweep directory (no sweep.json)")
+    index = read_json(index_path)  # bounded, regular, a JSON object, or exit 2 naming it
     if not isinstance(index, dict) or index.get("schema") != SWEEP_SCHEMA:
         got = index.get("schema") if isinstance(index, dict) else type(index).__name__
         raise UserError(f"{index_path} has schema {got!r}; expected {SWEEP_SCHEMA}")
@@ -247,15 +243,12 @@ def load_sweep(path: Path) -> dict[str, Any]:
         raise UserError(f"{index_path} lacks {', '.join(missing) or 'a list of runs'}; it is damaged — "
                         "rerun the same `topicaudit sweep` command to rewrite it")
     for i, entry in enumerate(index["runs"]):
-        if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry):
-            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path; the index is damaged — "
-                            "rerun the same `topicaudit sweep` command to rewrite it")
+        if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry) \
+                or not _relative_path(entry["path"]):
+            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path (a folder inside the "
+                            "sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
-        check_regular(results)
-        try:
-            entry["results"] = json.loads(results.read_text()) if results.exists() else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise UserError(f"{results} is unreadable ({error}); rerun the sweep to rewrite it") from None
+        entry["results"] = read_json(results) if os.path.lexists(results) else None
     return index
 
 
@@ -294,3 +287,9 @@ def sweep_table(index: dict[str, Any]) -> str:
                      f"{stat('lira_offline', 'tpr_at_fpr_0.001'):>18}"
                      + (f"  {canary:>14}" if canaries else "") + f"  {len(done)}")
     return "\n".join(lines)
+
+
+def _relative_path(value: Any) -> bool:
+    """A run's place in a sweep index: a relative path inside the sweep (what ``plan_sweep`` writes)."""
+    return (isinstance(value, str) and bool(value) and "\0" not in value and not Path(value).is_absolute()
+            and ".." not in Path(value).parts)

@@ -71,6 +71,24 @@ def _nearest_existing(path: Path) -> Path:
     return Path(".")
 
 
+NAME_MAX, PATH_MAX = 255, 4096  # bytes: a name in a path, and a whole path (Linux; most file systems)
+
+
+def check_path_text(path, flag: str) -> None:
+    """A path the operating system can take: no NUL character (`output = "a\\u0000b"` was ValueError, exit 3), no
+    name longer than NAME_MAX bytes and no path longer than PATH_MAX (ENAMETOOLONG, exit 3)."""
+    text = os.fspath(path)
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    if "\0" in text:
+        raise UserError(f"{flag} {shown!r} contains a NUL character, which no file name may; give another path")
+    encoded = os.fsencode(text)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > NAME_MAX or len(encoded) > PATH_MAX:
+        what = (f"a name in it is {longest} bytes long (at most {NAME_MAX})" if longest > NAME_MAX else
+                f"it is {len(encoded)} bytes long (at most {PATH_MAX})")
+        raise UserError(f"{flag} {shown}: {what}; give a shorter path")
+
+
 def check_output_directory(path, flag: str) -> Path:
     """Refuse an output directory that cannot be created and written, before any work starts.
 
@@ -80,6 +98,7 @@ def check_output_directory(path, flag: str) -> Path:
     """
     if path is None or str(path).strip() == "":
         raise UserError(f"{flag} is empty; give a directory path, or leave {flag} out for the default")
+    check_path_text(path, flag)
     path = Path(path)
     existing = _nearest_existing(path.absolute())
     if not existing.is_dir():
@@ -93,6 +112,7 @@ def check_output_file(path, flag: str) -> Path:
     """Refuse a file that cannot be written (missing directory, read-only place, /proc)."""
     if path is None or str(path).strip() == "":
         raise UserError(f"{flag} is empty; give a file path")
+    check_path_text(path, flag)
     path = Path(path)
     if path.is_symlink():
         # The file is replaced atomically (a rename), which would replace the link, not write its target.
@@ -100,6 +120,10 @@ def check_output_file(path, flag: str) -> Path:
                         "topicaudit never writes through one; give the file's own path, or another path")
     if path.is_dir():
         raise UserError(f"cannot write {flag} {path}: it is a directory; give a file path")
+    if os.path.lexists(path) and not path.is_file():
+        # The file is replaced by a rename: a FIFO or a device (`--junit /dev/null` as root) would be replaced.
+        raise UserError(f"cannot write {flag} {path}: it is a FIFO, socket or device, not a regular file, and "
+                        "topicaudit writes its files by replacing them; give the path of a regular file")
     if not path.parent.is_dir():
         raise UserError(f"cannot write {flag} {path}: directory {path.parent} does not exist")
     _probe(path.parent, f"{flag} {path}")

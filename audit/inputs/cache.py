@@ -31,6 +31,10 @@ The key and the digest detect damage and staleness, not forgery: they are
 computed from public information, so whoever can write the cache directory
 can store doubled counts for an unchanged file under the right key with a
 matching digest (docs/corpora.md#cache says so, and how to turn the cache off).
+With an integrity key configured (``topicaudit.inputs.integrity_key``) an entry
+also carries an HMAC-SHA256 of its key and digest, and one without a MAC that
+verifies is discarded and rebuilt from the corpus file: a forger without the key
+cannot make an entry that is used.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, detect_format
 from topicaudit.inputs.counting import check_vocabulary
 from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.targets.counts import check_counts
 from topicaudit.version import __version__
@@ -59,6 +64,7 @@ ENVIRONMENT_VARIABLE = "TOPICAUDIT_CACHE_DIR"
 OFF = "off"
 SCHEMA = "topicaudit.corpus-cache/1"
 CACHED_FORMATS = ("json", "20news")
+MAC_DOMAIN = "topicaudit.corpus-cache-mac/1"  # what an integrity key's MAC over an entry is a MAC of
 # Where the text-to-counts code lives: its source is part of every key, so an edit to it is never served stale counts.
 _CODE = Path(__file__).resolve().parent
 _CODE_FILES = ("corpus.py", "counting.py", "preprocess.py", "files.py", "sizes.py", "formats", "_data")
@@ -158,12 +164,21 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
+def _mac_payload(key: str, digest: str) -> bytes:
+    """What an entry's MAC covers: its cache key (the corpus file's content and settings) and its arrays' digest."""
+    return f"{key}\0{digest}".encode()
+
+
 def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, str]]) -> None:
-    """Store the corpus under ``key``, atomically; a cache that cannot be written is skipped."""
+    """Store the corpus under ``key``, atomically; a cache that cannot be written is skipped. With an integrity
+    key configured the entry carries its MAC."""
+    secret = integrity_key()
     arrays = _arrays(corpus, notes)
     digest = _digest(arrays)
     arrays["key"] = np.frombuffer(key.encode(), dtype=np.uint8)
     arrays["digest"] = np.frombuffer(digest.encode(), dtype=np.uint8)
+    if secret is not None:
+        arrays["mac"] = np.frombuffer(secret.mac(MAC_DOMAIN, _mac_payload(key, digest)).encode(), dtype=np.uint8)
     tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -177,18 +192,32 @@ def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, st
 
 
 def read_entry(entry: Path, key: str) -> tuple[Corpus, list[tuple[str, str]]] | None:
-    """The corpus and the loader's notes stored under ``key``; None when the entry is missing or damaged."""
-    if not entry.is_file():
+    """The corpus and the loader's notes stored under ``key``; None when the entry is missing or damaged, or (with
+    an integrity key configured) when its MAC is missing or wrong."""
+    secret = integrity_key()  # a key set but unusable is exit 2, not a silently unauthenticated cache
+    if os.path.islink(entry) or not entry.is_file():
         return None
     try:
         with BoundedNpz(entry, str(entry)) as z:
             arrays = {name: np.array(z[name]) for name in z.files}  # copies: writable, like a fresh load's
         stored_key = arrays.pop("key").tobytes().decode()
         stored_digest = arrays.pop("digest").tobytes().decode()
+        mac = arrays.pop("mac", None)
         if stored_key != key or stored_digest != _digest(arrays):
             return None
-        return _corpus(arrays)
     except Exception:  # noqa: BLE001 — a damaged entry of any kind is rebuilt, never trusted nor fatal
+        return None
+    if secret is not None:
+        value = mac.tobytes().decode("ascii", "replace") if mac is not None and mac.dtype == np.uint8 else None
+        if not secret.verifies(MAC_DOMAIN, _mac_payload(key, stored_digest), value):
+            if value is not None:  # not merely an entry from before the key: forged, or made with another key
+                warnings.warn(f"the corpus cache entry {entry} does not verify with the integrity key "
+                              f"({secret.source}): it was forged or written with another key; it is discarded and "
+                              "the corpus file read again", UserWarning, stacklevel=3)
+            return None
+    try:
+        return _corpus(arrays)
+    except Exception:  # noqa: BLE001 — as above
         return None
 
 
