@@ -11,6 +11,7 @@ from topicaudit.engine.check import check_report_paths, check_run, write_reports
 from topicaudit.engine.config import load_config, run_config
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
+from topicaudit.engine.run_cache import use_cache
 from topicaudit.engine.validation import check_output_file
 from topicaudit.errors import UserError
 
@@ -30,7 +31,12 @@ def register(commands) -> None:
     check.add_argument("--attack", action="append", metavar="NAME",
                        help="attack whose bounds to use on the natural documents, repeatable; α is split over every "
                             "test (default lira_online and lira_offline; names: docs/attacks.md)")
-    check.add_argument("--output", help="run directory when TARGET is a configuration")
+    check.add_argument("--output", help="run directory when TARGET is a configuration (default: the run cache)")
+    check.add_argument("--cache", metavar="DIR",
+                       help="run cache when TARGET is a configuration: the run is kept in DIR under a key of "
+                            "everything that can change the verdict (configuration, input contents, learner code) "
+                            "and reused while none changes; 'off': runs/… (default $TOPICAUDIT_CACHE_DIR/runs, "
+                            "~/.cache/topicaudit/runs; docs/check.md)")
     check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
     check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
     check.add_argument("--quiet", action="store_true", help="no progress while auditing")
@@ -49,14 +55,19 @@ def execute(args) -> int:
         if args.canaries is not None:
             raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
                             "the canaries it was audited with")
+        if args.cache is not None:
+            raise UserError(f"--cache applies when TARGET is a configuration; {target} is a run directory already")
         run_dir = target
         check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
     else:
         config = run_config(load_config(target))
+        if args.output and args.cache is not None:
+            raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:
             config.output = args.output
         if args.canaries is not None:
             config.attack.canaries.count = args.canaries
+        use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
         check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
         execute_run(config, quiet=args.quiet)

@@ -20,8 +20,9 @@ from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
 from topicaudit.engine.run import execute_run
+from topicaudit.engine.run_cache import use_cache
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
-from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
+from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 
 
@@ -57,10 +58,12 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
 
     attacks: whose bounds on the natural documents to use (α split over every
     test); default lira_online and lira_offline (docs/attacks.md).
+    A mechanism audit whose simulated power against a 2× weaker mechanism is below 95% names the canary
+    count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
     results, natural, found, unverified = _evidence(run_dir)
-    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks)
+    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks, suggest=TARGET_POWER)
     return dataclasses.replace(result, unverified=unverified) if unverified else result
 
 
@@ -134,7 +137,8 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
-                   output: str | Path | None = None, canaries: int | None = None, learner=None) -> CheckResult:
+                   output: str | Path | None = None, canaries: int | None = None, learner=None,
+                   cache: str | Path | bool | None = None) -> CheckResult:
     """Audit a configuration (run or resume it) and fail unless it is consistent with its claim.
 
     For a project's own tests: ``assert_privacy("audit.toml", epsilon=3)``.
@@ -142,6 +146,9 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     canaries: the number of canaries ([attack.canaries] count) when given.
     learner: a learner object audited in place of the configuration's [target] learner, k and params
     (``topicaudit.run``'s ``learner``).
+    output: the run directory; else the run is kept in the run cache (``topicaudit.engine.run_cache``): cache
+    names its directory (None: ``$TOPICAUDIT_CACHE_DIR/runs``; False: no cache, the run's default directory).
+    A finished run of the same configuration, inputs and code is reused without refitting.
     Raises AssertionError with the refuting bound when the claim is violated.
     """
 
@@ -160,6 +167,9 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
         config.output = str(output)
     if canaries is not None:
         config.attack.canaries.count = canaries
+    if cache is not None and not isinstance(cache, bool):
+        cache = arguments.path(cache, "cache")
+    use_cache(config, cache)
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
     execute_run(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)

@@ -45,7 +45,7 @@ from topicaudit.engine.tasks import (
 )
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
-from topicaudit.version import __version__
+from topicaudit.version import __version__, source_digest
 
 
 def needs_ray(shadows: int, canary_shadows: int) -> bool:
@@ -110,7 +110,10 @@ class Outcome:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"topicaudit": __version__, "python": platform.python_version()}
+    """The versions a run records (results.json, the manifest's provenance), with a digest of topicaudit's own
+    source: a finished run is returned as it stands only under the same ones (``engine.run``)."""
+    versions = {"topicaudit": __version__, "topicaudit_source": source_digest()[:16],
+                "python": platform.python_version()}
     for name in ("numpy", "scipy", "scikit-learn", "numba", "ray", "nltk"):
         try:
             versions[name] = metadata.version(name)

@@ -455,6 +455,10 @@ class CheckResult:
         layout written before manifests existed), which the verdict line and the JSON repeat.
     disagreements : the constants the learner's record states otherwise than its claim's dp-accounting event
         (``targets.privacy.release_check``): the claim was computed for another mechanism than the one recorded.
+    canaries_for_power : when the simulated power against a 2× weaker mechanism is below ``power`` (95%):
+        the canary ``count`` whose simulated power reaches it (and that power, ``simulated``), or
+        ``more_than`` the largest count the search tried (``engine.verdict.canaries_for_power``).
+    sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -475,6 +479,8 @@ class CheckResult:
     reversed_scores: list[str] = field(default_factory=list)
     unverified: str | None = None
     disagreements: list[str] = field(default_factory=list)
+    canaries_for_power: dict[str, Any] | None = None
+    sizing: dict[str, Any] | None = None
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -536,6 +542,13 @@ class CheckResult:
         if self.power is not None:
             reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
                      f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
+            needed = self.canaries_for_power
+            if needed is not None and needed.get("count"):
+                reach += (f" ({needed['count']:,} canaries would reach {needed['power']:.0%}: --canaries "
+                          f"{needed['count']}, or --canaries auto)")
+            elif needed is not None:
+                reach += (f" (more than {needed['more_than']:,} canaries would be needed for "
+                          f"{needed['power']:.0%})")
 
         elif self.ceiling > self.claimed_epsilon:
             reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
@@ -574,6 +587,8 @@ class CheckResult:
             **({"reversed_scores": self.reversed_scores} if self.reversed_scores else {}),
             **({"unverified": self.unverified} if self.unverified else {}),
             **({"disagreements": self.disagreements} if self.disagreements else {}),
+            **({"canaries_for_power": self.canaries_for_power} if self.canaries_for_power else {}),
+            **({"sizing": self.sizing} if self.sizing else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -586,7 +601,8 @@ class CheckResult:
                          BOUNDS.decode(data["bounds"], f"{where}.bounds"), data["ceiling"], data["adjacency"],
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
-                         data.get("unverified"), list(data.get("disagreements", [])))
+                         data.get("unverified"), list(data.get("disagreements", [])),
+                         data.get("canaries_for_power"), data.get("sizing"))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None
