@@ -6,6 +6,7 @@ Installed with topicaudit (entry point ``pytest11``)::
     def test_our_topic_model_keeps_its_promise(assert_privacy):
         assert_privacy("privacy/audit.toml", epsilon=3, canaries=1000)
         assert_privacy({"attack": {"shadows": 0}}, canaries=1000, learner=OurLearner(k=5, epsilon=3))
+        assert_privacy("privacy/dp-cgs.toml", canaries="auto", budget=120)  # 95% power against a 2× bug
 
 Unless ``output`` is given, each call keeps its run in the run cache
 (``topicaudit.engine.run_cache``), keyed by everything that can change the
@@ -86,12 +87,12 @@ def assert_privacy_fixture(request, tmp_path_factory):
     configured = _fixture_cache(request.config)
 
     def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None,
-              cache=None):
+              cache=None, power=None, budget=None):
         cache = configured if cache is None else cache
         if output is None and resolve_root(cache) is None:  # no cache: a fresh temporary directory
             output = tmp_path_factory.mktemp("topicaudit") / "run"
         return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner,
-                              cache=cache)
+                              cache=cache, power=power, budget=budget)
 
     return check
 

@@ -34,7 +34,6 @@ import copy
 import hashlib
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -91,6 +90,7 @@ class Sizing:
     fit_estimate: str          # how the fit time was estimated, in words
     tried: dict[str, list[float]] = field(default_factory=dict)  # count → [power, estimated seconds]
     took: float | None = None  # seconds the audit took (filled in after it ran)
+    kept: str | None = None    # the file this sizing was read back from (sized by an earlier run)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SIZING_SCHEMA, **asdict(self)}
@@ -112,7 +112,8 @@ class Sizing:
                     f"{self.seconds:.0f} s); the budget cannot reach the power asked for: {self.power:.0%} against "
                     f"a mechanism 2× less private where {self.target:.0%} was asked; {need}: raise --budget")
         fewer = [f"{int(m):,}: {p:.0%}" for m, (p, _) in sorted(self.tried.items(), key=lambda kv: int(kv[0]))]
-        return f"{head}. Simulated power by count: {', '.join(fewer)}. Fit time {self.fit_estimate}."
+        again = f" (as sized before for this configuration and claim: {self.kept})" if self.kept else ""
+        return f"{head}. Simulated power by count: {', '.join(fewer)}. Fit time {self.fit_estimate}.{again}"
 
 
 def parse_budget(text: str | float | None) -> float | None:
@@ -227,7 +228,7 @@ def _within(budget: float, tried: dict[int, float], estimates: dict[int, float],
 
 def size_canaries(config: Config, epsilon: float | None = None, delta: float | None = None,
                   alpha: float | None = None, power: float | None = None, budget: float | None = DEFAULT_BUDGET,
-                  cache_root: Path | None = None, quiet: bool = True) -> Sizing:
+                  cache_root: Path | None = None) -> Sizing:
     """Choose the canary count of ``config``'s audit for ``power`` against a mechanism 2× less private, within
     ``budget`` seconds (None: no limit). With ``cache_root`` the choice is kept beside the cached runs, under
     a key of the configuration, the claim, the power and the budget, and read back next time."""
@@ -237,12 +238,10 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     if cache_root is not None:
         key = json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha],
                           "power": target_power, "budget": budget}, sort_keys=True, default=str)
-        kept = Path(cache_root) / f"sizing-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+        kept = Path(cache_root) / "sizing" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
         try:
             found = Sizing.from_json(json.loads(kept.read_text()))
-            if not quiet:
-                print(f"canaries: {found.count:,}, as sized before for this configuration and claim ({kept})",
-                      file=sys.stderr)
+            found.kept = str(kept)
             return found
         except (OSError, ValueError, TypeError):
             pass
