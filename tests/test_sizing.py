@@ -11,6 +11,7 @@ from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.sizing import Sizing, parse_budget, size_canaries
+from topicaudit.engine.verdict import nice_count
 from topicaudit.errors import UserError
 
 DP_CGS = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all"},
@@ -24,12 +25,14 @@ def sized():
     return size_canaries(config_from_dict(DP_CGS), budget=None)
 
 
-def test_the_count_chosen_is_the_fewest_tried_whose_simulated_power_reaches_95_percent(sized):
-    assert sized.reached and sized.power >= 0.95 and sized.count == sized.needed
+def test_the_count_chosen_is_a_margin_over_the_fewest_whose_simulated_power_reaches_95_percent(sized):
+    assert sized.reached and sized.count == sized.needed
     tried = {int(m): p for m, (p, _) in sized.tried.items()}
     assert tried[sized.count] == sized.power
-    assert all(p < 0.95 for m, p in tried.items() if m < sized.count)  # every smaller count tried falls short
-    assert "fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
+    first = min(m for m, p in tried.items() if p >= 0.95)
+    assert all(p < 0.95 for m, p in tried.items() if m < first)  # every smaller count tried falls short
+    assert sized.count == nice_count(1.25 * first)
+    assert "1.25× the fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
     assert "Fit time estimated from one fit of" in sized.message()
 
 

@@ -460,8 +460,9 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
         if exp.canaries is not None:
             run.save_arrays("canaries.npz", exp.canaries.arrays())
             t = time.perf_counter()
-            outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \
-                _fit_canary_releases(ray, exp, quiet, worker_warnings)
+            with phase("canary_fits"):
+                outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \
+                    _fit_canary_releases(ray, exp, quiet, worker_warnings)
             outcome.timings["canary_fit_wall"] = time.perf_counter() - t
         if exp.plan is not None:
             run.keep_plan(exp.plan_arrays if exp.plan_arrays is not None else exp.plan.arrays())
