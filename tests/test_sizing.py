@@ -31,8 +31,8 @@ def test_the_count_chosen_is_a_margin_over_the_fewest_whose_simulated_power_reac
     assert tried[sized.count] == sized.power
     first = min(m for m, p in tried.items() if p >= 0.95)
     assert all(p < 0.95 for m, p in tried.items() if m < first)  # every smaller count tried falls short
-    assert sized.count == nice_count(1.25 * first)
-    assert "1.25× the fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
+    assert sized.count == nice_count(2 * first)
+    assert "2× the fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
     assert "Fit time estimated from one fit of" in sized.message()
 
 

@@ -12,6 +12,7 @@ from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
 from topicaudit.engine.check import check_report_paths, check_run, write_reports
 from topicaudit.engine.config import load_config, run_config
+from topicaudit.engine.phases import phase
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.run_cache import resolve_root, use_cache
@@ -94,15 +95,17 @@ def execute(args) -> int:
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
         if auto:
             budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
-            sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power), budget,
-                                   cache_root=None if args.output else resolve_root(args.cache))
+            with phase("sizing"):
+                sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
+                                       budget, cache_root=None if args.output else resolve_root(args.cache))
             say(f"topicaudit: {sizing.message()}")
             config.attack.canaries.count = sizing.count
         use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
         check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
         execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
-    result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
+    with phase("verdict"):
+        result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
     if sizing is not None:
         sizing.took = round(time.perf_counter() - started, 1)
         result = dataclasses.replace(result, sizing=sizing.to_json())

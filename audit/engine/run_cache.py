@@ -112,7 +112,8 @@ def cached_run_dir(config: Config, root: Path) -> Path:
     """The run directory of this configuration in the cache ``root``."""
     payload = json.dumps(cache_key(config), sort_keys=True, default=str)
     digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-    return Path(root) / f"{config.stem}-{learner_label(config.target.learner)}-k{config.target.k}-s{config.seed}-{digest}"
+    label = learner_label(config.target.learner)
+    return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{digest}"
 
 
 def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | None:

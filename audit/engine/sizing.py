@@ -8,7 +8,7 @@ release), the canaries' kind and length, the claim and the number of tests α
 is split over. So the count can be chosen before the audit: the smallest one
 whose simulated power reaches the target (default 95%), found by doubling
 from 250 and two bisections (``verdict.search_count``), times ``MARGIN``
-(1.25: the power is a share of 20 simulated audits, so the first count to
+(2: the power is a share of 20 simulated audits, so the first count to
 reach the target is often a lucky draw), within a time budget.
 
 The time of an audit of m canaries is estimated as
@@ -73,7 +73,7 @@ START = 250
 LIMIT = 1_000_000
 SCORING_SECONDS_PER_CANARY = 4e-4  # canary and mechanism scores: 0.33 s for 1,000 paired DP-CGS canaries, PHEME
 TIMED_TOKENS = 20_000
-MARGIN = 1.25  # the count chosen: this many times the first count whose simulated power reaches the target
+MARGIN = 2.0  # the count chosen: this many times the first count whose simulated power reaches the target
 SIZING_SCHEMA = "topicaudit.sizing/1"
 
 
@@ -106,8 +106,8 @@ class Sizing:
         """What was chosen and why, in one paragraph."""
         within = f"within the budget of {self.budget:.0f} s" if self.budget is not None else "(no time budget)"
         if self.reached:
-            head = (f"canaries: {self.count:,}, 1.25× the fewest whose simulated power against a mechanism 2× less "
-                    f"private reaches {self.target:.0%} (at {self.count:,}: {self.power:.0%}); estimated "
+            head = (f"canaries: {self.count:,}, {MARGIN:g}× the fewest whose simulated power against a mechanism "
+                    f"2× less private reaches {self.target:.0%} (at {self.count:,}: {self.power:.0%}); estimated "
                     f"{self.seconds:.0f} s, {within}")
         else:
             need = (f"{self.needed:,} canaries would reach it (estimated {self.needed_seconds:.0f} s)"
@@ -273,8 +273,9 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     first, tried = search_count(power_at, START, target_power, LIMIT, seconds=120.0)
     needed = None
     if first is not None:
-        # The first count whose 20 simulated audits reach the target is a lucky draw as often as not (DP-CGS on
-        # PHEME: 1,800 reached 100%, 2,000 95%, and 18 of 20 real audits at 1,800 caught a 2× bug): a margin.
+        # The first count whose 20 simulated audits reach the target is a lucky draw as often as not, and the
+        # simulation is not the audit (DP-CGS on PHEME: 1,800 reached 100% in simulation, 2,000 95%; real audits
+        # of a 2× bug caught it in 18 of 20 at 1,800 and 7 of 9 at 2,200): a margin.
         needed = nice_count(MARGIN * first)
         if needed not in tried:
             tried[needed] = power_at(needed)
