@@ -48,7 +48,7 @@ def replay(recorded, parameter):
         clock.now += seconds
         overall.finish()
         out.append((overall.time_left(), sum(t for _, t in recorded[i + 1:])))
-    assert overall.line().startswith(f"sweep: {len(recorded)}/{len(recorded)} done")
+    assert overall.line().startswith(f"sweep: {len(recorded)}/{len(recorded)} done") and "left" not in overall.line()
     return out
 
 

@@ -218,7 +218,7 @@ class Overall:
         return sum(self.expected(v) for v in self.values[self.done:])
 
     def line(self) -> str:
-        left = self.time_left()
+        left = self.time_left() if self.done < self.total else None
         eta = (f", ~{left:.0f} s left" if left is not None else
                (", the time left is estimated after the first run" if self.done < self.total else ""))
         return f"{self.label}: {self.done}/{self.total} done, {self.clock() - self.started:.0f} s elapsed{eta}"
