@@ -112,3 +112,13 @@ def test_the_heartbeat_is_silent_under_quiet_and_while_progress_is_printed():
             time.sleep(0.2)
             p.advance()
     assert "…" not in stream.getvalue()
+
+
+def test_a_phase_line_says_what_follows_it_and_how_long_the_command_has_run():
+    stream = io.StringIO()
+    with Heartbeat(io.StringIO(), quiet=True):
+        p = Progress("shadow models", 8, stream=stream, every=0.0, then="then scoring and writing, seconds")
+        for _ in range(4):
+            p.advance()
+    last = stream.getvalue().splitlines()[-1]
+    assert "s left (then scoring and writing, seconds); " in last and last.endswith("s since the command started")

@@ -327,7 +327,10 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
     if target_ref is not None:
         target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
     n_reused = plan.n_shadows - len(pending) - sum(row > 0 for row in prefitted)
-    progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
+    # The fits (with their statistics) are the run's bulk: what follows them takes seconds (benchmarks/RESULTS.md)
+    progress = Progress("shadow models", plan.n_shadows, quiet=quiet,
+                        then="then scoring and writing, seconds" + (", after the statistics of reloaded models"
+                                                                    if to_score else ""))
     progress.done = plan.n_shadows - len(pending)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)

@@ -30,6 +30,7 @@ ACTIVITIES = {
     "driver_fits": "fitting models in this process while Ray starts",
     "canary_fits": "fitting the canary release",
     "fits": "fitting models",
+    "experiment": "starting Ray (when shadow models need it) and fitting the models",
     "scoring": "scoring: attacks, bounds and the verdict (its power simulation)",
     "writing": "writing the results and roc.png",
     "sizing": "choosing the canary count: a timed fit and power simulations",
@@ -67,6 +68,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Heartbeat:
+        _state["command_started"] = self.started
         if not self.quiet:
             noted()
             self._thread = threading.Thread(target=self._beat, name="topicaudit-heartbeat", daemon=True)
@@ -74,6 +76,7 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
+        _state.pop("command_started", None)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
@@ -97,8 +100,10 @@ class Heartbeat:
 class Progress:
     """Reports ``label done/total`` on stderr: in place on a terminal, else every few seconds."""
 
-    def __init__(self, label: str, total: int, stream=None, quiet: bool = False, every: float = 5.0):
+    def __init__(self, label: str, total: int, stream=None, quiet: bool = False, every: float = 5.0,
+                 then: str = ""):
         self.label, self.total = label, total
+        self.then = then  # what follows this phase in the command, said beside its time left
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.every = every
@@ -127,7 +132,11 @@ class Progress:
         width = 24
         bar = "#" * int(width * self.done / max(self.total, 1))
         eta = f", ~{left:.0f} s left" if left is not None else ""
-        return f"{self.label:<18} [{bar:<{width}}] {self.done}/{self.total}  {elapsed:.1f} s{eta}"
+        if left is not None and self.then:
+            eta += f" ({self.then})"
+        started = _state.get("command_started")
+        command = f"; {time.monotonic() - started:.0f} s since the command started" if started is not None else ""
+        return f"{self.label:<18} [{bar:<{width}}] {self.done}/{self.total}  {elapsed:.1f} s{eta}{command}"
 
     def advance(self, n: int = 1) -> None:
         if self.first is None:

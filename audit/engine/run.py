@@ -273,7 +273,8 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         if starting is not None:
             starting.abandon()
         raise
-    outcome = execute(ready.experiment, quiet, starting)
+    with phase("experiment"):
+        outcome = execute(ready.experiment, quiet, starting)
     with phase("scoring"):
         typed, natural_scores = _score(config, ready, outcome, {"load": load_seconds, **outcome.timings}, started)
     run = ready.experiment.run
