@@ -208,3 +208,24 @@ def test_the_fixture_reuses_its_cached_run(assert_privacy, tmp_path):
     fitted = fitted_at(first.run_dir)
     assert assert_privacy(settings, epsilon=50).run_dir == first.run_dir and fitted_at(first.run_dir) == fitted
     assert assert_privacy(settings, epsilon=50, cache=tmp_path / "own").run_dir.parent == tmp_path / "own"
+
+
+def test_the_fixture_takes_its_cache_from_the_pytest_command_line(tmp_path):
+    """A project's own test session: `--topicaudit-cache DIR` places the run; the second session reuses it."""
+    import os
+    import subprocess
+
+    (tmp_path / "test_privacy.py").write_text(
+        "def test_gate(assert_privacy):\n"
+        f"    assert_privacy({CANARY_ONLY!r}, epsilon=50)\n")
+    cache = tmp_path / "ci-cache"
+    env = {**os.environ, "TOPICAUDIT_CACHE_DIR": "off"}  # only the option places it
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_privacy.py",
+                               "--topicaudit-cache", str(cache)], cwd=tmp_path, capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        run_dir = only_dir(cache)
+        if _ == 0:
+            fitted = fitted_at(run_dir)
+    assert fitted_at(run_dir) == fitted  # the second session refitted nothing
