@@ -33,7 +33,7 @@ def test_the_count_chosen_is_a_margin_over_the_fewest_whose_simulated_power_reac
     assert all(p < 0.95 for m, p in tried.items() if m < first)  # every smaller count tried falls short
     assert sized.count == nice_count(2 * first)
     assert "2× the fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
-    assert "Fit time estimated from one fit of" in sized.message()
+    assert "Fit time estimated from fits of" in sized.message() and "per million training tokens" in sized.message()
 
 
 def test_the_run_at_that_count_states_the_same_power(sized, tmp_path):

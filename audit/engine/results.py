@@ -456,8 +456,9 @@ class CheckResult:
     disagreements : the constants the learner's record states otherwise than its claim's dp-accounting event
         (``targets.privacy.release_check``): the claim was computed for another mechanism than the one recorded.
     canaries_for_power : when the simulated power against a 2× weaker mechanism is below ``power`` (95%):
-        the canary ``count`` whose simulated power reaches it (and that power, ``simulated``), or
-        ``more_than`` the largest count the search tried (``engine.verdict.canaries_for_power``).
+        the canary ``count`` whose simulated power reaches it (and that power, ``simulated``), or the largest
+        count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
+        limits came first (``engine.verdict.canaries_for_power``).
     sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
@@ -547,8 +548,9 @@ class CheckResult:
                 reach += (f" ({needed['count']:,} canaries would reach {needed['power']:.0%}: --canaries "
                           f"{needed['count']}, or --canaries auto)")
             elif needed is not None:
-                reach += (f" (more than {needed['more_than']:,} canaries would be needed for "
-                          f"{needed['power']:.0%})")
+                reach += (f" (the search for a count reaching {needed['power']:.0%} stopped at "
+                          f"{needed['searched_to']:,} canaries, {needed['searched_power']:.0%} in simulation: "
+                          "more are needed, --canaries auto says how many)")
 
         elif self.ceiling > self.claimed_epsilon:
             reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"

@@ -15,12 +15,12 @@ The time of an audit of m canaries is estimated as
 
     fit(m) + scoring(m) + 2 × simulation(m)
 
-- fit(m): one timed fit of the target on a part of the corpus (about a tenth
-  of its tokens, at least 20,000), after an untimed warm-up fit of a few
-  documents (the first fit of a process compiles its kernels), scaled by
-  the tokens of the canary release's training set (the corpus and the
-  canaries it trains on). Learners whose cost is not proportional to tokens
-  make this rougher; ``check`` prints the estimate beside the time the fit
+- fit(m): two timed fits of the target on parts of the corpus (about a
+  tenth of its tokens, at least 20,000, and half that), after an untimed
+  warm-up fit of a few documents (the first fit of a process compiles its
+  kernels), give a fixed part and a part per token, applied to the tokens
+  of the canary release's training set (the corpus and the canaries it
+  trains on); ``check`` prints the estimate beside the time the audit
   took, so it can be judged.
 - scoring(m): ``SCORING_SECONDS_PER_CANARY`` per canary (measured on PHEME).
 - simulation(m): the power simulation at m as timed here; the run's own
@@ -192,24 +192,37 @@ def _design(config: Config, corpus, target, epsilon: float | None, delta: float 
     return mechanism, epsilon, delta, alpha / max(tests, 1), shape, [m for m in methods if m not in SHAPED], probe
 
 
-def _fit_rate(target, X, seed: int) -> tuple[float, str, float]:
-    """Seconds per training token of the target, from one timed fit of part of the corpus (after an untimed
-    warm-up fit); and how, in words; and the warm-up's seconds."""
+def _fit_time(target, X, seed: int) -> tuple[float, float, str]:
+    """A fit's seconds as ``fixed + per_token · tokens``, from two timed fits of the target on parts of the
+    corpus, one twice the other's tokens (after an untimed warm-up fit of a few documents, which compiles
+    the kernels); and how, in words.
+
+    Two sizes, not one scaled by tokens: a learner whose cost is set by its number of steps (DP-SVI: a
+    14,000-canary audit estimated at 579 s from one fit scaled by tokens took 94 s) has a large fixed part.
+    A negative slope (timing noise) counts as none.
+    """
     lengths = np.asarray(X.sum(axis=1)).ravel()
     order = np.random.default_rng(seed).permutation(X.shape[0])
     total = float(lengths.sum())
-    want = min(total, max(TIMED_TOKENS, total / 10))
-    rows = np.sort(order[:max(int(np.searchsorted(np.cumsum(lengths[order]), want)) + 1, 2)])
+    cumulative = np.cumsum(lengths[order])
+
+    def rows_for(tokens: float) -> np.ndarray:
+        return np.sort(order[:max(int(np.searchsorted(cumulative, tokens)) + 1, 2)])
+
+    large = min(total, max(TIMED_TOKENS, total / 10))
     warm = np.sort(order[:min(20, X.shape[0])])
-    started = time.perf_counter()
     target.fit(X[warm], seed)
-    warm_up = time.perf_counter() - started
-    started = time.perf_counter()
-    target.fit(X[rows], seed)
-    seconds = time.perf_counter() - started
-    tokens = float(lengths[rows].sum())
-    return (seconds / max(tokens, 1.0), f"estimated from one fit of {rows.size:,} documents ({tokens:,.0f} tokens) "
-            f"in {seconds:.2f} s, scaled by tokens", warm_up)
+    timed = []
+    for rows in (rows_for(large / 2), rows_for(large)):
+        started = time.perf_counter()
+        target.fit(X[rows], seed)
+        timed.append((float(lengths[rows].sum()), time.perf_counter() - started, rows.size))
+    (t1, s1, n1), (t2, s2, n2) = timed
+    per_token = max((s2 - s1) / (t2 - t1), 0.0) if t2 > t1 else s2 / max(t2, 1.0)
+    fixed = max(s2 - per_token * t2, 0.0)
+    how = (f"estimated from fits of {n1:,} and {n2:,} documents ({t1:,.0f} and {t2:,.0f} tokens) in {s1:.2f} and "
+           f"{s2:.2f} s: {fixed:.2f} s + {per_token * 1e6:.1f} s per million training tokens")
+    return fixed, per_token, how
 
 
 def _within(budget: float, tried: dict[int, float], estimates: dict[int, float], power_at) -> int:
@@ -258,7 +271,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                           t.test_bug)
     mechanism, epsilon, delta, alpha_each, shape, methods, probe = _design(config, corpus, target, epsilon, delta,
                                                                            alpha)
-    rate, how, _ = _fit_rate(target, corpus.X, config.seed)
+    fixed_seconds, per_token, how = _fit_time(target, corpus.X, config.seed)
     fixed = float(corpus.X[probe.fixed_rows].sum())
     per_canary = (float(probe.training_matrix(corpus.X).sum()) - fixed) / max(probe.count, 1)
     estimates: dict[int, float] = {}
@@ -267,7 +280,8 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         started = time.perf_counter()
         value = simulated_power(mechanism, np.zeros(m, bool), epsilon, delta, alpha_each, shape, methods)["2x"]
         simulation = time.perf_counter() - started
-        estimates[m] = rate * (fixed + per_canary * m) + SCORING_SECONDS_PER_CANARY * m + 2 * simulation
+        estimates[m] = (fixed_seconds + per_token * (fixed + per_canary * m) + SCORING_SECONDS_PER_CANARY * m
+                        + 2 * simulation)
         return value
 
     first, tried = search_count(power_at, START, target_power, LIMIT, seconds=120.0)

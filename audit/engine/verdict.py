@@ -484,11 +484,13 @@ def search_count(power_at, start: int, target: float, limit: int = POWER_SEARCH_
 
 def canaries_for_power(power_at, count: int, target: float = TARGET_POWER) -> dict[str, Any]:
     """What ``check`` says of a design short of ``target``: the canary count whose simulated power reaches it
-    (``count``), or the largest tried (``more_than``) when the search's limits came first."""
+    (``count``), or the largest count tried and its power (``searched_to``, ``searched_power``) when the
+    search's limits (``POWER_SEARCH_LIMIT`` canaries, ``POWER_SEARCH_SECONDS`` of simulation) came first."""
     found, tried = search_count(power_at, 2 * count, target)
     out: dict[str, Any] = {"power": target, "count": found}
-    if found is None:
-        out["more_than"] = max(tried)
+    if found is None:  # the search's limits came first: what it reached, not a claim about what would be needed
+        out["searched_to"] = max(tried)
+        out["searched_power"] = tried[max(tried)]
     else:
         out["simulated"] = tried[found]
     return out
