@@ -4,13 +4,14 @@ that would reach it. Canary-only DP-CGS audits of a small synthetic corpus (no R
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.sizing import Sizing, parse_budget, size_canaries
+from topicaudit.engine.sizing import Sizing, _fit_time, parse_budget, size_canaries
 from topicaudit.engine.verdict import nice_count
 from topicaudit.errors import UserError
 
@@ -33,7 +34,7 @@ def test_the_count_chosen_is_a_margin_over_the_fewest_whose_simulated_power_reac
     assert all(p < 0.95 for m, p in tried.items() if m < first)  # every smaller count tried falls short
     assert sized.count == nice_count(2 * first)
     assert "2× the fewest whose simulated power" in sized.message() and f"{sized.count:,}" in sized.message()
-    assert "Fit time estimated from fits of" in sized.message() and "per million training tokens" in sized.message()
+    assert "Fit time estimated from fits of" in sized.message() and "× (tokens / " in sized.message()
 
 
 def test_the_run_at_that_count_states_the_same_power(sized, tmp_path):
@@ -113,3 +114,25 @@ def test_budgets_read_as_seconds_minutes_and_hours():
         parse_budget("0")
     with pytest.raises(UserError, match="power and budget"):
         assert_privacy(DP_CGS, canaries=100, power=0.9)
+
+
+class Sleeper:
+    """A target whose fit takes a fixed time, or a time proportional to its tokens (sleeps: immune to load)."""
+
+    def __init__(self, per_token: float, fixed: float):
+        self.per_token, self.fixed = per_token, fixed
+
+    def fit(self, X, seed):
+        time.sleep(self.fixed + self.per_token * float(X.sum()))
+
+
+def test_the_fit_time_follows_how_the_learners_cost_grows_with_its_tokens():
+    """A cost set by steps (DP-SVI) is not scaled by tokens; a cost per token (DP-CGS's sweeps) is."""
+    X = config_from_dict(DP_CGS)
+    from topicaudit.engine.rundir import load_audit_corpus
+    corpus = load_audit_corpus(X)
+    tokens = float(corpus.X.sum())
+    steps, how = _fit_time(Sleeper(0.0, 0.05), corpus.X, 0)
+    assert steps(100 * tokens) < 0.5, how  # not 100× the fit's time (5 s)
+    sweeps, how = _fit_time(Sleeper(2e-5, 0.0), corpus.X, 0)
+    assert 0.5 * 2e-5 * 100 * tokens <= sweeps(100 * tokens) <= 2 * 2e-5 * 100 * tokens, how

@@ -18,10 +18,10 @@ The time of an audit of m canaries is estimated as
 - fit(m): two timed fits of the target on parts of the corpus (about a
   tenth of its tokens, at least 20,000, and half that), after an untimed
   warm-up fit of a few documents (the first fit of a process compiles its
-  kernels), give a fixed part and a part per token, applied to the tokens
-  of the canary release's training set (the corpus and the canaries it
-  trains on); ``check`` prints the estimate beside the time the audit
-  took, so it can be judged.
+  kernels), give how the fit's time grows with its tokens (a power of
+  them, between 0 and 1), applied to the tokens of the canary release's
+  training set (the corpus and the canaries it trains on); ``check``
+  prints the estimate beside the time the audit took, so it can be judged.
 - scoring(m): ``SCORING_SECONDS_PER_CANARY`` per canary (measured on PHEME).
 - simulation(m): the power simulation at m as timed here; the run's own
   verdict and ``check``'s each run it once.
@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,12 @@ class Sizing:
     def message(self) -> str:
         """What was chosen and why, in one paragraph."""
         within = f"within the budget of {self.budget:.0f} s" if self.budget is not None else "(no time budget)"
-        if self.reached:
+        if self.reached and self.needed is not None and self.count < self.needed:
+            head = (f"canaries: {self.count:,}, the most the budget of {self.budget:.0f} s allows (estimated "
+                    f"{self.seconds:.0f} s): its simulated power against a mechanism 2× less private reaches "
+                    f"{self.target:.0%} ({self.power:.0%}), short of the {MARGIN:g}× margin the count would have "
+                    f"({self.needed:,}, estimated {self.needed_seconds:.0f} s)")
+        elif self.reached:
             head = (f"canaries: {self.count:,}, {MARGIN:g}× the fewest whose simulated power against a mechanism "
                     f"2× less private reaches {self.target:.0%} (at {self.count:,}: {self.power:.0%}); estimated "
                     f"{self.seconds:.0f} s, {within}")
@@ -192,14 +198,13 @@ def _design(config: Config, corpus, target, epsilon: float | None, delta: float 
     return mechanism, epsilon, delta, alpha / max(tests, 1), shape, [m for m in methods if m not in SHAPED], probe
 
 
-def _fit_time(target, X, seed: int) -> tuple[float, float, str]:
-    """A fit's seconds as ``fixed + per_token · tokens``, from two timed fits of the target on parts of the
-    corpus, one twice the other's tokens (after an untimed warm-up fit of a few documents, which compiles
-    the kernels); and how, in words.
+def _fit_time(target, X, seed: int) -> tuple[Callable[[float], float], str]:
+    """A fit's seconds as a function of its training tokens, ``s₂ · (tokens / t₂)^e``, from two timed fits of
+    the target on parts of the corpus, the second with twice the first's tokens (after an untimed warm-up fit
+    of a few documents, which compiles the kernels): e = log₂(s₂ / s₁), kept within [0, 1]; and how, in words.
 
-    Two sizes, not one scaled by tokens: a learner whose cost is set by its number of steps (DP-SVI: a
-    14,000-canary audit estimated at 579 s from one fit scaled by tokens took 94 s) has a large fixed part.
-    A negative slope (timing noise) counts as none.
+    One fit scaled by tokens (e = 1) put a 14,000-canary DP-SVI audit's fit at minutes where it took 2 s of
+    CPU: its cost is set by its number of steps (e near 0); DP-CGS's sweeps grow with the tokens (e near 1).
     """
     lengths = np.asarray(X.sum(axis=1)).ravel()
     order = np.random.default_rng(seed).permutation(X.shape[0])
@@ -216,13 +221,16 @@ def _fit_time(target, X, seed: int) -> tuple[float, float, str]:
     for rows in (rows_for(large / 2), rows_for(large)):
         started = time.perf_counter()
         target.fit(X[rows], seed)
-        timed.append((float(lengths[rows].sum()), time.perf_counter() - started, rows.size))
+        timed.append((float(lengths[rows].sum()), max(time.perf_counter() - started, 1e-6), rows.size))
     (t1, s1, n1), (t2, s2, n2) = timed
-    per_token = max((s2 - s1) / (t2 - t1), 0.0) if t2 > t1 else s2 / max(t2, 1.0)
-    fixed = max(s2 - per_token * t2, 0.0)
+    exponent = min(max(math.log(s2 / s1) / math.log(t2 / t1), 0.0), 1.0) if t2 > t1 else 1.0
+
+    def seconds(tokens: float) -> float:
+        return s2 * (max(tokens, 1.0) / t2) ** exponent
+
     how = (f"estimated from fits of {n1:,} and {n2:,} documents ({t1:,.0f} and {t2:,.0f} tokens) in {s1:.2f} and "
-           f"{s2:.2f} s: {fixed:.2f} s + {per_token * 1e6:.1f} s per million training tokens")
-    return fixed, per_token, how
+           f"{s2:.2f} s, as {s2:.2f} s × (tokens / {t2:,.0f})^{exponent:.2f}")
+    return seconds, how
 
 
 def _within(budget: float, tried: dict[int, float], estimates: dict[int, float], power_at) -> int:
@@ -271,7 +279,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                           t.test_bug)
     mechanism, epsilon, delta, alpha_each, shape, methods, probe = _design(config, corpus, target, epsilon, delta,
                                                                            alpha)
-    fixed_seconds, per_token, how = _fit_time(target, corpus.X, config.seed)
+    fit_seconds, how = _fit_time(target, corpus.X, config.seed)
     fixed = float(corpus.X[probe.fixed_rows].sum())
     per_canary = (float(probe.training_matrix(corpus.X).sum()) - fixed) / max(probe.count, 1)
     estimates: dict[int, float] = {}
@@ -280,8 +288,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         started = time.perf_counter()
         value = simulated_power(mechanism, np.zeros(m, bool), epsilon, delta, alpha_each, shape, methods)["2x"]
         simulation = time.perf_counter() - started
-        estimates[m] = (fixed_seconds + per_token * (fixed + per_canary * m) + SCORING_SECONDS_PER_CANARY * m
-                        + 2 * simulation)
+        estimates[m] = fit_seconds(fixed + per_canary * m) + SCORING_SECONDS_PER_CANARY * m + 2 * simulation
         return value
 
     first, tried = search_count(power_at, START, target_power, LIMIT, seconds=120.0)
@@ -296,7 +303,8 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     if needed is not None and (budget is None or estimates[needed] <= budget):
         count, reached = needed, True
     else:
-        count, reached = _within(budget, tried, estimates, power_at), False
+        count = _within(budget, tried, estimates, power_at)
+        reached = tried[count] >= target_power  # short of the margin, but the simulation reaches the power
     sizing = Sizing(count=count, power=tried[count], target=target_power, budget=budget,
                     seconds=round(estimates[count], 1), reached=reached, needed=needed,
                     needed_seconds=None if needed is None else round(estimates[needed], 1), fit_estimate=how,
