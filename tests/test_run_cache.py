@@ -229,3 +229,13 @@ def test_the_fixture_takes_its_cache_from_the_pytest_command_line(tmp_path):
         if _ == 0:
             fitted = fitted_at(run_dir)
     assert fitted_at(run_dir) == fitted  # the second session refitted nothing
+
+
+@pytest.mark.usefixtures("shared_ray")
+def test_a_finished_run_missing_its_roc_figure_is_completed_not_returned_as_it_stands(tmp_path, small_config):
+    settings = dict(synthetic={"n_docs": 80, "n_words": 200}, attack={"shadows": 4})
+    config = small_config(tmp_path, "no-roc", **settings)
+    execute_run(config, quiet=True)
+    (config.run_dir / "roc.png").unlink()  # stopped after results.json, before the figure
+    execute_run(small_config(tmp_path, "no-roc", **settings), quiet=True)
+    assert (config.run_dir / "roc.png").is_file()

@@ -312,8 +312,8 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
         return None  # the ordinary resume says what is wrong, or repairs it
     same = (stored.config_hash == chash and stored.name == config.name and stored.versions == package_versions()
             and recorded.get("attack", {}).get("attacks") == list(config.attack.attacks))
-    if not same:
-        return None
+    if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
+        return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
     if not quiet:
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
