@@ -67,7 +67,7 @@ POWER_SEED = 20240613
 TARGET_POWER = 0.95
 # How far that search goes: canaries, and seconds of simulation (the simulation's cost grows with the count).
 POWER_SEARCH_LIMIT = 1_000_000
-POWER_SEARCH_SECONDS = 30.0
+POWER_SEARCH_SECONDS = 10.0
 
 
 
