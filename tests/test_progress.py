@@ -1,7 +1,9 @@
 """Progress lines: the time left is an honest estimate."""
 import io
+import threading
+import time
 
-from topicaudit.engine.progress import Progress
+from topicaudit.engine.progress import Heartbeat, Overall, Progress, enter_activity, leave_activity
 
 
 def test_progress_estimates_the_time_left_from_the_pace_after_the_first_completion():
@@ -17,10 +19,6 @@ def test_progress_estimates_the_time_left_from_the_pace_after_the_first_completi
 
 
 # -- the sweep's overall progress, and the heartbeat ------------------------------------------------------
-import threading  # noqa: E402
-import time  # noqa: E402
-
-from topicaudit.engine.progress import Heartbeat, Overall, enter_activity, leave_activity  # noqa: E402
 
 # Recorded wall times (s) of the KOS sweep over k = 5, 10, 15, 20, 25, three replicates each, 64 shadows
 # (benchmarks/results/kos-k-sweep/report.md, its "wall time" column): ten times longer at k = 25 than at k = 5,
