@@ -6,8 +6,17 @@ Installed with topicaudit (entry point ``pytest11``)::
     def test_our_topic_model_keeps_its_promise(assert_privacy):
         assert_privacy("privacy/audit.toml", epsilon=3, canaries=1000)
         assert_privacy({"attack": {"shadows": 0}}, canaries=1000, learner=OurLearner(k=5, epsilon=3))
+        assert_privacy("privacy/dp-cgs.toml", canaries="auto", budget=120)  # 95% power against a 2× bug
 
-Each call audits in a fresh temporary run directory unless ``output`` is given.
+Unless ``output`` is given, each call keeps its run in the run cache
+(``topicaudit.engine.run_cache``), keyed by everything that can change the
+verdict (the configuration, its input files' content, topicaudit's and the
+learner's code): a second session with nothing changed reuses the finished
+run without refitting, and any change refits. The cache is
+``--topicaudit-cache DIR``, else the ini option ``topicaudit_cache`` (relative
+to the rootdir), else ``$TOPICAUDIT_CACHE_DIR/runs`` (default
+``~/.cache/topicaudit/runs``); with ``TOPICAUDIT_CACHE_DIR=off`` (and neither
+option) each call audits in a fresh temporary directory.
 ``from topicaudit.engine.check import assert_privacy`` gives the same function without pytest.
 
 ``check_learner`` is the learner conformance suite (``topicaudit.learner_checks``), in
@@ -50,13 +59,40 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'topicaudit.testing' has no attribute {name!r}")
 
 
-@pytest.fixture(name="assert_privacy")
-def assert_privacy_fixture(tmp_path_factory):
-    assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("topicaudit")
+    group.addoption("--topicaudit-cache", metavar="DIR", default=None,
+                    help="where the assert_privacy fixture keeps its runs, reused while the configuration, its "
+                         "inputs and the learner's code are unchanged ('off': a temporary directory each time; "
+                         "default: the ini option topicaudit_cache, else $TOPICAUDIT_CACHE_DIR/runs)")
+    parser.addini("topicaudit_cache", "the assert_privacy fixture's run cache (relative to the rootdir)", default="")
 
-    def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None):
-        output = output if output is not None else tmp_path_factory.mktemp("topicaudit") / "run"
-        return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner)
+
+def _fixture_cache(config) -> str | None:
+    """The run cache the fixture was configured with: the command-line option, else the ini option (relative to
+    the rootdir), else None (the default cache)."""
+    chosen = config.getoption("topicaudit_cache", None)
+    if chosen:
+        return chosen
+    ini = config.getini("topicaudit_cache")
+    if ini:
+        return ini if ini.strip().lower() == "off" else str(config.rootpath / ini)
+    return None
+
+
+@pytest.fixture(name="assert_privacy")
+def assert_privacy_fixture(request, tmp_path_factory):
+    assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
+    resolve_root = importlib.import_module("topicaudit.engine.run_cache").resolve_root
+    configured = _fixture_cache(request.config)
+
+    def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None,
+              cache=None, power=None, budget=None):
+        cache = configured if cache is None else cache
+        if output is None and resolve_root(cache) is None:  # no cache: a fresh temporary directory
+            output = tmp_path_factory.mktemp("topicaudit") / "run"
+        return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner,
+                              cache=cache, power=power, budget=budget)
 
     return check
 

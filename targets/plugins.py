@@ -11,12 +11,16 @@ for are imported, so a Ray worker unpickling a target loads that target's code o
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import importlib.util
 import importlib.metadata as metadata
 import inspect
+import json
 import math
 import pickle
 import sys
+from pathlib import Path
 from typing import Any
 
 from topicaudit.errors import UserError
@@ -139,19 +143,69 @@ def _distributions(search_path: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 def source(name: str, group: str) -> dict[str, str] | None:
-    """Where a plug-in comes from, for the configuration's identity and results.json: its class path, and its
-    distribution and version when importlib.metadata knows them. None for a built-in name."""
+    """Where a plug-in comes from, for the configuration's identity and results.json: its class path, its
+    distribution and version when importlib.metadata knows them, and ``source_sha256`` (a digest of its code)
+    when no version identifies the code: a module not installed as a distribution, or an editable install
+    (whose version stays as its files change). None for a built-in name.
+
+    So another version of the package, or an edit to a plug-in's files, is another run: a cached run
+    (``topicaudit.engine.run_cache``) is never reused for other code.
+    """
     if not is_class_path(name):
         found = registered(group).get(name)
         if found is None:
             return None  # a built-in (an unknown name is refused where the target is built)
         out = {"class": found.value}
-        if found.dist is not None:
-            out.update(distribution=found.dist.name, version=found.dist.version)
+        dist = found.dist
+        if dist is not None:
+            out.update(distribution=dist.name, version=dist.version)
+        if dist is None or _editable(dist):
+            out.update(_code_digest(found.value))
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
     dists = _distributions(tuple(sys.path)).get(top)
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
+    if not dists or _editable(metadata.distribution(dists[0])):
+        out.update(_code_digest(name))
     return out
+
+
+def _editable(dist: metadata.Distribution) -> bool:
+    """Whether a distribution is an editable install (PEP 660's direct_url.json), whose version says nothing of
+    its files."""
+    try:
+        text = dist.read_text("direct_url.json")
+        return bool(text and json.loads(text).get("dir_info", {}).get("editable"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _code_digest(path: str) -> dict[str, str]:
+    """``{"source_sha256": …}`` over the plug-in's top-level module or package (every ``.py`` file, so a helper
+    module it imports counts too), found without importing it; empty when it cannot be found (the target's
+    build then says why)."""
+    top = path.partition(":")[0].split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return {}
+    if spec is None:
+        return {}
+    if spec.submodule_search_locations:
+        files = sorted(f for location in spec.submodule_search_locations for f in Path(location).rglob("*.py")
+                       if "__pycache__" not in f.parts)
+        base = [Path(location) for location in spec.submodule_search_locations]
+    elif spec.origin and spec.origin.endswith(".py"):
+        files, base = [Path(spec.origin)], [Path(spec.origin).parent]
+    else:
+        return {}  # a compiled or frozen module: its distribution's version is all there is
+    digest = hashlib.sha256()
+    for file in files:
+        relative = next((file.relative_to(b) for b in base if file.is_relative_to(b)), Path(file.name))
+        try:
+            digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
+        except OSError:
+            continue
+    return {"source_sha256": digest.hexdigest()}

@@ -1,16 +1,22 @@
 """``topicaudit check``: test a privacy claim against an audit (exit 0 consistent, 1 violated)."""
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
 from topicaudit.engine.check import check_report_paths, check_run, write_reports
 from topicaudit.engine.config import load_config, run_config
+from topicaudit.engine.phases import phase
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
+from topicaudit.engine.run_cache import resolve_root, use_cache
+from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.validation import check_output_file
 from topicaudit.errors import UserError
 
@@ -25,15 +31,36 @@ def register(commands) -> None:
     check.add_argument("--epsilon", type=float, help="claimed ε (default: the target's own guarantee)")
     check.add_argument("--delta", type=float, help="claimed δ (default: the target's own, else [attack] delta)")
     check.add_argument("--alpha", type=float, help="1 − confidence of the bounds (default: the run's [attack] alpha)")
-    check.add_argument("--canaries", type=int, metavar="M",
-                       help="audit M canaries ([attack.canaries] count) when TARGET is a configuration")
+    check.add_argument("--canaries", type=_count, metavar="M|auto",
+                       help="audit M canaries ([attack.canaries] count) when TARGET is a configuration; auto: "
+                            "the fewest whose simulated power against a mechanism 2× less private reaches --power "
+                            "within --budget (docs/check.md)")
+    check.add_argument("--power", type=float, metavar="P",
+                       help="with --canaries auto: the power to reach against a mechanism 2× less private "
+                            "(default 0.95)")
+    check.add_argument("--budget", metavar="TIME",
+                       help="with --canaries auto: the time the audit may take (seconds, or 5m, 1h; default 10m)")
     check.add_argument("--attack", action="append", metavar="NAME",
                        help="attack whose bounds to use on the natural documents, repeatable; α is split over every "
                             "test (default lira_online and lira_offline; names: docs/attacks.md)")
-    check.add_argument("--output", help="run directory when TARGET is a configuration")
+    check.add_argument("--output", help="run directory when TARGET is a configuration (default: the run cache)")
+    check.add_argument("--cache", metavar="DIR",
+                       help="run cache when TARGET is a configuration: the run is kept in DIR under a key of "
+                            "everything that can change the verdict (configuration, input contents, learner code) "
+                            "and reused while none changes; 'off': runs/… (default $TOPICAUDIT_CACHE_DIR/runs, "
+                            "~/.cache/topicaudit/runs; docs/check.md)")
     check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
     check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
     check.add_argument("--quiet", action="store_true", help="no progress while auditing")
+
+
+def _count(text: str) -> int | str:
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of canaries or auto (got {text!r})") from None
 
 
 FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attacks": "--attack",
@@ -41,27 +68,48 @@ FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attack
 
 
 def execute(args) -> int:
+    started, sizing = time.perf_counter(), None
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
         if path is not None:
             check_output_file(path, flag)  # before an audit runs, not after
     target = Path(args.target)
     if target.is_dir():
-        if args.canaries is not None:
-            raise UserError(f"--canaries applies when TARGET is a configuration; the finished run {target} keeps "
-                            "the canaries it was audited with")
+        if args.canaries is not None or args.power is not None or args.budget is not None:
+            raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
+                            f"run {target} keeps the canaries it was audited with")
+        if args.cache is not None:
+            raise UserError(f"--cache applies when TARGET is a configuration; {target} is a run directory already")
         run_dir = target
         check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
     else:
         config = run_config(load_config(target))
+        if args.output and args.cache is not None:
+            raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:
             config.output = args.output
+        auto = args.canaries == AUTO
+        if not auto and (args.power is not None or args.budget is not None):
+            raise UserError("--power and --budget size the canary audit: give them with --canaries auto")
         if args.canaries is not None:
-            config.attack.canaries.count = args.canaries
+            config.attack.canaries.count = START if auto else args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
+        if auto:
+            budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
+            with phase("sizing"):
+                sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
+                                       budget, cache_root=None if args.output else resolve_root(args.cache))
+            say(f"topicaudit: {sizing.message()}")
+            config.attack.canaries.count = sizing.count
+        use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
         check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
         execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
-    result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
+    with phase("verdict"):
+        result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
+    if sizing is not None:
+        sizing.took = round(time.perf_counter() - started, 1)
+        result = dataclasses.replace(result, sizing=sizing.to_json())
+        say(f"topicaudit: canaries: the audit was estimated at {sizing.seconds:.0f} s and took {sizing.took:.0f} s")
     json_path = Path(args.json) if args.json else run_dir / "check.json"
     junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     written = write_reports(result, json_path, junit_path)

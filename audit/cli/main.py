@@ -28,6 +28,7 @@ from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
 from topicaudit.engine import parallel, phases
+from topicaudit.engine.progress import Heartbeat, noted
 from topicaudit.engine.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -41,6 +42,9 @@ from topicaudit.errors import (  # noqa: F401
     user_message,
 )
 from topicaudit.version import __version__
+
+# Commands that may work for minutes: a heartbeat line on stderr whenever they were silent for 5 s.
+LONG_COMMANDS = ("run", "check", "sweep", "audit")
 
 # subcommand → module under topicaudit.cli, in the order ``--help`` lists them
 COMMANDS = ("run", "check", "sweep", "audit", "report")
@@ -113,6 +117,7 @@ def say(line: str) -> None:
     """One line on stderr, if it can still be written: a closed or broken stderr never changes the exit code."""
     try:
         print(line, file=sys.stderr, flush=True)
+        noted()
     except (OSError, ValueError):
         pass
 
@@ -215,7 +220,9 @@ def _run_command(argv: list[str] | None) -> int:
     with _signals(args.command):
         try:
             try:
-                code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
+                # No silent stretch over 5 s on stderr while a long command works (not with --quiet).
+                with Heartbeat(quiet=args.command not in LONG_COMMANDS or bool(getattr(args, "quiet", False))):
+                    code = importlib.import_module(f"topicaudit.cli.{args.command}").execute(args)
             finally:
                 parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,10 @@ from topicaudit.engine.lock import NAME as LOCK_NAME
 from topicaudit.engine.preflight import check_claim_inputs
 from topicaudit.engine.results import CheckResult
 from topicaudit.engine.run import execute_run
+from topicaudit.engine.run_cache import resolve_root, use_cache
+from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
-from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
+from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 
 
@@ -57,10 +60,12 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
 
     attacks: whose bounds on the natural documents to use (α split over every
     test); default lira_online and lira_offline (docs/attacks.md).
+    A mechanism audit whose simulated power against a 2× weaker mechanism is below 95% names the canary
+    count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
     results, natural, found, protection = _evidence(run_dir)
-    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks)
+    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks, suggest=TARGET_POWER)
     return _protected(result, protection)
 
 
@@ -140,20 +145,31 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
-                   output: str | Path | None = None, canaries: int | None = None, learner=None) -> CheckResult:
+                   output: str | Path | None = None, canaries: int | str | None = None, learner=None,
+                   cache: str | Path | bool | None = None, power: float | None = None,
+                   budget: float | str | None = None) -> CheckResult:
     """Audit a configuration (run or resume it) and fail unless it is consistent with its claim.
 
     For a project's own tests: ``assert_privacy("audit.toml", epsilon=3)``.
     config: a ``Config``, a TOML path or a dict of the TOML's content (None: the demo's settings).
-    canaries: the number of canaries ([attack.canaries] count) when given.
+    canaries: the number of canaries ([attack.canaries] count) when given; "auto": the fewest whose simulated
+    power against a mechanism 2× less private reaches ``power`` (default 0.95) within ``budget`` seconds
+    (default 600; "5m" and "1h" read too), as ``check --canaries auto`` chooses it (``engine.sizing``); the
+    choice is in the result's ``sizing``.
     learner: a learner object audited in place of the configuration's [target] learner, k and params
     (``topicaudit.run``'s ``learner``).
+    output: the run directory; else the run is kept in the run cache (``topicaudit.engine.run_cache``): cache
+    names its directory (None: ``$TOPICAUDIT_CACHE_DIR/runs``; False: no cache, the run's default directory).
+    A finished run of the same configuration, inputs and code is reused without refitting.
     Raises AssertionError with the refuting bound when the claim is violated.
     """
 
     epsilon, delta, alpha = (arguments.real(v, n) for v, n in ((epsilon, "epsilon"), (delta, "delta"),
                                                                (alpha, "alpha")))
-    canaries = arguments.integer(canaries, "canaries")
+    auto = isinstance(canaries, str) and canaries.strip().lower() == AUTO
+    canaries = None if auto else arguments.integer(canaries, "canaries")
+    if not auto and (power is not None or budget is not None):
+        raise UserError('power and budget size the canary audit: give them with canaries="auto"')
     output = arguments.optional_path(output, "output")
     if config is None:
         config = Config()
@@ -164,11 +180,24 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     config = with_learner(run_config(config), learner)
     if output is not None:
         config.output = str(output)
-    if canaries is not None:
-        config.attack.canaries.count = canaries
+    if canaries is not None or auto:
+        config.attack.canaries.count = START if auto else canaries
+    if cache is not None and not isinstance(cache, bool):
+        cache = arguments.path(cache, "cache")
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
+    sizing = None
+    if auto:
+        sizing = size_canaries(config, epsilon, delta, alpha, check_power(power),
+                               parse_budget(DEFAULT_BUDGET if budget is None else budget),
+                               cache_root=None if config.output else resolve_root(cache))
+        config.attack.canaries.count = sizing.count
+    use_cache(config, cache)
+    started = time.perf_counter()
     execute_run(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
+    if sizing is not None:
+        sizing.took = round(time.perf_counter() - started, 1)
+        result = dataclasses.replace(result, sizing=sizing.to_json())
     if result.violated:
         raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it
     return result

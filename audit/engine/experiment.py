@@ -45,7 +45,7 @@ from topicaudit.engine.tasks import (
 )
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
-from topicaudit.version import __version__
+from topicaudit.version import __version__, source_digest
 
 
 def needs_ray(shadows: int, canary_shadows: int) -> bool:
@@ -110,7 +110,10 @@ class Outcome:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"topicaudit": __version__, "python": platform.python_version()}
+    """The versions a run records (results.json, the manifest's provenance), with a digest of topicaudit's own
+    source: a finished run is returned as it stands only under the same ones (``engine.run``)."""
+    versions = {"topicaudit": __version__, "topicaudit_source": source_digest()[:16],
+                "python": platform.python_version()}
     for name in ("numpy", "scipy", "scikit-learn", "numba", "ray", "nltk"):
         try:
             versions[name] = metadata.version(name)
@@ -324,7 +327,10 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
     if target_ref is not None:
         target_release = finished(target_ref, 0, None)  # first, as when the shadows waited for it
     n_reused = plan.n_shadows - len(pending) - sum(row > 0 for row in prefitted)
-    progress = Progress("shadow models", plan.n_shadows, quiet=quiet)
+    # The fits (with their statistics) are the run's bulk: what follows them takes seconds (benchmarks/RESULTS.md)
+    progress = Progress("shadow models", plan.n_shadows, quiet=quiet,
+                        then="then scoring and writing, seconds" + (", after the statistics of reloaded models"
+                                                                    if to_score else ""))
     progress.done = plan.n_shadows - len(pending)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
@@ -457,8 +463,9 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
         if exp.canaries is not None:
             run.save_arrays("canaries.npz", exp.canaries.arrays())
             t = time.perf_counter()
-            outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \
-                _fit_canary_releases(ray, exp, quiet, worker_warnings)
+            with phase("canary_fits"):
+                outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \
+                    _fit_canary_releases(ray, exp, quiet, worker_warnings)
             outcome.timings["canary_fit_wall"] = time.perf_counter() - t
         if exp.plan is not None:
             run.keep_plan(exp.plan_arrays if exp.plan_arrays is not None else exp.plan.arrays())

@@ -17,6 +17,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from topicaudit.engine.progress import enter_activity, leave_activity
+
 ENVIRONMENT_VARIABLE = "TOPICAUDIT_PHASE_TRACE"
 _lock = threading.Lock()
 
@@ -35,16 +37,21 @@ def _append(record: dict) -> None:
 
 @contextmanager
 def phase(name: str):
-    """Trace the block as the phase ``name`` (nothing is written unless tracing is on)."""
-    if not os.environ.get(ENVIRONMENT_VARIABLE):
-        yield
-        return
-    start, cpu = time.time(), time.thread_time()
+    """Trace the block as the phase ``name`` (nothing is written unless tracing is on); the progress heartbeat
+    names it meanwhile (``progress.enter_activity``)."""
+    entered = enter_activity(name)
     try:
-        yield
+        if not os.environ.get(ENVIRONMENT_VARIABLE):
+            yield
+            return
+        start, cpu = time.time(), time.thread_time()
+        try:
+            yield
+        finally:
+            _append({"phase": name, "start": start, "end": time.time(), "cpu": time.thread_time() - cpu,
+                     "thread": threading.current_thread().name})
     finally:
-        _append({"phase": name, "start": start, "end": time.time(), "cpu": time.thread_time() - cpu,
-                 "thread": threading.current_thread().name})
+        leave_activity(entered)
 
 
 def mark(name: str) -> None:

@@ -477,6 +477,11 @@ class CheckResult:
     integrity : what protected the run directory: ``hmac-sha256`` (its manifest's MAC verified with the
         configured integrity key, ``integrity_key_id``), ``sha256`` (its hashes alone: no key configured) or
         ``none`` (unverified); None for a result not read from a directory (the verdict ``run`` stores).
+    canaries_for_power : when the simulated power against a 2× weaker mechanism is below ``power`` (95%):
+        the canary ``count`` whose simulated power reaches it (and that power, ``simulated``), or the largest
+        count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
+        limits came first (``engine.verdict.canaries_for_power``).
+    sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -499,6 +504,8 @@ class CheckResult:
     disagreements: list[str] = field(default_factory=list)
     integrity: str | None = None
     integrity_key_id: str | None = None
+    canaries_for_power: dict[str, Any] | None = None
+    sizing: dict[str, Any] | None = None
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -561,6 +568,14 @@ class CheckResult:
         if self.power is not None:
             reach = (f"power: a mechanism 2× less private than claimed is refuted in {self.power['2x']:.0%} "
                      f"of simulated audits of this design, 10× in {self.power['10x']:.0%}")
+            needed = self.canaries_for_power
+            if needed is not None and needed.get("count"):
+                reach += (f" ({needed['count']:,} canaries would reach {needed['power']:.0%}: --canaries "
+                          f"{needed['count']}, or --canaries auto)")
+            elif needed is not None:
+                reach += (f" (the search for a count reaching {needed['power']:.0%} stopped at "
+                          f"{needed['searched_to']:,} canaries, {needed['searched_power']:.0%} in simulation: "
+                          "more are needed, --canaries auto says how many)")
 
         elif self.ceiling > self.claimed_epsilon:
             reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
@@ -601,6 +616,8 @@ class CheckResult:
             **({"disagreements": self.disagreements} if self.disagreements else {}),
             **({"integrity": self.integrity} if self.integrity else {}),
             **({"integrity_key_id": self.integrity_key_id} if self.integrity_key_id else {}),
+            **({"canaries_for_power": self.canaries_for_power} if self.canaries_for_power else {}),
+            **({"sizing": self.sizing} if self.sizing else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -614,7 +631,7 @@ class CheckResult:
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
                          data.get("unverified"), list(data.get("disagreements", [])), data.get("integrity"),
-                         data.get("integrity_key_id"))
+                         data.get("integrity_key_id"), data.get("canaries_for_power"), data.get("sizing"))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None

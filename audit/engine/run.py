@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine import manifest
 from topicaudit.engine.config import Config, config_hash, run_config, validate
-from topicaudit.engine.experiment import Experiment, execute, needs_ray, start_ray
+from topicaudit.engine.experiment import Experiment, execute, needs_ray, package_versions, start_ray
+from topicaudit.engine.integrity import verify_run_directory
 from topicaudit.engine.lock import writer_lock
 from topicaudit.engine.parallel import wait_for_stop
 from topicaudit.engine.phases import phase
@@ -45,7 +47,7 @@ from topicaudit.engine.plan import check_plan, make_plan
 from topicaudit.engine.results import RESULTS_SCHEMA, RunResults, confidence
 from topicaudit.engine.roc_figure import warm_up as warm_figure
 from topicaudit.engine.roc_figure import write_roc_figure
-from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus
+from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus, read_results
 from topicaudit.engine.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
@@ -253,6 +255,9 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
                           t.test_bug)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
+    finished = finished_run(config, corpus, quiet)
+    if finished is not None:
+        return finished
     if config.attack.shadows:
         check_plan(corpus.X.shape[0], config.attack.shadows, config.seed)  # its sizes, before Ray starts
     starting = start_ray(config.ray.address, config.ray.num_cpus, corpus.X if config.attack.shadows else None,
@@ -268,7 +273,8 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
         if starting is not None:
             starting.abandon()
         raise
-    outcome = execute(ready.experiment, quiet, starting)
+    with phase("experiment"):
+        outcome = execute(ready.experiment, quiet, starting)
     with phase("scoring"):
         typed, natural_scores = _score(config, ready, outcome, {"load": load_seconds, **outcome.timings}, started)
     run = ready.experiment.run
@@ -278,6 +284,40 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
             write_roc_figure(run.path / "roc.png", typed.name or run.path.name, natural_scores, typed,
                              atomic_write_bytes)
     return typed
+
+
+def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResults | None:
+    """The run directory's results as they stand, when it holds this very run finished: same configuration
+    and corpus content (its config hash), same name and reported attacks, same code (topicaudit's version and
+    source digest, the dependencies' versions) and every file verified by its manifest; else None.
+
+    Such a run is returned at once, marked ``resumed``, and nothing in its directory is rewritten: no model
+    is reloaded or rescored, and Ray is not started. Anything else (an unfinished run, another code version,
+    a file the manifest does not vouch for) takes the ordinary resume, which refits only what is missing and
+    rescores everything with this code. Another configuration in the directory is refused, as there.
+    """
+    run = RunDirectory(config.run_dir)
+    results_path = run.path / "results.json"
+    if not results_path.is_file() or results_path.is_symlink():
+        return None
+    chash = config_hash(config, corpus_fingerprint(corpus))
+    if not run.check_compatible(chash):  # another configuration: refused here, as a resume refuses it
+        return None
+    try:
+        if verify_run_directory(run.path) is not None:  # the pre-manifest layout: rescored as before
+            return None
+        stored = read_results(results_path)
+        recorded = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
+    except (UserError, OSError, ValueError):
+        return None  # the ordinary resume says what is wrong, or repairs it
+    same = (stored.config_hash == chash and stored.name == config.name and stored.versions == package_versions()
+            and recorded.get("attack", {}).get("attacks") == list(config.attack.attacks))
+    if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
+        return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
+    if not quiet:
+        print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
+              "code (nothing refitted or rescored)", file=sys.stderr)
+    return RunResults.from_json({**stored.to_json(), "resumed": True})
 
 
 def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:

@@ -30,6 +30,7 @@ import numpy as np
 from topicaudit.engine import toml_reader
 from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
 from topicaudit.engine.parallel import ray_session
+from topicaudit.engine.progress import Overall, noted
 from topicaudit.engine.run import execute_run, run_needs_ray
 from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text, read_json
@@ -217,14 +218,21 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     save()
     # Canary-only audits fit in this process: no cluster unless some run has shadow models.
     needs_ray = any(run_needs_ray(run.config) for run in runs)
+    overall = Overall("sweep", [run.value for run in runs], parameter)
     with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
         for i, (entry, run) in enumerate(zip(index["runs"], runs)):
+            finished_before = entry["status"] == "done"  # returned at once: not paced
             if not quiet:
                 print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
-                      f"(seed {run.config.seed})", file=sys.stderr)
+                      f"(seed {run.config.seed}) — {overall.line()}", file=sys.stderr)
+                noted()
+            overall.start()
             execute_run(run.config, quiet=quiet)
+            overall.finish(ran=not finished_before)
             entry["status"] = "done"
             save()
+    if not quiet:
+        print(overall.line(), file=sys.stderr)
     return index
 
 

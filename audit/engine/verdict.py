@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +63,11 @@ RELEASE_METHODS = (Method.ONE_RUN,)
 # Simulated audits per power estimate, and their seed (the estimate is reproducible).
 POWER_REPLICATES = 20
 POWER_SEED = 20240613
+# The power a CONSISTENT verdict is held to: below it, check names the canary count that would reach it.
+TARGET_POWER = 0.95
+# How far that search goes: canaries, and seconds of simulation (the simulation's cost grows with the count).
+POWER_SEARCH_LIMIT = 1_000_000
+POWER_SEARCH_SECONDS = 10.0
 
 
 
@@ -69,7 +76,8 @@ CanaryFiles = tuple[dict[str, np.ndarray], np.ndarray, str, "np.ndarray | None"]
 
 def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, canary_files: CanaryFiles | None,
                 run_dir: Path, epsilon: float | None = None, delta: float | None = None,
-                alpha: float | None = None, attacks: list[str] | None = None) -> CheckResult:
+                alpha: float | None = None, attacks: list[str] | None = None,
+                suggest: float | None = None) -> CheckResult:
     """The verdict on a run's evidence (its records and scores, as read or as the run computed them).
 
     canary_files: the canaries' scores in coin order, their coins, kind and
@@ -179,11 +187,19 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
                                     [m for m in methods if m not in SHAPED])
         except ValueError as error:  # a release kind this installation cannot simulate (a plug-in's own)
             notes = [*notes, f"no power estimate: {error}"]
+    needed = None
+    if power is not None and suggest is not None and power["2x"] < suggest:
+        methods_left = [m for m in methods if m not in SHAPED]
+        needed = canaries_for_power(
+            lambda m: simulated_power(mechanism, np.zeros(m, bool), float(epsilon), float(delta),
+                                      judgement.alpha_each, shape, methods_left)["2x"],
+            evidence[0].labels.size, suggest)
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), judgement.bounds, judgement.ceiling,
                          "word" if word_claim else "document", {e.prefix: e.observed for e in evidence}, False, power,
                          unseen=unseen_bugs(mechanism, composed, target.learner) + notes,
                          reversed_scores=list(judgement.reversed),
-                         disagreements=recorded_disagreements(mechanism, guarantee))
+                         disagreements=recorded_disagreements(mechanism, guarantee),
+                         canaries_for_power=needed)
     # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
     # mechanism says what this design can catch (a correct mechanism audited well is often at chance).
     no_signal = not result.violated and (judgement.tied or (not judgement.signal and power is None))
@@ -425,6 +441,58 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
             hits += max(b.epsilon for b in tests.values()) > epsilon
         out[f"{factor:g}x"] = min(hits / replicates, out.get(f"{factor:g}x", 1.0))
     out["replicates"] = replicates
+    return out
+
+
+def nice_count(m: float) -> int:
+    """A canary count rounded to two significant digits (1,250 → 1,300; 48,000 stays)."""
+    m = max(int(round(m)), 1)
+    step = 10 ** max(len(str(m)) - 2, 0)
+    return int(round(m / step) * step)
+
+
+def search_count(power_at, start: int, target: float, limit: int = POWER_SEARCH_LIMIT,
+                 seconds: float = POWER_SEARCH_SECONDS, refine: int = 2) -> tuple[int | None, dict[int, float]]:
+    """The smallest count found whose simulated power reaches ``target``: doubling from ``start``, then
+    ``refine`` bisections between the last count short of it and the first that reaches it.
+
+    power_at(m): the simulated power of the design at m canaries. Stops past ``limit`` canaries or after
+    ``seconds`` of simulation; returns (the count, or None when none was found, and every count tried → its
+    power). The power is a share of ``POWER_REPLICATES`` simulated audits, so it is not exactly monotone: the
+    count returned is one whose own simulation reached the target.
+    """
+    tried: dict[int, float] = {}
+    started = time.perf_counter()
+    m, low = nice_count(start), None
+    while True:
+        tried[m] = power_at(m)
+        if tried[m] >= target:
+            break
+        low = m
+        m = nice_count(2 * m)
+        if m > limit or time.perf_counter() - started > seconds:
+            return None, tried
+    high = m
+    for _ in range(refine if low is not None else 0):
+        middle = nice_count((low + high) / 2)
+        if middle in (low, high) or middle in tried or time.perf_counter() - started > seconds:
+            break
+        tried[middle] = power_at(middle)
+        low, high = (low, middle) if tried[middle] >= target else (middle, high)
+    return high, tried
+
+
+def canaries_for_power(power_at, count: int, target: float = TARGET_POWER) -> dict[str, Any]:
+    """What ``check`` says of a design short of ``target``: the canary count whose simulated power reaches it
+    (``count``), or the largest count tried and its power (``searched_to``, ``searched_power``) when the
+    search's limits (``POWER_SEARCH_LIMIT`` canaries, ``POWER_SEARCH_SECONDS`` of simulation) came first."""
+    found, tried = search_count(power_at, 2 * count, target)
+    out: dict[str, Any] = {"power": target, "count": found}
+    if found is None:  # the search's limits came first: what it reached, not a claim about what would be needed
+        out["searched_to"] = max(tried)
+        out["searched_power"] = tried[max(tried)]
+    else:
+        out["simulated"] = tried[found]
     return out
 
 

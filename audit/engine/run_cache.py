@@ -1,0 +1,131 @@
+"""Where ``check CONFIG``, ``assert_privacy`` and the pytest fixture keep their runs: a cache keyed by everything
+that can change the verdict, so that an unchanged audit is never refitted and a changed one always is.
+
+    <cache>/<corpus or name>-<learner>-k<k>-s<seed>-<16 hex of the key>/   an ordinary run directory
+
+The key is a SHA-256 of
+
+- the configuration's identity (what determines the numbers: learner, k, parameters, canaries, shadows,
+  seed, …), its name and the attacks it reports;
+- the content of its input files (the corpus, and any file its options name), not their paths;
+- the code: topicaudit's version and a digest of its source (``topicaudit.version.source_digest``), the
+  versions of the libraries the numbers come from, and, for a plug-in learner or vocabulary step, its
+  distribution's version or, when it is not installed as one (or is installed editable), a digest of its
+  source files (``topicaudit.targets.plugins.source``).
+
+A change to any of them is another directory, fitted from scratch; the same key finds its finished run, which
+``execute_run`` returns at once (``engine.run.finished_run``) after verifying every file against the run's
+manifest. An interrupted run resumes where it stopped.
+
+Where: ``--cache DIR`` (``check``), ``cache=`` (``assert_privacy``), ``--topicaudit-cache DIR`` or the ini
+option ``topicaudit_cache`` (the fixture); else ``$TOPICAUDIT_CACHE_DIR/runs``, the cache that holds
+pre-processed corpora (default ``~/.cache/topicaudit/runs``). ``TOPICAUDIT_CACHE_DIR=off`` turns it off: then
+``check CONFIG`` uses the run's own default directory (runs/…) and the fixture a temporary one. Each entry is
+a run directory, reportable and checkable on its own; deleting one, or the whole directory, only costs a refit.
+In CI, keep the directory between jobs with the CI's cache (docs/check.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from topicaudit.engine.config import PATH_OPTIONS, Config, learner_label
+from topicaudit.engine.experiment import package_versions
+from topicaudit.errors import UserError
+from topicaudit.inputs.cache import cache_directory
+from topicaudit.targets import sources
+from topicaudit.version import __version__, source_digest
+
+SCHEMA = "topicaudit.run-cache/1"
+# Library versions that cannot change a number: left out of the key, so upgrading them reuses the cache.
+NOT_IN_KEY = ("ray",)
+
+
+def default_root() -> Path | None:
+    """``$TOPICAUDIT_CACHE_DIR/runs`` (default ``~/.cache/topicaudit/runs``); None when the cache is off."""
+    base = cache_directory()
+    return None if base is None else base / "runs"
+
+
+def resolve_root(cache: str | os.PathLike | bool | None) -> Path | None:
+    """The cache directory a caller asked for: a path; None for the default; False (or "off") for none."""
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        return default_root()
+    text = os.fspath(cache)
+    if not str(text).strip():
+        raise UserError("the cache directory is empty; give a directory (--cache DIR), or off")
+    if str(text).strip().lower() == "off":
+        return None
+    return Path(text).expanduser()
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_digest(path: str | os.PathLike) -> str | None:
+    """SHA-256 of a file's bytes, or of a folder's files (by relative path); None when it does not exist (the
+    run itself then says so)."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            digest = hashlib.sha256()
+            for file in sorted(p for p in path.rglob("*") if p.is_file()):
+                digest.update(file.relative_to(path).as_posix().encode() + b"\0" + _file_digest(file).encode())
+            return digest.hexdigest()
+        return _file_digest(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def cache_key(config: Config) -> dict[str, Any]:
+    """Everything the cached run's verdict depends on (what is hashed into its directory's name)."""
+    inputs: dict[str, str | None] = {}
+    if config.corpus.path is not None:
+        inputs["corpus"] = content_digest(config.corpus.path)
+        for key, value in config.corpus.options.items():
+            if key in PATH_OPTIONS and isinstance(value, str):
+                inputs[f"corpus.options.{key}"] = content_digest(value)
+    t = config.target
+    versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
+    return {
+        "schema": SCHEMA,
+        "config": config.identity(),  # plug-ins' sources included (engine.config.Config.identity)
+        "name": config.name,
+        "attacks": list(config.attack.attacks),
+        "inputs": inputs,
+        "code": {"topicaudit": __version__, "source": source_digest(), "versions": versions,
+                 **sources(t.learner, t.vocabulary)},
+    }
+
+
+def cached_run_dir(config: Config, root: Path) -> Path:
+    """The run directory of this configuration in the cache ``root``."""
+    payload = json.dumps(cache_key(config), sort_keys=True, default=str)
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+    label = learner_label(config.target.learner)
+    return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{digest}"
+
+
+def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | None:
+    """Point the configuration's output at its cached run directory (unless it names its own output); returns
+    that directory, or None when no cache is used."""
+    if config.output:
+        return None
+    root = resolve_root(cache)
+    if root is None:
+        return None
+    if root.exists() and not root.is_dir():
+        raise UserError(f"the run cache {root} is not a directory; give a directory (--cache DIR) or off")
+    run_dir = cached_run_dir(config, root)
+    config.output = str(run_dir)
+    return run_dir
