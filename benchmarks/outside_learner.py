@@ -55,6 +55,10 @@ PARAMS = {
 }
 
 
+# The corpora of benchmarks/mechanism_audit.py, and the synthetic corpus of the page's CI audit (privacy/audit.toml).
+CORPORA = {**M.CORPORA, "synthetic": None}
+
+
 def install(site: Path) -> Path:
     """The package installed as a user installs it (no dependencies: they are this environment's), once."""
     if not (site / "dpem_topics").exists():
@@ -67,7 +71,8 @@ def install(site: Path) -> Path:
 def config(corpus: str, learner: str, epsilon: float, variant: str, seed: int, canaries: int) -> dict:
     return {
         "name": f"{learner}-{corpus}-e{epsilon:g}-{variant}-s{seed}-m{canaries}",
-        "seed": seed, "corpus": dict(M.CORPORA[corpus]),
+        "seed": seed,
+        **({"synthetic": {"n_docs": 1000}} if CORPORA[corpus] is None else {"corpus": dict(CORPORA[corpus])}),
         "target": {"learner": LEARNERS[learner][variant], "k": K, "vocabulary": "all",
                    "params": {**PARAMS[learner], "epsilon": epsilon}},
         "attack": {"shadows": 0, "canaries": {"count": canaries}},
@@ -105,7 +110,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--canaries", type=int, default=20000)
-    parser.add_argument("--corpora", nargs="+", default=["pheme"], choices=sorted(M.CORPORA))
+    parser.add_argument("--corpora", nargs="+", default=["pheme"], choices=sorted(CORPORA))
     parser.add_argument("--learners", nargs="+", default=["dpem", "dp-svi-q1"], choices=list(LEARNERS))
     parser.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 3.0])
     parser.add_argument("--variants", nargs="+", default=["ok"])

@@ -71,7 +71,7 @@ def project(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--no-index", "--target", str(site), str(root / "dpem-topics")], check=True,
                    capture_output=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     sys.path.insert(0, str(site))
     yield root, site, env
     sys.path.remove(str(site))

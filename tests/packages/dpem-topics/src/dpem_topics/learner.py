@@ -56,12 +56,12 @@ def spent_epsilon(z: float, delta: float, steps: int) -> float:
     return float(accountant.get_epsilon(delta))
 
 
-def _check(name: str, value, *, integer: bool = False, below: float = math.inf) -> None:
+def _check(name: str, value, *, integer: bool = False, below: float | None = None) -> None:
     """A positive number (an integer), less than ``below``; ValueError naming the parameter otherwise."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if not (ok and 0 < value < below and (not integer or float(value).is_integer())):
-        what = ("a positive integer" if integer else "a positive number") + (f" below {below:g}" if below < 1e300 else "")
-        raise ValueError(f"{name} must be {what} (got {value!r})")
+    if not (ok and 0 < value and (below is None or value < below) and (not integer or float(value).is_integer())):
+        what = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"{name} must be {what}{'' if below is None else f' below {below:g}'} (got {value!r})")
 
 
 class DPEMTopics:
