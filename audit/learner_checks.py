@@ -52,7 +52,7 @@ canary its mechanism reaches (``reach_probability`` of the claim's
 dp-accounting event: all, unless it subsamples), proves the claim + MARGIN,
 with the audit's own coins and α split. The count is a function of the claim
 only, so the audit stays valid at α. Measured (docs/adding-a-learner.md, "The
-canary audit's size"): 300 canaries up to ε = 3, 2,235 at ε = 5, 50,822 at
+conformance suite's canary audit"): 300 canaries up to ε = 3, 2,235 at ε = 5, 50,822 at
 ε = 8 (ceiling 8.61); DP-SVI (64% of canaries reached) 1,431, 10,658 and
 242,338. A claim no count up to MAX_CANARIES can test (ε > 9.69 when every
 canary is reached) is not passed silently: the audit runs at MIN_CANARIES and

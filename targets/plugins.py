@@ -131,6 +131,19 @@ def check_declared_release(obj, what: str, group: str) -> None:
                         "(docs/adding-a-learner.md)")
 
 
+def import_recorded(*sources: dict[str, str] | None) -> None:
+    """Import the modules of the plug-ins a run recorded (results.json's ``learner_source``, ``vocabulary_source``),
+    so that a process that did not build the target (``check`` of a finished run) knows the release kinds and
+    scorers they define. A module that no longer imports is left out: what needs its kind then says so."""
+    for found in sources:
+        path = (found or {}).get("class", "")
+        if is_class_path(path):
+            try:
+                importlib.import_module(path.partition(":")[0])
+            except Exception:  # whatever it raises: what needs its kind then names the kind unknown
+                continue
+
+
 def class_path(cls: type) -> str:
     """``module:QualifiedName`` of a class, the form configurations name it by."""
     return f"{cls.__module__}:{cls.__qualname__}"

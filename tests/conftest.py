@@ -52,6 +52,9 @@ if "TOPICAUDIT_CACHE_DIR" not in os.environ:
 os.environ.setdefault("TOPICAUDIT_INTEGRITY_KEY", "off")
 
 REPO = Path(__file__).resolve().parents[1]
+# tests/packages holds packages that are not topicaudit's (docs/adding-a-learner.md's dpem-topics), with test modules
+# of their own that import them: a test installs such a package and runs them, the session never collects them.
+collect_ignore = ["packages"]
 SHARED_DATA = REPO.parent / "shared" / "data"
 PHEME = SHARED_DATA / "pheme" / "pheme_clean.json"
 KOS = SHARED_DATA / "kos" / "docword.kos.txt"

@@ -46,7 +46,8 @@ from topicaudit.bounds.verdict import (
 )
 from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
-from topicaudit.targets.mechanisms import SetUnion
+from topicaudit.targets.mechanisms import MECHANISMS, SetUnion
+from topicaudit.targets.plugins import import_recorded
 from topicaudit.targets.privacy.release_check import disagreements
 from topicaudit.targets.privacy.analytic_gaussian import gaussian_step_profile
 from topicaudit.targets.privacy.composition import privacy_profile
@@ -98,6 +99,8 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     word_claim = adjacency is not None and not adjacency.document_level and (epsilon is None or word_canaries)
     observe = results.canaries.observe if results.canaries is not None else None
     recorded_mechanism = results.canaries.mechanism if results.canaries is not None else None
+    if recorded_mechanism is not None and recorded_mechanism.kind not in MECHANISMS:
+        import_recorded(target.learner_source, target.vocabulary_source)  # a plug-in's own kind, and its scorer
     if recorded_mechanism is not None and recorded_mechanism.stage == "vocabulary" and observe == "mechanism":
         # The canaries observed the DP vocabulary step: by default, hold it to its own claim.
         guarantee = dataclasses.replace(guarantee, epsilon=recorded_mechanism.parameters["epsilon"],
