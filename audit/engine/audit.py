@@ -195,6 +195,10 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     if n_duplicated:
         notes.append(f"{n_duplicated} candidate document(s) have the same word counts as a reference document; their "
                      "OUT shadows may have seen a copy, which hides membership")
+    if model.verbatim:  # said before anything else: the release itself gives training documents away
+        notes.insert(0, f"{model.phi_path} holds training text verbatim ({'; '.join(model.verbatim)}): whoever has "
+                        "the saved model reads those documents directly, whatever the membership attack finds; remove "
+                        "them before publishing the model")
     m.learner, m.k, m.params = learner, k, params
     config.name = config.run_name
     return config, AuditInputs(model, candidates, reference, target, settings_from, notes, n_duplicated, n_unseen)
@@ -367,7 +371,8 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
         "inputs": {
             "phi": {"path": str(model.phi_path), "sha256": model.phi_sha256, "format": model.phi_format,
                     "k": model.k, "n_words": int(model.vocabulary.size), "normalized": model.normalized,
-                    "max_row_sum_error": model.max_row_sum_error, "n_zero_columns": model.n_zero_columns},
+                    "max_row_sum_error": model.max_row_sum_error, "n_zero_columns": model.n_zero_columns,
+                    **({"verbatim_text": list(model.verbatim)} if model.verbatim else {})},
             "vocabulary": {"path": str(model.vocabulary_path or model.phi_path),
                            "sha256": model.vocabulary_sha256 or model.phi_sha256,
                            "n_words": int(model.vocabulary.size), "n_unseen": inputs.n_unseen_words},
