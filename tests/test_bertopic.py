@@ -286,8 +286,16 @@ def test_verbatim_training_text_is_said_first_naming_the_field(layout, tmp_path)
     (tmp_path / "r.json").write_text(json.dumps({"text": docs[::-1] * 3}))
     config = audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "r.json", preprocess=False,
                           shadows=2, output=tmp_path / "out")
-    _, inputs = load_audit_inputs(config)
+    resolved, inputs = load_audit_inputs(config)
     assert "holds training text verbatim (topics.json: representative_docs)" in inputs.notes[0]
+    # the released Φ is scored as the shadows are: mixed with s/V (the learner's smoothing, 1e-6 by default)
+    assert resolved.model.learner == "bertopic" and inputs.model.phi.min() > 0
+    assert np.allclose(inputs.model.phi, (1 - 1e-6) * model.phi + 1e-6 / model.phi.shape[1])
+    assert any("scored the same way" in note for note in inputs.notes)
+    _, exact = load_audit_inputs(audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "r.json",
+                                              preprocess=False, shadows=2, output=tmp_path / "out2",
+                                              params={"smoothing": 0}))
+    assert np.array_equal(exact.model.phi, model.phi)
 
 
 def _fake_pickle(path: Path, verbatim: bool) -> Path:
@@ -331,6 +339,9 @@ def test_learner_is_deterministic_from_its_seed_and_returns_k_rows(params):
     assert np.allclose(phi.sum(axis=1), 1, atol=1e-5) and np.all(phi >= 0)
     assert np.array_equal(phi, learner.fit(X, 11))
     assert np.array_equal(phi, build_learner("bertopic", 4, params).fit(X, 11))
+    assert phi.min() > 0  # smoothing (1e-6 by default): no word has probability 0
+    exact = build_learner("bertopic", 4, {**params, "smoothing": 0}).fit(X, 11)
+    assert np.allclose(phi, (1 - 1e-6) * exact + 1e-6 / X.shape[1], atol=1e-7) and exact.min() == 0
 
 
 def test_learner_merges_to_k_and_pads_with_a_repeated_row():
@@ -348,8 +359,8 @@ def test_learner_merges_to_k_and_pads_with_a_repeated_row():
 
 
 def test_learner_refuses_bad_settings():
-    for key, value in [("clustering", "dbscan"), ("reduction", "umap"), ("min_topic_size", 1), ("min_df", -1),
-                       ("max_df", 1.5), ("bm25_weighting", "yes"), ("embedding", "all-MiniLM-L6-v2")]:
+    for key, value in [("smoothing", 1.0), ("smoothing", -0.1), ("clustering", "dbscan"), ("reduction", "umap"),
+                       ("min_topic_size", 1), ("min_df", -1), ("max_df", 1.5), ("bm25_weighting", "yes"), ("embedding", "all-MiniLM-L6-v2")]:
         with pytest.raises(UserError, match=key):
             build_learner("bertopic", 3, {key: value})
 
@@ -413,7 +424,7 @@ def _fit_bertopic(docs, seed, learner: LightBERTopic, **kwargs):
 @pytest.mark.parametrize("clustering", ["hdbscan", "kmeans"])
 def test_learner_gives_bertopics_phi_from_the_same_documents_and_seed(clustering):
     docs = texts(300, 2)
-    learner = LightBERTopic(k=4, clustering=clustering)
+    learner = LightBERTopic(k=4, clustering=clustering, smoothing=0.0)  # BERTopic's Φ exactly
     model = _fit_bertopic(docs, 5, learner, nr_topics=4 if clustering == "hdbscan" else None)
     X, words = counts(docs)
     theirs = model.c_tf_idf_.toarray()

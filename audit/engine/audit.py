@@ -168,6 +168,15 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
                      "like the model under audit")
     learner, params, settings_from = _shadow_settings(config, model, notes)
     target = shadow_pipeline(learner, k, params, _settings_place(config, model, learner))
+    # A learner may score every Φ through one fixed transformation (the bertopic learner's ``smoothing``): the
+    # released Φ then goes through it too, so that it is compared with its shadows on the same footing.
+    scored_as = getattr(target.learner, "scored_phi", None)
+    if callable(scored_as):
+        phi = scored_as(model.phi)
+        if phi is not model.phi:
+            notes.append(f"{learner}'s settings transform every Φ before it is scored ({scored_as.__doc__.strip()}); "
+                         f"your Φ is scored the same way")
+            model.phi = np.asarray(phi, dtype=np.float64)
     warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if m.k else "Φ has")
     candidates = _load_side(config, "candidates", model)
     reference = _load_side(config, "reference", model)

@@ -35,7 +35,9 @@ rows are its topics in id order, so with outliers row 0 is topic -1.
 is built from the outlier documents' words exactly as the other topics are
 from theirs (often half of the training set with HDBSCAN), and an adversary
 reads every row. Dropping it would hide the documents most likely to stand
-out. A row that is all zeros (a topic none of whose words survived the
+out. Negative weights (BM25 weighting's idf is negative for a word more
+frequent than the average topic's length) count as 0, in Φ and in the
+shadows alike. A row that is all zeros (a topic none of whose words survived the
 vectoriser) is dropped, which changes no document's ζ (a maximum over
 mixtures of the rows never puts weight on a topic that gives every word
 probability 0).

@@ -39,6 +39,14 @@ count topics, as BERTopic's do (it fits its ``CountVectorizer`` on one
 joined document per topic); a word no training document of this fit holds
 has weight 0 in every topic (outside the fit's vocabulary).
 
+Φ is then mixed with a small uniform share, (1 − s)·Φ + s/V with
+``smoothing`` s = 1e-6 (0: BERTopic's Φ exactly). c-TF-IDF gives a word no
+training document held weight 0 in every topic, and ζ drops such a word: a
+shadow that never saw a member's rare word would score the member without
+it, which turns the offline LiRA test upside down (docs/bertopic.md#smoothing).
+The mixture is invertible, so it holds the same information; the audit
+scores a user's Φ through the same mixture (:meth:`LightBERTopic.scored_phi`).
+
 Deterministic for a seed: the SVD, PCA and k-means get ``random_state``
 from it; HDBSCAN and the merge are deterministic.
 """
@@ -90,11 +98,14 @@ class LightBERTopic:
     min_topic_size: HDBSCAN's ``min_cluster_size`` (BERTopic's default 10).
     bm25_weighting, reduce_frequent_words: ``ClassTfidfTransformer``'s settings.
     min_df, max_df: the ``CountVectorizer``'s, counted over topics as BERTopic counts them.
+    smoothing: s in [0, 1): Φ becomes (1 − s)·Φ + s/V (:func:`smooth`; 0 gives BERTopic's Φ exactly). 1e-6 by
+        default, so that ζ scores a word a fit never saw instead of dropping it (docs/bertopic.md#smoothing).
     """
 
     def __init__(self, k: int, clustering: str = "hdbscan", min_topic_size: int = 10, embedding: str = "tfidf-svd",
                  svd_components: int = 100, reduction: str = "pca", reduction_components: int = 5,
-                 bm25_weighting: bool = False, reduce_frequent_words: bool = False, min_df=1, max_df=1.0):
+                 bm25_weighting: bool = False, reduce_frequent_words: bool = False, min_df=1, max_df=1.0,
+                 smoothing: float = 1e-6):
         choice("clustering", clustering, CLUSTERINGS)
         choice("embedding", embedding, EMBEDDINGS)
         choice("reduction", reduction, REDUCTIONS)
@@ -109,7 +120,10 @@ class LightBERTopic:
                 isinstance(value, float) and 0.0 <= value <= 1.0)
             if not ok:
                 raise ValueError(f"{name} must be a whole number of topics ≥ 0 or a share in [0, 1] (got {value!r})")
+        if not (isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool) and 0 <= smoothing < 1):
+            raise ValueError(f"smoothing must be a number in [0, 1) (got {smoothing!r})")
         self.k = k
+        self.smoothing = smoothing
         self.clustering, self.min_topic_size, self.embedding = clustering, min_topic_size, embedding
         self.svd_components, self.reduction, self.reduction_components = svd_components, reduction, reduction_components
         self.bm25_weighting, self.reduce_frequent_words = bm25_weighting, reduce_frequent_words
@@ -205,10 +219,25 @@ class LightBERTopic:
         largest = rows.index(max(rows, key=lambda i: (np.count_nonzero(labels == ids[i]), -i)))
         if phi.shape[0] < self.k:
             phi = np.vstack([phi, np.repeat(phi[largest][None, :], self.k - phi.shape[0], axis=0)])
-        return phi[: self.k].astype(np.float32)
+        return smooth(phi[: self.k], self.smoothing).astype(np.float32)
+
+    def scored_phi(self, phi: np.ndarray) -> np.ndarray:
+        """smoothing: (1 − s)·Φ + s/V"""
+        return smooth(phi, self.smoothing)
 
     def guarantee(self) -> Guarantee:
         return NO_GUARANTEE
+
+
+def smooth(phi: np.ndarray, smoothing: float) -> np.ndarray:
+    """Φ mixed with the uniform distribution over its columns: (1 − s)·Φ + s/V (s = 0: Φ itself).
+
+    Not BERTopic's: an attack-side choice applied alike to the released Φ and every shadow's (docs/bertopic.md),
+    so that a word a fit never saw has a small probability instead of an all-zero column, which ζ would drop.
+    """
+    if not smoothing:
+        return phi
+    return (1.0 - smoothing) * phi + smoothing / phi.shape[1]
 
 
 def _by_size(labels: np.ndarray) -> np.ndarray:
