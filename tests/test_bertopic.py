@@ -463,3 +463,35 @@ def test_bertopics_own_pickle_loads_only_with_trust_and_its_representative_docs_
     assert loaded.verbatim and loaded.verbatim[0].startswith("representative_docs_")
     expected = model.c_tf_idf_.toarray()
     assert np.allclose(np.sort(loaded.phi.sum(axis=0)), np.sort((expected / expected.sum(1, keepdims=True)).sum(0)))
+
+
+# --------------------------------------------------------------------------- #
+# the command, end to end (real Ray, few shadows)
+# --------------------------------------------------------------------------- #
+def test_audit_command_on_a_saved_directory_end_to_end(tmp_path, shared_ray, capsys):
+    """``topicaudit audit DIR`` on a directory in BERTopic's layout (this test's writer; the BERTopic-made ones are
+    read by the tests above): the verbatim note first, the saved settings used, the files written."""
+    from topicaudit.cli.main import main
+
+    docs = texts(90, 5, n_themes=6)
+    X, words = counts(docs[:60])
+    learner = LightBERTopic(k=4, min_topic_size=5, smoothing=0.0)
+    ctfidf, ids, labels = learner.fit_topics(X, 0)
+    path = write_layout(tmp_path / "model", ctfidf.toarray(), words,
+                        {int(t): int(np.count_nonzero(labels == t)) for t in ids},
+                        topics_extra={"representative_docs": {"0": docs[:2]}}, config_extra={"min_topic_size": 5})
+    (tmp_path / "c.json").write_text(json.dumps({"text": docs[:15] + docs[60:75]}))
+    (tmp_path / "r.json").write_text(json.dumps({"text": docs[15:60] + docs[75:]}))
+    code = main(["audit", str(path), "--candidates", str(tmp_path / "c.json"), "--reference", str(tmp_path / "r.json"),
+                 "--no-preprocess", "--shadows", "4", "--output", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "note:" in line]
+    assert "holds training text verbatim (topics.json: representative_docs)" in notes[0]
+    assert "shadow settings (the saved bertopic model, read without unpickling)" in out
+    result = json.loads((tmp_path / "run" / "audit.json").read_text())
+    assert result["inputs"]["phi"]["format"] == "bertopic"
+    assert result["inputs"]["phi"]["verbatim_text"] == ["topics.json: representative_docs"]
+    assert result["learner"]["name"] == "bertopic" and result["learner"]["params"]["min_topic_size"] == 5
+    assert result["learner"]["model_settings"]["read_without_unpickling"]["outlier_topic"] == (-1 in ids)
+    assert (tmp_path / "run" / "scores.csv").exists()
