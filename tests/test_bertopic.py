@@ -493,5 +493,7 @@ def test_audit_command_on_a_saved_directory_end_to_end(tmp_path, shared_ray, cap
     assert result["inputs"]["phi"]["format"] == "bertopic"
     assert result["inputs"]["phi"]["verbatim_text"] == ["topics.json: representative_docs"]
     assert result["learner"]["name"] == "bertopic" and result["learner"]["params"]["min_topic_size"] == 5
+    # with HDBSCAN k caps the shadows' topics: twice Φ's rows, so that they need not merge what the model did not
+    assert result["learner"]["k"] == 2 * result["inputs"]["phi"]["k"]
     assert result["learner"]["model_settings"]["read_without_unpickling"]["outlier_topic"] == (-1 in ids)
     assert (tmp_path / "run" / "scores.csv").exists()

@@ -55,7 +55,7 @@ from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus
 from topicaudit.inputs.phi_io import UserModel, load_user_model
-from topicaudit.targets import shadow_pipeline
+from topicaudit.targets import learner_class, shadow_pipeline
 from topicaudit.targets.base import Release
 
 _RESERVED_OPTIONS = ("path", "format", "preprocess", "vocabulary")
@@ -162,11 +162,18 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     notes: list[str] = []
     model = load_user_model(m.phi, m.vocabulary, trust_pickle=m.trust_pickle, normalize=m.normalize,
                             tolerance=m.tolerance)
+    learner, params, settings_from = _shadow_settings(config, model, notes)
     k = m.k if m.k is not None else model.k
-    if k != model.k:
+    # A learner whose k is a cap rather than a count (bertopic with HDBSCAN) may ask for more rows than Φ has.
+    cap = getattr(learner_class(learner, _settings_place(config, model, learner))[0], "shadow_k", None)
+    if m.k is None and callable(cap) and cap(model.k, params) != model.k:
+        k = cap(model.k, params)
+        notes.append(f"{learner}: k is a cap on the shadows' topics, not a count; they keep up to k={k} (twice Φ's "
+                     f"{model.k} rows) so that they need not merge topics your model did not, and a fit that finds "
+                     "fewer repeats a row, which changes no document's ζ (--k sets another cap)")
+    elif k != model.k:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
-    learner, params, settings_from = _shadow_settings(config, model, notes)
     target = shadow_pipeline(learner, k, params, _settings_place(config, model, learner))
     # A learner may score every Φ through one fixed transformation (the bertopic learner's ``smoothing``): the
     # released Φ then goes through it too, so that it is compared with its shadows on the same footing.

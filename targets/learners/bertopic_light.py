@@ -221,6 +221,11 @@ class LightBERTopic:
             phi = np.vstack([phi, np.repeat(phi[largest][None, :], self.k - phi.shape[0], axis=0)])
         return smooth(phi[: self.k], self.smoothing).astype(np.float32)
 
+    @staticmethod
+    def shadow_k(model_k: int, params: dict) -> int:
+        """The shadows' k for auditing a model of ``model_k`` topics: with HDBSCAN a cap, twice the model's."""
+        return 2 * model_k if params.get("clustering", "hdbscan") == "hdbscan" else model_k
+
     def scored_phi(self, phi: np.ndarray) -> np.ndarray:
         """smoothing: (1 − s)·Φ + s/V"""
         return smooth(phi, self.smoothing)
