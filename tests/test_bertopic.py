@@ -292,6 +292,8 @@ def test_verbatim_training_text_is_said_first_naming_the_field(layout, tmp_path)
     assert resolved.model.learner == "bertopic" and inputs.model.phi.min() > 0
     assert np.allclose(inputs.model.phi, (1 - 1e-6) * model.phi + 1e-6 / model.phi.shape[1])
     assert any("scored the same way" in note for note in inputs.notes)
+    # HDBSCAN (the model has an outlier topic): the shadows' k caps their topics at twice Φ's 3 rows
+    assert resolved.model.k == 6 and any("k is a cap" in note for note in inputs.notes)
     _, exact = load_audit_inputs(audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "r.json",
                                               preprocess=False, shadows=2, output=tmp_path / "out2",
                                               params={"smoothing": 0}))
@@ -494,6 +496,8 @@ def test_audit_command_on_a_saved_directory_end_to_end(tmp_path, shared_ray, cap
     assert result["inputs"]["phi"]["verbatim_text"] == ["topics.json: representative_docs"]
     assert result["learner"]["name"] == "bertopic" and result["learner"]["params"]["min_topic_size"] == 5
     # with HDBSCAN k caps the shadows' topics: twice Φ's rows, so that they need not merge what the model did not
-    assert result["learner"]["k"] == 2 * result["inputs"]["phi"]["k"]
+    # (a model without outlier topic is clustered by k-means into its own k)
+    assert result["learner"]["k"] == (2 if -1 in ids else 1) * result["inputs"]["phi"]["k"]
+    assert result["learner"]["params"]["clustering"] == ("hdbscan" if -1 in ids else "kmeans")
     assert result["learner"]["model_settings"]["read_without_unpickling"]["outlier_topic"] == (-1 in ids)
     assert (tmp_path / "run" / "scores.csv").exists()
