@@ -398,7 +398,7 @@ def _settings(config: dict, ctfidf_config: dict, outliers: int, k: int) -> tuple
     settings: dict[str, Any] = {}
     notes: list[str] = []
     size = config.get("min_topic_size")
-    if _int(size) and size >= 2:
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 2:
         settings["min_topic_size"] = size
     settings["clustering"] = "hdbscan" if outliers else "kmeans"
     if not outliers:
@@ -419,7 +419,8 @@ def _settings(config: dict, ctfidf_config: dict, outliers: int, k: int) -> tuple
     if isinstance(params, dict):
         for key in ("min_df", "max_df"):
             value = params.get(key)
-            if (_int(value) and value >= 0) or (isinstance(value, float) and 0.0 <= value <= 1.0):
+            if (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+                    isinstance(value, float) and 0.0 <= value <= 1.0):
                 settings[key] = value
         if params.get("max_features") is not None:
             notes.append(f"the model's vectoriser kept its {params['max_features']} most frequent words "
@@ -440,7 +441,8 @@ def _settings(config: dict, ctfidf_config: dict, outliers: int, k: int) -> tuple
 # -- pickles ---------------------------------------------------------------------------------
 def pickle_holds_verbatim(path: Path) -> list[str]:
     """The verbatim-text attributes a pickled BERTopic model names, found by searching its bytes (nothing runs)."""
-    found, tail, needles = set(), b"", [key.encode() for key in VERBATIM_KEYS[:1]]
+    found: set[str] = set()
+    tail, needles = b"", [key.encode() for key in VERBATIM_KEYS[:1]]
     with open_regular(path, "model file") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             chunk = tail + block
@@ -468,7 +470,7 @@ def read_bertopic_pickle(path: Path) -> BERTopicModel:
     matrix = getattr(obj, "c_tf_idf_", None)
     vectorizer = getattr(obj, "vectorizer_model", None)
     vocab = getattr(vectorizer, "vocabulary_", None)
-    if not sp.issparse(matrix) or not isinstance(vocab, dict):
+    if not sp.issparse(matrix) or not isinstance(vocab, dict) or vectorizer is None:
         raise UserError(f"{path}: holds a {type(obj).__name__} without a fitted c-TF-IDF matrix and vocabulary; "
                         "give a fitted BERTopic model")
     words = _vocabulary(path, {"vectorizer_model": {"vocab": {str(w): int(i) for w, i in vocab.items()}}})
