@@ -183,8 +183,10 @@ def is_bertopic_pickle(head: bytes) -> bool:
     return head[:1] == b"\x80" and any(marker in head for marker in _PICKLE_MARKERS)
 
 
-def _json(path: Path, what: str) -> Any:
+def _json(path: Path, what: str, raws: dict[str, bytes] | None = None) -> Any:
     raw = read_user_file(path, what)
+    if raws is not None:
+        raws[path.name] = raw
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -225,9 +227,10 @@ def read_bertopic_dir(path: Path) -> BERTopicModel:
             f"{path}: the BERTopic model was saved without its c-TF-IDF matrix ({CTFIDF} and {CTFIDF_CONFIG} are "
             "missing; save_ctfidf=False is BERTopic's default), so only each topic's top words are in it and there "
             "is no Φ to audit; save it with model.save(path, serialization='safetensors', save_ctfidf=True)")
-    topics = _json(path / TOPICS, "BERTopic topics file")
-    config = _json(path / CONFIG, "BERTopic config file")
-    ctfidf_config = _json(path / CTFIDF_CONFIG, "BERTopic c-TF-IDF config file")
+    raws: dict[str, bytes] = {}   # what was read, for the digest (never a second read of a file)
+    topics = _json(path / TOPICS, "BERTopic topics file", raws)
+    config = _json(path / CONFIG, "BERTopic config file", raws)
+    ctfidf_config = _json(path / CTFIDF_CONFIG, "BERTopic c-TF-IDF config file", raws)
     if not isinstance(topics, dict):
         raise _damaged(path / TOPICS, "the top level is not a JSON object")
     if not isinstance(config, dict):
@@ -236,8 +239,8 @@ def read_bertopic_dir(path: Path) -> BERTopicModel:
         raise _damaged(path / CTFIDF_CONFIG, "the top level is not a JSON object")
 
     words = _vocabulary(path / CTFIDF_CONFIG, ctfidf_config)
-    ctfidf_raw = read_user_file(path / CTFIDF, "BERTopic c-TF-IDF file")
-    matrix = _ctfidf_matrix(path / CTFIDF, read_safetensors(path / CTFIDF, ctfidf_raw), len(words))
+    raws[CTFIDF] = read_user_file(path / CTFIDF, "BERTopic c-TF-IDF file")
+    matrix = _ctfidf_matrix(path / CTFIDF, read_safetensors(path / CTFIDF, raws[CTFIDF]), len(words))
     topic_ids, sizes, outliers = _topic_rows(path / TOPICS, topics, matrix.shape[0])
     embedding_dim = None
     if (path / EMBEDDINGS).exists():
@@ -249,7 +252,7 @@ def read_bertopic_dir(path: Path) -> BERTopicModel:
 
     digest = hashlib.sha256()
     for name in (CTFIDF, CTFIDF_CONFIG, TOPICS, CONFIG):
-        digest.update(name.encode() + b"\0" + hashlib.sha256((path / name).read_bytes()).digest())
+        digest.update(name.encode() + b"\0" + hashlib.sha256(raws[name]).digest())
     model = _model(path, matrix, words, topic_ids, sizes, outliers, topics, config, ctfidf_config)
     model.digest = digest.hexdigest()
     model.record["topic_embeddings_dimensions"] = embedding_dim
