@@ -227,6 +227,16 @@ def test_damaged_saves_are_one_error_naming_the_file(layout, change, message):
     assert str(path) in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_fifo_in_the_directory_is_refused_not_read(layout):
+    import os
+
+    path, _, _ = layout
+    (path / "ctfidf.safetensors").unlink()
+    os.mkfifo(path / "ctfidf.safetensors")  # a plain open() would wait for a writer forever
+    with pytest.raises(UserError, match="not a regular file"):
+        load_user_model(path)
+
+
 def test_broken_csr_structure_and_values(layout):
     path, ctfidf, words = layout
     matrix = sp.csr_matrix(ctfidf)
