@@ -27,6 +27,8 @@ LEARNERS = {
     "cgs": ("topicaudit.targets.learners.cgs:CollapsedGibbsLDA", {}),
     "gensim-lda": ("topicaudit.targets.learners.gensim_lda:GensimLDA", {}),        # pip install 'topicaudit[gensim]'
     "tomotopy-lda": ("topicaudit.targets.learners.tomotopy_lda:TomotopyLDA", {}),  # pip install 'topicaudit[tomotopy]'
+    # BERTopic's light pipeline (scikit-learn only; docs/bertopic.md)
+    "bertopic": ("topicaudit.targets.learners.bertopic_light:LightBERTopic", {}),
     "cgs-monitor": ("topicaudit.targets.learners.cgs_monitor:MonitoredCollapsedGibbsLDA", {}),
     "dp-cgs": ("topicaudit.targets.learners.dp_cgs:ZhuDPCollapsedGibbsLDA", {}),
     "hdp-lda": ("topicaudit.targets.learners.hdp_lda:ZhaoHDPLDA", {}),

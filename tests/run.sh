@@ -20,6 +20,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         --config-settings editable_mode=strict
     echo "$want" > "$stamp"
 fi
+# BERTopic itself, for tests/test_bertopic.py's comparisons with models BERTopic fits and saves (they are skipped,
+# saying so, without it). Its own requirements pull in sentence-transformers and torch, which neither topicaudit nor
+# those tests need, so it is installed without them (~15 s and ~90 MB, mostly pandas); pip cannot say --no-deps
+# inside an extra, hence here rather than in [test].
+if ! .venv/bin/python -c "import bertopic" >/dev/null 2>&1; then
+    echo "tests/run.sh: installing bertopic 0.17.4 without its torch requirements (pandas, safetensors)" >&2
+    (.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps bertopic==0.17.4 \
+        && .venv/bin/python -m pip install --quiet --disable-pip-version-check pandas safetensors) \
+        || echo "note: could not install bertopic; tests/test_bertopic.py's comparisons with it will be skipped" >&2
+fi
 # Full WordNet 3.0 (Debian's wordnet-base) lets the tests prove that the shipped
 # lemmatiser data gives exactly nltk's answers; install it when we can.
 if [ ! -f /usr/share/wordnet/index.noun ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

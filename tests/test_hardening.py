@@ -259,6 +259,8 @@ BAD_PARAMETERS = {  # learner → (required params, [(key, bad value), ...])
                         ("chunksize", 2.5), ("iterations", 0), ("decay", math.nan), ("eval_every", -1)]),
     "tomotopy-lda": ({}, [("alpha", math.nan), ("alpha", [0.1, 0.2]), ("eta", -1.0), ("tw", "bm25"),
                           ("min_cf", -1), ("iterations", 0), ("optim_interval", 1.5)]),
+    "bertopic": ({}, [("clustering", "umap"), ("min_topic_size", 1), ("min_df", math.nan), ("max_df", 2.0),
+                      ("svd_components", 0), ("bm25_weighting", 1)]),
 }
 
 

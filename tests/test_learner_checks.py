@@ -27,6 +27,7 @@ QUICK = {
     "cgs": {"n_iter": 20},
     "gensim-lda": {"iterations": 10},
     "tomotopy-lda": {"iterations": 20},
+    "bertopic": {"min_topic_size": 5},
     "cgs-monitor": {"n_iter": 20},
     "dp-cgs": {"epsilon": 1.0, "max_doc_length": 8, "n_iter": 20},
     "hdp-lda": {"n_iter": 5},

@@ -30,7 +30,9 @@ def register(commands) -> None:
                        help="a configuration file (.toml, docs/configuration.md: [model], [corpus] = the candidates, "
                             "[reference], [ranking]; flags override it) or Φ, k topics × V words: .npy, .npz (array "
                             "'phi' or 'components_'), .csv (k lines of V numbers), a tomotopy LDAModel file (vocabulary and settings from the model), a gensim "
-                            "LdaModel saved with save() (needs --trust-pickle), or a joblib-saved scikit-learn "
+                            "LdaModel saved with save() (needs --trust-pickle), a BERTopic model directory saved with "
+                            "save(path, serialization='safetensors', save_ctfidf=True) (Φ = its c-TF-IDF rows "
+                            "normalised; docs/bertopic.md), or a joblib-saved scikit-learn "
                             "LatentDirichletAllocation (.joblib/.pkl, needs --trust-pickle)")
     audit.add_argument("--vocabulary", metavar="FILE",
                        help="Φ's words in column order: .txt (one per line, or gensim's Dictionary.save_as_text) or "
@@ -55,7 +57,7 @@ def register(commands) -> None:
     pre.add_argument("--no-preprocess", dest="preprocess", action="store_false",
                      help="the text is already pre-processed: only tokenise")
     audit.add_argument("--learner", help="the learner that trained Φ, for the shadows (default: the saved model's "
-                                          "library, gensim-lda or tomotopy-lda, else lda); a built-in name, an installed plug-in's "
+                                          "library, gensim-lda, tomotopy-lda or bertopic, else lda); a built-in name, an installed plug-in's "
                                           "name or package.module:Class")
     audit.add_argument("--k", type=int, help="topics of the shadow models (default: Φ's number of rows)")
     audit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

@@ -55,7 +55,7 @@ from topicaudit.engine.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus
 from topicaudit.inputs.phi_io import UserModel, load_user_model
-from topicaudit.targets import shadow_pipeline
+from topicaudit.targets import learner_class, shadow_pipeline
 from topicaudit.targets.base import Release
 
 _RESERVED_OPTIONS = ("path", "format", "preprocess", "vocabulary")
@@ -162,12 +162,28 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     notes: list[str] = []
     model = load_user_model(m.phi, m.vocabulary, trust_pickle=m.trust_pickle, normalize=m.normalize,
                             tolerance=m.tolerance)
+    learner, params, settings_from = _shadow_settings(config, model, notes)
     k = m.k if m.k is not None else model.k
-    if k != model.k:
+    # A learner whose k is a cap rather than a count (bertopic with HDBSCAN) may ask for more rows than Φ has.
+    cap = getattr(learner_class(learner, _settings_place(config, model, learner))[0], "shadow_k", None)
+    if m.k is None and callable(cap) and cap(model.k, params) != model.k:
+        k = cap(model.k, params)
+        notes.append(f"{learner}: k is a cap on the shadows' topics, not a count; they keep up to k={k} (twice Φ's "
+                     f"{model.k} rows) so that they need not merge topics your model did not, and a fit that finds "
+                     "fewer repeats a row, which changes no document's ζ (--k sets another cap)")
+    elif k != model.k:
         notes.append(f"the shadows learn k={k} topics but Φ has {model.k} rows; LiRA assumes shadows trained "
                      "like the model under audit")
-    learner, params, settings_from = _shadow_settings(config, model, notes)
     target = shadow_pipeline(learner, k, params, _settings_place(config, model, learner))
+    # A learner may score every Φ through one fixed transformation (the bertopic learner's ``smoothing``): the
+    # released Φ then goes through it too, so that it is compared with its shadows on the same footing.
+    scored_as = getattr(target.learner, "scored_phi", None)
+    if callable(scored_as):
+        phi = scored_as(model.phi)
+        if phi is not model.phi:
+            notes.append(f"{learner}'s settings transform every Φ before it is scored ({scored_as.__doc__.strip()}); "
+                         f"your Φ is scored the same way")
+            model.phi = np.asarray(phi, dtype=np.float64)
     warn_more_topics_than_words(k, int(model.vocabulary.size), "--k asks for" if m.k else "Φ has")
     candidates = _load_side(config, "candidates", model)
     reference = _load_side(config, "reference", model)
@@ -195,6 +211,10 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
     if n_duplicated:
         notes.append(f"{n_duplicated} candidate document(s) have the same word counts as a reference document; their "
                      "OUT shadows may have seen a copy, which hides membership")
+    if model.verbatim:  # said before anything else: the release itself gives training documents away
+        notes.insert(0, f"{model.phi_path} holds training text verbatim ({'; '.join(model.verbatim)}): whoever has "
+                        "the saved model reads those documents directly, whatever the membership attack finds; remove "
+                        "them before publishing the model")
     m.learner, m.k, m.params = learner, k, params
     config.name = config.run_name
     return config, AuditInputs(model, candidates, reference, target, settings_from, notes, n_duplicated, n_unseen)
@@ -367,7 +387,8 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
         "inputs": {
             "phi": {"path": str(model.phi_path), "sha256": model.phi_sha256, "format": model.phi_format,
                     "k": model.k, "n_words": int(model.vocabulary.size), "normalized": model.normalized,
-                    "max_row_sum_error": model.max_row_sum_error, "n_zero_columns": model.n_zero_columns},
+                    "max_row_sum_error": model.max_row_sum_error, "n_zero_columns": model.n_zero_columns,
+                    **({"verbatim_text": list(model.verbatim)} if model.verbatim else {})},
             "vocabulary": {"path": str(model.vocabulary_path or model.phi_path),
                            "sha256": model.vocabulary_sha256 or model.phi_sha256,
                            "n_words": int(model.vocabulary.size), "n_unseen": inputs.n_unseen_words},

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.bertopic_model import is_bertopic_pickle
 from topicaudit.inputs.files import open_regular
 from topicaudit.inputs.isolation import Damaged, Limits, describe, run_isolated
 from topicaudit.memory import available_memory
@@ -57,7 +58,7 @@ class LibraryModel:
 
 # -- detection (reads a few bytes, never unpickles) ----------------------------------------
 def sniff(path: Path) -> str | None:
-    """"tomotopy", "gensim" or None, from the file's first bytes."""
+    """"tomotopy", "gensim", "bertopic-pickle" or None, from the file's first bytes."""
     try:
         with open_regular(path, "model file") as handle:  # a FIFO would block a plain open()
             head = handle.read(256)
@@ -67,6 +68,8 @@ def sniff(path: Path) -> str | None:
         return "tomotopy"
     if head[:1] == b"\x80" and b"gensim.models" in head:
         return "gensim"
+    if is_bertopic_pickle(head):
+        return "bertopic-pickle"
     return None
 
 

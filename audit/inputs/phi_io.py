@@ -24,6 +24,11 @@ a tomotopy model (``LDAModel.save``, any name, recognised by its content)
 a gensim model (``LdaModel.save``, any name, recognised by its first bytes)
     a pickle: refused without ``--trust-pickle``; with it, Φ, vocabulary and
     settings from the model.
+a BERTopic model directory (``save(path, serialization="safetensors", save_ctfidf=True)``)
+    Φ = the c-TF-IDF matrix row-normalised, vocabulary and settings, read
+    without BERTopic and without pickle (:mod:`topicaudit.inputs.bertopic_model`);
+    a pickled BERTopic model (its default ``save``) is refused without
+    ``--trust-pickle``.
 
 Vocabulary files: ``.txt`` (one word per line, UTF-8), or ``.json`` (a list of
 words, or an object word → column index such as ``CountVectorizer.vocabulary_``),
@@ -51,6 +56,8 @@ from pathlib import Path
 import numpy as np
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.bertopic_model import (BERTopicModel, is_bertopic_dir, pickle_holds_verbatim,
+                                               read_bertopic_dir, read_bertopic_pickle)
 from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
 from topicaudit.inputs.sizes import BoundedNpz, load_numpy
@@ -94,6 +101,7 @@ class UserModel:
     notes: list | None = None     # what the reader had to assume about those settings
     learners: tuple | None = None  # the learners the settings apply to (default: ``learner`` alone)
     settings_record: dict | None = None  # what was read from the file, used and not (audit.json)
+    verbatim: list | None = None  # where the saved model holds training text verbatim (said first by the audit)
 
     @property
     def k(self) -> int:
@@ -111,13 +119,16 @@ def sha256_of(path: Path) -> str:
 # -- Φ --------------------------------------------------------------------------------
 def phi_format(path: Path) -> str:
 
-    # A tomotopy or gensim model by its first bytes (whatever its name), else by extension.
+    if is_bertopic_dir(path):
+        return "bertopic"
+    # A tomotopy, gensim or BERTopic pickle by its first bytes (whatever its name), else by extension.
     fmt = sniff(path) or PHI_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UserError(
             f"{path}: unknown Φ file type {path.suffix or '(no extension)'!r}; give a .npy or .npz array, "
             "a .csv of k rows × V numbers, a tomotopy LDAModel file, a gensim LdaModel saved with save() "
-            "(with --trust-pickle), or a joblib-saved scikit-learn LatentDirichletAllocation "
+            "(with --trust-pickle), a BERTopic model directory (save(path, serialization='safetensors', "
+            "save_ctfidf=True)), or a joblib-saved scikit-learn LatentDirichletAllocation "
             "(.joblib/.pkl, with --trust-pickle)"
         )
     return fmt
@@ -452,6 +463,8 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
     fmt = phi_format(phi_path)
     if fmt in ("tomotopy", "gensim"):
         return _load_library_model(phi_path, fmt, vocabulary_path, trust_pickle, tolerance)
+    if fmt in ("bertopic", "bertopic-pickle"):
+        return _load_bertopic(phi_path, fmt, vocabulary_path, trust_pickle, tolerance)
     words = read_vocabulary(Path(vocabulary_path)) if vocabulary_path is not None else None
     phi, header, by_nature = read_phi(phi_path, trust_pickle=trust_pickle)
     if words is None:
@@ -531,3 +544,48 @@ def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: boo
         normalized=True, max_row_sum_error=error, n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
         column_words=vocab, library=saved.library, learner=saved.learner, settings=settings, notes=saved.notes,
     )
+
+
+def _load_bertopic(path: Path, fmt: str, vocabulary_path, trust_pickle: bool, tolerance: float) -> UserModel:
+    """A saved BERTopic model: Φ (the c-TF-IDF rows normalised), its words and the shadows' settings."""
+    if vocabulary_path is not None:
+        raise UserError(f"{path}: a saved BERTopic model carries its own vocabulary; drop --vocabulary "
+                        f"({vocabulary_path})")
+    if fmt == "bertopic-pickle":
+        read_user_file(path, "model file")
+        if not trust_pickle:
+            held = pickle_holds_verbatim(path)
+            also = (f" The file also holds {', '.join(held)}: training documents verbatim, readable by anyone who "
+                    "loads it." if held else "")
+            raise UserError(
+                f"{path}: a BERTopic model saved with save() (serialization='pickle', its default), which is a "
+                f"pickle: loading it runs any code its author put in it.{also} Pass --trust-pickle only for a model "
+                "you saved yourself or fully trust; otherwise save it in BERTopic's safe format: "
+                "model.save(path, serialization='safetensors', save_ctfidf=True)")
+        saved: BERTopicModel = read_bertopic_pickle(path)
+        digest = sha256_of(path)
+    else:
+        saved = read_bertopic_dir(path)
+        digest = saved.digest
+    phi, error = validate_phi(saved.phi, path, len(saved.words), True, tolerance, None)
+    vocab = np.array(saved.words, dtype=str)
+    order = np.argsort(vocab, kind="stable")
+    return UserModel(
+        phi=np.ascontiguousarray(phi[:, order]), vocabulary=vocab[order], phi_path=path, phi_sha256=digest,
+        phi_format=fmt, vocabulary_path=None, vocabulary_sha256=None, normalized=True, max_row_sum_error=error,
+        n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)), column_words=vocab, library="bertopic",
+        learner="bertopic", settings=dict(saved.settings), notes=list(saved.notes), verbatim=list(saved.verbatim),
+        settings_record=_bertopic_record(saved) if fmt == "bertopic" else None,
+    )
+
+
+def _bertopic_record(saved: BERTopicModel) -> dict:
+    """audit.json's ``learner.model_settings`` for a BERTopic directory, shaped like a scikit-learn model's."""
+    read = {**saved.settings, "embedding_model": saved.embedding_model, "outlier_topic": saved.record["outlier_topic"],
+            "topics": len(saved.topic_ids), "training_documents": saved.n_documents}
+    return {"estimator": "bertopic.BERTopic (safetensors directory)", "read_without_unpickling": read,
+            "used": sorted(saved.settings),
+            "not_used": {"embedding_model": "the shadows embed offline with TF-IDF + truncated SVD (docs/bertopic.md)",
+                         "outlier_topic": "kept as a row of Φ; the shadows keep theirs", "topics": "the shadows' k",
+                         "training_documents": "information only"},
+            "details": saved.record}
