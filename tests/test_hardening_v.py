@@ -402,7 +402,7 @@ def mechanism_run(tmp_path_factory):
     (lambda d: d["target"]["guarantee"].update(basis=None), "sets no basis"),
     (lambda d: d["target"]["guarantee"].update(delta=None), "target.guarantee.delta must be a number"),
     (lambda d: d["canaries"].update(observe=[]), "canaries.observe must be one of"),
-    (lambda d: d["canaries"]["mechanism"].update(kind="x"), "canaries.mechanism.kind must be one of"),
+    (lambda d: d["canaries"]["mechanism"].update(kind=7), "canaries.mechanism.kind must be a string"),
     (lambda d: d["canaries"]["mechanism"].update(parameters={}), "canaries.mechanism.parameters lacks scale"),
     (lambda d: d["canaries"]["mechanism"].update(tokens=None), "canaries.mechanism.tokens must be an integer"),
     (lambda d: d["canaries"]["mechanism"].update(topics=None), "canaries.mechanism.topics must be an integer"),
