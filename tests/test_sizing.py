@@ -136,3 +136,12 @@ def test_the_fit_time_follows_how_the_learners_cost_grows_with_its_tokens():
     assert steps(100 * tokens) < 0.5, how  # not 100× the fit's time (5 s)
     sweeps, how = _fit_time(Sleeper(2e-5, 0.0), corpus.X, 0)
     assert 0.5 * 2e-5 * 100 * tokens <= sweeps(100 * tokens) <= 2 * 2e-5 * 100 * tokens, how
+
+
+def test_a_release_measured_optimistic_is_said_beside_the_choice():
+    sizing = Sizing(count=64000, power=1.0, target=0.95, budget=600, seconds=255, reached=True, needed=64000,
+                    needed_seconds=255, fit_estimate="estimated", tried={"32000": [0.95, 130], "64000": [1.0, 255]},
+                    caveat="DP-SVI … 17 of 20")
+    assert "Caution: this release's simulated power has been measured above its audits' (DP-SVI … 17 of 20)" \
+        in sizing.message()
+    assert Sizing.from_json(sizing.to_json()).caveat == sizing.caveat
