@@ -427,7 +427,7 @@ def _fit_bertopic(docs, seed, learner: LightBERTopic, **kwargs):
     X, _ = counts(docs)
     embeddings = learner.embed(X, seed)
     cluster = (KMeans(learner.k, random_state=seed, n_init="auto") if learner.clustering == "kmeans"
-               else HDBSCAN(min_cluster_size=learner.min_topic_size))
+               else HDBSCAN(min_cluster_size=learner.min_topic_size, copy=True))
     model = bertopic.BERTopic(umap_model=PCA(5, random_state=seed), hdbscan_model=cluster, **kwargs)
     model.fit(docs, embeddings)
     return model

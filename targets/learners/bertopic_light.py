@@ -160,7 +160,7 @@ class LightBERTopic:
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                labels = HDBSCAN(min_cluster_size=self.min_topic_size, metric="euclidean",
+                labels = HDBSCAN(min_cluster_size=self.min_topic_size, metric="euclidean", copy=True,
                                  cluster_selection_method="eom").fit(reduced).labels_
         return _by_size(np.asarray(labels, dtype=np.int64))
 
