@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -368,6 +369,18 @@ def test_learner_merges_to_k_and_pads_with_a_repeated_row():
     merged = LightBERTopic(k=3, min_topic_size=10)
     _, ids3, labels3 = merged.fit_topics(X, 0)
     assert len(ids3) <= 3 and merged.fit(X, 0).shape[0] == 3
+
+
+@pytest.mark.parametrize("clustering", ["hdbscan", "kmeans"])
+def test_learner_on_fewer_documents_than_a_topic_needs(clustering):
+    """A shadow with fewer documents than min_topic_size (HDBSCAN refuses to run) or no words at all still gives Φ."""
+    X = sp.csr_matrix(np.array([[1, 2, 0, 0], [0, 1, 3, 0], [2, 0, 0, 1], [0, 0, 1, 1], [1, 1, 1, 1]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # nothing for a Ray worker to relay
+        for n in (1, 2, 5):
+            phi = LightBERTopic(3, clustering=clustering).fit(X[:n], 0)
+            assert phi.shape == (3, 4) and np.allclose(phi.sum(axis=1), 1)
+        assert np.allclose(LightBERTopic(3, clustering=clustering).fit(sp.csr_matrix((4, 4)), 0), 0.25)
 
 
 def test_learner_refuses_bad_settings():

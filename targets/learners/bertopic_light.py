@@ -138,7 +138,9 @@ class LightBERTopic:
         n = min(self.svd_components, X.shape[1] - 1, X.shape[0] - 1)
         if n < 1:
             return np.asarray(tfidf.toarray(), dtype=np.float64)
-        return TruncatedSVD(n_components=n, random_state=seed).fit_transform(tfidf)
+        with warnings.catch_warnings():  # degenerate inputs (no variance) give NaN explained-variance ratios only
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nan_to_num(TruncatedSVD(n_components=n, random_state=seed).fit_transform(tfidf))
 
     def reduce(self, embeddings: np.ndarray, seed: int) -> np.ndarray:
         if self.reduction == "none":
@@ -146,7 +148,9 @@ class LightBERTopic:
         from sklearn.decomposition import PCA
 
         n = min(self.reduction_components, embeddings.shape[1], embeddings.shape[0])
-        return np.nan_to_num(PCA(n_components=n, random_state=seed).fit_transform(embeddings))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nan_to_num(PCA(n_components=n, random_state=seed).fit_transform(embeddings))
 
     def cluster(self, reduced: np.ndarray, seed: int) -> np.ndarray:
         """BERTopic's topic numbers: -1 for outliers, then 0, 1, … by decreasing size."""
@@ -155,6 +159,9 @@ class LightBERTopic:
 
             labels = KMeans(n_clusters=min(self.k, reduced.shape[0]), random_state=seed,
                             n_init="auto").fit(reduced).labels_
+        elif reduced.shape[0] < max(self.min_topic_size, 2):
+            # No cluster can reach min_topic_size documents (HDBSCAN refuses to run): every document is an outlier.
+            labels = np.full(reduced.shape[0], -1)
         else:
             from sklearn.cluster import HDBSCAN
 
