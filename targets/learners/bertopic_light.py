@@ -157,8 +157,10 @@ class LightBERTopic:
         if self.clustering == "kmeans":
             from sklearn.cluster import KMeans
 
-            labels = KMeans(n_clusters=min(self.k, reduced.shape[0]), random_state=seed,
-                            n_init="auto").fit(reduced).labels_
+            with warnings.catch_warnings():  # fewer distinct points than k (a degenerate shadow): fewer clusters
+                warnings.simplefilter("ignore")
+                labels = KMeans(n_clusters=min(self.k, reduced.shape[0]), random_state=seed,
+                                n_init="auto").fit(reduced).labels_
         elif reduced.shape[0] < max(self.min_topic_size, 2):
             # No cluster can reach min_topic_size documents (HDBSCAN refuses to run): every document is an outlier.
             labels = np.full(reduced.shape[0], -1)
