@@ -524,3 +524,19 @@ def test_audit_command_on_a_saved_directory_end_to_end(tmp_path, shared_ray, cap
     assert result["learner"]["params"]["clustering"] == ("hdbscan" if -1 in ids else "kmeans")
     assert result["learner"]["model_settings"]["read_without_unpickling"]["outlier_topic"] == (-1 in ids)
     assert (tmp_path / "run" / "scores.csv").exists()
+
+
+def test_run_with_the_bertopic_learner_end_to_end(tmp_path, shared_ray, capsys):
+    """``topicaudit run --learner bertopic``: a BERTopic-like target and its shadows, attacked like any learner's."""
+    from topicaudit.cli.main import main
+
+    (tmp_path / "corpus.json").write_text(json.dumps({"text": texts(160, 6, n_themes=6)}))
+    code = main(["run", "--corpus", str(tmp_path / "corpus.json"), "--no-preprocess", "--learner", "bertopic",
+                 "--k", "8", "--shadows", "4", "--output", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["target"]["learner"] == "bertopic" and results["target"]["k"] == 8
+    assert 0.0 <= results["attacks"]["lira_online"]["auc"] <= 1.0
+    target = np.load(tmp_path / "run" / "models" / "target.npz")
+    assert target["phi"].shape[0] == 8 and target["phi"].min() > 0  # k rows; smoothed
