@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -370,6 +371,18 @@ def test_learner_merges_to_k_and_pads_with_a_repeated_row():
     assert len(ids3) <= 3 and merged.fit(X, 0).shape[0] == 3
 
 
+@pytest.mark.parametrize("clustering", ["hdbscan", "kmeans"])
+def test_learner_on_fewer_documents_than_a_topic_needs(clustering):
+    """A shadow with fewer documents than min_topic_size (HDBSCAN refuses to run) or no words at all still gives Φ."""
+    X = sp.csr_matrix(np.array([[1, 2, 0, 0], [0, 1, 3, 0], [2, 0, 0, 1], [0, 0, 1, 1], [1, 1, 1, 1]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # nothing for a Ray worker to relay
+        for n in (1, 2, 5):
+            phi = LightBERTopic(3, clustering=clustering).fit(X[:n], 0)
+            assert phi.shape == (3, 4) and np.allclose(phi.sum(axis=1), 1)
+        assert np.allclose(LightBERTopic(3, clustering=clustering).fit(sp.csr_matrix((4, 4)), 0), 0.25)
+
+
 def test_learner_refuses_bad_settings():
     for key, value in [("smoothing", 1.0), ("smoothing", -0.1), ("clustering", "dbscan"), ("reduction", "umap"),
                        ("min_topic_size", 1), ("min_df", -1), ("max_df", 1.5), ("bm25_weighting", "yes"), ("embedding", "all-MiniLM-L6-v2")]:
@@ -427,7 +440,7 @@ def _fit_bertopic(docs, seed, learner: LightBERTopic, **kwargs):
     X, _ = counts(docs)
     embeddings = learner.embed(X, seed)
     cluster = (KMeans(learner.k, random_state=seed, n_init="auto") if learner.clustering == "kmeans"
-               else HDBSCAN(min_cluster_size=learner.min_topic_size))
+               else HDBSCAN(min_cluster_size=learner.min_topic_size, copy=True))
     model = bertopic.BERTopic(umap_model=PCA(5, random_state=seed), hdbscan_model=cluster, **kwargs)
     model.fit(docs, embeddings)
     return model
@@ -511,3 +524,19 @@ def test_audit_command_on_a_saved_directory_end_to_end(tmp_path, shared_ray, cap
     assert result["learner"]["params"]["clustering"] == ("hdbscan" if -1 in ids else "kmeans")
     assert result["learner"]["model_settings"]["read_without_unpickling"]["outlier_topic"] == (-1 in ids)
     assert (tmp_path / "run" / "scores.csv").exists()
+
+
+def test_run_with_the_bertopic_learner_end_to_end(tmp_path, shared_ray, capsys):
+    """``topicaudit run --learner bertopic``: a BERTopic-like target and its shadows, attacked like any learner's."""
+    from topicaudit.cli.main import main
+
+    (tmp_path / "corpus.json").write_text(json.dumps({"text": texts(160, 6, n_themes=6)}))
+    code = main(["run", "--corpus", str(tmp_path / "corpus.json"), "--no-preprocess", "--learner", "bertopic",
+                 "--k", "8", "--shadows", "4", "--output", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["target"]["learner"] == "bertopic" and results["target"]["k"] == 8
+    assert 0.0 <= results["attacks"]["lira_online"]["auc"] <= 1.0
+    target = np.load(tmp_path / "run" / "models" / "target.npz")
+    assert target["phi"].shape[0] == 8 and target["phi"].min() > 0  # k rows; smoothed

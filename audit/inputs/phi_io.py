@@ -586,6 +586,7 @@ def _bertopic_record(saved: BERTopicModel) -> dict:
     return {"estimator": "bertopic.BERTopic (safetensors directory)", "read_without_unpickling": read,
             "used": sorted(saved.settings),
             "not_used": {"embedding_model": "the shadows embed offline with TF-IDF + truncated SVD (docs/bertopic.md)",
-                         "outlier_topic": "kept as a row of Φ; the shadows keep theirs", "topics": "the shadows' k",
+                         "outlier_topic": "kept as a row of Φ; the shadows keep theirs (and it makes clustering hdbscan)",
+                         "topics": "the shadows' k (with HDBSCAN a cap: twice it)",
                          "training_documents": "information only"},
             "details": saved.record}

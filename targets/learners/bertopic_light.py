@@ -138,7 +138,9 @@ class LightBERTopic:
         n = min(self.svd_components, X.shape[1] - 1, X.shape[0] - 1)
         if n < 1:
             return np.asarray(tfidf.toarray(), dtype=np.float64)
-        return TruncatedSVD(n_components=n, random_state=seed).fit_transform(tfidf)
+        with warnings.catch_warnings():  # degenerate inputs (no variance) give NaN explained-variance ratios only
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nan_to_num(TruncatedSVD(n_components=n, random_state=seed).fit_transform(tfidf))
 
     def reduce(self, embeddings: np.ndarray, seed: int) -> np.ndarray:
         if self.reduction == "none":
@@ -146,21 +148,28 @@ class LightBERTopic:
         from sklearn.decomposition import PCA
 
         n = min(self.reduction_components, embeddings.shape[1], embeddings.shape[0])
-        return np.nan_to_num(PCA(n_components=n, random_state=seed).fit_transform(embeddings))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nan_to_num(PCA(n_components=n, random_state=seed).fit_transform(embeddings))
 
     def cluster(self, reduced: np.ndarray, seed: int) -> np.ndarray:
         """BERTopic's topic numbers: -1 for outliers, then 0, 1, … by decreasing size."""
         if self.clustering == "kmeans":
             from sklearn.cluster import KMeans
 
-            labels = KMeans(n_clusters=min(self.k, reduced.shape[0]), random_state=seed,
-                            n_init="auto").fit(reduced).labels_
+            with warnings.catch_warnings():  # fewer distinct points than k (a degenerate shadow): fewer clusters
+                warnings.simplefilter("ignore")
+                labels = KMeans(n_clusters=min(self.k, reduced.shape[0]), random_state=seed,
+                                n_init="auto").fit(reduced).labels_
+        elif reduced.shape[0] < max(self.min_topic_size, 2):
+            # No cluster can reach min_topic_size documents (HDBSCAN refuses to run): every document is an outlier.
+            labels = np.full(reduced.shape[0], -1)
         else:
             from sklearn.cluster import HDBSCAN
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                labels = HDBSCAN(min_cluster_size=self.min_topic_size, metric="euclidean",
+                labels = HDBSCAN(min_cluster_size=self.min_topic_size, metric="euclidean", copy=True,
                                  cluster_selection_method="eom").fit(reduced).labels_
         return _by_size(np.asarray(labels, dtype=np.int64))
 
