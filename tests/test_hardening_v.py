@@ -545,3 +545,19 @@ def test_a_terminating_signal_to_the_command_stops_it_with_130_and_leaves_no_chi
     assert process.returncode == 130 and err.count("interrupted") == 1 and "Traceback" not in err, (out, err)
     time.sleep(0.2)
     assert not any(Path(f"/proc/{child}").exists() for child in children)
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda topicaudit, tmp: topicaudit.check("a\0b", epsilon=1), "run_dir 'a\\x00b' contains a NUL"),
+    (lambda topicaudit, tmp: topicaudit.check(tmp / LONG, epsilon=1), "a name in it is 300 bytes"),
+    (lambda topicaudit, tmp: topicaudit.report(tmp, output=tmp / LONG), "a name in it is 300 bytes"),
+    (lambda topicaudit, tmp: topicaudit.load_config(b"c.toml"), "load_config takes the path of a TOML file"),
+    (lambda topicaudit, tmp: topicaudit.load_config("c\0.toml"), "contains a NUL"),
+])
+def test_the_api_refuses_the_paths_the_flags_refuse(tmp_path, call, named):
+    """The API raised OSError (ENAMETOOLONG), ValueError (embedded null byte) or TypeError (bytes) for these."""
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(named)):
+        call(topicaudit, tmp_path)

@@ -299,6 +299,8 @@ def check_mechanism(path: Path, mechanism: Any) -> None:
     if not isinstance(mechanism, dict):
         raise _refuse(path, f"{where} must be an object")
     kind = mechanism.get("kind")
+    if not isinstance(kind, str):
+        raise _refuse(path, f"{where}.kind must be a string (got {_shown(kind)})")
     if kind not in MECHANISM_KINDS:  # an unknown kind was "no simulator for transcript kind" (exit 3)
         raise _refuse(path, f"{where}.kind must be one of {', '.join(MECHANISM_KINDS)} (got {_shown(kind)})")
     for key in _MECHANISM_SIZES:
