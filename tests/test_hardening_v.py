@@ -561,3 +561,39 @@ def test_the_api_refuses_the_paths_the_flags_refuse(tmp_path, call, named):
 
     with pytest.raises(UserError, match=re.escape(named)):
         call(topicaudit, tmp_path)
+
+
+# -- the corpus cache: an entry that is a link is never read; a cache that cannot be looked in is skipped ---------
+def test_a_cache_entry_that_is_a_link_is_neither_read_nor_written_through(tmp_path, monkeypatch):
+    from topicaudit.engine.config import Config
+    from topicaudit.engine.rundir import load_audit_corpus
+    from topicaudit.inputs import cache
+
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
+    corpus_file = tmp_path / "docs.json"
+    corpus_file.write_text(json.dumps({"text": TEXTS}))
+    config = Config()
+    config.corpus.path = str(corpus_file)
+    real = load_audit_corpus(config)
+    (entry,) = (tmp_path / "cache" / "corpora").glob("*.npz")
+    poisoned = tmp_path / "elsewhere.npz"
+    shutil.move(entry, poisoned)
+    poison(poisoned)  # a forged entry with a matching digest, reached through a link in the cache
+    entry.symlink_to(poisoned)
+    before = poisoned.read_bytes()
+    assert load_audit_corpus(config).X.sum() == real.X.sum()  # not read through the link
+    assert poisoned.read_bytes() == before and not entry.is_symlink()  # the link replaced, its target untouched
+
+
+def test_a_cache_directory_whose_name_is_too_long_is_skipped(tmp_path, monkeypatch):
+    """A cache directory the file system cannot look in (ENAMETOOLONG) stopped the run with exit 3."""
+    from topicaudit.engine.config import Config
+    from topicaudit.engine.rundir import load_audit_corpus
+    from topicaudit.inputs import cache
+
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / LONG))
+    corpus_file = tmp_path / "docs.json"
+    corpus_file.write_text(json.dumps({"text": TEXTS}))
+    config = Config()
+    config.corpus.path = str(corpus_file)
+    assert load_audit_corpus(config).n_docs == len(TEXTS)
