@@ -597,3 +597,22 @@ def test_a_cache_directory_whose_name_is_too_long_is_skipped(tmp_path, monkeypat
     config = Config()
     config.corpus.path = str(corpus_file)
     assert load_audit_corpus(config).n_docs == len(TEXTS)
+
+
+def test_the_integrity_key_never_reaches_the_child_that_parses_untrusted_files(tmp_path, monkeypatch):
+    """The isolated reader of tomotopy files (native code on an untrusted file) inherited the whole environment."""
+    import subprocess
+
+    from topicaudit.inputs import isolation
+
+    seen = {}
+
+    def fake_run(command, **kwargs):
+        seen.update(kwargs["env"])
+        raise subprocess.TimeoutExpired(command, 1)
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    monkeypatch.setattr(isolation.subprocess, "run", fake_run)
+    with pytest.raises(isolation.Damaged):
+        isolation.run_isolated("topicaudit.inputs.tomotopy_reader", tmp_path / "m.bin", isolation.Limits(1.0, 2**30))
+    assert seen and integrity_key.ENVIRONMENT_VARIABLE not in seen
