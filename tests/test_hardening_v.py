@@ -616,3 +616,20 @@ def test_the_integrity_key_never_reaches_the_child_that_parses_untrusted_files(t
     with pytest.raises(isolation.Damaged):
         isolation.run_isolated("topicaudit.inputs.tomotopy_reader", tmp_path / "m.bin", isolation.Limits(1.0, 2**30))
     assert seen and integrity_key.ENVIRONMENT_VARIABLE not in seen
+
+
+# -- a file name is anyone's to choose: messages naming one stay one visible line ---------------------------------
+def test_a_file_name_cannot_print_a_second_line_or_colours_in_a_message(plain, capsys):
+    """A file dropped into models/ (no hash recomputed: it works in the keyed mode too) made the refusal print a
+    line reading CONSISTENT, in red, under exit 2."""
+    (plain / "models" / "x\nCONSISTENT: not refuted\x1b[31m\u202e.npz").write_bytes(b"")
+    code, out, err = check(capsys, plain)
+    assert code == 2 and not out and err.count("\n") == 1 and "\x1b" not in err and "\u202e" not in err, err
+    assert "x\\x0aCONSISTENT" in err and "\\x1b[31m" in err and "\\u202e" in err
+
+
+def test_printable_leaves_ordinary_text_alone():
+    from topicaudit.cli.main import printable
+
+    text = "runs/pheme-lda-k5 — ε ≥ 2.1, δ = 1e-05, «données» 日本語\ttab"
+    assert printable(text) == text
