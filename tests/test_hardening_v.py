@@ -633,3 +633,12 @@ def test_printable_leaves_ordinary_text_alone():
 
     text = "runs/pheme-lda-k5 — ε ≥ 2.1, δ = 1e-05, «données» 日本語\ttab"
     assert printable(text) == text
+
+
+def test_a_sweep_of_a_billion_replicates_is_refused_before_it_is_planned(tmp_path, capsys):
+    """Every run is planned (a configuration each) before any is written: --replicates 1000000000 ran for minutes."""
+    (tmp_path / "sweep.toml").write_text("[attack]\nshadows = 0\n[attack.canaries]\ncount = 30\n")
+    argv = sweep_args(tmp_path / "sweep")
+    assert main([*argv, "--replicates", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "at most 10,000" in err and err.count("\n") == 1 and not (tmp_path / "sweep").exists()

@@ -105,12 +105,19 @@ def _label(parameter: str, value: Any) -> str:
     return f"{parameter.split('.')[-1]}={safe}"
 
 
+MAX_RUNS = 10_000  # audits in one sweep: each takes seconds to hours, so no sweep comes near it
+
+
 def plan_sweep(config: Config, parameter: str, values: list[Any], replicates: int,
                output: Path) -> list[SweepRun]:
     """Every run of the sweep, configured and validated before anything is written."""
 
     if replicates < 1:
         raise UserError(f"--replicates must be ≥ 1 (got {replicates})")
+    if len(values) * replicates > MAX_RUNS:  # each run is planned (a Config) before any is written
+        raise UserError(f"a sweep of {len(values)} value(s) × {replicates:,} replicates is "
+                        f"{len(values) * replicates:,} audits; a sweep holds at most {MAX_RUNS:,}: sweep fewer values "
+                        "or replicates, or split the sweep")
     runs = []
     for value in values:
         varied = with_parameter(config, parameter, value)
