@@ -545,3 +545,100 @@ def test_a_terminating_signal_to_the_command_stops_it_with_130_and_leaves_no_chi
     assert process.returncode == 130 and err.count("interrupted") == 1 and "Traceback" not in err, (out, err)
     time.sleep(0.2)
     assert not any(Path(f"/proc/{child}").exists() for child in children)
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda topicaudit, tmp: topicaudit.check("a\0b", epsilon=1), "run_dir 'a\\x00b' contains a NUL"),
+    (lambda topicaudit, tmp: topicaudit.check(tmp / LONG, epsilon=1), "a name in it is 300 bytes"),
+    (lambda topicaudit, tmp: topicaudit.report(tmp, output=tmp / LONG), "a name in it is 300 bytes"),
+    (lambda topicaudit, tmp: topicaudit.load_config(b"c.toml"), "load_config takes the path of a TOML file"),
+    (lambda topicaudit, tmp: topicaudit.load_config("c\0.toml"), "contains a NUL"),
+])
+def test_the_api_refuses_the_paths_the_flags_refuse(tmp_path, call, named):
+    """The API raised OSError (ENAMETOOLONG), ValueError (embedded null byte) or TypeError (bytes) for these."""
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(named)):
+        call(topicaudit, tmp_path)
+
+
+# -- the corpus cache: an entry that is a link is never read; a cache that cannot be looked in is skipped ---------
+def test_a_cache_entry_that_is_a_link_is_neither_read_nor_written_through(tmp_path, monkeypatch):
+    from topicaudit.engine.config import Config
+    from topicaudit.engine.rundir import load_audit_corpus
+    from topicaudit.inputs import cache
+
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
+    corpus_file = tmp_path / "docs.json"
+    corpus_file.write_text(json.dumps({"text": TEXTS}))
+    config = Config()
+    config.corpus.path = str(corpus_file)
+    real = load_audit_corpus(config)
+    (entry,) = (tmp_path / "cache" / "corpora").glob("*.npz")
+    poisoned = tmp_path / "elsewhere.npz"
+    shutil.move(entry, poisoned)
+    poison(poisoned)  # a forged entry with a matching digest, reached through a link in the cache
+    entry.symlink_to(poisoned)
+    before = poisoned.read_bytes()
+    assert load_audit_corpus(config).X.sum() == real.X.sum()  # not read through the link
+    assert poisoned.read_bytes() == before and not entry.is_symlink()  # the link replaced, its target untouched
+
+
+def test_a_cache_directory_whose_name_is_too_long_is_skipped(tmp_path, monkeypatch):
+    """A cache directory the file system cannot look in (ENAMETOOLONG) stopped the run with exit 3."""
+    from topicaudit.engine.config import Config
+    from topicaudit.engine.rundir import load_audit_corpus
+    from topicaudit.inputs import cache
+
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / LONG))
+    corpus_file = tmp_path / "docs.json"
+    corpus_file.write_text(json.dumps({"text": TEXTS}))
+    config = Config()
+    config.corpus.path = str(corpus_file)
+    assert load_audit_corpus(config).n_docs == len(TEXTS)
+
+
+def test_the_integrity_key_never_reaches_the_child_that_parses_untrusted_files(tmp_path, monkeypatch):
+    """The isolated reader of tomotopy files (native code on an untrusted file) inherited the whole environment."""
+    import subprocess
+
+    from topicaudit.inputs import isolation
+
+    seen = {}
+
+    def fake_run(command, **kwargs):
+        seen.update(kwargs["env"])
+        raise subprocess.TimeoutExpired(command, 1)
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    monkeypatch.setattr(isolation.subprocess, "run", fake_run)
+    with pytest.raises(isolation.Damaged):
+        isolation.run_isolated("topicaudit.inputs.tomotopy_reader", tmp_path / "m.bin", isolation.Limits(1.0, 2**30))
+    assert seen and integrity_key.ENVIRONMENT_VARIABLE not in seen
+
+
+# -- a file name is anyone's to choose: messages naming one stay one visible line ---------------------------------
+def test_a_file_name_cannot_print_a_second_line_or_colours_in_a_message(plain, capsys):
+    """A file dropped into models/ (no hash recomputed: it works in the keyed mode too) made the refusal print a
+    line reading CONSISTENT, in red, under exit 2."""
+    (plain / "models" / "x\nCONSISTENT: not refuted\x1b[31m\u202e.npz").write_bytes(b"")
+    code, out, err = check(capsys, plain)
+    assert code == 2 and not out and err.count("\n") == 1 and "\x1b" not in err and "\u202e" not in err, err
+    assert "x\\x0aCONSISTENT" in err and "\\x1b[31m" in err and "\\u202e" in err
+
+
+def test_printable_leaves_ordinary_text_alone():
+    from topicaudit.cli.main import printable
+
+    text = "runs/pheme-lda-k5 — ε ≥ 2.1, δ = 1e-05, «données» 日本語\ttab"
+    assert printable(text) == text
+
+
+def test_a_sweep_of_a_billion_replicates_is_refused_before_it_is_planned(tmp_path, capsys):
+    """Every run is planned (a configuration each) before any is written: --replicates 1000000000 ran for minutes."""
+    (tmp_path / "sweep.toml").write_text("[attack]\nshadows = 0\n[attack.canaries]\ncount = 30\n")
+    argv = sweep_args(tmp_path / "sweep")
+    assert main([*argv, "--replicates", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "at most 10,000" in err and err.count("\n") == 1 and not (tmp_path / "sweep").exists()

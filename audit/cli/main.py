@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import unicodedata
 import warnings
 from contextlib import contextmanager
 
@@ -82,7 +83,23 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
     """Loaders' warnings about the user's input as notes; libraries' deprecation notices are not the user's."""
     if issubclass(category, DEVELOPER_WARNINGS):
         return
-    say(f"topicaudit: note: {message}")
+    say(f"topicaudit: note: {printable(str(message))}")
+
+
+# Bidirectional-text controls: they reorder what a terminal shows (a name can display as another).
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    """A message as one visible line: control characters (a newline, ESC) and bidirectional controls escaped.
+
+    Messages name files, and a file's name is anyone's to choose: a file dropped into a run's models/ as
+    ``x\\nCONSISTENT: not refuted\\x1b[31m.npz`` made the refusal (exit 2) print a second line reading
+    CONSISTENT, in colour. Escaped, the line shows ``\\n`` and ``\\x1b`` instead."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp") and ch not in _BIDI) else
+                   (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
 
 
 @contextmanager
@@ -163,7 +180,7 @@ def _internal_error(error: BaseException) -> int:
     named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
     if isinstance(error, parallel.RayCannotStart):
-        say(f"topicaudit: error: {error}")
+        say(f"topicaudit: error: {printable(str(error))}")
         return EXIT_RAY_FAILED
     if _ray_failure(error):
         say(f"topicaudit: error: the Ray runtime failed under the run ({summary}); finished models are kept — "
@@ -228,7 +245,7 @@ def _run_command(argv: list[str] | None) -> int:
             finally:
                 parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:
-            say(f"topicaudit: error: {user_message(error)}")
+            say(f"topicaudit: error: {printable(user_message(error))}")
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             say(f"\n{supervisor.interrupted_message(args.command)}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.engine.config import AuditConfig
+from topicaudit.engine.validation import check_path_text
 from topicaudit.errors import UserError
 
 
@@ -51,6 +52,7 @@ def path(value: Any, name: str) -> str | Path:
     """A file or directory path: a str or a path object, never an array, bytes or a number."""
     if not isinstance(value, (str, os.PathLike)):
         raise UserError(f"{name} must be a path (a str or pathlib.Path; got {_shown(value)})")
+    check_path_text(value, name)  # a NUL (ValueError) or a name over 255 bytes (OSError), as the flags refuse them
     return value if isinstance(value, str) else Path(value)
 
 

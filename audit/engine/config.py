@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine import toml_reader
-from topicaudit.engine.validation import check_run_config, check_shadows
+from topicaudit.engine.validation import check_path_text, check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.memory import check_fits_in_memory
@@ -410,6 +411,10 @@ def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Co
     files, ``[corpus.options]`` vocabularies) are relative to the file, not to
     the working directory, so a configuration means the same from anywhere.
     """
+    if not isinstance(path, (str, os.PathLike)):  # the API's boundary (bytes was a TypeError deep in pathlib)
+        raise UserError(f"load_config takes the path of a TOML file (a str or pathlib.Path; got "
+                        f"{type(path).__name__})")
+    check_path_text(path, "configuration file")
     path = Path(path)
     check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
     try:

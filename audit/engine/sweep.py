@@ -36,6 +36,7 @@ from topicaudit.engine.lock import holds_only_the_lock, writer_lock
 from topicaudit.engine.rundir import atomic_write_text, read_json
 from topicaudit.engine.validation import check_name
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 
 SWEEP_SCHEMA = "topicaudit.sweep/1"
@@ -105,12 +106,19 @@ def _label(parameter: str, value: Any) -> str:
     return f"{parameter.split('.')[-1]}={safe}"
 
 
+MAX_RUNS = 10_000  # audits in one sweep: each takes seconds to hours, so no sweep comes near it
+
+
 def plan_sweep(config: Config, parameter: str, values: list[Any], replicates: int,
                output: Path) -> list[SweepRun]:
     """Every run of the sweep, configured and validated before anything is written."""
 
     if replicates < 1:
         raise UserError(f"--replicates must be ≥ 1 (got {replicates})")
+    if len(values) * replicates > MAX_RUNS:  # each run is planned (a Config) before any is written
+        raise UserError(f"a sweep of {len(values)} value(s) × {replicates:,} replicates is "
+                        f"{len(values) * replicates:,} audits; a sweep holds at most {MAX_RUNS:,}: sweep fewer values "
+                        "or replicates, or split the sweep")
     runs = []
     for value in values:
         varied = with_parameter(config, parameter, value)
@@ -179,6 +187,7 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     index_path = output / "sweep.json"
     if os.path.lexists(index_path):
         # bounded, regular, a JSON object (or exit 2): garbage bytes or a list here were internal errors
+        check_regular(index_path)
         stored = read_json(index_path)
         stored_spec = stored.get("specification") or {}
         if not isinstance(stored_spec, dict):
@@ -242,6 +251,7 @@ def load_sweep(path: Path) -> dict[str, Any]:
     index_path = path / "sweep.json"
     if not os.path.lexists(index_path):
         raise UserError(f"{path} is not a sweep directory (no sweep.json)")
+    check_regular(index_path)
     index = read_json(index_path)  # bounded, regular, a JSON object, or exit 2 naming it
     if not isinstance(index, dict) or index.get("schema") != SWEEP_SCHEMA:
         got = index.get("schema") if isinstance(index, dict) else type(index).__name__
@@ -256,6 +266,7 @@ def load_sweep(path: Path) -> dict[str, Any]:
             raise UserError(f"{index_path}: run entry {i} needs value, replicate and path (a folder inside the "
                             "sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
+        check_regular(results)
         entry["results"] = read_json(results) if os.path.lexists(results) else None
     return index
 

@@ -195,7 +195,10 @@ def read_entry(entry: Path, key: str) -> tuple[Corpus, list[tuple[str, str]]] | 
     """The corpus and the loader's notes stored under ``key``; None when the entry is missing or damaged, or (with
     an integrity key configured) when its MAC is missing or wrong."""
     secret = integrity_key()  # a key set but unusable is exit 2, not a silently unauthenticated cache
-    if os.path.islink(entry) or not entry.is_file():
+    try:
+        if os.path.islink(entry) or not entry.is_file():  # a link is never read (a rebuilt entry replaces it)
+            return None
+    except OSError:  # a cache directory that cannot be looked in (a name too long for the file system): skipped
         return None
     try:
         with BoundedNpz(entry, str(entry)) as z:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE
 
 _HEADER = struct.Struct("<Q")           # length of the JSON header that leads the child's answer
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -49,6 +50,8 @@ def run_isolated(module: str, path: Path, limits: Limits) -> tuple[dict, bytes]:
     as ``{"error": message}``; the caller words it.
     """
     env = dict(os.environ, **{name: "1" for name in _THREAD_VARIABLES})
+    # The integrity key never reaches native code parsing an untrusted file (docs/run-directory.md#integrity-key).
+    env.pop(KEY_VARIABLE, None)
     # -P: the working directory is not put on the module path (a file there named like ours is never run)
     command = [sys.executable, "-P", "-m", module, str(path), str(int(limits.memory)), str(float(limits.seconds))]
     try:
