@@ -457,7 +457,7 @@ def pickle_holds_verbatim(path: Path) -> list[str]:
 def read_bertopic_pickle(path: Path) -> BERTopicModel:
     """A pickled BERTopic model (unpickled by joblib: call only with --trust-pickle)."""
     try:
-        import joblib
+        import joblib  # a trusted pickle only (--trust-pickle): joblib unpickles it
         import bertopic  # noqa: F401 - the pickle's classes live there
     except ImportError:
         raise UserError(f"{path}: a pickled BERTopic model; unpickling it needs the bertopic package, which is not "

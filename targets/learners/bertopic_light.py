@@ -56,6 +56,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.cluster import HDBSCAN, AgglomerativeClustering, KMeans
+from sklearn.decomposition import PCA, TruncatedSVD
+from sklearn.feature_extraction.text import TfidfTransformer
+from sklearn.metrics.pairwise import cosine_similarity
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.params import choice, integer
@@ -131,8 +135,6 @@ class LightBERTopic:
 
     # -- the stages --------------------------------------------------------------------------
     def embed(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
-        from sklearn.decomposition import TruncatedSVD
-        from sklearn.feature_extraction.text import TfidfTransformer
 
         tfidf = TfidfTransformer().fit_transform(X)
         n = min(self.svd_components, X.shape[1] - 1, X.shape[0] - 1)
@@ -145,7 +147,6 @@ class LightBERTopic:
     def reduce(self, embeddings: np.ndarray, seed: int) -> np.ndarray:
         if self.reduction == "none":
             return embeddings
-        from sklearn.decomposition import PCA
 
         n = min(self.reduction_components, embeddings.shape[1], embeddings.shape[0])
         with warnings.catch_warnings():
@@ -155,7 +156,6 @@ class LightBERTopic:
     def cluster(self, reduced: np.ndarray, seed: int) -> np.ndarray:
         """BERTopic's topic numbers: -1 for outliers, then 0, 1, … by decreasing size."""
         if self.clustering == "kmeans":
-            from sklearn.cluster import KMeans
 
             with warnings.catch_warnings():  # fewer distinct points than k (a degenerate shadow): fewer clusters
                 warnings.simplefilter("ignore")
@@ -165,7 +165,6 @@ class LightBERTopic:
             # No cluster can reach min_topic_size documents (HDBSCAN refuses to run): every document is an outlier.
             labels = np.full(reduced.shape[0], -1)
         else:
-            from sklearn.cluster import HDBSCAN
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -191,8 +190,6 @@ class LightBERTopic:
 
     def merge(self, labels: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
         """Topics merged down to k as BERTopic's ``nr_topics=k`` does (outliers stay topic -1)."""
-        from sklearn.cluster import AgglomerativeClustering
-        from sklearn.metrics.pairwise import cosine_similarity
 
         outliers = int(np.any(labels == -1))
         topics = np.unique(labels[labels >= 0])
