@@ -304,7 +304,7 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     if not run.check_compatible(chash):  # another configuration: refused here, as a resume refuses it
         return None
     try:
-        if verify_run_directory(run.path) is not None:  # the pre-manifest layout: rescored as before
+        if verify_run_directory(run.path).unverified:  # the pre-manifest layout: rescored as before
             return None
         stored = read_results(results_path)
         recorded = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
