@@ -47,8 +47,10 @@ N_ITER, CAP, K = 20, 64, 5
 LEARNERS = {
     "dpem": {"ok": "dpem", "noise-halved": "dpem_topics.planted:HalvedNoise",
              "cap-skipped": "dpem_topics.planted:SkippedCap", "record-mismatch": "dpem_topics.planted:RecordMismatch"},
-    "dp-svi-q1": {"ok": "dp-svi"},
+    "dp-svi-q1": {"ok": "dp-svi", "noise-halved": "dp-svi"},
 }
+# The built-in learner's planted bugs ([target] test_bug, topicaudit.targets.bug_variants).
+BUILT_IN_BUGS = {("dp-svi-q1", "noise-halved"): "noise-halved"}
 PARAMS = {
     "dpem": {"n_iter": N_ITER, "max_doc_tokens": CAP},
     "dp-svi-q1": {"sampling_rate": 1.0, "n_iter": N_ITER, "max_doc_tokens": CAP, "accountant": "pld"},
@@ -74,7 +76,8 @@ def config(corpus: str, learner: str, epsilon: float, variant: str, seed: int, c
         "seed": seed,
         **({"synthetic": {"n_docs": 1000}} if CORPORA[corpus] is None else {"corpus": dict(CORPORA[corpus])}),
         "target": {"learner": LEARNERS[learner][variant], "k": K, "vocabulary": "all",
-                   "params": {**PARAMS[learner], "epsilon": epsilon}},
+                   "params": {**PARAMS[learner], "epsilon": epsilon},
+                   **({"test_bug": BUILT_IN_BUGS[learner, variant]} if (learner, variant) in BUILT_IN_BUGS else {})},
         "attack": {"shadows": 0, "canaries": {"count": canaries}},
     }
 
