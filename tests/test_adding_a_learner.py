@@ -69,9 +69,10 @@ def project(tmp_path_factory):
         (root / "dpem-topics" / path).parent.mkdir(parents=True, exist_ok=True)
         (root / "dpem-topics" / path).write_text(text)
     site = root / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(site), str(root / "dpem-topics")], check=True,
-                   capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--no-index", "--target", str(site), str(root / "dpem-topics")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     sys.path.insert(0, str(site))
     yield root, site, env
@@ -117,6 +118,21 @@ def test_the_packages_ci_and_the_page_commands_give_what_the_page_shows(project)
             assert out and out[-1] == shown[-1], (command, done.stdout, shown)
     verdict = json.loads((cwd / "runs" / "halved-noise" / "check.json").read_text())
     assert verdict["verdict"] == "VIOLATED"
+
+
+def test_the_installed_learner_fits_in_ray_workers_and_is_recorded_with_its_version(project, shared_ray, tmp_path,
+                                                                                     monkeypatch):
+    """The package's directory is on the driver's sys.path only (workers started before it existed do not see it):
+    the pipeline shipped to them carries it. Named by its entry point, recorded with the distribution's version."""
+    import topicaudit
+
+    monkeypatch.setenv("TOPICAUDIT_DRIVER_FITS", "0")  # every fit in a worker
+    results = topicaudit.run({"synthetic": {"n_docs": 120, "n_words": 200, "mean_length": 30},
+                              "target": {"learner": "dpem", "k": 3, "params": {"n_iter": 3}},
+                              "attack": {"shadows": 2}, "ray": {"num_cpus": 2}, "output": str(tmp_path / "run")})
+    assert results["ray"]["fitted_in_driver"] == 0 and sum(results["ray"]["models_by_node"].values()) == 3
+    assert results["target"]["learner_source"] == {"class": "dpem_topics:DPEMTopics", "distribution": "dpem-topics",
+                                                   "version": "0.1.0"}
 
 
 def test_check_learner_fails_the_record_mismatch_naming_its_release(project):
