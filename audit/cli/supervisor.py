@@ -13,10 +13,7 @@ child runs the command; this small parent waits for it and maps its end:
 - a closed standard descriptor is /dev/null before anything runs, so a closed
   stderr (``2>&-``) can no longer crash this parent into exit 1;
 - death by SIGINT or SIGTERM (even before the child's own handlers are in
-  place) becomes 130 with the interrupted line; so do SIGHUP (a closed
-  terminal), SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM (``STOPS``), which the
-  parent passes on as SIGTERM — they killed the parent alone, and left the
-  command running in the background;
+  place) becomes 130 with the interrupted line;
 - death by any other signal becomes 4 when Ray was in use, else 3;
 - after the command was interrupted (Ctrl-C, SIGTERM), a death by any signal
   or an exit 1 without a verdict is 130 too: Ray's C++ runtime can crash
@@ -38,13 +35,6 @@ EXIT_REFUTED, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 3, 4, 
 RAY_IN_USE, VERDICT, SAID_INTERRUPTED = b"R", b"V", b"I"  # what the child tells the parent
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
 _PR_SET_PDEATHSIG = 1
-
-# Signals whose default action ends a process, besides SIGINT and SIGTERM: sent to the command's PID they killed this
-# parent alone (exit 129 for a closed terminal's SIGHUP) and left the child running, orphaned, in the background.
-# The parent now stops the command with them as with SIGTERM: passed on as SIGTERM, exit 130.
-STOPS = frozenset(getattr(signal, name) for name in ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
-                  if hasattr(signal, name))
-_WATCHED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}) | STOPS
 
 _status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
 _said: set[bytes] = set()      # what this process has told (also kept when not supervised)
@@ -123,7 +113,7 @@ def console(mask=None) -> int:
         from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
     original = held if mask is None else mask
     standard_streams()
 
@@ -140,8 +130,8 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
 
     mask: the signal mask before the caller blocked SIGINT, SIGTERM and SIGCHLD (None: block them here).
     """
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED) if mask is None else mask
-    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)  # also when the caller held only some of them
+    watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched) if mask is None else mask
     standard_streams()
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
@@ -210,16 +200,16 @@ def _wait(pid: int) -> tuple[int, bool]:
     an interrupt (SIGINT, SIGTERM) reached the command meanwhile."""
     interrupted = False
     while True:
-        info = signal.sigwaitinfo(_WATCHED)
+        info = signal.sigwaitinfo({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
         if info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 return status, interrupted
             continue
         interrupted = True
-        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C (or hang-up) reached the child already
-            try:  # SIGHUP, SIGQUIT, SIGUSR1…: the command is stopped as by SIGTERM (it unwinds, Ray stops)
-                os.kill(pid, signal.SIGTERM if info.si_signo in STOPS else info.si_signo)
+        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
+            try:
+                os.kill(pid, info.si_signo)
             except ProcessLookupError:
                 pass
 
@@ -259,7 +249,7 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
         return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 "
                                          "without a verdict", prefix="topicaudit: ")
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-    if sig in (signal.SIGINT, signal.SIGTERM) or sig in STOPS or interrupted:
+    if sig in (signal.SIGINT, signal.SIGTERM) or interrupted:
         return _interrupted(command)
     name = _signal_name(sig)
     if ray:
