@@ -180,3 +180,14 @@ def finished_run(tmp_path_factory, ray_holder) -> tuple[Config, dict]:
     ray_holder.start()
     config = make_small_config(tmp_path_factory.mktemp("finished"))
     return config, execute_run(config, quiet=True)
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_a_fresh_process_has_them():
+    """Each test starts with no signal blocked in this process: a child a test starts inherits the mask, and a
+    command that held its signals in-process (the supervisor's code paths) must not leave them held for the
+    signal tests that run later (they passed alone and failed after the whole suite)."""
+    import signal
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+    yield
