@@ -306,6 +306,8 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     try:
         if verify_run_directory(run.path).unverified:  # the pre-manifest layout: rescored as before
             return None
+        if not _every_listed_file_in_place(run.path):  # e.g. a model missing or a folder in its place
+            return None
         stored = read_results(results_path)
         recorded = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
     except (UserError, OSError, ValueError):
@@ -318,6 +320,14 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
     return RunResults.from_json({**stored.to_json(), "resumed": True})
+
+
+def _every_listed_file_in_place(run_dir: Path) -> bool:
+    """Whether every file the manifest lists (the models too, which the verdict does not read) is a regular file
+    there, not a link: a run missing one is not finished as it was written, and the ordinary resume repairs or
+    refuses it."""
+    listed = manifest.entries(run_dir) or {}
+    return all((run_dir / name).is_file() and not (run_dir / name).is_symlink() for name in listed)
 
 
 def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:
