@@ -69,12 +69,7 @@ class Run:
         if not path.exists() and not path.is_symlink():
             raise UserError(f"run {self.path} has no {filename}; the directory is incomplete — rerun the "
                             "same `topicaudit run` command to finish it")
-        arrays = read_arrays(path)
-        missing = [key for key in required if key not in arrays]
-        if missing:
-            raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of "
-                            "topicaudit — rerun the audit")
-        return arrays
+        return read_arrays(path, required)
 
     @cached_property
     def scores(self) -> dict[str, np.ndarray]:

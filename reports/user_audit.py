@@ -75,12 +75,7 @@ class AuditDirectory:
         path = self.path / name
         if not path.exists():
             return None
-        arrays = read_arrays(path)
-        missing = [key for key in required if key not in arrays]
-        if missing:
-            raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of topicaudit — "
-                            "rerun the audit")
-        return arrays
+        return read_arrays(path, required)
 
 
 # -- figures -----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine import manifest
+from topicaudit.inputs.files import file_sha256
 from topicaudit.engine.config import config_from_dict
 from topicaudit.engine.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
@@ -89,7 +90,7 @@ def test_the_untouched_run_is_violated_and_its_manifest_lists_every_file(run, ca
     listed = manifest.entries(run)
     for name in ("config.toml", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz", "canary_scores.npz",
                  "results.json", "models/target.npz", "models/shadow-0001.npz", "models/canary-target.npz"):
-        assert listed[name] == manifest.sha256(run / name), name
+        assert listed[name] == file_sha256(run / name), name
 
 
 TAMPERS = {

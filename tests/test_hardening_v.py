@@ -18,6 +18,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine import manifest
+from topicaudit.inputs.files import file_sha256
 from topicaudit.engine.rundir import atomic_write_text
 from topicaudit.inputs import integrity_key
 
@@ -126,7 +127,7 @@ def test_a_forger_who_keeps_the_old_mac_over_new_hashes_is_caught(keyed, with_ke
     shuffle_coins(keyed)
     path = keyed / manifest.NAME
     data = json.loads(path.read_text())
-    data["files"]["canaries.npz"] = manifest.sha256(keyed / "canaries.npz")
+    data["files"]["canaries.npz"] = file_sha256(keyed / "canaries.npz")
     path.write_text(json.dumps(data))
     code, out, err = check(capsys, keyed)
     assert code == 2 and "MAC does not verify" in err and not out, err

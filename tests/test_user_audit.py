@@ -134,8 +134,8 @@ def test_ranks_hidden_pheme_members_above_non_members(pheme_export, shared_ray, 
 
     # The files say what was audited and how.
     assert result["schema"] == "topicaudit.user-audit/2"
-    from topicaudit.inputs.phi_io import sha256_of
-    assert result["inputs"]["phi"]["sha256"] == sha256_of(d / "phi.npy")
+    from topicaudit.inputs.files import file_sha256
+    assert result["inputs"]["phi"]["sha256"] == file_sha256(d / "phi.npy")
     assert result["inputs"]["phi"]["k"] == 5
     assert (result["learner"]["name"], result["learner"]["k"], result["learner"]["params"]) == ("lda", 5, {})
     assert result["shadows"]["n_shadows"] == 16 and result["shadows"]["in_per_candidate"] == 8

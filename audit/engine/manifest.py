@@ -20,7 +20,6 @@ manifest existed, is read without one, and its verdict says so.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import file_sha256
 from topicaudit.inputs.integrity_key import ALGORITHM, integrity_key
 
 NAME = "manifest.json"
@@ -35,15 +35,8 @@ SCHEMA = "topicaudit.manifest/1"
 MARK = "manifest"  # results.json's key and [provenance]'s: this run keeps a manifest (value: SCHEMA)
 MAC_DOMAIN = "topicaudit.manifest-mac/1"  # what an integrity key's MAC over a manifest is a MAC of
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
-_CHUNK = 1 << 20
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -143,7 +136,7 @@ def record(run_dir: Path, *names: str, write_text) -> None:
     for name in names:
         path = run_dir / name
         if path.is_file():
-            files[name] = sha256(path)
+            files[name] = file_sha256(path)
         else:
             files.pop(name, None)
     content: dict = {"schema": SCHEMA, "algorithm": "sha256", "files": files}
@@ -169,7 +162,7 @@ def verify(run_dir: Path, names: list[str] | None = None) -> None:
         if not path.is_file():
             raise UserError(f"{path} is not a regular file; the run directory was altered — rerun the audit "
                             "into a new directory")
-        if sha256(path) != files[name]:
+        if file_sha256(path) != files[name]:
             raise UserError(
                 f"{path} is not the file this run wrote (its SHA-256 differs from {run_dir / NAME}): it was edited, "
                 "replaced or damaged, so no result is read from it; restore it, or rerun the audit into a new "

@@ -36,6 +36,7 @@ from topicaudit.engine.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.experiment import package_versions
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import cache_directory
+from topicaudit.inputs.files import file_sha256
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
 
@@ -64,12 +65,6 @@ def resolve_root(cache: str | os.PathLike | bool | None) -> Path | None:
     return Path(text).expanduser()
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def content_digest(path: str | os.PathLike) -> str | None:
@@ -80,9 +75,9 @@ def content_digest(path: str | os.PathLike) -> str | None:
         if path.is_dir():
             digest = hashlib.sha256()
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
-                digest.update(file.relative_to(path).as_posix().encode() + b"\0" + _file_digest(file).encode())
+                digest.update(file.relative_to(path).as_posix().encode() + b"\0" + file_sha256(file).encode())
             return digest.hexdigest()
-        return _file_digest(path) if path.is_file() else None
+        return file_sha256(path) if path.is_file() else None
     except OSError:
         return None
 

@@ -284,16 +284,22 @@ def array_names(path: Path) -> set[str]:
         return set()
 
 
-def read_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an .npz written by topicaudit, or a UserError naming the file and the fix."""
+def read_arrays(path: Path, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Every array of an .npz written by topicaudit, holding at least ``required``; or a UserError naming the
+    file and the fix."""
     regular_file(path)
     try:
-        return load_arrays(path)
+        arrays = load_arrays(path)
     except FileNotFoundError:
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
     except UNREADABLE_NPZ as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}: {error}); rerun the same command "
                         "to rewrite it") from None
+    missing = [key for key in required if key not in arrays]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(missing)}; it was written by another version of topicaudit — "
+                        "rerun the audit")
+    return arrays
 
 
 def read_results(path: Path) -> RunResults:

@@ -1,6 +1,7 @@
 """Reading a file the user named: one message per way it can fail, before any parser sees it."""
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -75,3 +76,12 @@ def check_regular(*paths: Path, fix: str = "it should be a file topicaudit wrote
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else _kind(info.st_mode)
             raise UserError(f"{path}: not a regular file ({kind}); {fix}")
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (a model or corpus is never held twice in memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -45,7 +45,6 @@ raises :class:`topicaudit.errors.UserError` naming the file and the fix.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
@@ -58,7 +57,7 @@ import numpy as np
 from topicaudit.errors import UserError
 from topicaudit.inputs.bertopic_model import (BERTopicModel, is_bertopic_dir, pickle_holds_verbatim,
                                                read_bertopic_dir, read_bertopic_pickle)
-from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.files import file_sha256, read_user_file
 from topicaudit.inputs.library_models import load_gensim, load_tomotopy, refuse_gensim, sniff
 from topicaudit.inputs.sizes import BoundedNpz, load_numpy
 from topicaudit.inputs.sklearn_model import read_settings, shadow_settings
@@ -108,12 +107,6 @@ class UserModel:
         return self.phi.shape[0]
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- Φ --------------------------------------------------------------------------------
@@ -495,10 +488,10 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
         phi=np.ascontiguousarray(phi[:, order]),
         vocabulary=vocab[order],
         phi_path=phi_path,
-        phi_sha256=sha256_of(phi_path),
+        phi_sha256=file_sha256(phi_path),
         phi_format=phi_format(phi_path),
         vocabulary_path=Path(vocabulary_path) if vocabulary_path is not None else None,
-        vocabulary_sha256=sha256_of(Path(vocabulary_path)) if vocabulary_path is not None else None,
+        vocabulary_sha256=file_sha256(Path(vocabulary_path)) if vocabulary_path is not None else None,
         normalized=bool(normalize or by_nature),
         max_row_sum_error=error,
         n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
@@ -540,7 +533,7 @@ def _load_library_model(path: Path, fmt: str, vocabulary_path, trust_pickle: boo
         settings["eta"] = [settings["eta"][j] for j in order]  # per-word prior follows the sorted columns
     return UserModel(
         phi=np.ascontiguousarray(phi[:, order]), vocabulary=vocab[order], phi_path=path,
-        phi_sha256=sha256_of(path), phi_format=fmt, vocabulary_path=None, vocabulary_sha256=None,
+        phi_sha256=file_sha256(path), phi_format=fmt, vocabulary_path=None, vocabulary_sha256=None,
         normalized=True, max_row_sum_error=error, n_zero_columns=int(np.count_nonzero(phi.max(axis=0) == 0)),
         column_words=vocab, library=saved.library, learner=saved.learner, settings=settings, notes=saved.notes,
     )
@@ -563,7 +556,7 @@ def _load_bertopic(path: Path, fmt: str, vocabulary_path, trust_pickle: bool, to
                 "you saved yourself or fully trust; otherwise save it in BERTopic's safe format: "
                 "model.save(path, serialization='safetensors', save_ctfidf=True)")
         saved: BERTopicModel = read_bertopic_pickle(path)
-        digest = sha256_of(path)
+        digest = file_sha256(path)
     else:
         saved = read_bertopic_dir(path)
         digest = saved.digest
