@@ -42,12 +42,17 @@ class Neighbours(enum.StrEnum):
 
 def neighbours_of(value: Neighbours | str | None) -> Neighbours | None:
     """The Neighbours named by a results.json string (None stays None); ValueError for an unknown name."""
-    if value is None or isinstance(value, Neighbours):
+    return None if value is None else _named(Neighbours, value, "neighbours")
+
+
+def _named(kind: type[enum.StrEnum], value, what: str):
+    """The member of ``kind`` that ``value`` is or names; ValueError listing the known names."""
+    if isinstance(value, kind):
         return value
     try:
-        return Neighbours(value)
+        return kind(value)
     except ValueError:
-        raise ValueError(f"unknown neighbours {value!r}; known: {', '.join(n.value for n in Neighbours)}") from None
+        raise ValueError(f"unknown {what} {value!r}; known: {', '.join(m.value for m in kind)}") from None
 
 
 class Basis(enum.StrEnum):
@@ -73,24 +78,12 @@ def weakest_basis(bases) -> Basis:
 
 def adjacency_of(value: Adjacency | str | None) -> Adjacency | None:
     """The Adjacency named by a results.json string (None stays None); ValueError for an unknown name."""
-    if value is None or isinstance(value, Adjacency):
-        return value
-    try:
-        return Adjacency(value)
-    except ValueError:
-        raise ValueError(f"unknown adjacency {value!r}; known: {', '.join(a.value for a in Adjacency)}") from None
+    return None if value is None else _named(Adjacency, value, "adjacency")
 
 
 def basis_of(value: Basis | str | None) -> Basis:
     """The Basis named by a results.json string (missing means NONE); ValueError for an unknown name."""
-    if value is None:
-        return Basis.NONE
-    if isinstance(value, Basis):
-        return value
-    try:
-        return Basis(value)
-    except ValueError:
-        raise ValueError(f"unknown basis {value!r}; known: {', '.join(b.value for b in Basis)}") from None
+    return Basis.NONE if value is None else _named(Basis, value, "basis")
 
 
 @dataclass(frozen=True)
