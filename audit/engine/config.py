@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from topicaudit.attacks.canaries import KINDS as canary_kinds
 from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
@@ -78,7 +79,7 @@ class CanaryConfig:
     shadows: int = 0     # shadow canary releases for LiRA scores on the canaries (even; 0: shadow-free only)
 
 
-CANARY_KINDS = ("auto", "unique-word", "rare-words", "natural", "word", "paired", "paired-word", "threshold")
+CANARY_KINDS = ("auto", *canary_kinds)  # "auto": chosen from the target (attacks.canaries.resolve_kind)
 OBSERVE = ("auto", "mechanism", "release")
 
 

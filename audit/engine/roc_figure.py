@@ -157,9 +157,6 @@ def draw_roc(data: dict[str, Any]):
     return fig
 
 
-SVG_SALT = "topicaudit"
-
-
 def render(fig, fmt: str) -> bytes:
     """The figure as SVG bytes (deterministic: fixed hash salt, no date) or palette PNG bytes."""
     import matplotlib  # see new_figure
