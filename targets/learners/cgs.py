@@ -86,6 +86,23 @@ def add_token(ndk, nwk, nk, d, w, t):
 
 
 @njit(cache=True)
+def remove_token(ndk, nwk, nk, d, w, t):
+    """Uncount a token of word w in document d from topic t (before it is drawn again)."""
+    ndk[d, t] -= 1
+    nwk[w, t] -= 1
+    nk[t] -= 1
+
+
+@njit(cache=True)
+def lda_weights(ndk, nwk, nk, d, w, alpha, beta, vbeta, cum):
+    """The collapsed Gibbs conditional of a token of word w in document d, cumulated into cum[:k]."""
+    acc = 0.0
+    for j in range(nk.shape[0]):
+        acc += (ndk[d, j] + alpha) * (nwk[w, j] + beta) / (nk[j] + vbeta)
+        cum[j] = acc
+
+
+@njit(cache=True)
 def _initial_counts(doc, word, z, ndk, nwk, nk):
     for i in range(z.shape[0]):
         t = z[i]
@@ -101,14 +118,8 @@ def _sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum):
     for i in range(z.shape[0]):
         d = doc[i]
         w = word[i]
-        t = z[i]
-        ndk[d, t] -= 1
-        nwk[w, t] -= 1
-        nk[t] -= 1
-        acc = 0.0
-        for j in range(k):
-            acc += (ndk[d, j] + alpha) * (nwk[w, j] + beta) / (nk[j] + vbeta)
-            cum[j] = acc
+        remove_token(ndk, nwk, nk, d, w, z[i])
+        lda_weights(ndk, nwk, nk, d, w, alpha, beta, vbeta, cum)
         t = draw_topic(cum, k, u[i])
         z[i] = t
         add_token(ndk, nwk, nk, d, w, t)

@@ -28,7 +28,8 @@ from numba import njit
 
 from topicaudit.targets.base import Basis, Guarantee
 from topicaudit.targets.mechanisms import Recorder
-from topicaudit.targets.learners.cgs import GibbsState, _phi, add_token, check_priors, draw_topic, random_start
+from topicaudit.targets.learners.cgs import (GibbsState, _phi, add_token, check_priors, draw_topic, lda_weights,
+                                            random_start, remove_token)
 from topicaudit.targets.params import integer
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
@@ -136,18 +137,13 @@ def _monitored_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, ms,
         d = doc[i]
         w = word[i]
         t = z[i]
-        ndk[d, t] -= 1
-        nwk[w, t] -= 1
-        nk[t] -= 1
+        remove_token(ndk, nwk, nk, d, w, t)
         _topic_terms(nk, vbeta, ms, t, up_rm, dn_add)
         for a in range(2):
             e = _fast_bound(nwk, nk, w, beta, vbeta, a, ms[a], up_rm, dn_add, table)
             if e > eps[a]:
                 eps[a] = e
-        acc = 0.0
-        for j in range(k):
-            acc += (ndk[d, j] + alpha) * (nwk[w, j] + beta) / (nk[j] + vbeta)
-            cum[j] = acc
+        lda_weights(ndk, nwk, nk, d, w, alpha, beta, vbeta, cum)
         t = draw_topic(cum, k, u[i])
         z[i] = t
         add_token(ndk, nwk, nk, d, w, t)

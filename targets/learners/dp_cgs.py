@@ -28,7 +28,8 @@ from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Neighbours
 from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
-from topicaudit.targets.learners.cgs import _sweep, add_token, draw_topic, random_start, tokens_from_counts
+from topicaudit.targets.learners.cgs import (_sweep, add_token, draw_topic, random_start, remove_token,
+                                            tokens_from_counts)
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
 
@@ -72,9 +73,7 @@ def _noisy_sweep(doc, word, z, ndk, nwk, nk, alpha, beta, vbeta, u, cum, noise_w
         d = doc[i]
         w = word[i]
         t = z[i]
-        ndk[d, t] -= 1
-        nwk[w, t] -= 1
-        nk[t] -= 1
+        remove_token(ndk, nwk, nk, d, w, t)
         acc = 0.0
         for j in range(k):
             num = nwk[w, j] + noise_wk[w, j]

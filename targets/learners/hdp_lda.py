@@ -27,7 +27,7 @@ from numba import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
-from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start
+from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start, remove_token
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.params import integer, positive
 
@@ -47,9 +47,7 @@ def _hdp_sweep(doc, word, z, ndk, nwk, nk, released, informed, alpha, beta, vbet
         d = doc[i]
         w = word[i]
         t = z[i]
-        ndk[d, t] -= 1
-        nwk[w, t] -= 1
-        nk[t] -= 1
+        remove_token(ndk, nwk, nk, d, w, t)
         acc = 0.0
         for j in range(k):
             g = beta
