@@ -9,7 +9,7 @@ Installed with topicaudit (entry point ``pytest11``)::
         assert_privacy("privacy/dp-cgs.toml", canaries="auto", budget=120)  # 95% power against a 2× bug
 
 Unless ``output`` is given, each call keeps its run in the run cache
-(``topicaudit.engine.run_cache``), keyed by everything that can change the
+(``topicaudit.engine.storage.run_cache``), keyed by everything that can change the
 verdict (the configuration, its input files' content, topicaudit's and the
 learner's code): a second session with nothing changed reuses the finished
 run without refitting, and any change refits. The cache is
@@ -83,7 +83,7 @@ def _fixture_cache(config) -> str | None:
 @pytest.fixture(name="assert_privacy")
 def assert_privacy_fixture(request, tmp_path_factory):
     assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
-    resolve_root = importlib.import_module("topicaudit.engine.run_cache").resolve_root
+    resolve_root = importlib.import_module("topicaudit.engine.storage.run_cache").resolve_root
     configured = _fixture_cache(request.config)
 
     def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None,

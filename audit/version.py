@@ -15,7 +15,7 @@ def source_digest() -> str:
 
     The version alone does not change when the code does (a checkout, an
     editable install): a cached run is reused only under the same digest
-    (``topicaudit.engine.run_cache``). About 200 files: a few milliseconds.
+    (``topicaudit.engine.storage.run_cache``). About 200 files: a few milliseconds.
     """
     digest = hashlib.sha256()
     for root, directories, files in os.walk(_package_root(), followlinks=True):

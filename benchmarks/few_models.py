@@ -1,7 +1,7 @@
 """Attacks with few reference (shadow) models: N ∈ {1, 2, 4, 8, 16, 128} from one 128-shadow run per seed.
 
 Shadow i of a run has the same training documents and fitting seed whatever
-N is (topicaudit.engine.plan), so the attacks with N shadows are exactly those of a run
+N is (topicaudit.engine.execution.plan), so the attacks with N shadows are exactly those of a run
 with ``--shadows N``: the first N shadows (N/2 complementary pairs; for N = 1
 the first shadow alone). One 128-shadow run per (corpus, seed) therefore
 gives the whole row of N, from its statistics.npz and plan.npz.

@@ -2,7 +2,7 @@
 
 Runs the console script as a user does (supervisor, Ray start-up and stop
 included) with ``TOPICAUDIT_PHASE_TRACE`` set, so the driver records each phase
-(``topicaudit.engine.phases``): imports, load (corpus read and pre-processed,
+(``topicaudit.engine.execution.phases``): imports, load (corpus read and pre-processed,
 or its cached counts), plan, ray_start (in the background from the end of
 load), driver_fits (models the driver fits while Ray starts), fits, scoring,
 writing (results.json, roc.png), summary (the printed table), stop (Ray's

@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
-from topicaudit.engine.progress import Progress
-from topicaudit.engine.results import CorpusInfo
-from topicaudit.engine.rundir import disk_full
-from topicaudit.engine.validation import check_output_directory
+from topicaudit.engine.execution.progress import Progress
+from topicaudit.engine.storage.results import CorpusInfo
+from topicaudit.engine.storage.rundir import disk_full
+from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk, user_audit
 from topicaudit.reports.collect import Collection, CorpusCache, Group, collect

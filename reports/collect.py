@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.engine.config import config_from_dict, config_hash
-from topicaudit.engine.integrity import verify_run_directory
-from topicaudit.engine.results import USER_AUDIT_SCHEMA, CorpusInfo, RunResults
-from topicaudit.engine.rundir import load_audit_corpus, read_arrays, read_json, read_run_toml
+from topicaudit.engine.configuration.config import config_from_dict, config_hash
+from topicaudit.engine.storage.integrity import verify_run_directory
+from topicaudit.engine.storage.results import USER_AUDIT_SCHEMA, CorpusInfo, RunResults
+from topicaudit.engine.storage.rundir import load_audit_corpus, read_arrays, read_json, read_run_toml
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint

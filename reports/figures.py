@@ -17,9 +17,9 @@ import numpy as np
 
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
-from topicaudit.engine import roc_figure
+from topicaudit.engine.presentation import roc_figure
 from topicaudit.engine.check import canary_evidence  # the one reader of canary files
-from topicaudit.engine.roc_figure import chance, corners, draw_roc, loglog, new_figure, render, roc_floor
+from topicaudit.engine.presentation.roc_figure import chance, corners, draw_roc, loglog, new_figure, render, roc_floor
 
 
 IN_COLOR, OUT_COLOR = "#1f77b4", "#ff7f0e"  # the paper's Figure 1: members blue, non-members orange
@@ -43,7 +43,7 @@ def tpr_at(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 # -- ROC of every attack in one run, with the claimed DP region ----------------------------------
 def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
-    """The run's ROC as roc.png draws it (:func:`topicaudit.engine.roc_figure.roc_data`), every attack by default."""
+    """The run's ROC as roc.png draws it (:func:`topicaudit.engine.presentation.roc_figure.roc_data`), every attack by default."""
     names = attacks if attacks is not None else run.score_attacks()
     return roc_figure.roc_data(run.name, run.scores, run.results, names)
 
@@ -87,8 +87,8 @@ def draw_canary_histograms(data: dict[str, Any], title: str):
 
 def _overlap_legend(ax, fontsize: float = 6) -> None:
     """The legend with the colour where the IN and OUT bars overlap named too."""
-    from matplotlib.colors import to_rgb  # see topicaudit.engine.roc_figure.new_figure
-    from matplotlib.patches import Patch  # see topicaudit.engine.roc_figure.new_figure
+    from matplotlib.colors import to_rgb  # see topicaudit.engine.presentation.roc_figure.new_figure
+    from matplotlib.patches import Patch  # see topicaudit.engine.presentation.roc_figure.new_figure
 
     white = np.ones(3)
     out = 0.6 * np.array(to_rgb(OUT_COLOR)) + 0.4 * white
@@ -98,7 +98,7 @@ def _overlap_legend(ax, fontsize: float = 6) -> None:
 
 
 def _palette(n: int, sequential: bool = False):
-    from matplotlib import colormaps  # see topicaudit.engine.roc_figure.new_figure
+    from matplotlib import colormaps  # see topicaudit.engine.presentation.roc_figure.new_figure
 
     if sequential and n > 1:
         return [colormaps["viridis"](x) for x in np.linspace(0.0, 0.9, n)]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.engine.results import AttackMetrics, RunResults, TargetInfo, Utility
+from topicaudit.engine.storage.results import AttackMetrics, RunResults, TargetInfo, Utility
 from topicaudit.errors import UserError
 from topicaudit.reports.verdict import own_verdict
 

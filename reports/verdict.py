@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.results import CheckResult, RunResults, confidence, integrity_phrase
-from topicaudit.engine.rundir import read_json
+from topicaudit.engine.storage.results import CheckResult, RunResults, confidence, integrity_phrase
+from topicaudit.engine.storage.rundir import read_json
 from topicaudit.errors import UserError
 
 # What each family of tests observed, by the prefix of its name in CheckResult.bounds.

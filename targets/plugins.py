@@ -162,7 +162,7 @@ def source(name: str, group: str) -> dict[str, str] | None:
     (whose version stays as its files change). None for a built-in name.
 
     So another version of the package, or an edit to a plug-in's files, is another run: a cached run
-    (``topicaudit.engine.run_cache``) is never reused for other code.
+    (``topicaudit.engine.storage.run_cache``) is never reused for other code.
     """
     if not is_class_path(name):
         found = registered(group).get(name)

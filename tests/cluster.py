@@ -145,7 +145,7 @@ class Cluster:
 
     def live_nodes(self) -> list[str]:
         """Node ids the head reports alive (asked by a fresh driver, which finds the token as topicaudit does)."""
-        code = ("import sys; from topicaudit.engine.parallel import ray_session\n"
+        code = ("import sys; from topicaudit.engine.execution.parallel import ray_session\n"
                 "with ray_session(sys.argv[1]) as ray: print(' '.join(n['NodeID'] for n in ray.nodes() if n['Alive']))")
         out = subprocess.run([str(VENV_BIN / "python"), "-c", code, self.address], env=self.env,
                              capture_output=True, text=True, timeout=180)

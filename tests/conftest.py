@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from topicaudit.engine import parallel
-from topicaudit.engine.config import Config, config_from_dict
-from topicaudit.engine.parallel import ray_session
+from topicaudit.engine.execution import parallel
+from topicaudit.engine.configuration.config import Config, config_from_dict
+from topicaudit.engine.execution.parallel import ray_session
 from topicaudit.engine.run import execute_run
 
 # OpenMP threads spin while they wait; on a machine running other work they spin against each other (the quantile

@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
-import topicaudit.engine.rundir as rundir
+import topicaudit.engine.storage.rundir as rundir
 from topicaudit.cli.main import main
-from topicaudit.engine.config import Config
-from topicaudit.engine.rundir import load_audit_corpus
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.storage.rundir import load_audit_corpus
 from topicaudit.inputs import cache
 from topicaudit.inputs.corpus import corpus_fingerprint
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from topicaudit.cli.main import _build_parser
 from topicaudit.cli.run import config_from_args
-from topicaudit.engine.config import Config, config_from_dict, corpus_stem
+from topicaudit.engine.configuration.config import Config, config_from_dict, corpus_stem
 from topicaudit.engine.sweep import default_output
 
 

@@ -216,7 +216,7 @@ HOSTILE_CELLS = [
 
 def test_scores_csv_keeps_every_cell_in_its_cell():
     from topicaudit.attacks.ranking import SCORE_COLUMNS
-    from topicaudit.engine.rundir import scores_csv
+    from topicaudit.engine.storage.rundir import scores_csv
 
     rows = [{**{c: 0.5 for c in SCORE_COLUMNS}, "rank": i + 1, "candidate": i, "id": f"doc{i}", "n_tokens": 3,
              "text": text} for i, text in enumerate(HOSTILE_CELLS)]
@@ -330,7 +330,7 @@ def test_a_seed_out_of_range_is_refused_before_anything(capsys, tmp_path, audit_
 
 
 def test_the_largest_seed_plans():
-    from topicaudit.engine.plan import make_plan
+    from topicaudit.engine.execution.plan import make_plan
 
     plan = make_plan(10, 2, 2**63 - 1)
     assert plan.seed == 2**63 - 1 and int(plan.arrays()["seed"]) == 2**63 - 1
@@ -351,7 +351,7 @@ def _release():
 def test_an_unreadable_model_is_refitted_with_a_note(tmp_path, damage):
     import zipfile
 
-    from topicaudit.engine.rundir import RunDirectory
+    from topicaudit.engine.storage.rundir import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.create({"name": "x"}, {"config_hash": "abc"})
@@ -376,9 +376,9 @@ def test_an_unreadable_model_is_refitted_with_a_note(tmp_path, damage):
 
 
 def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
-    from topicaudit.engine import rundir
-    from topicaudit.engine.plan import make_plan
-    from topicaudit.engine.results import RunResults
+    from topicaudit.engine.storage import rundir
+    from topicaudit.engine.execution.plan import make_plan
+    from topicaudit.engine.storage.results import RunResults
 
     synced = []
     real_fsync = os.fsync
@@ -404,7 +404,7 @@ def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path):
-    from topicaudit.engine.rundir import atomic_write_bytes
+    from topicaudit.engine.storage.rundir import atomic_write_bytes
 
     path = tmp_path / "plan.npz"
     path.write_bytes(b"old")
@@ -419,8 +419,8 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_a_torn_plan_or_config_is_a_clear_error(tmp_path):
-    from topicaudit.engine.plan import make_plan
-    from topicaudit.engine.rundir import RunDirectory
+    from topicaudit.engine.execution.plan import make_plan
+    from topicaudit.engine.storage.rundir import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.create({"name": "x"}, {"config_hash": "abc"})
@@ -504,7 +504,7 @@ def test_a_device_is_not_read_as_a_corpus(capsys, tmp_path):
 def test_raylet_banners_become_one_note(capsys):
     import ray._private.worker as worker
 
-    from topicaudit.engine.parallel import _quiet_raylet_banners
+    from topicaudit.engine.execution.parallel import _quiet_raylet_banners
 
     original = worker.print_to_stdstream
     try:
@@ -574,12 +574,12 @@ def test_control_and_bidi_characters_are_visible_in_reports():
 
 
 def test_more_topics_than_words_is_noted(capsys, tmp_path, monkeypatch):
-    import topicaudit.engine.experiment
+    import topicaudit.engine.execution.experiment
 
     def stop_before_ray(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(topicaudit.engine.experiment, "ray_session", stop_before_ray)
+    monkeypatch.setattr(topicaudit.engine.execution.experiment, "ray_session", stop_before_ray)
     (tmp_path / "tiny.json").write_text(json.dumps({"text": [f"w{i % 8} w{(i + 1) % 8}" for i in range(20)]}))
     code, out, err = call(capsys, "run", "--corpus", tmp_path / "tiny.json", "--no-preprocess", "--k", 50,
                           "--output", tmp_path / "run")

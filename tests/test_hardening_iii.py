@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from topicaudit.cli.main import main
-from topicaudit.engine import manifest
+from topicaudit.engine.storage import manifest
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIM = "0.01"  # plain LDA's canaries prove more than this
@@ -393,7 +393,7 @@ def test_a_deeply_nested_command_line_value_is_exit_2(tmp_path, capsys):
 
 
 def test_the_bounds_leave_ordinary_toml_alone():
-    from topicaudit.engine import toml_reader
+    from topicaudit.engine.configuration import toml_reader
 
     text = ('# a comment with [[[ and a.b.c.d\n[corpus.options]\nvocab = "x.[y]{z}.txt"\n'
             "[target]\nparams = { max_iter = 5, doc_topic_prior = 0.5 }\nvalues = [1.5, 2.5e3, [1, [2]]]\n"

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from topicaudit.cli.main import main
-from topicaudit.engine import manifest
+from topicaudit.engine.storage import manifest
 from topicaudit.inputs.files import file_sha256
-from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.rundir import RunDirectory
+from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 
@@ -326,7 +326,7 @@ def test_report_says_what_an_interrupt_keeps():
 
 # -- one writer per directory ---------------------------------------------------------------------------
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path, capsys):
-    from topicaudit.engine.lock import writer_lock
+    from topicaudit.engine.storage.lock import writer_lock
 
     out = tmp_path / "run"
     config = tmp_path / "c.toml"
@@ -394,9 +394,9 @@ def test_report_refuses_a_dangling_symlink_output(finished, tmp_path, capsys):
 
 def test_dollars_in_a_run_name_are_drawn_as_text(run, tmp_path):
     """A `$` in a run or corpus name is not matplotlib mathtext (which failed after every fit, exit 3)."""
-    from topicaudit.engine.results import RunResults
-    from topicaudit.engine.roc_figure import write_roc_figure
-    from topicaudit.engine.rundir import atomic_write_bytes, read_arrays
+    from topicaudit.engine.storage.results import RunResults
+    from topicaudit.engine.presentation.roc_figure import write_roc_figure
+    from topicaudit.engine.storage.rundir import atomic_write_bytes, read_arrays
 
     pre_manifest(run)
     _edit_results(run, lambda d: d.update(name="cost_$5_$ x$\\foo$"))

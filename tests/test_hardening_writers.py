@@ -12,9 +12,9 @@ import pytest
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import main
-from topicaudit.engine.config import config_hash, load_config
-from topicaudit.engine.toml_writer import to_toml
-from topicaudit.engine.rundir import atomic_write_text, load_audit_corpus
+from topicaudit.engine.configuration.config import config_hash, load_config
+from topicaudit.engine.configuration.toml_writer import to_toml
+from topicaudit.engine.storage.rundir import atomic_write_text, load_audit_corpus
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
 

@@ -17,8 +17,8 @@ import topicaudit
 from plugin_package import write_package
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
-from topicaudit.engine.config import Config, config_from_dict
-from topicaudit.engine.preflight import check_claim_inputs
+from topicaudit.engine.configuration.config import Config, config_from_dict
+from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target, learner_settings
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA

@@ -5,7 +5,7 @@ import warnings
 import pytest
 
 from topicaudit.cli.main import main
-from topicaudit.engine import parallel
+from topicaudit.engine.execution import parallel
 
 
 def test_a_library_call_after_the_command_line_meets_the_process_as_it_was(tmp_path, capsys):

@@ -3,7 +3,7 @@ import io
 import threading
 import time
 
-from topicaudit.engine.progress import Heartbeat, Overall, Progress, enter_activity, leave_activity
+from topicaudit.engine.execution.progress import Heartbeat, Overall, Progress, enter_activity, leave_activity
 
 
 def test_progress_estimates_the_time_left_from_the_pace_after_the_first_completion():

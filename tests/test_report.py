@@ -11,10 +11,10 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.cli.main import main
-from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.configuration.config import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
-from topicaudit.engine.results import Utility
+from topicaudit.engine.storage.results import Utility
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.sweep import run_sweep
 from topicaudit.reports import figures, ledger, risk

@@ -4,7 +4,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sklearn_roc_curve
 
-from topicaudit.engine.roc_figure import MAIN_ATTACKS
+from topicaudit.engine.presentation.roc_figure import MAIN_ATTACKS
 from topicaudit.reports.collect import read_run
 from topicaudit.reports.figures import roc_data
 

@@ -1,4 +1,4 @@
-"""Typed results (topicaudit.engine.results): results.json, audit.json and check's JSON as frozen records.
+"""Typed results (topicaudit.engine.storage.results): results.json, audit.json and check's JSON as frozen records.
 
 What the engine writes is what it built, byte for byte; every file round-trips
 through its record; a schema this version does not read is one clear UserError.
@@ -18,8 +18,8 @@ import topicaudit
 from topicaudit.bounds.epsilon import EpsilonBound
 from topicaudit.engine import run as engine_run
 from topicaudit.engine.check import check_run
-from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.results import AuditResults, CheckResult, RunResults
+from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.storage.results import AuditResults, CheckResult, RunResults
 from topicaudit.errors import UserError
 
 # Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.

@@ -17,9 +17,9 @@ import pytest
 from plugin_package import write_package
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
-from topicaudit.engine.config import config_from_dict
+from topicaudit.engine.configuration.config import config_from_dict
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.run_cache import cache_key, cached_run_dir, resolve_root
+from topicaudit.engine.storage.run_cache import cache_key, cached_run_dir, resolve_root
 from topicaudit.errors import UserError
 
 CANARY_ONLY = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
@@ -156,7 +156,7 @@ def test_the_key_follows_the_code_and_content_not_the_spelling_of_paths(tmp_path
     key = cache_key(one)
     assert set(key["code"]) >= {"topicaudit", "source", "versions"} and "ray" not in key["code"]["versions"]
     before = cached_run_dir(one, tmp_path)
-    monkeypatch.setattr("topicaudit.engine.run_cache.source_digest", lambda: "topicaudit edited")
+    monkeypatch.setattr("topicaudit.engine.storage.run_cache.source_digest", lambda: "topicaudit edited")
     assert cached_run_dir(one, tmp_path) != before  # an edit to topicaudit itself is another entry
     corpus.write_text(json.dumps({"text": ["a b d"] * 30}))
     assert cache_key(one)["inputs"] != key["inputs"]

@@ -10,12 +10,12 @@ from contextlib import contextmanager
 
 import pytest
 
-import topicaudit.engine.experiment as experiment
+import topicaudit.engine.execution.experiment as experiment
 import topicaudit.engine.run as engine_run
 from topicaudit.cli.main import main
-from topicaudit.engine import phases
-from topicaudit.engine.config import config_from_dict, validate
-from topicaudit.engine.rundir import load_audit_corpus
+from topicaudit.engine.execution import phases
+from topicaudit.engine.configuration.config import config_from_dict, validate
+from topicaudit.engine.storage.rundir import load_audit_corpus
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
 
@@ -175,7 +175,7 @@ def test_phases_are_traced_only_when_asked(tmp_path, monkeypatch):
 def test_work_stopped_by_an_interrupt_stops_ray_before_the_driver_unwinds():
     """An interrupt inside the session: Ray's shutdown has finished before the exception leaves the block, so
     nothing the unwinding frees can reach Ray while it stops; without one, Ray stops in the background."""
-    from topicaudit.engine.parallel import StartingSession, wait_for_stop
+    from topicaudit.engine.execution.parallel import StartingSession, wait_for_stop
 
     events = []
 

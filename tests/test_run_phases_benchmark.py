@@ -36,7 +36,7 @@ def argv(*parts: str) -> bytes:
           f"--python_worker_command={PYTHON} {RAY}/_private/workers/setup_worker.py "
           f"{RAY}/_private/workers/default_worker.py --node-ip-address=1.2.3.4"), None),
     (argv(PYTHON, f"{RAY}/dashboard/dashboard.py", "--minimal"), None),
-    (argv(PYTHON, "-m", "topicaudit.engine.ray_reaper"), None),
+    (argv(PYTHON, "-m", "topicaudit.engine.execution.ray_reaper"), None),
 ])
 def test_only_ray_workers_have_a_state(command, state):
     assert run_phases.worker_state(command) == state

@@ -22,7 +22,7 @@ from topicaudit.attacks import exposure as exposure_module
 from topicaudit.attacks.exposure import shadow_exposure
 from topicaudit.attacks.metrics import summarize
 from topicaudit.cli.main import main
-from topicaudit.engine.plan import make_plan
+from topicaudit.engine.execution.plan import make_plan
 from topicaudit.reports.build import build_report
 
 SCRIPT_TEXT = "<script>window.__pwned = 1</script>"

@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma
 
-from topicaudit.engine.config import config_from_dict
-from topicaudit.engine.rundir import RunDirectory
+from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.attacks.utility import heldout_perplexity, infer_theta, release_utility, umass_coherence

@@ -7,8 +7,8 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.zeta import solve_zeta
 from topicaudit.bounds.epsilon import check_level, eps_lb_bonferroni
-from topicaudit.engine.plan import make_plan
-from topicaudit.engine.validation import check_shadows
+from topicaudit.engine.execution.plan import make_plan
+from topicaudit.engine.configuration.validation import check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_from_counts
 from topicaudit.inputs.phi_io import check_phi

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from topicaudit.engine.tasks import fit_and_score, fit_and_score_sharing_vocabulary, fit_release, warm_up
+from topicaudit.engine.execution.tasks import fit_and_score, fit_and_score_sharing_vocabulary, fit_release, warm_up
 from topicaudit.targets import build_target, shadow_pipeline
 
 WORKER = """
@@ -49,7 +49,7 @@ def test_a_worker_fitting_lda_never_imports_dp_accounting(counts, vocabulary):
              (fit_and_score, (shadow, counts, rows + 20, 2, np.arange(60), counts, 1e-8)),
              (fit_release, (shadow, counts, rows, 3, np.arange(60)))]
     loaded = worker_modules(calls)
-    assert {"topicaudit.engine.tasks", "topicaudit.targets.learners.lda",
+    assert {"topicaudit.engine.execution.tasks", "topicaudit.targets.learners.lda",
             "topicaudit.targets.learners.vocabulary"} <= loaded  # the tasks ran in the worker
     assert not {m for m in loaded if m.startswith("dp_accounting")}
     assert "topicaudit.targets.privacy.events" not in loaded

@@ -18,7 +18,7 @@ Which method fits which experiment:
   against ONE target training are not independent trials.
 * ``one_run.eps_lb_one_run`` (Steinke, Nasr & Jagielski 2023) is valid for a single
   training in which each of m canaries was included independently with
-  probability ½ (``topicaudit.engine.plan`` draws the target that way), whatever the
+  probability ½ (``topicaudit.engine.execution.plan`` draws the target that way), whatever the
   dependence between the canaries' scores.
 * ``eps_lb_gdp`` is valid only under the extra assumption that the mechanism's
   trade-off curve is Gaussian (μ-GDP, e.g. a Gaussian release or DP-SGD as

@@ -1,6 +1,6 @@
 """``topicaudit audit``: rank candidate documents by membership evidence against a user's trained Φ.
 
-The flags build the same :class:`topicaudit.engine.config.AuditConfig` a TOML
+The flags build the same :class:`topicaudit.engine.configuration.config.AuditConfig` a TOML
 file does; :func:`topicaudit.engine.audit.execute_audit` runs it; the table
 printed at the end is made here.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.attacks.ranking import PER_DOCUMENT_COLUMNS, RANKINGS
-from topicaudit.engine import toml_reader
+from topicaudit.engine.configuration import toml_reader
 from topicaudit.engine.audit import AUDIT_SETTINGS, audit_config, execute_audit, settings_line
-from topicaudit.engine.config import AuditConfig
+from topicaudit.engine.configuration.config import AuditConfig
 from topicaudit.errors import UserError
 
 

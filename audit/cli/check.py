@@ -11,13 +11,13 @@ from pathlib import Path
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
 from topicaudit.engine.check import check_report_paths, check_run, write_reports
-from topicaudit.engine.config import load_config, run_config
-from topicaudit.engine.phases import phase
-from topicaudit.engine.preflight import check_claim_inputs
+from topicaudit.engine.configuration.config import load_config, run_config
+from topicaudit.engine.execution.phases import phase
+from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.validation import check_output_file
+from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
 
 

@@ -28,9 +28,9 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.engine import parallel, phases
-from topicaudit.engine.progress import Heartbeat, noted
-from topicaudit.engine.rundir import disk_full
+from topicaudit.engine.execution import parallel, phases
+from topicaudit.engine.execution.progress import Heartbeat, noted
+from topicaudit.engine.storage.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,

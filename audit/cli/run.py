@@ -1,6 +1,6 @@
 """``topicaudit run``: train a target and its shadow models and attack it (or resume that run).
 
-The flags build the same :class:`topicaudit.engine.config.Config` a TOML file
+The flags build the same :class:`topicaudit.engine.configuration.config.Config` a TOML file
 does (flags override the file); :func:`topicaudit.engine.run.execute_run` runs it.
 """
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 
 from topicaudit.attacks.registry import ATTACKS
-from topicaudit.engine import manifest
+from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import own_claim_check
-from topicaudit.engine.config import Config, corpus_stem, load_config, run_config
-from topicaudit.engine.phases import phase
+from topicaudit.engine.configuration.config import Config, corpus_stem, load_config, run_config
+from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.run import execute_run, summary_table
 from topicaudit.errors import UserError
 from topicaudit.targets import LEARNERS

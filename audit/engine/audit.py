@@ -12,14 +12,14 @@ distribution (*reference*). There is no ground truth: the output is a ranking.
 2. Pool = candidates then reference. N shadow models (even), each trained with
    the named learner on a random half of the pool over the user's whole
    vocabulary, in complementary pairs: every candidate is IN exactly N/2
-   shadows (:func:`topicaudit.engine.plan.make_plan`).
+   shadows (:func:`topicaudit.engine.execution.plan.make_plan`).
 3. ζ of every candidate (and of a sample of reference documents, RMIA's
    population) under Φ and under each shadow: the shared experiment
-   (:mod:`topicaudit.engine.experiment`).
+   (:mod:`topicaudit.engine.execution.experiment`).
 4. The registry's attacks on the candidates, ranked by the one chosen
    (:mod:`topicaudit.attacks.ranking`); scores.csv and audit.json written.
 
-The configuration is :class:`topicaudit.engine.config.AuditConfig`, validated
+The configuration is :class:`topicaudit.engine.configuration.config.AuditConfig`, validated
 and identified like ``run``'s. Everything is checked before the output
 directory is created. Shadow models are written one file each as they finish,
 so an interrupted audit resumes; a directory made for other inputs or settings
@@ -46,12 +46,12 @@ from topicaudit.attacks.ranking import (COLUMN_DESCRIPTIONS, EXTRA_COLUMNS, POPU
                                         RECOMMENDATION_RULE, SCORE_COLUMNS, beyond, candidate_scores, column,
                                         log10_p_columns, ranking, resolve_ranking, score_columns, unreliable_columns)
 from topicaudit.attacks.registry import AttackInputs, Population, compute_attacks
-from topicaudit.engine.config import AuditConfig, BaseConfig, audit_config_of, config_hash, load_config, validate
-from topicaudit.engine.experiment import Experiment, execute
-from topicaudit.engine.lock import writer_lock
-from topicaudit.engine.plan import make_plan
-from topicaudit.engine.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text, scores_csv
-from topicaudit.engine.validation import warn_more_topics_than_words
+from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audit_config_of, config_hash, load_config, validate
+from topicaudit.engine.execution.experiment import Experiment, execute
+from topicaudit.engine.storage.lock import writer_lock
+from topicaudit.engine.execution.plan import make_plan
+from topicaudit.engine.storage.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text, scores_csv
+from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus
 from topicaudit.inputs.phi_io import UserModel, load_user_model

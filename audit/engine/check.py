@@ -14,16 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from topicaudit.engine import arguments, manifest
-from topicaudit.engine.config import Config, config_from_dict, load_config, run_config, with_learner
-from topicaudit.engine.integrity import VERDICT_FILES, Protection, verify_run_directory
-from topicaudit.engine.lock import NAME as LOCK_NAME
-from topicaudit.engine.preflight import check_claim_inputs
-from topicaudit.engine.results import CheckResult
+from topicaudit.engine.configuration import arguments
+
+from topicaudit.engine.storage import manifest
+from topicaudit.engine.configuration.config import Config, config_from_dict, load_config, run_config, with_learner
+from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
+from topicaudit.engine.storage.lock import NAME as LOCK_NAME
+from topicaudit.engine.configuration.preflight import check_claim_inputs
+from topicaudit.engine.storage.results import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.rundir import atomic_write_text, read_arrays, read_results
+from topicaudit.engine.storage.rundir import atomic_write_text, read_arrays, read_results
 from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 
@@ -158,7 +160,7 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     choice is in the result's ``sizing``.
     learner: a learner object audited in place of the configuration's [target] learner, k and params
     (``topicaudit.run``'s ``learner``).
-    output: the run directory; else the run is kept in the run cache (``topicaudit.engine.run_cache``): cache
+    output: the run directory; else the run is kept in the run cache (``topicaudit.engine.storage.run_cache``): cache
     names its directory (None: ``$TOPICAUDIT_CACHE_DIR/runs``; False: no cache, the run's default directory).
     A finished run of the same configuration, inputs and code is reused without refitting.
     Raises AssertionError with the refuting bound when the claim is violated.

@@ -36,19 +36,19 @@ from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
-from topicaudit.engine import manifest
-from topicaudit.engine.config import Config, config_hash, run_config, validate
-from topicaudit.engine.experiment import Experiment, execute, needs_ray, package_versions, start_ray
-from topicaudit.engine.integrity import verify_run_directory
-from topicaudit.engine.lock import writer_lock
-from topicaudit.engine.parallel import wait_for_stop
-from topicaudit.engine.phases import phase
-from topicaudit.engine.plan import check_plan, make_plan
-from topicaudit.engine.results import RESULTS_SCHEMA, RunResults, confidence
-from topicaudit.engine.roc_figure import warm_up as warm_figure
-from topicaudit.engine.roc_figure import write_roc_figure
-from topicaudit.engine.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus, read_results
-from topicaudit.engine.validation import check_name, warn_more_topics_than_words
+from topicaudit.engine.storage import manifest
+from topicaudit.engine.configuration.config import Config, config_hash, run_config, validate
+from topicaudit.engine.execution.experiment import Experiment, execute, needs_ray, package_versions, start_ray
+from topicaudit.engine.storage.integrity import verify_run_directory
+from topicaudit.engine.storage.lock import writer_lock
+from topicaudit.engine.execution.parallel import wait_for_stop
+from topicaudit.engine.execution.phases import phase
+from topicaudit.engine.execution.plan import check_plan, make_plan
+from topicaudit.engine.storage.results import RESULTS_SCHEMA, RunResults, confidence
+from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
+from topicaudit.engine.presentation.roc_figure import write_roc_figure
+from topicaudit.engine.storage.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus, read_results
+from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint

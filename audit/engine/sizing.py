@@ -48,11 +48,11 @@ from topicaudit.attacks.mechanism import simulate_score_sets
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import Method
 from topicaudit.bounds.verdict import VALID_BOUNDS
-from topicaudit.engine.config import Config, validate
-from topicaudit.engine.results import GuaranteeInfo, MechanismInfo
-from topicaudit.engine.rundir import atomic_write_text, load_audit_corpus
+from topicaudit.engine.configuration.config import Config, validate
+from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
+from topicaudit.engine.storage.rundir import atomic_write_text, load_audit_corpus
 from topicaudit.engine.run import build_canaries, observed_mechanism
-from topicaudit.engine.run_cache import cache_key
+from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.verdict import (
     FRESH_WORD_KINDS,
     POWER_SEED,

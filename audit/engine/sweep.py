@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.engine import toml_reader
-from topicaudit.engine.config import SECTIONS, Config, config_from_dict, validate
-from topicaudit.engine.parallel import ray_session
-from topicaudit.engine.progress import Overall, noted
+from topicaudit.engine.configuration import toml_reader
+from topicaudit.engine.configuration.config import SECTIONS, Config, config_from_dict, validate
+from topicaudit.engine.execution.parallel import ray_session
+from topicaudit.engine.execution.progress import Overall, noted
 from topicaudit.engine.run import execute_run, run_needs_ray
-from topicaudit.engine.lock import holds_only_the_lock, writer_lock
-from topicaudit.engine.rundir import atomic_write_text, read_json
-from topicaudit.engine.validation import check_name
+from topicaudit.engine.storage.lock import holds_only_the_lock, writer_lock
+from topicaudit.engine.storage.rundir import atomic_write_text, read_json
+from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of

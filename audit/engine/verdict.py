@@ -44,7 +44,7 @@ from topicaudit.bounds.verdict import (
     guess_family,
     judge,
 )
-from topicaudit.engine.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
+from topicaudit.engine.storage.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
 from topicaudit.targets.mechanisms import MECHANISMS, SetUnion
 from topicaudit.targets.plugins import import_recorded

@@ -21,7 +21,7 @@ try:
 except ImportError:  # Windows has no address-space limits
     resource = None
 
-from topicaudit.engine.phases import phase
+from topicaudit.engine.execution.phases import phase
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
 
 ONE_THREAD = {name: "1" for name in (
@@ -388,11 +388,11 @@ def _watch_raylet(ray) -> threading.Event:
 
 
 class _Reaper:
-    """``topicaudit.engine.ray_reaper`` watching this driver: the local instance's processes die with it."""
+    """``topicaudit.engine.execution.ray_reaper`` watching this driver: the local instance's processes die with it."""
 
     def __init__(self):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "topicaudit.engine.ray_reaper"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "topicaudit.engine.execution.ray_reaper"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, text=True,
         )
 

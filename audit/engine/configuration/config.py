@@ -24,8 +24,8 @@ from topicaudit.attacks.canaries import KINDS as canary_kinds
 from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
-from topicaudit.engine import toml_reader
-from topicaudit.engine.validation import check_path_text, check_run_config, check_shadows
+from topicaudit.engine.configuration import toml_reader
+from topicaudit.engine.configuration.validation import check_path_text, check_run_config, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.memory import check_fits_in_memory

@@ -32,7 +32,7 @@ import numpy as np
 
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
-from topicaudit.engine.records import BOUNDS, JsonView, Record, check_schema, record, records
+from topicaudit.engine.storage.records import BOUNDS, JsonView, Record, check_schema, record, records
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import open_regular
 from topicaudit.targets.mechanisms import Mechanism, mechanism_from_json
@@ -250,7 +250,7 @@ class RunResults(JsonView, Record):
     attacks: dict[str, AttackMetrics] = field(default_factory=dict)  # empty: a canary-only run
     seeds: dict[str, int] | None = None
     versions: dict[str, str] | None = None
-    # The manifest's schema: this run keeps one, so it is refused without it (engine/integrity.py).
+    # The manifest's schema: this run keeps one, so it is refused without it (engine/storage/integrity.py).
     manifest: str | None = None
     ray: dict[str, Any] | None = None
     resumed: bool | None = None
@@ -428,7 +428,7 @@ class AuditResults(JsonView, Record):
 
 
 # -- check ----------------------------------------------------------------------------------------------------
-# What protected a run directory a verdict was read from (topicaudit.engine.integrity; docs/run-directory.md#integrity).
+# What protected a run directory a verdict was read from (topicaudit.engine.storage.integrity; docs/run-directory.md#integrity).
 HMAC, SHA256, NONE = "hmac-sha256", "sha256", "none"
 # What a verdict on a directory in the pre-manifest layout says about itself.
 UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout written before manifests existed), "

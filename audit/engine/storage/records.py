@@ -1,6 +1,6 @@
 """Typed JSON records: a JSON object as a frozen dataclass that reads and writes it exactly.
 
-The machinery behind :mod:`topicaudit.engine.results`: how a field's value
+The machinery behind :mod:`topicaudit.engine.storage.results`: how a field's value
 is read and written (``Codec``), the record base class (``Record``: key
 order, required and optional keys, unknown keys kept), the read-only mapping
 view of a record (``JsonView``), and the schema check every file passes.

@@ -14,7 +14,7 @@ refused, so a forger without the key is caught whatever they rewrite
 A run written by a version that writes manifests says so in its own files
 (``MARK`` in results.json and in config.toml's [provenance]; the ``model`` slot
 of every model file), so a manifest deleted, emptied or missing an entry is
-refused rather than read as no manifest (``topicaudit.engine.integrity``).
+refused rather than read as no manifest (``topicaudit.engine.storage.integrity``).
 Only a directory with none of those marks, the layout written before the
 manifest existed, is read without one, and its verdict says so.
 """

@@ -4,7 +4,7 @@ overall progress of a job of several parts (a sweep's runs).
 - ``Progress``: ``label done/total`` of one phase (shadow models, canary releases, scoring), with the time left
   paced from the first completion.
 - ``Heartbeat``: while a command runs (not ``--quiet``), a line on stderr whenever nothing was printed for
-  ``every`` seconds (5), naming what is being done (``activity``, set by ``engine.phases.phase``), how long it
+  ``every`` seconds (5), naming what is being done (``activity``, set by ``engine.execution.phases.phase``), how long it
   has taken and how long the command has run.
 - ``Overall``: a job of N parts (a sweep's runs): parts done, elapsed time and the time left at the mean pace
   of the parts run by this command (parts already finished when it started are not paced: they return at
@@ -44,7 +44,7 @@ def noted() -> None:
 
 
 def enter_activity(name: str) -> bool:
-    """The main thread enters the phase ``name`` (``engine.phases.phase`` calls this); whether it was noted
+    """The main thread enters the phase ``name`` (``engine.execution.phases.phase`` calls this); whether it was noted
     (other threads' phases are not: Ray starts in the background)."""
     if threading.current_thread() is not threading.main_thread():
         return False

@@ -18,7 +18,7 @@ import numpy as np
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
 from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
-from topicaudit.engine.results import RunResults
+from topicaudit.engine.storage.results import RunResults
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 # The attacks roc.png draws: the paper's LiRA variants, the few-model ones (docs/attacks.md), baselines.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topicaudit.engine.validation import check_seed, check_shadows
+from topicaudit.engine.configuration.validation import check_seed, check_shadows
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from topicaudit.engine.config import AuditConfig
-from topicaudit.engine.validation import check_path_text
+from topicaudit.engine.configuration.config import AuditConfig
+from topicaudit.engine.configuration.validation import check_path_text
 from topicaudit.errors import UserError
 
 

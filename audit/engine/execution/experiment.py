@@ -29,14 +29,14 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from topicaudit.attacks.canaries import CanarySet
-from topicaudit.engine.lock import NAME as LOCK_NAME
-from topicaudit.engine.lock import holds_only_the_lock
-from topicaudit.engine.parallel import StartingSession, cluster_description, one_cpu_task, ray_session
-from topicaudit.engine.phases import phase
-from topicaudit.engine.plan import Plan
-from topicaudit.engine.progress import Progress
-from topicaudit.engine.rundir import RunDirectory
-from topicaudit.engine.tasks import (
+from topicaudit.engine.storage.lock import NAME as LOCK_NAME
+from topicaudit.engine.storage.lock import holds_only_the_lock
+from topicaudit.engine.execution.parallel import StartingSession, cluster_description, one_cpu_task, ray_session
+from topicaudit.engine.execution.phases import phase
+from topicaudit.engine.execution.plan import Plan
+from topicaudit.engine.execution.progress import Progress
+from topicaudit.engine.storage.rundir import RunDirectory
+from topicaudit.engine.execution.tasks import (
     fit_and_score,
     fit_and_score_sharing_vocabulary,
     fit_release,

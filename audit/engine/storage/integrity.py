@@ -1,6 +1,6 @@
 """Checks a run directory must pass before any verdict or report is read from it.
 
-Two layers. The manifest (``topicaudit.engine.manifest``) catches any change to
+Two layers. The manifest (``topicaudit.engine.storage.manifest``) catches any change to
 a file the run wrote (and, with an integrity key configured, any manifest not
 written with that key: its MAC); it must list every evidence file present, and a run whose
 own files say it kept one (``manifest_marks``) is refused without it, so
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from topicaudit.bounds.verdict import THREAT_MODELS
-from topicaudit.engine import manifest
-from topicaudit.engine.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
-from topicaudit.engine.rundir import array_names, read_arrays, read_json, read_run_toml
+from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
+from topicaudit.engine.storage.rundir import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.targets.privacy.events import guarantee_from_json

@@ -1,6 +1,6 @@
 """Stop every process of a local Ray instance once the driver that started it is gone.
 
-Started by ``topicaudit.engine.parallel`` before ``ray.init``, with a pipe on its stdin;
+Started by ``topicaudit.engine.execution.parallel`` before ``ray.init``, with a pipe on its stdin;
 it learns the instance's session directory from the command line of the
 driver's first Ray child (or from the driver, after ``ray.init``).
 When the pipe closes (the driver exited, or was killed with -9), it kills the
@@ -9,7 +9,7 @@ instance logs there). Ray's own agents would otherwise linger ~60 s, retrying
 to report the raylet's death to a GCS that died with it. Only processes of
 this instance are touched, never another Ray instance on the machine.
 
-    python -m topicaudit.engine.ray_reaper        (reads the session directory from stdin)
+    python -m topicaudit.engine.execution.ray_reaper        (reads the session directory from stdin)
 """
 from __future__ import annotations
 

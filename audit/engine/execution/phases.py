@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from topicaudit.engine.progress import enter_activity, leave_activity
+from topicaudit.engine.execution.progress import enter_activity, leave_activity
 
 ENVIRONMENT_VARIABLE = "TOPICAUDIT_PHASE_TRACE"
 _lock = threading.Lock()

@@ -32,8 +32,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from topicaudit.engine.config import PATH_OPTIONS, Config, learner_label
-from topicaudit.engine.experiment import package_versions
+from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
+from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import cache_directory
 from topicaudit.inputs.files import file_sha256
@@ -94,7 +94,7 @@ def cache_key(config: Config) -> dict[str, Any]:
     versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
     return {
         "schema": SCHEMA,
-        "config": config.identity(),  # plug-ins' sources included (engine.config.Config.identity)
+        "config": config.identity(),  # plug-ins' sources included (engine.configuration.config.Config.identity)
         "name": config.name,
         "attacks": list(config.attack.attacks),
         "inputs": inputs,

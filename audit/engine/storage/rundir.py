@@ -10,7 +10,7 @@
     statistics.npz     every statistic for the target and every shadow
     scores.npz         per-document scores of every attack, with the true labels
     results.json       metrics, guarantee, timings (documented, stable keys): a RunResults written out
-    roc.png            the main attacks' log-log ROC (drawn by topicaudit.engine.roc_figure)
+    roc.png            the main attacks' log-log ROC (drawn by topicaudit.engine.presentation.roc_figure)
     manifest.json      the SHA-256 of every file above but roc.png
 
 An audit of a released model (``topicaudit audit``) writes config.toml,
@@ -44,12 +44,14 @@ except ImportError:  # pragma: no cover — Windows
 
 import numpy as np
 
-from topicaudit.engine import manifest, toml_reader
-from topicaudit.engine.config import Config
-from topicaudit.engine.toml_writer import to_toml
-from topicaudit.engine.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
+from topicaudit.engine.storage import manifest
+
+from topicaudit.engine.configuration import toml_reader
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.toml_writer import to_toml
+from topicaudit.engine.storage.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
 # The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
-from topicaudit.engine.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
+from topicaudit.engine.storage.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
@@ -388,13 +390,13 @@ class RunDirectory:
         if (self.path / "config.toml").exists() and (listed is None or "config.toml" not in listed):
             self.record("config.toml")  # interrupted before the manifest listed it (its config hash matched)
         if not (self.path / "config.toml").exists():
-            # The mark says this run keeps a manifest: without one it is refused (engine/integrity.py).
+            # The mark says this run keeps a manifest: without one it is refused (engine/storage/integrity.py).
             atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": {
                 **provenance, manifest.MARK: manifest.SCHEMA}}))
             self.record("config.toml")
 
     def record(self, *names: str) -> None:
-        """Add files just written to the manifest (``topicaudit.engine.manifest``)."""
+        """Add files just written to the manifest (``topicaudit.engine.storage.manifest``)."""
         manifest.record(self.path, *names, write_text=atomic_write_text)
 
     # -- models ---------------------------------------------------------------
