@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
+from topicaudit.engine.guidance import figure_meanings, next_steps
 from topicaudit.engine.results import CheckResult, RunResults, confidence, integrity_phrase
 from topicaudit.engine.rundir import read_json
+from topicaudit.engine.verdict import TARGET_POWER
 from topicaudit.errors import UserError
 
 # What each family of tests observed, by the prefix of its name in CheckResult.bounds.
@@ -38,6 +40,8 @@ class Verdict:
     strongest: list[list[str]] = field(default_factory=list)  # experiment, attack, TPR@0.1%, TPR@1%, AUC
     power: str | None = None     # the audit's measured power, when the check reports it
     integrity: str | None = None  # what protected the run directory: authenticated, hashes only, or unverified
+    meanings: list[tuple[str, str]] = field(default_factory=list)  # headline figure, its plain-language sentence
+    next_steps: list[str] = field(default_factory=list)  # what would let the audit say more (guidance.next_steps)
 
 
 def _observed(result, name: str) -> str:
@@ -98,7 +102,7 @@ def own_verdict(path: Path) -> tuple[CheckResult, bool]:
 
 @functools.lru_cache(maxsize=256)
 def _own_verdict(path: Path, mtime_ns: int, size: int) -> tuple[CheckResult, bool]:
-    return own_claim_check(path)
+    return own_claim_check(path, suggest=TARGET_POWER)
 
 
 def run_verdict(run) -> Verdict:
@@ -150,4 +154,5 @@ def run_verdict(run) -> Verdict:
                    f"ε = {result.ceiling:.2f}: the largest ε any outcome of these tests could prove"
                    if math.isfinite(result.ceiling) else "unbounded",
                    _strongest(run.results), _power(result.power),
-                   result.unverified or integrity_phrase(result.integrity, result.integrity_key_id))
+                   result.unverified or integrity_phrase(result.integrity, result.integrity_key_id),
+                   figure_meanings(run.results, result), next_steps(result, tested))
