@@ -275,7 +275,7 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         collection = None
         output = Path(output) if output is not None else audits[0] / "report"
     else:
-        collection = collect(paths, compare_vocabularies=compare_vocabularies)
+        collection = collect(given, compare_vocabularies=compare_vocabularies)
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
     _target_dir(output)
