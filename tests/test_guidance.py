@@ -150,3 +150,25 @@ def test_a_saturated_audit_says_how_to_raise_its_ceiling_everywhere(saturated_ru
     assert f"**next step**: no outcome of this audit could refute ε = 5" in md
     assert f"--canaries {claim['count']}" in md
     assert "**ceiling ε = " in md and "even if every guess were right" in md
+
+
+# -- a powerless mechanism audit: the summary points to check, the report's card and check give the count ------
+POWERLESS = ("[synthetic]\nn_docs = 200\nn_words = 400\n[target]\nlearner = \"dp-cgs\"\nk = 3\n[target.params]\n"
+             "epsilon = 1.0\nn_iter = 5\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 100\n")
+
+
+def test_a_powerless_audit_is_told_the_canaries_that_reach_95_percent_power(tmp_path, capsys):
+    config, run = tmp_path / "dp.toml", tmp_path / "run"
+    config.write_text(POWERLESS)
+    assert main(["run", str(config), "--output", str(run)]) == 0
+    step = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("next:"))
+    assert "twice as leaky as claimed in only" in step and f"`topicaudit check {run}` names the canary count" in step
+    assert main(["report", str(run), "--quiet"]) == 0
+    md = (run / "report" / "report.md").read_text()
+    assert main(["check", str(run)]) == 0
+    needed = json.loads((run / "check.json").read_text())["canaries_for_power"]
+    assert needed["count"] and needed["simulated"] >= 0.95
+    assert f"{needed['count']:,} canaries would reach 95%: --canaries {needed['count']}" in capsys.readouterr().out
+    assert (f"**next step**: this audit would catch a mechanism twice as leaky as claimed in only" in md
+            and f"{needed['count']:,} canaries would reach 95% (--canaries {needed['count']}" in md)
+    assert "**power " in md and "if the mechanism leaked twice as much as claimed" in md
