@@ -17,7 +17,7 @@ from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
 from topicaudit.engine.guidance import figure_meanings, next_steps
-from topicaudit.engine.results import CheckResult, RunResults, confidence, integrity_phrase
+from topicaudit.engine.results import CheckResult, RunResults, ceiling_remedy, confidence, integrity_phrase
 from topicaudit.engine.rundir import read_json
 from topicaudit.engine.verdict import TARGET_POWER
 from topicaudit.errors import UserError
@@ -143,7 +143,7 @@ def run_verdict(run) -> Verdict:
                  f"this audit could refute claims up to ε = {result.ceiling:.2f} with a perfect attack"
                  if result.ceiling > result.claimed_epsilon else
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
-                 "add canaries")
+                 f"{ceiling_remedy(result.canaries_for_ceiling)}")
         headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
                     f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}."
                     + (f" This design cannot see {'; nor '.join(result.unseen)}." if result.unseen else "")

@@ -172,3 +172,15 @@ def test_a_powerless_audit_is_told_the_canaries_that_reach_95_percent_power(tmp_
     assert (f"**next step**: this audit would catch a mechanism twice as leaky as claimed in only" in md
             and f"{needed['count']:,} canaries would reach 95% (--canaries {needed['count']}" in md)
     assert "**power " in md and "if the mechanism leaked twice as much as claimed" in md
+
+
+def test_the_cards_headline_names_the_count_too(saturated_run):
+    """After the test above: the card's headline (claim ε = 5, check's) quantifies its remedy as check does."""
+    from topicaudit.reports.collect import read_run
+    from topicaudit.reports.verdict import run_verdict
+
+    config, run = saturated_run
+    claim = json.loads((run / "check.json").read_text())["canaries_for_ceiling"]
+    card = run_verdict(read_run(run))
+    assert card.status == "CONSISTENT"
+    assert f"(its ceiling is ε = " in card.headline and f"--canaries {claim['count']}" in card.headline

@@ -81,8 +81,8 @@ def figure_meanings(results: RunResults, verdict: CheckResult | None = None) -> 
         else:
             out.append((f"ε ≥ {bound:.2f}",
                         f"with {level} confidence, no privacy guarantee with ε below {bound:.2f} (at δ = "
-                        f"{verdict.delta:g}) can be true of this model: being trained on can shift an attacker's "
-                        f"odds that a {verdict.adjacency} was used by a factor of e^{bound:.2f} ≈ "
+                        f"{verdict.delta:g}) can be true of this model: training on a {verdict.adjacency} can "
+                        f"shift an attacker's odds that it was used by a factor of e^{bound:.2f} ≈ "
                         f"{math.exp(bound):,.3g} or more."))
         if math.isfinite(verdict.ceiling):
             out.append((f"ceiling ε = {verdict.ceiling:.2f}",
