@@ -137,6 +137,14 @@ def _comparison(collection: Collection, figs: _Figures, attack: str, notes: list
         section.add(figs.add(
             figures.draw_utility(utility, parameter), "utility-by-parameter", f"Utility against {parameter}",
             "results.json utility (UMass coherence, held-out perplexity): mean ± sd over replicates."))
+        trade_off = figures.privacy_utility_data(collection.groups, attack)
+        if trade_off is not None:
+            section.add(figs.add(
+                figures.draw_privacy_utility(trade_off, parameter), "privacy-utility",
+                f"Privacy–utility trade-off across {parameter}",
+                f"One point per {parameter} value: its utility (x; results.json utility) against how much "
+                f"{attack} finds (y; TPR at 0.1% FPR), mean ± sd over replicates, joined in the sweep's order. "
+                "Up is leakier; right is better coherence, left better (lower) perplexity."))
     else:
         notes.append("No run carries utility measurements (results.json \"utility\"), so no utility figure.")
     return section
@@ -154,6 +162,17 @@ def _roc_caption(roc) -> str:
         return caption + (f" The claim (ε = {claim.epsilon:g}) is {claim.adjacency}-level: it does not bound a "
                           "whole document's membership, so no document-level region is drawn.")
     return caption + " The target claims no ε, so no DP region is drawn."
+
+
+def _attack_table(run, recommended: str | None) -> Table:
+    """Every attack the run scored on natural documents, the recommended one marked."""
+    n = run.results.n_shadows
+    rows = [[name, f"{m.auc:.3f}", f"{100 * m.tpr_at_fpr_0_001:.2f}%", f"{100 * m.tpr_at_fpr_0_01:.2f}%",
+             f"yes, for {n} shadow model{'s' * (n != 1)}" if name == recommended else ""]
+            for name, m in run.results.attacks.items()]
+    return Table(["attack", "AUC", "TPR@0.1%FPR", "TPR@1%FPR", "recommended"], rows,
+                 "Every attack on the natural documents, from results.json; recommended: the attack docs/attacks.md "
+                 "recommends for the run's number of shadow models")
 
 
 def _verdict_section(collection: Collection) -> Section:
@@ -177,9 +196,14 @@ def _verdict_section(collection: Collection) -> Section:
         section.add(Definitions(items))
         section.add(Table(["test", "what it observed", "ε ≥", "method"], card.bounds,
                           "Every ε lower bound, as `topicaudit check` computes them (α split over all of them)"))
+        if card.next_steps:
+            section.add(Definitions([("next step", step) for step in card.next_steps]))
         if card.strongest:
             section.add(Table(["experiment", "strongest attack", "TPR@0.1%FPR", "TPR@1%FPR", "AUC"],
                               card.strongest, "The attack with the highest TPR at 0.1% FPR in each experiment"))
+        if card.meanings:
+            section.add(Paragraph("What the headline figures mean:"))
+            section.add(Definitions(card.meanings))
     return section
 
 
@@ -207,9 +231,12 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
                      "ζ histograms or most exposed documents.")
         return section
     roc = figures.roc_data(run)
-    emphasised = ", ".join(roc["emphasised"]) or "none"
+    emphasised = ", ".join(name + (" (recommended)" if name == roc["recommended"] else "")
+                           for name in roc["emphasised"]) or "none"
     section.add(figs.add(figures.draw_roc(roc), _stem("roc", group.label), f"ROC, {group.label}",
-                         _roc_caption(roc) + f" Bold: {emphasised}; the other attacks faded grey."))
+                         _roc_caption(roc) + f" Bold: {emphasised}; the other attacks faded grey (the same attacks "
+                         "as the run's roc.png)."))
+    section.add(_attack_table(run, roc["recommended"]))
     examples = figures.zeta_examples(run, corpus.X, attack) if corpus is not None else {}
     if examples:
         kinds = "; ".join(f"{k}: {figures.KIND_DESCRIPTIONS[k]}" for k in examples)
@@ -248,7 +275,7 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         collection = None
         output = Path(output) if output is not None else audits[0] / "report"
     else:
-        collection = collect(paths, compare_vocabularies=compare_vocabularies)
+        collection = collect(given, compare_vocabularies=compare_vocabularies)
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
     _target_dir(output)

@@ -35,6 +35,45 @@ BY_PARAMETER_ATTACKS = ("lira_online", "lira_offline", "lira_offline_shrunk", "r
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+SCALES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def readable_ticks(values) -> list[str]:
+    """Tick labels a reader takes in at a glance: one scale for the axis (k from 10,000, M, G, T), as few
+    decimals as tell the ticks apart, no scientific notation and no offset (``1.2M``, ``−350k``, ``0.25``).
+
+    Matplotlib's default writes large scores as small numbers under an ``1e6`` (or ``+1.234e6``) offset at
+    the axis's end, which a reader misses; this is the canary and ζ histograms' x axis.
+    """
+    values = np.asarray(values, dtype=float)
+    if not values.size:
+        return []
+    top = float(np.max(np.abs(values)))
+    factor, suffix = next(((f, s) for f, s in SCALES if top >= max(f, 1e4)), (1.0, ""))
+    scaled = values / factor
+    decimals = next((d for d in range(7) if np.allclose(np.round(scaled, d), scaled, rtol=0, atol=1e-9 * max(
+        1.0, float(np.max(np.abs(scaled)))))), 6)
+    labels = []
+    for x in np.round(scaled, decimals):
+        text = f"{x:,.{decimals}f}"
+        labels.append("0" if x == 0 else text.replace("-", "\u2212") + suffix)
+    return labels
+
+
+def readable_axis(axis) -> None:
+    """Give a matplotlib axis :func:`readable_ticks` labels (no offset text)."""
+    from matplotlib.ticker import Formatter  # see topicaudit.engine.presentation.roc_figure.new_figure
+
+    class Readable(Formatter):
+        def format_ticks(self, values):
+            return readable_ticks(values)
+
+        def __call__(self, x, pos=None):
+            return readable_ticks([x])[0]
+
+    axis.set_major_formatter(Readable())
+
+
 def tpr_at(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """The largest TPR over thresholds with FPR ≤ each grid value (the metrics convention)."""
     index = np.searchsorted(fpr, grid, side="right") - 1
@@ -43,8 +82,9 @@ def tpr_at(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 # -- ROC of every attack in one run, with the claimed DP region ----------------------------------
 def roc_data(run, attacks: list[str] | None = None) -> dict[str, Any]:
-    """The run's ROC as roc.png draws it (:func:`topicaudit.engine.presentation.roc_figure.roc_data`), every attack by default."""
-    names = attacks if attacks is not None else run.score_attacks()
+    """The run's ROC as roc.png draws it (:func:`topicaudit.engine.presentation.roc_figure.roc_data`): by default the same
+    attacks (``drawn_attacks``)."""
+    names = attacks if attacks is not None else roc_figure.drawn_attacks(run.results, run.scores)
     return roc_figure.roc_data(run.name, run.scores, run.results, names)
 
 
@@ -75,6 +115,7 @@ def draw_canary_histograms(data: dict[str, Any], title: str):
         ax.hist(d["in"][np.isfinite(d["in"])], bins=bins, color=IN_COLOR, alpha=0.6,
                 label=f"in the release ({d['in'].size})")
         _overlap_legend(ax)
+        readable_axis(ax.xaxis)
         ax.set_title(f"score: {name}", fontsize=8)
         ax.set_xlabel("canary score (higher: more likely in)", fontsize=7)
         ax.set_ylabel("canaries", fontsize=7)
@@ -240,6 +281,38 @@ def draw_utility(data: dict[str, Any], parameter: str):
     return fig
 
 
+def privacy_utility_data(groups, attack: str = "lira_online",
+                         metric: str = "tpr_at_fpr_0.001") -> dict[str, Any] | None:
+    """One point per group: its utility (each results.json ``utility`` metric) against its leakage (``attack``'s
+    ``metric``), mean ± sd over replicates; None when no run carries utility or none has the attack."""
+    utility = utility_data(groups)
+    leak = by_parameter_data(groups, metric, (attack,))["series"].get(attack)
+    if utility is None or leak is None:
+        return None
+    return {"labels": [g.label for g in groups], "attack": attack, "metric": metric, "privacy": leak,
+            "utility": utility["series"]}
+
+
+def draw_privacy_utility(data: dict[str, Any], parameter: str):
+    """Leakage (y) against each utility metric (x), one point per swept value, joined in the sweep's order."""
+    panels = list(data["utility"].items())
+    fig = new_figure(4.2 * len(panels), 4.0)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    fpr = 100 * float(data["metric"].removeprefix("tpr_at_fpr_"))
+    y, dy = 100 * data["privacy"]["mean"], 100 * data["privacy"]["sd"]
+    for ax, (metric, s) in zip(axes, panels):
+        ax.plot(s["mean"], y, color="0.6", lw=0.9, zorder=1)
+        ax.errorbar(s["mean"], y, xerr=s["sd"], yerr=dy, fmt="o", ms=4, capsize=3, color="#6a1b9a", zorder=2)
+        for label, xi, yi in zip(data["labels"], s["mean"], y):
+            if math.isfinite(xi) and math.isfinite(yi):
+                ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=6.5)
+        ax.set(xlabel=UTILITY_METRICS[metric], ylabel=f"{data['attack']}: TPR at {fpr:g}% FPR (%)",
+               title=f"privacy–utility by {parameter}")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, color="0.9", lw=0.6)
+    return fig
+
+
 # -- ζ under IN and OUT shadows for example documents of each kind (the paper's Figure 1) -----------
 def document_kinds(X) -> dict[str, int]:
     """Rows of one example document of each kind the paper's Figure 1 shows.
@@ -304,6 +377,7 @@ def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
                    label=f"target ({'member' if d['member'] else 'non-member'})")
         ax.set_title(f"{kind}: document {d['doc_index']}, {d['length']} words", fontsize=8)
         ax.set_xlabel("ζ(Φ, d)", fontsize=7)
+        readable_axis(ax.xaxis)
         ax.set_ylabel("shadow models", fontsize=7)
         ax.tick_params(labelsize=6.5)
         _overlap_legend(ax)

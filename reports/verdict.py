@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.storage.results import CheckResult, RunResults, confidence, integrity_phrase
+from topicaudit.engine.storage.results import CheckResult, RunResults, ceiling_remedy, confidence, integrity_phrase
 from topicaudit.engine.storage.rundir import read_json
+from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
+from topicaudit.engine.verdict import TARGET_POWER
 from topicaudit.errors import UserError
 
 # What each family of tests observed, by the prefix of its name in CheckResult.bounds.
@@ -38,6 +40,8 @@ class Verdict:
     strongest: list[list[str]] = field(default_factory=list)  # experiment, attack, TPR@0.1%, TPR@1%, AUC
     power: str | None = None     # the audit's measured power, when the check reports it
     integrity: str | None = None  # what protected the run directory: authenticated, hashes only, or unverified
+    meanings: list[tuple[str, str]] = field(default_factory=list)  # headline figure, its plain-language sentence
+    next_steps: list[str] = field(default_factory=list)  # what would let the audit say more (guidance.next_steps)
 
 
 def _observed(result, name: str) -> str:
@@ -88,17 +92,24 @@ def _strongest(results: RunResults) -> list[list[str]]:
     return rows
 
 
-def own_verdict(path: Path) -> tuple[CheckResult, bool]:
+def own_verdict(path: Path, suggest: bool = False) -> tuple[CheckResult, bool]:
     """The verdict on a run's own claim as ``check`` computes it with this code (once per run and report):
     the card and the ledger read it, so a run written by an older version shows what ``check`` says now.
-    Remembered by the run's results.json as it is on disk, so a run rewritten since is computed afresh."""
+    Remembered by the run's results.json as it is on disk, so a run rewritten since is computed afresh.
+
+    suggest: a CONSISTENT mechanism audit short of 95% power also gets the canary count that reaches it
+    (``CheckResult.canaries_for_power``, seconds of simulation: the card asks, the ledger's rows need not)."""
     stamp = (path / "results.json").stat()
-    return _own_verdict(Path(path), stamp.st_mtime_ns, stamp.st_size)
+    result, tested = _own_verdict(Path(path), stamp.st_mtime_ns, stamp.st_size, None)
+    power = result.power
+    if suggest and tested and not result.violated and power is not None and power["2x"] < TARGET_POWER:
+        return _own_verdict(Path(path), stamp.st_mtime_ns, stamp.st_size, TARGET_POWER)
+    return result, tested
 
 
 @functools.lru_cache(maxsize=256)
-def _own_verdict(path: Path, mtime_ns: int, size: int) -> tuple[CheckResult, bool]:
-    return own_claim_check(path)
+def _own_verdict(path: Path, mtime_ns: int, size: int, suggest: float | None) -> tuple[CheckResult, bool]:
+    return own_claim_check(path, suggest=suggest)
 
 
 def run_verdict(run) -> Verdict:
@@ -112,7 +123,7 @@ def run_verdict(run) -> Verdict:
         except UserError:
             result = None
     if result is None:
-        result, tested = own_verdict(run.path)
+        result, tested = own_verdict(run.path, suggest=True)
     status = _status(result, tested)
     level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     if tested:
@@ -132,7 +143,7 @@ def run_verdict(run) -> Verdict:
                  f"this audit could refute claims up to ε = {result.ceiling:.2f} with a perfect attack"
                  if result.ceiling > result.claimed_epsilon else
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
-                 "add canaries")
+                 f"{ceiling_remedy(result.canaries_for_ceiling)}")
         headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
                     f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}."
                     + (f" This design cannot see {'; nor '.join(result.unseen)}." if result.unseen else "")
@@ -150,4 +161,5 @@ def run_verdict(run) -> Verdict:
                    f"ε = {result.ceiling:.2f}: the largest ε any outcome of these tests could prove"
                    if math.isfinite(result.ceiling) else "unbounded",
                    _strongest(run.results), _power(result.power),
-                   result.unverified or integrity_phrase(result.integrity, result.integrity_key_id))
+                   result.unverified or integrity_phrase(result.integrity, result.integrity_key_id),
+                   figure_meanings(run.results, result), next_steps(result, tested))

@@ -183,6 +183,44 @@ def test_utility_data_is_the_replicate_mean_of_results_or_absent(runs):
     figures.draw_utility(data, "target.k")
 
 
+def test_privacy_utility_pairs_each_values_utility_with_its_leakage(runs):
+    """The sweep's privacy–utility points: each value's mean utility (x) against its attack's mean TPR at 0.1%
+    FPR (y), from results.json; no figure without utility."""
+    collection = collect([runs / "sweep"])
+    data = figures.privacy_utility_data(collection.groups, "lira_offline")
+    assert data["labels"] == [g.label for g in collection.groups] and data["attack"] == "lira_offline"
+    for i, group in enumerate(collection.groups):
+        leak = [r.results.attacks["lira_offline"].tpr_at_fpr_0_001 for r in group.runs]
+        assert data["privacy"]["mean"][i] == pytest.approx(np.mean(leak))
+        for metric in ("umass_coherence", "heldout_perplexity"):
+            xs = [getattr(r.results.utility, metric) for r in group.runs]
+            assert data["utility"][metric]["mean"][i] == pytest.approx(np.mean(xs))
+    fig = figures.draw_privacy_utility(data, "target.k")
+    assert [ax.get_xlabel() for ax in fig.axes] == [figures.UTILITY_METRICS[m] for m in data["utility"]]
+    assert {t.get_text() for t in fig.axes[0].texts} == set(data["labels"])  # every point named by its value
+    for run in collection.runs:
+        run.results = dataclasses.replace(run.results, utility=None)
+    assert figures.privacy_utility_data(collection.groups) is None
+
+
+def test_canary_histogram_axes_read_without_an_offset():
+    """Scores in the millions are labelled 1.5M, not 1.5 under a "1e6" at the axis's end."""
+    rng = np.random.default_rng(0)
+    data = {"kind": "paired", "panels": {"mechanism": {"in": rng.normal(2.0e6, 3e5, 50),
+                                                       "out": rng.normal(1.2e6, 3e5, 50)}}}
+    fig = figures.draw_canary_histograms(data, "t")
+    fig.draw_without_rendering()
+    axis = fig.axes[0].xaxis
+    labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+    assert axis.get_offset_text().get_text() == ""
+    assert labels and all(label == "0" or label.endswith("M") for label in labels)
+    assert not any("e" in label for label in labels)
+    assert figures.readable_ticks([-2e6, -1.5e6, 0, 5e5]) == ["\u22122.0M", "\u22121.5M", "0", "0.5M"]
+    assert figures.readable_ticks([-50020, -50000]) == ["\u221250.02k", "\u221250.00k"]
+    assert figures.readable_ticks([1000, 1500, 2000]) == ["1,000", "1,500", "2,000"]
+    assert figures.readable_ticks([0, 0.25, 0.5]) == ["0", "0.25", "0.50"]
+
+
 def test_document_kinds_follow_the_papers_definitions():
     # rows 0-5 typical length 10; row 6 long (40), row 7 short (1); row 0 uses only common words, row 1 a rare one
     X = np.zeros((8, 6))
@@ -330,8 +368,8 @@ def test_report_files(sweep_report):
     assert {p.name for p in sweep_report.iterdir()} == {"report.html", "report.md", "figures", ".topicaudit-report"}
     pngs = sorted(p.stem for p in (sweep_report / "figures").glob("*.png"))
     assert pngs == sorted(p.stem for p in (sweep_report / "figures").glob("*.svg"))
-    assert pngs == ["01-overlay-lira_online", "02-tpr-by-parameter", "03-utility-by-parameter", "04-roc-k_2",
-                    "05-zeta-k_2", "06-roc-k_3", "07-zeta-k_3"]
+    assert pngs == ["01-overlay-lira_online", "02-tpr-by-parameter", "03-utility-by-parameter",
+                    "04-privacy-utility", "05-roc-k_2", "06-zeta-k_2", "07-roc-k_3", "08-zeta-k_3"]
     page = (sweep_report / "report.html").read_text()
     assert page.count('<img src="data:image/png;base64,') == len(pngs)
     assert "<script" not in page and "http://" not in page and "https://" not in page  # self-contained, inert

@@ -94,16 +94,17 @@ def _evidence(run_dir: Path):
     return read_results(results_path), natural, found, protection
 
 
-def own_claim_check(run_dir: str | Path) -> tuple[CheckResult, bool]:
+def own_claim_check(run_dir: str | Path, suggest: float | None = None) -> tuple[CheckResult, bool]:
     """The run's bounds and ceiling exactly as ``check`` computes them; and whether its own claim was tested.
 
     The one code path behind the run summary, the report's verdict and
     ``check``: against the target's own claim when these tests can hold it to
-    it, else at no claim (ε = 0 stands in; the bounds do not depend on it).
+    it, else at no claim (ε = 0 stands in; the bounds do not depend on it). suggest: as
+    ``engine.verdict.own_claim_verdict``'s (the report asks for the canary count that reaches 95% power).
     """
     run_dir = Path(run_dir)
     results, natural, found, protection = _evidence(run_dir)  # read and verified once
-    result, tested = own_claim_verdict(results, natural, found, run_dir)
+    result, tested = own_claim_verdict(results, natural, found, run_dir, suggest)
     return _protected(result, protection), tested
 
 

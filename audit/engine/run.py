@@ -49,6 +49,7 @@ from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
 from topicaudit.engine.storage.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus, read_results
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
+from topicaudit.engine.presentation.guidance import figure_meanings, headline_attack, next_steps
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
@@ -484,27 +485,36 @@ def summary_table(results: RunResults, verdict=None) -> str:
     if guarantee.epsilon is not None and guarantee.adjacency:
         claim += f" ({guarantee.adjacency}-level, {guarantee.basis})"
     lines = [f"{corpus.source}"]
+    columns = f"{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}"
     if results.attacks:
+        recommended = headline_attack(results)
         lines += [
             f"  {corpus.n_docs} documents, target vocabulary {target.vocabulary_size} words, "
             f"{target.n_members} members; {target.learner} k={target.k}; "
             f"{results.n_shadows} shadow models",
             "",
-            f"  {'attack':<26}{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}",
+            f"  {'attack':<26}{columns}",
         ]
         for name, m in results.attacks.items():
-            lines.append(f"  {name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}{m.tpr_at_fpr_0_01:>12.2%}")
+            mark = (f"  ← recommended for {results.n_shadows} shadow model{'s' * (results.n_shadows != 1)}"
+                    if name == recommended and results.n_shadows >= 1 else "")
+            lines.append(f"  {name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}{m.tpr_at_fpr_0_01:>12.2%}{mark}")
     if results.canaries is not None:
         c = results.canaries
         lines += ["", f"  canaries: {c.count} {c.kind} ({c.length} tokens each), {c.members} in the "
                       f"canary release beside {c.fixed_training_documents} fixed documents; "
                       f"{target.learner} k={target.k}"]
+        if c.scores:
+            lines.append(f"  {'canary score':<26}{columns}")
         for name, m in (c.scores or {}).items():
             lines.append(f"  {'canary ' + name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}"
                          f"{m.tpr_at_fpr_0_01:>12.2%}")
         lines.append(f"  canaries scored on {c.threat_model or 'the released Φ'}")
     if verdict is not None:
         lines += ["", *verdict_lines(*verdict, claim)]
+    meanings = figure_meanings(results, verdict[0] if verdict is not None else None)
+    if meanings:
+        lines += ["", "  what the figures mean:", *(f"    {figure}: {sentence}" for figure, sentence in meanings)]
     for message in results.warnings:
         lines.append(f"  warning from a Ray worker: {message}")
     if target.test_under_noise is not None:
@@ -536,4 +546,5 @@ def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
         lines += [f"  this design cannot see {family}" for family in result.unseen if not result.violated]
     else:
         lines.append("  no claim tested here: `topicaudit check RUN_DIR --epsilon E` tests one")
+    lines += [f"  next: {step}" for step in next_steps(result, claim_tested)]
     return lines

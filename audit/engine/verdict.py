@@ -39,6 +39,7 @@ from topicaudit.bounds.verdict import (
     THREAT_MODELS,
     VALID_BOUNDS,
     Evidence,
+    bound_ceiling,
     bound_tests,
     canary_verdict_scores,
     guess_family,
@@ -69,6 +70,8 @@ TARGET_POWER = 0.95
 # How far that search goes: canaries, and seconds of simulation (the simulation's cost grows with the count).
 POWER_SEARCH_LIMIT = 1_000_000
 POWER_SEARCH_SECONDS = 10.0
+# A bound at its ceiling (every guess right) is told what this many times its candidates, as canaries, could prove.
+CEILING_FACTOR = 4
 
 
 
@@ -195,14 +198,17 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         methods_left = [m for m in methods if m not in SHAPED]
         needed = canaries_for_power(
             lambda m: simulated_power(mechanism, np.zeros(m, bool), float(epsilon), float(delta),
-                                      judgement.alpha_each, shape, methods_left)["2x"],
+                                      judgement.alpha_each, shape, methods_left, factors=(2.0,))["2x"],
             evidence[0].labels.size, suggest)
+    base = evidence[0].labels.size  # the canaries when there are any, else the natural documents
+    raise_ceiling = canaries_for_ceiling(max(b.epsilon for b in judgement.bounds.values()), judgement.ceiling,
+                                         float(epsilon), float(delta), judgement.alpha_each, base)
     result = CheckResult(run_dir, float(epsilon), float(delta), float(alpha), judgement.bounds, judgement.ceiling,
                          "word" if word_claim else "document", {e.prefix: e.observed for e in evidence}, False, power,
                          unseen=unseen_bugs(mechanism, composed, target.learner) + notes,
                          reversed_scores=list(judgement.reversed),
                          disagreements=recorded_disagreements(mechanism, guarantee),
-                         canaries_for_power=needed)
+                         canaries_for_power=needed, canaries_for_ceiling=raise_ceiling)
     # Tied scores never had a chance; scores at chance have none either, unless a simulation of the claimed
     # mechanism says what this design can catch (a correct mechanism audited well is often at chance).
     no_signal = not result.violated and (judgement.tied or (not judgement.signal and power is None))
@@ -382,13 +388,15 @@ def power_pool_size(m: int) -> int:
 
 
 def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float, delta: float, alpha_each: float,
-                    shape: ClaimShape | None, methods, replicates: int = POWER_REPLICATES) -> dict[str, float]:
+                    shape: ClaimShape | None, methods, replicates: int = POWER_REPLICATES,
+                    factors: tuple[float, ...] = (2.0, 10.0)) -> dict[str, float]:
     """The share of simulated audits of this design that refute a mechanism 2× and 10× less private.
 
     The claimed mechanism is simulated with its privacy loss multiplied by the
     factor, scored and bounded exactly as the audit was (same coins' count,
     same tests at the same α); a refutation is a bound above the claimed ε.
-    Each factor draws pools of trained and of untrained canaries' scores
+    ``factors``: the multiples simulated, in order (2× first: its share is the same with or without 10×, so the
+    search for a count in ``check`` simulates 2× alone). Each factor draws pools of trained and of untrained canaries' scores
     once, up to four times m (``power_pool_size``); every replicate tosses
     its own coins and takes its members' and non-members' scores from those
     pools without replacement (a fraction of the cost of drawing each
@@ -415,7 +423,7 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     forms = ("noise", "budget") if step else ("noise",)
     arrays = tuple(mechanism.arrays) if mechanism.arrays is not None else None
     out = {}
-    for factor, form in ((f, form) for f in (2.0, 10.0) for form in forms):
+    for factor, form in ((f, form) for f in factors for form in forms):
         if step:
             rng = np.random.default_rng((POWER_SEED, int(factor)))
         trained, untrained = (simulate_score_sets(release, np.full(pool, present), int(mechanism.tokens), factor,
@@ -499,12 +507,55 @@ def canaries_for_power(power_at, count: int, target: float = TARGET_POWER) -> di
     return out
 
 
+def canary_ceiling(m: int, delta: float, alpha_each: float) -> float:
+    """The ceiling of an audit of m canaries, half of them in, at α_each per test: what a perfect attack proves."""
+    return bound_ceiling(np.arange(m) % 2 == 0, delta, alpha_each)
+
+
+def at_ceiling(bound: float, ceiling: float) -> bool:
+    """The bound is the audit's ceiling: every guess of its strongest test was right, so the design capped it."""
+    return math.isfinite(bound) and math.isfinite(ceiling) and ceiling > 0 and bound >= ceiling * (1 - 1e-9)
+
+
+def canaries_for_ceiling(bound: float, ceiling: float, claimed_epsilon: float, delta: float, alpha_each: float,
+                         count: int, limit: int = POWER_SEARCH_LIMIT) -> dict[str, Any] | None:
+    """What would lift a ceiling that stopped the audit short: None when none did.
+
+    ``reason`` "claim": no outcome could refute the claim (ceiling ≤ claimed ε > 0, not refuted): ``count`` is
+    the first of 2×, 4×, … the ``count`` candidates whose canaries' ceiling passes the claim (None when
+    ``limit`` canaries do not; then ``searched_to``), ``ceiling`` the ceiling there. ``reason`` "saturated":
+    the bound is the ceiling (``at_ceiling``): ``count`` is ``CEILING_FACTOR`` × ``count`` canaries and
+    ``ceiling`` theirs. The canaries' tests are taken at the audit's own α per test (an audit that adds them
+    to natural documents splits α a little further).
+    """
+    if not (math.isfinite(bound) and math.isfinite(ceiling)):
+        return None
+    if 0 < claimed_epsilon and bound <= claimed_epsilon and ceiling <= claimed_epsilon:
+        m = nice_count(2 * count)
+        while True:
+            reached = canary_ceiling(m, delta, alpha_each)
+            if reached > claimed_epsilon:
+                return {"reason": "claim", "claimed_epsilon": claimed_epsilon, "count": m, "ceiling": reached}
+            if 2 * m > limit:
+                return {"reason": "claim", "claimed_epsilon": claimed_epsilon, "count": None, "searched_to": m,
+                        "ceiling": reached}
+            m = nice_count(2 * m)
+    if at_ceiling(bound, ceiling):
+        m = nice_count(CEILING_FACTOR * count)
+        return {"reason": "saturated", "count": m, "ceiling": canary_ceiling(m, delta, alpha_each)}
+    return None
+
+
 def own_claim_verdict(results: RunResults, natural: dict[str, np.ndarray] | None,
-                      canary_files: CanaryFiles | None, run_dir: Path) -> tuple[CheckResult, bool]:
+                      canary_files: CanaryFiles | None, run_dir: Path,
+                      suggest: float | None = None) -> tuple[CheckResult, bool]:
     """The verdict on the run's own claim when these tests can hold it to it, else at no claim (ε = 0 stands
-    in; the bounds do not depend on it); and whether the claim was tested."""
+    in; the bounds do not depend on it); and whether the claim was tested.
+
+    suggest: a power (``TARGET_POWER``) whose canary count a mechanism audit short of it searches for
+    (``CheckResult.canaries_for_power``: seconds of simulation, which ``run`` leaves to ``check``)."""
     try:
-        return run_verdict(results, natural, canary_files, run_dir), True
+        return run_verdict(results, natural, canary_files, run_dir, suggest=suggest), True
     except UserError:
         return run_verdict(results, natural, canary_files, run_dir, epsilon=0.0), False
 

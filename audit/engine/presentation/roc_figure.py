@@ -2,9 +2,11 @@
 
 The same drawing is the report's per-run ROC (``topicaudit.reports.figures``
 reads a finished run into :func:`roc_data` and draws it with :func:`draw_roc`);
-the run draws the paper's main attacks only: chance line, and the region the
-target's claimed (ε, δ) excludes when it claims one. :func:`render` turns any
-figure into deterministic SVG or palette PNG bytes.
+both draw the same attacks (:func:`drawn_attacks`: every attack the run scored),
+the recommended one and the paper's online LiRA bold, the others faded; the
+chance line, and the region the target's claimed (ε, δ) excludes when it
+claims one. :func:`render` turns any figure into deterministic SVG or palette
+PNG bytes.
 """
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
 from topicaudit.engine.storage.results import RunResults
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
-# The attacks roc.png draws: the paper's LiRA variants, the few-model ones (docs/attacks.md), baselines.
-MAIN_ATTACKS = ("lira_online", "lira_online_global", "lira_offline", "lira_offline_shrunk", "rmia_online",
-                "threshold_max_theta", "threshold_entropy_theta")
 SVG_SALT = "topicaudit"
+
+
+def drawn_attacks(results: RunResults, scores: Mapping[str, np.ndarray]) -> list[str]:
+    """The attacks a run's ROC draws, in roc.png and in the report alike: every attack with a results.json entry
+    and stored scores, in results.json order."""
+    return [name for name in results.attacks if name in scores]
 
 
 def roc_floor(is_member: np.ndarray) -> float:
@@ -69,11 +74,11 @@ def roc_data(title: str, scores: Mapping[str, np.ndarray], results: RunResults, 
 
 def write_roc_figure(path: Path, title: str, scores: Mapping[str, np.ndarray], results: RunResults,
                      write_bytes) -> Path:
-    """Draw ``path`` (roc.png: log-log, down to 1/#non-members) of the main attacks a run scored.
+    """Draw ``path`` (roc.png: log-log, down to 1/#non-members) of the attacks a run scored (``drawn_attacks``).
 
     ``write_bytes(path, writer)``: the run directory's atomic writer.
     """
-    data = roc_data(title, scores, results, [name for name in MAIN_ATTACKS if name in scores])
+    data = roc_data(title, scores, results, drawn_attacks(results, scores))
     png = render(draw_roc(data), "png")
     write_bytes(path, lambda handle: handle.write(png))
     return path

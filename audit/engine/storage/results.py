@@ -435,6 +435,18 @@ UNVERIFIED = ("UNVERIFIED: this directory has no manifest.json (the layout writt
               "so its files' hashes were not checked")
 
 
+def ceiling_remedy(advice: dict[str, Any] | None) -> str:
+    """What would lift an audit's ceiling (``CheckResult.canaries_for_ceiling``), in words."""
+    if advice is None:
+        return "add canaries, --canaries M"
+    if advice.get("count") is None:
+        return (f"even {advice['searched_to']:,} canaries would raise it only to ε ≈ {advice['ceiling']:.2f}: no "
+                f"audit of this size can refute ε = {advice['claimed_epsilon']:g}")
+    above = ", above the claim" if advice.get("reason") == "claim" else ""
+    return (f"{advice['count']:,} canaries would raise it to ε ≈ {advice['ceiling']:.2f}{above}: "
+            f"--canaries {advice['count']}")
+
+
 def integrity_phrase(mode: str | None, key_id: str | None = None) -> str | None:
     """What a verdict line or a report says about the mode that protected the run (None: not known)."""
     if mode == HMAC:
@@ -482,6 +494,10 @@ class CheckResult:
         count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
         limits came first (``engine.verdict.canaries_for_power``).
     sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
+    canaries_for_ceiling : when the ceiling stopped the audit short (``engine.verdict.canaries_for_ceiling``):
+        ``reason`` "claim" (no outcome could refute the claim: the canary ``count`` whose ceiling passes it, or
+        None with ``searched_to``) or "saturated" (the bound is the ceiling: the ceiling, ``ceiling``, of
+        ``count`` canaries, 4× the candidates).
 
     ``violated`` and ``verdict`` are the outcome; ``to_json`` / ``from_json``
     are ``check --json``'s file (schema ``topicaudit.check/1``), ``to_junit``
@@ -506,6 +522,12 @@ class CheckResult:
     integrity_key_id: str | None = None
     canaries_for_power: dict[str, Any] | None = None
     sizing: dict[str, Any] | None = None
+    canaries_for_ceiling: dict[str, Any] | None = None
+
+    @property
+    def saturated(self) -> bool:
+        """The bound is the audit's ceiling: the design, not the model, capped it."""
+        return (self.canaries_for_ceiling or {}).get("reason") == "saturated"
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -581,7 +603,7 @@ class CheckResult:
             reach = f"this audit could refute claims up to ε = {self.ceiling:.2f} with a perfect attack"
         else:
             reach = (f"this audit could not refute it whatever the outcome (its ceiling is ε = {self.ceiling:.2f}: "
-                     "add canaries, --canaries M)")
+                     f"{ceiling_remedy(self.canaries_for_ceiling)})")
         if self.unseen:
             reach += f"; this design cannot see {'; nor '.join(self.unseen)}"
         defect = (f"; {', '.join(self.reversed_scores)} rank members below non-members (a defect of "
@@ -618,6 +640,7 @@ class CheckResult:
             **({"integrity_key_id": self.integrity_key_id} if self.integrity_key_id else {}),
             **({"canaries_for_power": self.canaries_for_power} if self.canaries_for_power else {}),
             **({"sizing": self.sizing} if self.sizing else {}),
+            **({"canaries_for_ceiling": self.canaries_for_ceiling} if self.canaries_for_ceiling else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -631,7 +654,8 @@ class CheckResult:
                          dict(data["observed"]), bool(data["no_signal"]), data["power"],
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
                          data.get("unverified"), list(data.get("disagreements", [])), data.get("integrity"),
-                         data.get("integrity_key_id"), data.get("canaries_for_power"), data.get("sizing"))
+                         data.get("integrity_key_id"), data.get("canaries_for_power"), data.get("sizing"),
+                         data.get("canaries_for_ceiling"))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None
