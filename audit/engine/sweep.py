@@ -268,7 +268,30 @@ def load_sweep(path: Path) -> dict[str, Any]:
         results = path / entry["path"] / "results.json"
         check_regular(results)
         entry["results"] = read_json(results) if os.path.lexists(results) else None
+    _check_index_complete(path, index_path, index)
     return index
+
+
+def _check_index_complete(path: Path, index_path: Path, index: dict[str, Any]) -> None:
+    """The index is not trusted to list every run: a run left out of it (or of its values) would be left out of
+    the table and the report without a word — a VIOLATED run dropped from a sweep. Every finished run in the
+    sweep directory (a folder holding results.json, at most two levels down: ``<key>=<value>/rep-<r>``) must be
+    listed, and every listed run's value must be one of the sweep's values; else exit 2, naming it."""
+    values = {json.dumps(value, sort_keys=True) for value in index["values"]} \
+        if isinstance(index["values"], list) else set()
+    for i, entry in enumerate(index["runs"]):
+        if json.dumps(entry["value"], sort_keys=True) not in values:
+            raise UserError(f"{index_path}: run entry {i} ({entry['path']}) has the value {entry['value']!r}, which "
+                            "is not one of the sweep's values: the index was edited or damaged — rerun the same "
+                            "`topicaudit sweep` command to rewrite it")
+    listed = {Path(entry["path"]).as_posix() for entry in index["runs"]}
+    for results in sorted([*path.glob("*/results.json"), *path.glob("*/*/results.json")]):
+        relative = results.parent.relative_to(path).as_posix()
+        if relative not in listed:
+            raise UserError(f"{results.parent} is a finished run inside the sweep {path} that {index_path} does not "
+                            "list: the index was edited or damaged, and the run would be left out without a word; "
+                            "rerun the same `topicaudit sweep` command to rewrite the index, or move the run out "
+                            "of the sweep directory")
 
 
 def verdict_epsilon(results: dict[str, Any]) -> float:
