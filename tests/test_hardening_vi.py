@@ -272,3 +272,34 @@ def test_a_first_sigterm_during_start_up_always_exits_130_in_bounded_time(tmp_pa
         assert "interrupted" in err and "Traceback" not in err and "Exception ignored" not in err, (offset, err)
         assert time.monotonic() - sent < bound
 
+
+# -- (c) the hostile pass --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["link-to-folder", "empty-folder"])
+def test_report_never_replaces_an_output_holding_a_link_or_folder_of_the_users(plain_run, tmp_path, capsys, kind):
+    """`report -o OUT` replaces OUT as a whole when it is empty or a report: a link to the user's folder
+    (`figures` → ~/photos) counted as a folder, the output as empty, and the link was removed."""
+    users = tmp_path / "photos"
+    users.mkdir()
+    (users / "keep.txt").write_text("precious")
+    out = tmp_path / "page"
+    out.mkdir()
+    if kind == "link-to-folder":
+        (out / "figures").symlink_to(users)
+    else:
+        (out / "drafts").mkdir()
+    code, err = report(plain_run, out, capsys)
+    assert code == 2 and "was not made by `topicaudit report`" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in out.iterdir()) == (["figures"] if kind == "link-to-folder" else ["drafts"])
+    if kind == "link-to-folder":
+        assert (out / "figures").is_symlink()
+    assert (users / "keep.txt").read_text() == "precious"
+
+
+def test_report_reads_a_bounded_marker_only(plain_run, tmp_path, capsys):
+    out = tmp_path / "page"
+    assert report(plain_run, out, capsys)[0] == 0
+    marker = out / ".topicaudit-report"
+    with open(marker, "ab") as handle:
+        handle.truncate(2 << 20)  # sparse: a marker of 2 MiB is no report's
+    code, err = report(plain_run, out, capsys)
+    assert code == 2 and "was not made by `topicaudit report`" in err, err
