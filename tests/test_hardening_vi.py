@@ -303,3 +303,48 @@ def test_report_reads_a_bounded_marker_only(plain_run, tmp_path, capsys):
         handle.truncate(2 << 20)  # sparse: a marker of 2 MiB is no report's
     code, err = report(plain_run, out, capsys)
     assert code == 2 and "was not made by `topicaudit report`" in err, err
+
+
+def _fake_audit(directory: Path, with_manifest: bool) -> Path:
+    """The files of a `topicaudit audit` output that the report checks first (the content is not read here)."""
+    from topicaudit.engine.rundir import atomic_write_text
+
+    directory.mkdir()
+    (directory / "config.toml").write_text('[provenance]\nmanifest = "topicaudit.manifest/1"\n')
+    (directory / "audit.json").write_text('{"schema": "topicaudit.user-audit/1"}')
+    (directory / "scores.csv").write_text("candidate,score\n0,1.0\n")
+    if with_manifest:
+        manifest.record(directory, "config.toml", "audit.json", write_text=atomic_write_text)
+    return directory
+
+
+@pytest.mark.parametrize("case", ["manifest-deleted", "entry-dropped", "keyed-no-manifest"])
+def test_a_user_audit_directory_is_read_only_through_its_manifest(tmp_path, monkeypatch, case):
+    """report of a `topicaudit audit` directory verified only the files its manifest listed: with manifest.json
+    deleted (config.toml says there was one), or scores.csv's entry dropped, an edited audit.json or scores.csv
+    was reported without a word — with an integrity key configured too."""
+    from topicaudit.errors import UserError
+    from topicaudit.reports import user_audit
+
+    monkeypatch.setattr(user_audit.AuditResults, "load", classmethod(lambda cls, path: "loaded"))
+    audit = _fake_audit(tmp_path / "audit", with_manifest=case == "entry-dropped")
+    if case == "keyed-no-manifest":
+        (audit / "config.toml").write_text("[provenance]\n")  # the layout before manifests
+        monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    with pytest.raises(UserError) as refused:
+        user_audit.AuditDirectory(audit)
+    message = str(refused.value)
+    assert {"manifest-deleted": "manifest.json is missing while", "entry-dropped": "scores.csv is not listed in",
+            "keyed-no-manifest": "cannot be authenticated"}[case] in message, message
+
+
+def test_a_user_audit_of_the_layout_before_manifests_is_read_unverified(tmp_path, monkeypatch):
+    from topicaudit.reports import user_audit
+
+    monkeypatch.setattr(user_audit.AuditResults, "load", classmethod(lambda cls, path: "loaded"))
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    audit = _fake_audit(tmp_path / "audit", with_manifest=False)
+    (audit / "config.toml").write_text("[provenance]\n")
+    with pytest.warns(UserWarning, match="UNVERIFIED"):
+        assert user_audit.AuditDirectory(audit).results == "loaded"
+
