@@ -348,3 +348,22 @@ def test_a_user_audit_of_the_layout_before_manifests_is_read_unverified(tmp_path
     with pytest.warns(UserWarning, match="UNVERIFIED"):
         assert user_audit.AuditDirectory(audit).results == "loaded"
 
+
+@pytest.mark.parametrize("linked", ["k=3/rep-0", "k=3"])
+def test_sweep_never_writes_a_run_through_a_link(sweep_dir, tmp_path, capsys, linked):
+    """A run's folder in a sweep replaced by a link to an empty folder elsewhere: the resumed sweep wrote the run
+    there, through the link. Now exit 2 naming it, the sweep directory and the link's target as they were."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, sweep)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(sweep / linked)
+    (sweep / linked).symlink_to(elsewhere)
+    index = (sweep / "sweep.json").read_bytes()
+    config = tmp_path / "sweep.toml"
+    config.write_text("[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
+    capsys.readouterr()
+    code = main(["sweep", str(config), "--param", "target.k", "--values", "2,3", "--output", str(sweep), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is a symbolic link" in err and linked in err and err.count("\n") == 1, err
+    assert list(elsewhere.iterdir()) == [] and (sweep / "sweep.json").read_bytes() == index

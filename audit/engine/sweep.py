@@ -182,6 +182,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
 def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
                quiet: bool) -> dict[str, Any]:
     runs = plan_sweep(config, parameter, values, replicates, output)
+    _check_no_links(output, runs)
     spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
                                  default=str))
     index_path = output / "sweep.json"
@@ -243,6 +244,19 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     if not quiet:
         print(overall.line(), file=sys.stderr)
     return index
+
+
+def _check_no_links(output: Path, runs) -> None:
+    """A sweep writes its runs inside its own directory, never through a link: a run's folder (or its value's)
+    replaced by a symbolic link to a folder elsewhere was written into, through the link, on resume."""
+    for run in runs:
+        place = output
+        for part in Path(run.relative_path).parts:
+            place = place / part
+            if place.is_symlink():
+                raise UserError(f"{place} is a symbolic link: a sweep writes its runs only inside its own directory, "
+                                "never through a link; remove the link (its target is left as it is) and rerun the "
+                                "same command, or choose another output (--output)")
 
 
 def load_sweep(path: Path) -> dict[str, Any]:
