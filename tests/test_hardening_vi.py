@@ -367,3 +367,19 @@ def test_sweep_never_writes_a_run_through_a_link(sweep_dir, tmp_path, capsys, li
     err = capsys.readouterr().err
     assert code == 2 and "is a symbolic link" in err and linked in err and err.count("\n") == 1, err
     assert list(elsewhere.iterdir()) == [] and (sweep / "sweep.json").read_bytes() == index
+
+
+def test_a_refused_resume_leaves_the_lock_as_it_found_it_times_too(plain, capsys):
+    """A run of another configuration refused on a finished run's directory gave `.lock` its content back, but
+    not its modification time (tools that watch the directory saw a write)."""
+    lock = plain / ".lock"
+    before = os.stat(lock)
+    os.utime(lock, ns=(before.st_atime_ns - 10**12, before.st_mtime_ns - 10**12))  # an old lock
+    before = os.stat(lock)
+    content = lock.read_bytes()
+    capsys.readouterr()
+    code = main(["run", "--shadows", "0", "--canaries", "60", "--k", "4", "--output", str(plain), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "different configuration" in err, err
+    after = os.stat(lock)
+    assert lock.read_bytes() == content and after.st_mtime_ns == before.st_mtime_ns
