@@ -383,3 +383,26 @@ def test_a_refused_resume_leaves_the_lock_as_it_found_it_times_too(plain, capsys
     assert code == 2 and "different configuration" in err, err
     after = os.stat(lock)
     assert lock.read_bytes() == content and after.st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize("edit", [
+    lambda index: index.update(parameter=[1]),
+    lambda index: index.update(parameter=None),
+    lambda index: index.update(replicates="x"),
+    lambda index: index["runs"][0].update(replicate="x"),
+    lambda index: index["runs"][0].update(replicate=None),
+    lambda index: index["runs"][0].update(replicate=7),
+], ids=["parameter-list", "parameter-null", "replicates-string", "replicate-string", "replicate-null",
+        "replicate-out-of-range"])
+def test_a_damaged_sweep_index_is_one_line_exit_2(sweep_dir, tmp_path, capsys, edit):
+    """A list or null as sweep.json's parameter, or a string or null as a run's replicate, was an internal error
+    in report (AttributeError, ValueError: exit 3); a string as the replicates went through."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, sweep)
+    index = json.loads((sweep / "sweep.json").read_text())
+    edit(index)
+    (sweep / "sweep.json").write_text(json.dumps(index))
+    capsys.readouterr()
+    code, err = report(sweep, tmp_path / "page", capsys)
+    assert code == 2 and "sweep.json" in err and "rerun the same `topicaudit sweep`" in err, err
+    assert err.count("\n") == 1 and "internal error" not in err, err

@@ -274,11 +274,18 @@ def load_sweep(path: Path) -> dict[str, Any]:
     if missing or not isinstance(index["runs"], list):
         raise UserError(f"{index_path} lacks {', '.join(missing) or 'a list of runs'}; it is damaged — "
                         "rerun the same `topicaudit sweep` command to rewrite it")
+    replicates = index["replicates"]
+    if not isinstance(index["parameter"], str) or not isinstance(index["values"], list) \
+            or isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        # a list as the parameter or a string as a replicate were internal errors in report (exit 3)
+        raise UserError(f"{index_path} is damaged (its parameter must be a string, its values a list and its "
+                        "replicates an integer ≥ 1) — rerun the same `topicaudit sweep` command to rewrite it")
     for i, entry in enumerate(index["runs"]):
         if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry) \
-                or not _relative_path(entry["path"]):
-            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path (a folder inside the "
-                            "sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
+                or not _relative_path(entry["path"]) or isinstance(entry["replicate"], bool) \
+                or not isinstance(entry["replicate"], int) or not 0 <= entry["replicate"] < replicates:
+            raise UserError(f"{index_path}: run entry {i} needs value, replicate (an integer below the sweep's "
+                            "replicates) and path (a folder inside the sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
         check_regular(results)
         entry["results"] = read_json(results) if os.path.lexists(results) else None
