@@ -406,3 +406,13 @@ def test_a_damaged_sweep_index_is_one_line_exit_2(sweep_dir, tmp_path, capsys, e
     code, err = report(sweep, tmp_path / "page", capsys)
     assert code == 2 and "sweep.json" in err and "rerun the same `topicaudit sweep`" in err, err
     assert err.count("\n") == 1 and "internal error" not in err, err
+
+
+def test_an_ascii_standard_output_still_takes_the_verdict_line(plain):
+    """With PYTHONIOENCODING=ascii (a CI console), "ε" and "≥" raised UnicodeEncodeError: every verdict was
+    "could not be printed" and only recorded. Now printed, escaped."""
+    done = subprocess.run([*_console(), "check", str(plain), "--epsilon", "0.01"], capture_output=True,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"}, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(b"VIOLATED: ") and b"\\u03b5" in done.stdout, done.stdout
+    assert b"could not be printed" not in done.stderr, done.stderr

@@ -103,6 +103,12 @@ def standard_streams() -> None:
         if getattr(sys, name) is None:
             setattr(sys, name, os.fdopen(fd, "r" if fd == 0 else "w", buffering=1, closefd=False,
                                          encoding="utf-8", errors="backslashreplace"))
+    # An ASCII standard output (PYTHONIOENCODING=ascii, a CI console) could not take "ε" or "≥": every verdict
+    # line was "could not be printed" (UnicodeEncodeError), only recorded. Escaped instead, as stderr is.
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace")
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def available() -> bool:
