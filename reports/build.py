@@ -32,6 +32,7 @@ from topicaudit.reports.verdict import run_verdict
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
+MARKER_MAX_BYTES = 1 << 20  # far above any report's list of files; a larger "marker" is not one report wrote
 
 
 def _stem(*parts: str) -> str:
@@ -79,15 +80,19 @@ def _target_dir(output: Path) -> None:
         return
     if not output.is_dir():
         raise UserError(f"output {output} exists and is not a directory; choose another -o")
-    found = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if not p.is_dir())
-    if not found:
+    # A link counts as what it is, not as its target: a link to a folder of the user's (`figures` → ~/photos)
+    # was a "folder", the output "empty", and the link was removed with the directory the report replaces.
+    entries = sorted(output.rglob("*"))
+    found = [p.relative_to(output).as_posix() for p in entries if p.is_symlink() or not p.is_dir()]
+    folders = [p.relative_to(output).as_posix() for p in entries if p.is_dir() and not p.is_symlink()]
+    if not found and not folders:
         return
     marker = output / MARKER
-    if not marker.is_file():
+    if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > MARKER_MAX_BYTES:
         raise UserError(f"output directory {output} was not made by `topicaudit report` (it holds "
-                        f"{', '.join(found[:3])}); nothing in it is replaced: choose another -o")
+                        f"{', '.join((found + folders)[:3])}); nothing in it is replaced: choose another -o")
     written = set(marker.read_text(encoding="utf-8", errors="replace").splitlines()) | {MARKER}
-    extra = [name for name in found if name not in written]
+    extra = [name for name in found if name not in written] + [name for name in folders if name != "figures"]
     if extra:
         raise UserError(f"output directory {output} holds {', '.join(extra[:3])}, which `topicaudit report` did not "
                         "write; move it out (the report directory is replaced as a whole), or choose another -o")

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.engine.storage import manifest
 from topicaudit.engine.configuration.config import config_from_dict, config_hash
 from topicaudit.engine.storage.integrity import verify_run_directory
 from topicaudit.engine.storage.results import USER_AUDIT_SCHEMA, CorpusInfo, RunResults
@@ -149,6 +150,12 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
     # manifest hashes, types and shapes of what the report reads (or exit 2)
     if (unverified := verify_run_directory(path).unverified) is not None:
         warnings.warn(f"{path}: {unverified}", stacklevel=2)
+    try:
+        manifest.verify(path, ["check.json"])  # the card reads its claim: edited since check listed it, exit 2
+    except UserError:
+        raise UserError(f"{path / 'check.json'} is not the file `topicaudit check` wrote (its SHA-256 differs from "
+                        f"{path / manifest.NAME}): it was edited or replaced, so the claim it records is not read; "
+                        f"delete it, or rerun `topicaudit check {path} --epsilon E` to rewrite it") from None
     data = read_json(results_path)
     if str(data.get("schema", "")).startswith(USER_AUDIT_SCHEMA.rpartition("/")[0] + "/"):
         raise UserError(f"{path} is a `topicaudit audit` of a user's model (a ranking without ground truth, "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 from topicaudit.attacks.exposure import percent
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.ranking import RANKINGS
-from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.integrity import verify_audit_directory
 from topicaudit.engine.audit import load_audit_inputs, settings_line
 from topicaudit.engine.configuration.config import AuditConfig, config_from_dict, config_hash
 from topicaudit.engine.storage.results import AuditResults
@@ -66,7 +67,9 @@ class AuditDirectory:
             raise UserError(f"{self.path} is an unfinished `topicaudit audit` (no audit.json yet); rerun the same "
                             "audit command to finish it, then report")
         try:
-            manifest.verify(self.path, READ_FILES)
+            protection = verify_audit_directory(self.path, READ_FILES)
+            if protection.unverified is not None:
+                warnings.warn(f"{self.path}: {protection.unverified}", stacklevel=2)
             self.results = AuditResults.load(self.path)
         except UserError as error:
             raise UserError(f"{self.path} is a `topicaudit audit` output directory, but {error}") from None

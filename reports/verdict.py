@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import check_run, own_claim_check
 from topicaudit.engine.storage.results import CheckResult, RunResults, ceiling_remedy, confidence, integrity_phrase
 from topicaudit.engine.storage.rundir import read_json
@@ -67,10 +70,23 @@ def _status(result, claim_tested: bool) -> str:
 
 
 def _recorded_claim(run) -> tuple[float, float, float] | None:
-    """The claim ``check`` last tested on this run (its check.json), if any."""
+    """The claim ``check`` last tested on this run (its check.json), if any: only a check.json the run's
+    manifest lists, with its hash (``check`` records it there). One the manifest does not list — written by
+    another version, by hand, or by ``check`` when it could not re-MAC the manifest — is ignored with a note
+    (the card tests the target's own claim); one whose hash differs is refused (exit 2). The pre-manifest
+    layout has no manifest to list it: its check.json is read as before, and the card says UNVERIFIED."""
     path = run.path / "check.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
+    listed = manifest.entries(run.path)
+    if listed is not None:
+        if "check.json" not in listed:
+            warnings.warn(f"{path} is not listed in {run.path / manifest.NAME}, so the claim it records cannot be "
+                          "trusted; the verdict card tests the target's own claim — run `topicaudit check "
+                          f"{run.path} --epsilon E` to record the claim to test", stacklevel=2)
+            return None
+        # edited since check wrote it: exit 2 naming it (``collect.read_run`` refused it already)
+        manifest.verify(run.path, ["check.json"])
     try:
         recorded = CheckResult.from_json(read_json(path), str(path))
         return float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha)

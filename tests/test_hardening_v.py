@@ -437,7 +437,7 @@ def sweep_args(output: Path, config: Path | None = None) -> list[str]:
 @pytest.mark.parametrize("content, named", [
     (b"\xff\xfe garbage", "sweep.json is unreadable"), (b"[]", "sweep.json does not hold a JSON object"),
     (b"[" * 100_000, "sweep.json is unreadable"), ("fifo", "not a regular file"),
-    ("path", "needs value, replicate and path"),
+    ("path", "run entry 0 needs value, replicate"),
 ])
 def test_a_damaged_sweep_index_is_exit_2_for_report_and_a_resumed_sweep(finished_sweep, tmp_path, capsys, content,
                                                                           named):

@@ -115,6 +115,9 @@ def _signals(command: str | None = None):
     received = []
 
     def handler(signum, frame):
+        if not received and _in_import_machinery(frame):
+            _take_later(signum)  # not now: an exception here is lost, or leaves importlib's locks held
+            return
         received.append(signum)
         if len(received) > 1:
             say(f"\n{supervisor.interrupted_message(command)}")
@@ -128,6 +131,30 @@ def _signals(command: str | None = None):
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+# Retry delay of a signal that landed inside importlib's own code.
+RETAKE_SECONDS = 0.01
+
+
+def _in_import_machinery(frame) -> bool:
+    """Whether the signal interrupted importlib's bootstrap code (module locks, finders, a lock's weakref callback).
+
+    An exception raised there is not one an import can unwind: raised in ``_get_module_lock``'s weakref callback
+    it is printed ("Exception ignored in … _get_module_lock … Terminated") and lost, and it can leave the global
+    import lock or a module lock held, so the next import by another thread (Ray's, started in the background)
+    waits forever, and the command with it: a first SIGTERM ~5 s into `run` hung for over 4 minutes, until a
+    second one (issue 32, item 4). Module code being imported is not importlib's: a signal there raises as usual.
+    """
+    return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib.")
+
+
+def _take_later(signum: int) -> None:
+    """Deliver ``signum`` to the main thread again in RETAKE_SECONDS (taken once it is out of importlib's code)."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(RETAKE_SECONDS, signal.pthread_kill, (main, signum))
+    timer.daemon = True
+    timer.start()
 
 
 def say(line: str) -> None:

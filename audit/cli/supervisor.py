@@ -18,6 +18,9 @@ child runs the command; this small parent waits for it and maps its end:
 - after the command was interrupted (Ctrl-C, SIGTERM), a death by any signal
   or an exit 1 without a verdict is 130 too: Ray's C++ runtime can crash
   while it is stopped mid-work, and the user asked for the stop, not a result.
+- after the command was interrupted, it has STOP_GRACE seconds to stop cleanly;
+  then the signal is sent again (the command's handler exits 130 at once) and,
+  KILL_GRACE seconds later, SIGKILL: a first interrupt always ends the command.
 
 Signals sent to the parent's PID (a CI timeout, ``kill``) are passed on to
 the child; a terminal's Ctrl-C already reaches both, so it is not passed twice.
@@ -29,12 +32,19 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 EXIT_REFUTED, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 3, 4, 130
 
 RAY_IN_USE, VERDICT, SAID_INTERRUPTED = b"R", b"V", b"I"  # what the child tells the parent
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
 _PR_SET_PDEATHSIG = 1
+# After a Ctrl-C or SIGTERM reached the command, its clean stop (Ray shut down, models kept) has STOP_GRACE
+# seconds; then the stop is forced (the signal again: the child's handler exits 130 at once), and after
+# KILL_GRACE more seconds the child is killed (SIGKILL; the Ray reaper stops what it had started). Either way
+# the command ends with 130. A first SIGTERM that left the child hung (an exception raised inside importlib's
+# module locks; issue 32, item 4) had waited for a second one for over 4 minutes.
+STOP_GRACE, KILL_GRACE = 30.0, 10.0
 
 _status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
 _said: set[bytes] = set()      # what this process has told (also kept when not supervised)
@@ -93,6 +103,12 @@ def standard_streams() -> None:
         if getattr(sys, name) is None:
             setattr(sys, name, os.fdopen(fd, "r" if fd == 0 else "w", buffering=1, closefd=False,
                                          encoding="utf-8", errors="backslashreplace"))
+    # An ASCII standard output (PYTHONIOENCODING=ascii, a CI console) could not take "ε" or "≥": every verdict
+    # line was "could not be printed" (UnicodeEncodeError), only recorded. Escaped instead, as stderr is.
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace")
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def available() -> bool:
@@ -197,21 +213,39 @@ def _die_with_parent() -> None:
 
 def _wait(pid: int) -> tuple[int, bool]:
     """Wait for the child, passing on the signals sent to this process alone; its wait status, and whether
-    an interrupt (SIGINT, SIGTERM) reached the command meanwhile."""
-    interrupted = False
+    an interrupt (SIGINT, SIGTERM) reached the command meanwhile.
+
+    Once interrupted, the child has STOP_GRACE seconds to end; then the stop is forced (the signal again,
+    then SIGKILL after KILL_GRACE), so a first interrupt always ends the command within a bounded time."""
+    watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
+    interrupted, deadline, forced = False, None, None
     while True:
-        info = signal.sigwaitinfo({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+        if deadline is None:
+            info = signal.sigwaitinfo(watched)
+        else:
+            info = signal.sigtimedwait(watched, max(0.0, deadline - time.monotonic()))
+            if info is None:  # the child did not stop in time
+                forced = signal.SIGTERM if forced is None else signal.SIGKILL
+                _signal_child(pid, forced)
+                deadline = time.monotonic() + KILL_GRACE if forced == signal.SIGTERM else None
+                continue
         if info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 return status, interrupted
             continue
         interrupted = True
+        if deadline is None and forced is None:
+            deadline = time.monotonic() + STOP_GRACE
         if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
-            try:
-                os.kill(pid, info.si_signo)
-            except ProcessLookupError:
-                pass
+            _signal_child(pid, info.si_signo)
+
+
+def _signal_child(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _read_all(fd: int) -> bytes:

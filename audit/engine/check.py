@@ -127,6 +127,28 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
 
 
+CHECK_FILES = manifest.CHECK_FILES
+
+
+def record_check_files(run_dir: Path, written: list[Path]) -> bool:
+    """Add check.json and check.junit.xml, just written into ``run_dir``, to its manifest (re-MAC'd with the
+    integrity key, as every manifest update is); whether they are covered now.
+
+    Not recorded (``report`` then ignores check.json's claim, saying so): a run without a manifest (the
+    pre-manifest layout, read UNVERIFIED anyway), and a manifest whose MAC could not be checked (no key is
+    configured): rewriting it would drop its MAC."""
+    run_dir = Path(run_dir)
+    root = run_dir.resolve()
+    names = [path.name for path in written if path.name in CHECK_FILES and path.resolve().parent == root]
+    if not names:
+        return False
+    found = manifest.read(run_dir)
+    if found is None or (found.carries_mac and not found.authenticated):
+        return False
+    manifest.record(run_dir, *names, write_text=atomic_write_text)
+    return True
+
+
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
     written = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),

@@ -328,7 +328,8 @@ def _every_listed_file_in_place(run_dir: Path) -> bool:
     there, not a link: a run missing one is not finished as it was written, and the ordinary resume repairs or
     refuses it."""
     listed = manifest.entries(run_dir) or {}
-    return all((run_dir / name).is_file() and not (run_dir / name).is_symlink() for name in listed)
+    return all((run_dir / name).is_file() and not (run_dir / name).is_symlink() for name in listed
+               if name not in manifest.CHECK_FILES)  # check's records, not the run's: deleting one changes no result
 
 
 def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:

@@ -182,6 +182,7 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
 def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: int, output: Path,
                quiet: bool) -> dict[str, Any]:
     runs = plan_sweep(config, parameter, values, replicates, output)
+    _check_no_links(output, runs)
     spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
                                  default=str))
     index_path = output / "sweep.json"
@@ -245,6 +246,19 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     return index
 
 
+def _check_no_links(output: Path, runs) -> None:
+    """A sweep writes its runs inside its own directory, never through a link: a run's folder (or its value's)
+    replaced by a symbolic link to a folder elsewhere was written into, through the link, on resume."""
+    for run in runs:
+        place = output
+        for part in Path(run.relative_path).parts:
+            place = place / part
+            if place.is_symlink():
+                raise UserError(f"{place} is a symbolic link: a sweep writes its runs only inside its own directory, "
+                                "never through a link; remove the link (its target is left as it is) and rerun the "
+                                "same command, or choose another output (--output)")
+
+
 def load_sweep(path: Path) -> dict[str, Any]:
     """A finished (or partial) sweep's index, with each run's results where present."""
     path = Path(path)
@@ -260,15 +274,45 @@ def load_sweep(path: Path) -> dict[str, Any]:
     if missing or not isinstance(index["runs"], list):
         raise UserError(f"{index_path} lacks {', '.join(missing) or 'a list of runs'}; it is damaged — "
                         "rerun the same `topicaudit sweep` command to rewrite it")
+    replicates = index["replicates"]
+    if not isinstance(index["parameter"], str) or not isinstance(index["values"], list) \
+            or isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        # a list as the parameter or a string as a replicate were internal errors in report (exit 3)
+        raise UserError(f"{index_path} is damaged (its parameter must be a string, its values a list and its "
+                        "replicates an integer ≥ 1) — rerun the same `topicaudit sweep` command to rewrite it")
     for i, entry in enumerate(index["runs"]):
         if not isinstance(entry, dict) or not {"value", "replicate", "path"} <= set(entry) \
-                or not _relative_path(entry["path"]):
-            raise UserError(f"{index_path}: run entry {i} needs value, replicate and path (a folder inside the "
-                            "sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
+                or not _relative_path(entry["path"]) or isinstance(entry["replicate"], bool) \
+                or not isinstance(entry["replicate"], int) or not 0 <= entry["replicate"] < replicates:
+            raise UserError(f"{index_path}: run entry {i} needs value, replicate (an integer below the sweep's "
+                            "replicates) and path (a folder inside the sweep); the index is damaged — rerun the same `topicaudit sweep` command to rewrite it")
         results = path / entry["path"] / "results.json"
         check_regular(results)
         entry["results"] = read_json(results) if os.path.lexists(results) else None
+    _check_index_complete(path, index_path, index)
     return index
+
+
+def _check_index_complete(path: Path, index_path: Path, index: dict[str, Any]) -> None:
+    """The index is not trusted to list every run: a run left out of it (or of its values) would be left out of
+    the table and the report without a word — a VIOLATED run dropped from a sweep. Every finished run in the
+    sweep directory (a folder holding results.json, at most two levels down: ``<key>=<value>/rep-<r>``) must be
+    listed, and every listed run's value must be one of the sweep's values; else exit 2, naming it."""
+    values = {json.dumps(value, sort_keys=True) for value in index["values"]} \
+        if isinstance(index["values"], list) else set()
+    for i, entry in enumerate(index["runs"]):
+        if json.dumps(entry["value"], sort_keys=True) not in values:
+            raise UserError(f"{index_path}: run entry {i} ({entry['path']}) has the value {entry['value']!r}, which "
+                            "is not one of the sweep's values: the index was edited or damaged — rerun the same "
+                            "`topicaudit sweep` command to rewrite it")
+    listed = {Path(entry["path"]).as_posix() for entry in index["runs"]}
+    for results in sorted([*path.glob("*/results.json"), *path.glob("*/*/results.json")]):
+        relative = results.parent.relative_to(path).as_posix()
+        if relative not in listed:
+            raise UserError(f"{results.parent} is a finished run inside the sweep {path} that {index_path} does not "
+                            "list: the index was edited or damaged, and the run would be left out without a word; "
+                            "rerun the same `topicaudit sweep` command to rewrite the index, or move the run out "
+                            "of the sweep directory")
 
 
 def verdict_epsilon(results: dict[str, Any]) -> float:

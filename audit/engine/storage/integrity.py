@@ -116,6 +116,37 @@ def _verify_manifest(run_dir: Path) -> Protection:
     return Protection(SHA256, carries_mac=found.carries_mac)
 
 
+def verify_audit_directory(path: str | Path, names: list[str]) -> Protection:
+    """A `topicaudit audit` output directory's manifest, as ``verify_run_directory`` holds a run's: the files
+    ``names`` that are present must be listed and have their hashes, the manifest may be missing only in the
+    layout written before manifests existed (and with no integrity key configured). ``report`` had checked
+    only the hashes of listed files: with manifest.json deleted (or an entry dropped from it) an edited
+    audit.json or scores.csv was reported without a word, with an integrity key configured too."""
+    path = Path(path)
+    found = manifest.read(path)  # with a key: a missing or wrong MAC is refused here
+    where = path / manifest.NAME
+    if found is None:
+        why = manifest_marks(path)
+        if why is not None:
+            raise UserError(f"{where} is missing while {why}: this audit was written by a version of topicaudit "
+                            "that keeps a manifest, and without it none of its files can be verified (it was "
+                            f"deleted, or the directory copied without it); {manifest.RERUN}")
+        key = integrity_key()
+        if key is not None:
+            raise UserError(f"{where} is missing (the layout written before manifests existed), so this audit "
+                            f"cannot be authenticated, and an integrity key is configured ({key.source}); set "
+                            f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
+        return Protection(NONE)
+    for name in names:
+        if os.path.lexists(path / name) and name not in found.files:
+            raise UserError(f"{path / name} is not listed in {where}: the manifest was edited or damaged (or the "
+                            f"file added), so this file cannot be verified; {manifest.RERUN}")
+    manifest.verify(path, names)
+    if found.authenticated:
+        return Protection(HMAC, found.key_id, True)
+    return Protection(SHA256, carries_mac=found.carries_mac)
+
+
 def manifest_marks(run_dir: Path) -> str | None:
     """Why ``run_dir`` must have a manifest (the first of its files written by a version that keeps one), or
     None for the layout written before manifests existed."""

@@ -68,15 +68,16 @@ def _dying(pid: int) -> bool:
 _PID_LINE = re.compile(rb"\d*\n?")  # what a topicaudit lock holds: its holder's PID, or nothing yet
 
 
-def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None]:
-    """The lock file's descriptor, never through a link or onto a FIFO, device or directory; and its former
-    content (None: this call created it). A file that is no topicaudit lock is refused untouched."""
+def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int] | None]:
+    """The lock file's descriptor, never through a link or onto a FIFO, device or directory; its former
+    content (None: this call created it) and times (access, modification, in ns). A file that is no topicaudit
+    lock is refused untouched."""
     lock = path / NAME
     refuse = (f"{lock} is {{what}}, not a topicaudit lock file; remove or rename that .lock (or choose another "
               f"{flag}): the writer lock is never taken through it")
     flags = os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666), None
+        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666), None, None
     except FileExistsError:
         pass
     if os.path.islink(lock):
@@ -100,7 +101,7 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None]:
     except BaseException:
         os.close(fd)
         raise
-    return fd, former
+    return fd, former, (info.st_atime_ns, info.st_mtime_ns)
 
 
 @contextmanager
@@ -123,7 +124,7 @@ def writer_lock(path: str | Path, flag: str = "--output"):
     new_parents = [parent for parent in path.parents if not parent.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd, former = _open_lock(path, flag)
+        fd, former, times = _open_lock(path, flag)
     except OSError as error:
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
@@ -139,7 +140,7 @@ def writer_lock(path: str | Path, flag: str = "--output"):
         try:
             yield
         except BaseException:
-            _restore(path / NAME, fd, former)
+            _restore(path / NAME, fd, former, times)
             raise
         finally:
             if created and holds_only_the_lock(path):
@@ -153,13 +154,16 @@ def writer_lock(path: str | Path, flag: str = "--output"):
         handle.close()
 
 
-def _restore(lock: Path, fd: int, former: bytes | None) -> None:
-    """Leave ``.lock`` as the failed block found it: gone if it was made for it, else its former content."""
+def _restore(lock: Path, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
+    """Leave ``.lock`` as the failed block found it: gone if it was made for it, else its former content and
+    times (a refused resume changed the lock's modification time, which tools that watch it saw as a write)."""
     try:
         if former is None:
             lock.unlink(missing_ok=True)
         else:
             os.ftruncate(fd, 0)
             os.pwrite(fd, former, 0)
+            if times is not None:
+                os.utime(fd, ns=times)
     except OSError:
         pass

@@ -34,6 +34,9 @@ NAME = "manifest.json"
 SCHEMA = "topicaudit.manifest/1"
 MARK = "manifest"  # results.json's key and [provenance]'s: this run keeps a manifest (value: SCHEMA)
 MAC_DOMAIN = "topicaudit.manifest-mac/1"  # what an integrity key's MAC over a manifest is a MAC of
+# What ``check`` writes into the run directory it read, listed once written (``engine.check.record_check_files``):
+# ``report`` reads check.json's claim. Records of a question asked of the run, not evidence the verdict rests on.
+CHECK_FILES = ("check.json", "check.junit.xml")
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
 
 
