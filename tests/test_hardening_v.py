@@ -514,6 +514,40 @@ def test_a_path_with_a_nul_or_a_name_too_long_is_exit_2(plain, tmp_path, capsys,
     assert not [p for p in tmp_path.iterdir() if p.name not in ("nul.toml", "plain")]
 
 
+# -- signals: a hang-up, Ctrl-\, SIGUSR1 or SIGALRM stop the command (130), never orphan it ------------------------
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.parametrize("signame", ["SIGHUP", "SIGQUIT", "SIGUSR1", "SIGALRM"])
+def test_a_terminating_signal_to_the_command_stops_it_with_130_and_leaves_no_child(tmp_path, signame):
+    """Sent to the command's PID, these killed the supervising parent alone (exit 128 + N, nothing printed) and
+    left the command running in the background, orphaned (a run kept fitting and writing)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = Path(sys.executable).parent / "topicaudit"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "topicaudit.cli.supervisor"]
+    process = subprocess.Popen([*command, "run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output",
+                                str(tmp_path / "run"), "--quiet"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (children := _children(process.pid)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    os.kill(process.pid, getattr(signal, signame))
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and err.count("interrupted") == 1 and "Traceback" not in err, (out, err)
+    time.sleep(0.2)
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
+
+
 @pytest.mark.parametrize("call, named", [
     (lambda topicaudit, tmp: topicaudit.check("a\0b", epsilon=1), "run_dir 'a\\x00b' contains a NUL"),
     (lambda topicaudit, tmp: topicaudit.check(tmp / LONG, epsilon=1), "a name in it is 300 bytes"),

@@ -13,8 +13,11 @@ any code of the package (docs/exit-codes.md, "Signals").
 import _signal
 
 _HOLDS = hasattr(_signal, "pthread_sigmask")
-_MASK = (_signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM, _signal.SIGCHLD})
-         if _HOLDS else None)
+# SIGHUP (a closed terminal or SSH session), SIGQUIT (Ctrl-\\), SIGUSR1/2 and SIGALRM end a process by default too:
+# the supervisor turns them into a stop of the command (exit 130), as for SIGTERM (topicaudit.cli.supervisor.STOPS).
+_MASK = (_signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM, _signal.SIGCHLD, *(
+    getattr(_signal, name) for name in ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(_signal, name))}) if _HOLDS else None)
 
 from topicaudit.cli.supervisor import console  # noqa: E402 — after the signals are held, never before
 

@@ -123,9 +123,11 @@ def _signals(command: str | None = None):
             say(f"\n{supervisor.interrupted_message(command)}")
             supervisor.tell(supervisor.SAID_INTERRUPTED)
             os._exit(EXIT_INTERRUPTED)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds.
+    stops = [signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT") if hasattr(signal, n))]
+    previous = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
     finally:

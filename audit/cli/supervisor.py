@@ -13,7 +13,10 @@ child runs the command; this small parent waits for it and maps its end:
 - a closed standard descriptor is /dev/null before anything runs, so a closed
   stderr (``2>&-``) can no longer crash this parent into exit 1;
 - death by SIGINT or SIGTERM (even before the child's own handlers are in
-  place) becomes 130 with the interrupted line;
+  place) becomes 130 with the interrupted line; so do SIGHUP (a closed
+  terminal), SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM (``STOPS``), which the
+  parent passes on as SIGTERM — they killed the parent alone, and left the
+  command running in the background;
 - death by any other signal becomes 4 when Ray was in use, else 3;
 - after the command was interrupted (Ctrl-C, SIGTERM), a death by any signal
   or an exit 1 without a verdict is 130 too: Ray's C++ runtime can crash
@@ -45,6 +48,13 @@ _PR_SET_PDEATHSIG = 1
 # the command ends with 130. A first SIGTERM that left the child hung (an exception raised inside importlib's
 # module locks; issue 32, item 4) had waited for a second one for over 4 minutes.
 STOP_GRACE, KILL_GRACE = 30.0, 10.0
+
+# Signals whose default action ends a process, besides SIGINT and SIGTERM: sent to the command's PID they killed this
+# parent alone (exit 129 for a closed terminal's SIGHUP) and left the child running, orphaned, in the background.
+# The parent now stops the command with them as with SIGTERM: passed on as SIGTERM, exit 130.
+STOPS = frozenset(getattr(signal, name) for name in ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+                  if hasattr(signal, name))
+_WATCHED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}) | STOPS
 
 _status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
 _said: set[bytes] = set()      # what this process has told (also kept when not supervised)
@@ -129,7 +139,7 @@ def console(mask=None) -> int:
         from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     original = held if mask is None else mask
     standard_streams()
 
@@ -146,8 +156,8 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
 
     mask: the signal mask before the caller blocked SIGINT, SIGTERM and SIGCHLD (None: block them here).
     """
-    watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched) if mask is None else mask
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED) if mask is None else mask
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)  # also when the caller held only some of them
     standard_streams()
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
@@ -217,7 +227,7 @@ def _wait(pid: int) -> tuple[int, bool]:
 
     Once interrupted, the child has STOP_GRACE seconds to end; then the stop is forced (the signal again,
     then SIGKILL after KILL_GRACE), so a first interrupt always ends the command within a bounded time."""
-    watched = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
+    watched = _WATCHED
     interrupted, deadline, forced = False, None, None
     while True:
         if deadline is None:
@@ -237,8 +247,9 @@ def _wait(pid: int) -> tuple[int, bool]:
         interrupted = True
         if deadline is None and forced is None:
             deadline = time.monotonic() + STOP_GRACE
-        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C reached the child already
-            _signal_child(pid, info.si_signo)
+        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C (or hang-up) reached the child already
+            # SIGHUP, SIGQUIT, SIGUSR1…: the command is stopped as by SIGTERM (it unwinds, Ray stops)
+            _signal_child(pid, signal.SIGTERM if info.si_signo in STOPS else info.si_signo)
 
 
 def _signal_child(pid: int, signum: int) -> None:
@@ -283,7 +294,7 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
         return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 "
                                          "without a verdict", prefix="topicaudit: ")
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-    if sig in (signal.SIGINT, signal.SIGTERM) or interrupted:
+    if sig in (signal.SIGINT, signal.SIGTERM) or sig in STOPS or interrupted:
         return _interrupted(command)
     name = _signal_name(sig)
     if ray:
