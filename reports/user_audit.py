@@ -68,11 +68,11 @@ class AuditDirectory:
                             "audit command to finish it, then report")
         try:
             protection = verify_audit_directory(self.path, READ_FILES)
-            if protection.unverified is not None:
-                warnings.warn(f"{self.path}: {protection.unverified}", stacklevel=2)
             self.results = AuditResults.load(self.path)
         except UserError as error:
             raise UserError(f"{self.path} is a `topicaudit audit` output directory, but {error}") from None
+        if protection.unverified is not None:  # said once the directory is read, not before its refusal
+            warnings.warn(f"{self.path}: {protection.unverified}", stacklevel=2)
 
     def arrays(self, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray] | None:
         path = self.path / name

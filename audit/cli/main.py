@@ -112,11 +112,13 @@ def _signals(command: str | None = None):
     if sys.platform == "win32" or not _in_main_thread():
         yield
         return
-    received = []
+    received, later = [], []
 
     def handler(signum, frame):
+        if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
+            return
         if not received and _in_import_machinery(frame):
-            _take_later(signum)  # not now: an exception here is lost, or leaves importlib's locks held
+            later.append(_take_later(signum))  # not now: an exception here is lost, or leaves importlib's locks held
             return
         received.append(signum)
         if len(received) > 1:
@@ -128,9 +130,12 @@ def _signals(command: str | None = None):
     # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds.
     stops = [signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT") if hasattr(signal, n))]
     previous = {s: signal.signal(s, handler) for s in stops}
+    _ENDING.clear()
     try:
         yield
     finally:
+        for timer in later:
+            timer.cancel()
         for s, h in previous.items():
             signal.signal(s, h)
 
@@ -151,12 +156,18 @@ def _in_import_machinery(frame) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib.")
 
 
-def _take_later(signum: int) -> None:
+def _take_later(signum: int) -> threading.Timer:
     """Deliver ``signum`` to the main thread again in RETAKE_SECONDS (taken once it is out of importlib's code)."""
     main = threading.main_thread().ident
     timer = threading.Timer(RETAKE_SECONDS, signal.pthread_kill, (main, signum))
     timer.daemon = True
     timer.start()
+    return timer
+
+
+# Set once the command prints its interrupted line: a signal after that (the same Ctrl-C passed on by the
+# supervisor, or one taken again after an import) would print the line a second time.
+_ENDING = threading.Event()
 
 
 def say(line: str) -> None:
@@ -275,6 +286,7 @@ def _run_command(argv: list[str] | None) -> int:
             say(f"topicaudit: error: {printable(user_message(error))}")
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
+            _ENDING.set()
             say(f"\n{supervisor.interrupted_message(args.command)}")
             supervisor.tell(supervisor.SAID_INTERRUPTED)
             return EXIT_INTERRUPTED
