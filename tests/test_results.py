@@ -105,6 +105,34 @@ def _minimal(**changes):
             "epsilon_lower_bounds": {"delta": 1e-5}, **changes}
 
 
+def test_a_record_built_in_memory_holds_what_its_file_reads_back():
+    """NumPy scalars, tuples, enum members and ∞ in a bound's details are converted as the record is built, so
+    the record equals the one its JSON reads back, type for type; a key a record has no field for is an error
+    where the record is built, not an extra key in the file."""
+    from topicaudit.bounds.epsilon import Method
+    from topicaudit.engine.storage.records import plain
+    from topicaudit.engine.storage.results import AttackMetrics, CanaryBounds, CanaryResults, MechanismInfo
+
+    bound = EpsilonBound(np.float64(1.5), Method.ONE_RUN, 0.95, 1e-5, {"guesses": np.int64(7), "tail": math.inf})
+    built = CanaryResults(
+        observe="mechanism", paired=np.bool_(True), count=np.int64(100),
+        mechanism=MechanismInfo(kind="gaussian", parameters={"noise_std": np.float32(0.5), "shape": (3, 4)},
+                                fresh_released=(np.int64(2), 10)),
+        scores={"zeta": AttackMetrics.of({"auc": np.float64(0.75), "tpr_at_fpr_0.001": 0.0,
+                                          "tpr_at_fpr_0.01": np.float64(0.1), "balanced_accuracy": 0.6})},
+        epsilon_lower_bounds=CanaryBounds(epsilon=np.float64(1.5), by_test={"canaries/zeta:one-run": bound}))
+    read = CanaryResults.from_json(json.loads(json.dumps(built.to_json())), "canaries")
+    assert read == built
+    plain_values(built)
+    assert built.mechanism.parameters == {"noise_std": 0.5, "shape": [3, 4]}
+    assert built.epsilon_lower_bounds.by_test["canaries/zeta:one-run"].details["tail"] == "inf"  # as the file has it
+    assert plain({1: np.arange(2), None: (np.str_("a"),)}) == {"1": [0, 1], "null": ["a"]}
+    with pytest.raises(TypeError, match="tpr_at_fpr_0.1"):
+        AttackMetrics.of({"auc": 0.5, "tpr_at_fpr_0.1": 0.2})
+    with pytest.raises(TypeError, match="not a JSON value"):
+        plain({"x": object()})
+
+
 def test_a_file_with_fewer_keys_reads_and_writes_back_unchanged():
     data = _minimal(future_key={"kept": True})
     results = RunResults.from_json(data)

@@ -333,7 +333,7 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     if not quiet:
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
-    return RunResults.from_json({**stored.to_json(), "resumed": True})
+    return replace(stored, resumed=True, absent=stored.absent - {"resumed"})
 
 
 def _every_listed_file_in_place(run_dir: Path) -> bool:
