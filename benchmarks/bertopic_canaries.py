@@ -2,7 +2,7 @@
 
 For each setting, canary kind and seed it writes a ``topicaudit run`` configuration (the corpus, learner
 ``bertopic`` with the setting's parameters, k, ``[attack] shadows = 0``, ``[attack.canaries] count`` and
-``kind``, the seed), runs it in its own process and reads results.json. The canary release trains on the whole
+``kind``, ``shadows`` (``--canary-shadows``, 0 by default), the seed), runs it in its own process and reads results.json. The canary release trains on the whole
 corpus (minus the held-out documents for natural canaries) plus each canary with probability ½
 (docs/canaries.md). Printed: one JSON row per run, then mean ± sd over the seeds.
 
@@ -31,7 +31,7 @@ from bertopic_lira import ROOT, _value, parse_setting, toml_value  # noqa: E402
 
 def run_one(args, name: str, k: int, params: dict, kind: str, seed: int, where: Path) -> dict:
     label = name + "".join(f"-{key}{value}" for key, value in params.items() if key != "clustering")
-    stem = f"{label}-k{k}-{kind}-s{seed}"
+    stem = f"{label}-k{k}-{kind}-cs{args.canary_shadows}-s{seed}"
     out, config = where / stem, where / f"{stem}.toml"
     lines = [f"seed = {seed}", "[corpus]", f"path = {json.dumps(str(Path(args.corpus).resolve()))}"]
     if args.format:
@@ -43,7 +43,7 @@ def run_one(args, name: str, k: int, params: dict, kind: str, seed: int, where: 
     lines += ["[target]", 'learner = "bertopic"', f"k = {k}",
               "params = { " + ", ".join(f"{key} = {toml_value(v)}" for key, v in params.items()) + " }",
               "[attack]", "shadows = 0", "[attack.canaries]", f"count = {args.count}", f"kind = {json.dumps(kind)}",
-              "[ray]", "num_cpus = 1"]
+              f"shadows = {args.canary_shadows}", "[ray]", "num_cpus = 1"]
     config.write_text("\n".join(lines) + "\n")
     started = time.perf_counter()
     done = subprocess.run([str(ROOT / ".venv/bin/topicaudit"), "run", str(config), "--output", str(out), "--quiet"],
@@ -55,13 +55,17 @@ def run_one(args, name: str, k: int, params: dict, kind: str, seed: int, where: 
     phi = np.load(out / "models" / "canary-target.npz")["phi"]
     zeta = canaries["scores"]["zeta"]
     bounds = canaries["epsilon_lower_bounds"]
+    others = {name: {"auc": v["auc"], "tpr_0.1%": v["tpr_at_fpr_0.001"], "tpr_1%": v["tpr_at_fpr_0.01"]}
+              for name, v in canaries["scores"].items() if name != "zeta"}
+    by_test = {name: t["epsilon"] for name, t in bounds.get("by_test", {}).items()}
     return {"corpus": Path(args.corpus).name, "setting": name, "k": k, "params": params, "kind": kind, "seed": seed,
             "count": canaries["count"], "members": canaries["members"], "length": canaries["length"],
             "fixed_training_documents": canaries["fixed_training_documents"],
             "topics": int(np.unique(np.round(phi, 7), axis=0).shape[0]),
             "auc": zeta["auc"], "tpr_0.1%": zeta["tpr_at_fpr_0.001"], "tpr_1%": zeta["tpr_at_fpr_0.01"],
             "epsilon": bounds["epsilon"], "ceiling": bounds["ceiling"], "confidence": bounds["confidence"],
-            "delta": bounds["delta"], "wall_s": round(wall, 1)}
+            "delta": bounds["delta"], "canary_shadows": args.canary_shadows, "other_scores": others,
+            "epsilon_by_test": by_test, "wall_s": round(wall, 1)}
 
 
 def mean_sd(values: list[float], digits: int = 3) -> str:
@@ -76,6 +80,8 @@ def main() -> None:
     parser.add_argument("--corpus-option", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
     parser.add_argument("--no-preprocess", action="store_true")
     parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--canary-shadows", type=int, default=0,
+                        help="shadow canary releases for LiRA on the canaries ([attack.canaries] shadows; even)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--kind", action="append", default=[], help="canary kind (repeatable)")
     parser.add_argument("--setting", action="append", default=[], help="NAME:key=value,... (repeatable)")
@@ -98,8 +104,8 @@ def main() -> None:
                     with open(args.json, "a") as handle:
                         handle.write(json.dumps(row) + "\n")
     print()
-    print("| setting | k | canaries | topics in release | ζ AUC | TPR@0.1% | TPR@1% | ε ≥ | ceiling | seeds |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| setting | k | canaries | topics in release | ζ AUC | TPR@0.1% | TPR@1% | lira_online AUC | ε ≥ | ceiling | seeds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, k, params in settings:
         shown = ", ".join(f"{key}={value}" for key, value in params.items())
         for kind in kinds:
@@ -108,6 +114,7 @@ def main() -> None:
             topics = ", ".join(str(r["topics"]) for r in mine)
             print(f"| {shown} | {k} | {kind} | {topics} | {mean_sd([r['auc'] for r in mine])} | "
                   f"{mean_sd([100 * r['tpr_0.1%'] for r in mine], 1)} % | {mean_sd([100 * r['tpr_1%'] for r in mine], 1)} % | "
+                  f"{mean_sd([r['other_scores']['lira_online']['auc'] for r in mine]) if args.canary_shadows else '–'} | "
                   f"{mean_sd([r['epsilon'] for r in mine], 2)} | {mine[0]['ceiling']:.2f} | "
                   f"{' '.join(str(r['seed']) for r in mine)} |")
     if holder is not None:
