@@ -1,10 +1,10 @@
-"""Canary-only audits of the ``bertopic`` learner (``run --shadows 0 --canaries M``): ζ AUC, TPR and the ε lower bound.
+"""Canary-only audits of the ``bertopic`` learner (``run --shadows 0 --canaries M``): ζ AUC, TPR, ε lower bound.
 
 For each setting, canary kind and seed it writes a ``topicaudit run`` configuration (the corpus, learner
-``bertopic`` with the setting's parameters, k, ``[attack] shadows = 0``, ``[attack.canaries] count`` and
-``kind``, ``shadows`` (``--canary-shadows``, 0 by default), the seed), runs it in its own process and reads results.json. The canary release trains on the whole
-corpus (minus the held-out documents for natural canaries) plus each canary with probability ½
-(docs/canaries.md). Printed: one JSON row per run, then mean ± sd over the seeds.
+``bertopic`` with the setting's parameters, k, ``[attack] shadows = 0``, ``[attack.canaries] count``, ``kind``
+and ``shadows`` (``--canary-shadows``, 0 by default), the seed), runs it in its own process and reads
+results.json. The canary release trains on the whole corpus (minus the held-out documents for natural canaries)
+plus each canary with probability ½ (docs/canaries.md). Printed: one JSON row per run, then mean ± sd over the seeds.
 
     .venv/bin/python benchmarks/bertopic_canaries.py --corpus ../shared/data/kos/docword.kos.txt \\
         --count 1000 --seeds 0 1 2 --kind unique-word --kind rare-words --kind natural \\
@@ -104,7 +104,8 @@ def main() -> None:
                     with open(args.json, "a") as handle:
                         handle.write(json.dumps(row) + "\n")
     print()
-    print("| setting | k | canaries | topics in release | ζ AUC | TPR@0.1% | TPR@1% | lira_online AUC | ε ≥ | ceiling | seeds |")
+    print("| setting | k | canaries | topics in release | ζ AUC | TPR@0.1% | TPR@1% | lira_online AUC | ε ≥ "
+          "| ceiling | seeds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, k, params in settings:
         shown = ", ".join(f"{key}={value}" for key, value in params.items())
@@ -112,9 +113,10 @@ def main() -> None:
             mine = [r for r in rows if r["setting"] == name and r["k"] == k and r["params"] == params
                     and r["kind"] == kind]
             topics = ", ".join(str(r["topics"]) for r in mine)
+            online = ([r["other_scores"]["lira_online"]["auc"] for r in mine] if args.canary_shadows else [])
             print(f"| {shown} | {k} | {kind} | {topics} | {mean_sd([r['auc'] for r in mine])} | "
-                  f"{mean_sd([100 * r['tpr_0.1%'] for r in mine], 1)} % | {mean_sd([100 * r['tpr_1%'] for r in mine], 1)} % | "
-                  f"{mean_sd([r['other_scores']['lira_online']['auc'] for r in mine]) if args.canary_shadows else '–'} | "
+                  f"{mean_sd([100 * r['tpr_0.1%'] for r in mine], 1)} % | "
+                  f"{mean_sd([100 * r['tpr_1%'] for r in mine], 1)} % | {mean_sd(online) if online else '–'} | "
                   f"{mean_sd([r['epsilon'] for r in mine], 2)} | {mine[0]['ceiling']:.2f} | "
                   f"{' '.join(str(r['seed']) for r in mine)} |")
     if holder is not None:
