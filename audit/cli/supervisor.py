@@ -193,8 +193,9 @@ def _run_child(command_main, write_fd: int, mask) -> None:
         # the parent too) interrupted the print, and the child exited 3 with the line cut.
         code = EXIT_INTERRUPTED
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
-        tell(SAID_INTERRUPTED)
+        if not said(SAID_INTERRUPTED):  # main printed it already: this is the same Ctrl-C, passed on again
+            print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
+            tell(SAID_INTERRUPTED)
     except BaseException as error:  # noqa: BLE001 — nothing may leave the child but an exit code
         print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
               file=sys.stderr)
