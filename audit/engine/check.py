@@ -28,6 +28,7 @@ from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, p
 from topicaudit.engine.storage.rundir import atomic_write_text, read_arrays, read_results
 from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import present, read_once
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -40,9 +41,9 @@ def _canary_files(run_dir: Path) -> CanaryFiles | None:
     """``canary_evidence``, and each threshold canary's fixed one-word documents (canaries.npz ``anchors``, None
     for other kinds), from one read of canaries.npz."""
     coins_path, scores_path = run_dir / "canaries.npz", run_dir / "canary_scores.npz"
-    if not coins_path.exists():
+    if not present(coins_path):
         return None
-    if not scores_path.exists():
+    if not present(scores_path):
         raise UserError(f"{run_dir} has canaries but no canary_scores.npz: the run did not finish; "
                         "rerun the same command to complete it")
     canaries, scores = read_arrays(coins_path), read_arrays(scores_path)
@@ -66,8 +67,10 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
-    results, natural, found, protection = _evidence(run_dir)
-    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks, suggest=TARGET_POWER)
+    with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
+        results, natural, found, protection = _evidence(run_dir)
+        result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks,
+                             suggest=TARGET_POWER)
     return _protected(result, protection)
 
 
@@ -83,11 +86,11 @@ def _evidence(run_dir: Path):
     # manifest hashes (and MAC), types and shapes, truth and canary order (or exit 2)
     protection = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
-    found = _canary_files(run_dir) if results_path.exists() else None
-    if not results_path.exists() or not (scores_path.exists() or found):
+    found = _canary_files(run_dir) if present(results_path) else None
+    if not present(results_path) or not (present(scores_path) or found):
         raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
                         "canary scores); run `topicaudit run` first or pass a configuration file")
-    natural = read_arrays(scores_path) if scores_path.exists() else None
+    natural = read_arrays(scores_path) if present(scores_path) else None
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
@@ -103,8 +106,9 @@ def own_claim_check(run_dir: str | Path, suggest: float | None = None) -> tuple[
     ``engine.verdict.own_claim_verdict``'s (the report asks for the canary count that reaches 95% power).
     """
     run_dir = Path(run_dir)
-    results, natural, found, protection = _evidence(run_dir)  # read and verified once
-    result, tested = own_claim_verdict(results, natural, found, run_dir, suggest)
+    with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
+        results, natural, found, protection = _evidence(run_dir)  # read and verified once
+        result, tested = own_claim_verdict(results, natural, found, run_dir, suggest)
     return _protected(result, protection), tested
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
 from topicaudit.inputs.integrity_key import ALGORITHM, integrity_key
 
@@ -66,10 +67,10 @@ def read(run_dir: Path) -> Manifest | None:
     """The run directory's manifest, None when there is none; a UserError when it is damaged, or when an integrity
     key is configured and its MAC is missing or does not verify."""
     path = Path(run_dir) / NAME
-    if not os.path.lexists(path):
+    if not files_once.present(path):
         return None
     try:
-        data = json.loads(_read_regular(path).decode("utf-8"))
+        data = json.loads(files_once.once(path, lambda: _read_regular(path)).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}): the run directory was damaged, so none "
                         f"of its files can be verified; {RERUN}") from None
@@ -160,12 +161,25 @@ def verify(run_dir: Path, names: list[str] | None = None) -> None:
         return
     for name in (names if names is not None else sorted(files)):
         path = run_dir / name
-        if name not in files or not path.exists():
+        if name not in files:
             continue
-        if not path.is_file():
-            raise UserError(f"{path} is not a regular file; the run directory was altered — rerun the audit "
-                            "into a new directory")
-        if file_sha256(path) != files[name]:
+        if files_once.reading_once():  # the hash of the bytes every later read of the block gets
+            if not files_once.present(path):
+                continue
+            try:
+                digest = file_sha256(path)  # a FIFO, device or directory is refused by its one read
+            except FileNotFoundError:  # a dangling link: missing for the rest of the block too
+                continue
+            except OSError as error:
+                raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+        else:
+            if not path.exists():
+                continue
+            if not path.is_file():
+                raise UserError(f"{path} is not a regular file; the run directory was altered — rerun the audit "
+                                "into a new directory")
+            digest = file_sha256(path)
+        if digest != files[name]:
             raise UserError(
                 f"{path} is not the file this run wrote (its SHA-256 differs from {run_dir / NAME}): it was edited, "
                 "replaced or damaged, so no result is read from it; restore it, or rerun the audit into a new "

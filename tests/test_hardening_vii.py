@@ -1,0 +1,93 @@
+"""Hardening VII (issue 32, a third hostile pass): the defects it found, each with the case that showed it.
+
+Runs here are canary-only (``shadows = 0``): they fit in the test's process, without Ray, in seconds.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topicaudit.cli.main import main
+from topicaudit.engine.storage import manifest
+from topicaudit.inputs import files, integrity_key
+
+KEY = "d" * 16 + "0123456789abcdef" * 3  # 64 characters
+
+
+def canary_run(output: Path, *extra: str) -> int:
+    return main(["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output", str(output), "--quiet",
+                 *extra])
+
+
+@pytest.fixture(scope="module")
+def keyed_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h7") / "keyed"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+        assert canary_run(out) == 0
+    return out
+
+
+@pytest.fixture
+def keyed(keyed_run, tmp_path, monkeypatch):
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    copy = tmp_path / "keyed"
+    shutil.copytree(keyed_run, copy)
+    return copy
+
+
+def shuffled_coins(run: Path, into: Path) -> None:
+    """canaries.npz with its coins shuffled: a forgery the manifest's hash (and MAC) refuses."""
+    arrays = dict(np.load(run / "canaries.npz"))
+    arrays["coins"] = np.random.default_rng(1).permutation(arrays["coins"])
+    with open(into, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+# -- (a) what is verified is what is read: a file swapped in between -----------------------------------------
+def test_a_file_swapped_in_after_its_hash_was_checked_is_not_read(keyed, monkeypatch, capsys):
+    """check hashed canaries.npz in one read and parsed it in another: a forger swapping files in a loop
+    (rename(2)) had shuffled coins read as the authenticated ones in 3 of 10 checks — NO SIGNAL, exit 0,
+    "integrity: authenticated", on a run whose genuine verdict is VIOLATED. Here the swap lands right after
+    the hash, every time: the verdict must come from the bytes that were hashed."""
+    forged = keyed / ".forged.npz"
+    shuffled_coins(keyed, forged)
+    real = manifest.file_sha256
+
+    def hash_then_swap(path):
+        digest = real(path)
+        if Path(path).name == "canaries.npz" and forged.exists():
+            os.replace(forged, path)  # the genuine file was hashed; the forged one is there from now on
+        return digest
+
+    monkeypatch.setattr(manifest, "file_sha256", hash_then_swap)
+    monkeypatch.setattr(files, "file_sha256", hash_then_swap)
+    code = main(["check", str(keyed), "--epsilon", "1"])
+    out = capsys.readouterr().out
+    assert not forged.exists()  # the swap happened
+    assert code == 1 and out.startswith("VIOLATED") and "authenticated" in out, out
+
+
+def test_a_file_that_appears_after_the_manifest_was_checked_is_not_read(keyed, monkeypatch, capsys):
+    """A canary-only run has no scores.npz: one dropped in after the manifest's completeness check (which
+    refuses an unlisted file) was read as natural-document evidence."""
+    real = manifest.verify
+    planted = {}
+
+    def verify_then_plant(run_dir, names=None):
+        real(run_dir, names)
+        if not planted:
+            planted["done"] = True
+            member = np.arange(20000) % 2 == 0  # perfectly separated: a forged VIOLATED
+            np.savez(Path(run_dir) / "scores.npz", is_member=member, doc_index=np.arange(20000),
+                     lira_online=member * 10.0, lira_offline=member * 10.0)
+
+    monkeypatch.setattr(manifest, "verify", verify_then_plant)
+    code = main(["check", str(keyed), "--epsilon", "5"])
+    out = capsys.readouterr().out
+    assert planted and (Path(keyed) / "scores.npz").exists()
+    assert code == 0 and out.startswith("CONSISTENT") and "natural" not in out, out
