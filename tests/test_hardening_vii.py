@@ -91,3 +91,21 @@ def test_a_file_that_appears_after_the_manifest_was_checked_is_not_read(keyed, m
     out = capsys.readouterr().out
     assert planted and (Path(keyed) / "scores.npz").exists()
     assert code == 0 and out.startswith("CONSISTENT") and "natural" not in out, out
+
+
+# -- (c) user files: the writer lock -------------------------------------------------------------------------
+@pytest.mark.parametrize("content", [b"", b"4242\n"])
+def test_a_lock_that_is_a_hard_link_to_a_users_file_is_refused_untouched(tmp_path, capsys, content):
+    """`.lock` hard-linked to a file of the user's that was empty or held digits (what a lock may hold): the
+    command took it and wrote its PID into the user's file."""
+    users = tmp_path / "notes.txt"
+    users.write_bytes(content)
+    before = os.stat(users)
+    out = tmp_path / "run"
+    out.mkdir()
+    os.link(users, out / ".lock")
+    assert canary_run(out) == 2
+    err = capsys.readouterr().err
+    assert ".lock" in err and "hard link" in err and err.count("\n") == 1, err
+    assert users.read_bytes() == content and os.stat(users).st_mtime_ns == before.st_mtime_ns
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]

@@ -95,6 +95,8 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int
         if not stat.S_ISREG(info.st_mode):
             raise UserError(refuse.format(what="a FIFO, socket or device" if not stat.S_ISDIR(info.st_mode)
                                           else "a directory"))
+        if info.st_nlink > 1:  # the PID written into it went into a file of the user's, elsewhere
+            raise UserError(refuse.format(what=f"a hard link ({info.st_nlink} names share its content)"))
         former = os.pread(fd, 64, 0)
         if not _PID_LINE.fullmatch(former):
             raise UserError(refuse.format(what="a file of yours (it holds something other than a process id)"))
