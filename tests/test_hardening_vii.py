@@ -109,3 +109,33 @@ def test_a_lock_that_is_a_hard_link_to_a_users_file_is_refused_untouched(tmp_pat
     assert ".lock" in err and "hard link" in err and err.count("\n") == 1, err
     assert users.read_bytes() == content and os.stat(users).st_mtime_ns == before.st_mtime_ns
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+# -- the verdict line and its JUnit record: a run directory's name is anyone's ---------------------------------
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h7") / "plain"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+        assert canary_run(out) == 0
+    return out
+
+
+@pytest.mark.parametrize("name", ["run\nCONSISTENT: not refuted\x1b[32m\x01]]>", os.fsdecode(b"run\xff")])
+def test_a_run_directory_name_cannot_split_the_verdict_line_or_break_its_records(plain_run, tmp_path, capsys,
+                                                                                 monkeypatch, name):
+    """A run directory named ``x⏎CONSISTENT: …`` made the VIOLATED line print a second line reading CONSISTENT
+    (in green), and check.junit.xml not XML (a CI's parser rejected it); a name holding the byte 0xff crashed
+    check (UnicodeEncodeError writing check.junit.xml: exit 3) after check.json was rewritten, so the directory's
+    check.json no longer matched its manifest."""
+    import xml.dom.minidom
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / name
+    shutil.copytree(plain_run, run)
+    code = main(["check", str(run), "--epsilon", "0.5"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert captured.out.count("\n") == 1 and captured.out.startswith("VIOLATED") and "\x1b" not in captured.out
+    xml.dom.minidom.parse(str(run / "check.junit.xml"))
+    assert manifest.entries(run)["check.junit.xml"] == files.file_sha256(run / "check.junit.xml")

@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import traceback
-import unicodedata
 import warnings
 from contextlib import contextmanager
 
@@ -40,6 +39,7 @@ from topicaudit.errors import (  # noqa: F401
     EXIT_REFUTED,
     EXIT_USER_ERROR,
     UserError,
+    printable,
     user_message,
 )
 from topicaudit.version import __version__
@@ -84,22 +84,6 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
     if issubclass(category, DEVELOPER_WARNINGS):
         return
     say(f"topicaudit: note: {printable(str(message))}")
-
-
-# Bidirectional-text controls: they reorder what a terminal shows (a name can display as another).
-_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def printable(text: str) -> str:
-    """A message as one visible line: control characters (a newline, ESC) and bidirectional controls escaped.
-
-    Messages name files, and a file's name is anyone's to choose: a file dropped into a run's models/ as
-    ``x\\nCONSISTENT: not refuted\\x1b[31m.npz`` made the refusal (exit 2) print a second line reading
-    CONSISTENT, in colour. Escaped, the line shows ``\\n`` and ``\\x1b`` instead."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp") and ch not in _BIDI) else
-                   (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
 
 
 @contextmanager
