@@ -139,3 +139,32 @@ def test_a_run_directory_name_cannot_split_the_verdict_line_or_break_its_records
     assert captured.out.count("\n") == 1 and captured.out.startswith("VIOLATED") and "\x1b" not in captured.out
     xml.dom.minidom.parse(str(run / "check.junit.xml"))
     assert manifest.entries(run)["check.junit.xml"] == files.file_sha256(run / "check.junit.xml")
+
+
+def test_a_check_refused_for_its_junit_file_leaves_the_run_as_it_was(plain_run, tmp_path, capsys, monkeypatch):
+    """`check RUN --junit FULL/x.xml` with FULL a full disk (seen on a 120 KiB tmpfs): check.json was rewritten
+    in the run directory, then the JUnit file failed (exit 2) — the run kept a check.json its manifest did not
+    match, and `report` refused it until check was rerun. Now both files are written, or neither."""
+    import errno
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    assert main(["check", str(run), "--epsilon", "10"]) == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    full = tmp_path / "full"
+    full.mkdir()
+    real = os.fsync
+
+    def no_space(fd):  # the data of a file written on FULL does not fit (the empty probe file did)
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).parent == full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    capsys.readouterr()
+    assert main(["check", str(run), "--epsilon", "1", "--junit", str(full / "x.xml")]) == 2
+    err = capsys.readouterr().err
+    assert "x.xml" in err and "no space left" in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert not list(full.iterdir()) and not [p for p in run.iterdir() if p.name.endswith(".tmp")]

@@ -25,7 +25,7 @@ from topicaudit.engine.storage.results import CheckResult
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.storage.rundir import atomic_write_text, read_arrays, read_results
+from topicaudit.engine.storage.rundir import atomic_write_all, atomic_write_text, read_arrays, read_results
 from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present, read_once
@@ -154,7 +154,9 @@ def record_check_files(run_dir: Path, written: list[Path]) -> bool:
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
-    written = []
+    """Write check.json and the JUnit file, both or neither (``rundir.atomic_write_all``): a check refused for
+    one of them leaves the other (and the run directory) as it was."""
+    contents = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
                        (junit_path, result.to_junit())):
         if path is not None:
@@ -164,13 +166,14 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
             if path.is_symlink():  # a rename over it would replace the link (docs/check.md)
                 raise UserError(f"cannot write {path}: it is a symbolic link, and topicaudit never writes through "
                                 "one; give the file's own path, or another path (--json, --junit)")
-            try:
-                atomic_write_text(path, text)
-            except OSError as error:
-                raise UserError(f"cannot write {path}: {error.strerror or error}; choose another place "
-                                "(--json, --junit)") from None
-            written.append(path)
-    return written
+            contents.append((path, text.encode("utf-8")))
+    try:
+        atomic_write_all(contents)
+    except OSError as error:
+        where = f" {error.filename}" if getattr(error, "filename", None) else ""
+        raise UserError(f"cannot write{where or ' ' + ' and '.join(str(p) for p, _ in contents)}: "
+                        f"{error.strerror or error}; choose another place (--json, --junit)") from None
+    return [path for path, _ in contents]
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,

@@ -123,6 +123,39 @@ def atomic_write_bytes(path: Path, writer) -> None:
     fsync_directory(path.parent)
 
 
+def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
+    """``atomic_write_bytes`` of several files, all or none: each is written and fsynced beside its place
+    first, and renamed over it only once every one is written. ``check`` wrote check.json into the run
+    directory and then failed on a full disk for its --junit file: the run kept a check.json its manifest
+    did not match (so ``report`` refused it) after a command that said it had failed."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in contents:
+            path = Path(path)
+            refuse_replacing(path)
+            try:
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            except OSError as error:
+                raise disk_full(error, path) or error from None
+            staged.append((tmp, path))
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o666 & ~_umask())
+            except OSError as error:
+                raise disk_full(error, path) or error from None
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for parent in dict.fromkeys(path.parent for _, path in staged):
+        fsync_directory(parent)
+
+
 def refuse_replacing(path: Path, what: str = "") -> None:
     """A file is written by renaming a new one over ``path``: refuse when something other than a regular file or a
     symbolic link is there. The rename would replace a FIFO or a device with a regular file (``check --junit
