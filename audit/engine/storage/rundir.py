@@ -135,17 +135,14 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
             refuse_replacing(path)
             try:
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            except OSError as error:
-                raise disk_full(error, path) or error from None
-            staged.append((tmp, path))
-            try:
+                staged.append((tmp, path))
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.chmod(tmp, 0o666 & ~_umask())
-            except OSError as error:
-                raise disk_full(error, path) or error from None
+            except OSError as error:  # named by the file it was writing, not by its temporary
+                raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:
