@@ -220,3 +220,20 @@ def test_check_records_its_verdict_under_the_directory_lock(plain_run, tmp_path,
     assert code == 2 and "locked" in captured.err and captured.err.count("\n") == 1, captured
     assert not captured.out
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+# -- report -o over the files a run is read from -------------------------------------------------------------
+@pytest.mark.parametrize("inside", ["models/target.npz", "scores.npz", "models", "statistics.npz/page"])
+def test_report_never_writes_over_the_names_a_run_is_read_from(plain_run, tmp_path, capsys, monkeypatch, inside):
+    """`report RUN -o RUN/models/target.npz` (or RUN/scores.npz in a canary-only run) made the report's folder
+    there, and every later check, report and resume refused the run as edited ("not listed in manifest.json",
+    rerun the audit)."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    listing = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+    assert main(["report", str(run), "-o", str(run / inside)]) == 2
+    err = capsys.readouterr().err
+    assert "-o/--output" in err and err.count("\n") == 1, err
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == listing
+    assert main(["check", str(run), "--epsilon", "0.5"]) == 1
