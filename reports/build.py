@@ -19,8 +19,8 @@ from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.execution.progress import Progress
-from topicaudit.engine.check import CHECK_FILES, RUN_FILES
-from topicaudit.engine.storage.results import AuditResults, CorpusInfo
+from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.results import CorpusInfo
 from topicaudit.engine.storage.rundir import disk_full
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
@@ -71,27 +71,6 @@ def _check_attack(collection: Collection, attack: str) -> None:
 def _natural(run) -> bool:
     """True when the run attacked natural documents (it has shadow models), not canaries only."""
     return bool(run.results.attacks)
-
-
-# What a run, sweep or audit directory holds that a later command reads: a report never takes one of these names.
-_READ_NAMES = frozenset({*RUN_FILES, *CHECK_FILES, *AuditResults.FILES.values(), "scores.csv", "exposure.npz",
-                         "audit.json"})
-
-
-def _not_over_evidence(output: Path, directories) -> None:
-    """Refuse an output that is (or is inside) one of the files or folders a reported directory is read from:
-    `report RUN -o RUN/models/target.npz` (or RUN/scores.npz in a canary-only run) made a folder there, and
-    every later check, report or resume refused the run as edited ("not listed in manifest.json")."""
-    target = Path(output).resolve()
-    for directory in directories:
-        root = Path(directory).resolve()
-        if target == root or not target.is_relative_to(root):
-            continue
-        first = target.relative_to(root).parts[0]
-        if first in _READ_NAMES or first == "models":
-            raise UserError(f"cannot write -o/--output {output}: it is {first} of {directory}, which a check, report "
-                            f"or resume reads; give a path outside those files (the default, {directory}/report, "
-                            "is one)")
 
 
 def _target_dir(output: Path) -> None:
@@ -316,7 +295,9 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         collection = collect(given, compare_vocabularies=compare_vocabularies)
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
-    _not_over_evidence(output, audits or [*collection.inputs, *(run.path for run in collection.runs)])
+    # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
+    manifest.refuse_over_read_names(output, audits or [*collection.inputs, *(run.path for run in collection.runs)],
+                                    "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")
     output.parent.mkdir(parents=True, exist_ok=True)

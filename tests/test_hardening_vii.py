@@ -237,3 +237,16 @@ def test_report_never_writes_over_the_names_a_run_is_read_from(plain_run, tmp_pa
     assert "-o/--output" in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == listing
     assert main(["check", str(run), "--epsilon", "0.5"]) == 1
+
+
+@pytest.mark.parametrize("inside", ["scores.npz", "models/extra"])
+def test_a_run_is_never_made_inside_another_runs_own_files(plain_run, tmp_path, capsys, monkeypatch, inside):
+    """`run --output RUN/scores.npz` of a canary-only RUN made a run there: RUN was refused as edited ever after."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    listing = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+    assert canary_run(run / inside) == 2
+    err = capsys.readouterr().err
+    assert "--output" in err and inside.split("/")[0] in err and err.count("\n") == 1, err
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == listing

@@ -17,6 +17,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
 
 NAME = ".lock"
@@ -116,6 +117,7 @@ def writer_lock(path: str | Path, flag: str = "--output"):
     if this call created it, its former content back otherwise.
     """
     path = Path(path)
+    manifest.refuse_over_read_names(path, None, flag)  # not a run made inside another run's own files
     if path.is_symlink() and not path.exists():
         raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                         f"remove the link, or choose another {flag}")

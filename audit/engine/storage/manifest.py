@@ -38,6 +38,11 @@ MAC_DOMAIN = "topicaudit.manifest-mac/1"  # what an integrity key's MAC over a m
 # What ``check`` writes into the run directory it read, listed once written (``engine.check.record_check_files``):
 # ``report`` reads check.json's claim. Records of a question asked of the run, not evidence the verdict rests on.
 CHECK_FILES = ("check.json", "check.junit.xml")
+# Every name a run, sweep or audit directory holds that a later command reads (the evidence, the manifest, the
+# records of check, the lock, the sweep's index, models/): no output of another command is ever made there.
+READ_NAMES = frozenset({"config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
+                        "canary_scores.npz", NAME, *CHECK_FILES, ".lock", "roc.png", "sweep.json", "models",
+                        "audit.json", "scores.csv", "exposure.npz"})
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
 
 
@@ -105,6 +110,24 @@ def entries(run_dir: Path) -> dict[str, str] | None:
 
 
 RERUN = "rerun the audit into a new directory (--output)"
+
+
+def refuse_over_read_names(output: Path, directories, flag: str) -> None:
+    """Refuse an output that is, or is inside, one of READ_NAMES of one of ``directories`` (default: each
+    topicaudit directory above ``output``): a report folder or a run made at RUN/models/target.npz or
+    RUN/scores.npz (canary-only runs have none) got RUN refused as edited by every later check, report and
+    resume ("not listed in manifest.json")."""
+    target = Path(output).resolve()
+    if directories is None:
+        directories = [parent for parent in target.parents if os.path.lexists(parent / NAME)]
+    for directory in directories:
+        root = Path(directory).resolve()
+        if target == root or not target.is_relative_to(root):
+            continue
+        first = target.relative_to(root).parts[0]
+        if first in READ_NAMES:
+            raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
+                            "or resume reads; give a path outside that directory's own files")
 
 
 def _read_regular(path: Path) -> bytes:
