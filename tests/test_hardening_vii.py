@@ -250,3 +250,25 @@ def test_a_run_is_never_made_inside_another_runs_own_files(plain_run, tmp_path, 
     err = capsys.readouterr().err
     assert "--output" in err and inside.split("/")[0] in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == listing
+
+
+# -- the run cache -------------------------------------------------------------------------------------------
+def test_a_run_cache_entry_that_is_a_link_is_never_written_through(tmp_path, capsys, monkeypatch):
+    """`check CONFIG` wrote its cached run through a link in the cache's place for it, into the link's target
+    (an empty folder of the user's, outside the cache)."""
+    from topicaudit.engine.configuration.config import load_config, run_config
+    from topicaudit.engine.storage.run_cache import cached_run_dir
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    config = tmp_path / "audit.toml"
+    config.write_text("[target]\nk = 3\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
+    cache = tmp_path / "cache"
+    slot = cached_run_dir(run_config(load_config(config)), cache)
+    slot.parent.mkdir(parents=True)
+    users = tmp_path / "users"
+    users.mkdir()
+    slot.symlink_to(users)
+    code = main(["check", str(config), "--epsilon", "0.5", "--cache", str(cache), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "symbolic link" in err and err.count("\n") == 1, err
+    assert not list(users.iterdir()) and slot.is_symlink()
