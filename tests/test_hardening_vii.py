@@ -272,3 +272,32 @@ def test_a_run_cache_entry_that_is_a_link_is_never_written_through(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and "symbolic link" in err and err.count("\n") == 1, err
     assert not list(users.iterdir()) and slot.is_symlink()
+
+
+def test_a_sigterm_between_check_json_and_the_manifest_leaves_them_agreeing(plain_run, tmp_path, capsys,
+                                                                             monkeypatch):
+    """A SIGTERM (a CI timeout) that landed after check.json was rewritten and before the manifest listed it: exit
+    130, and the run kept a check.json its manifest did not match (report refused it as edited). The signal is
+    now taken once both are written."""
+    import signal
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    assert main(["check", str(run), "--epsilon", "10"]) == 0
+    real = manifest.record
+
+    def terminated_first(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs at the next instruction
+        for _ in range(1000):
+            pass
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(manifest, "record", terminated_first)
+    capsys.readouterr()
+    code = main(["check", str(run), "--epsilon", "0.5"])
+    assert code in (1, 130), capsys.readouterr()
+    assert manifest.entries(run)["check.json"] == files.file_sha256(run / "check.json")
+    monkeypatch.setattr(manifest, "record", real)
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(tmp_path / "page")]) == 0, capsys.readouterr().err

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from topicaudit.cli import supervisor
 from topicaudit.engine.execution import parallel, phases
 from topicaudit.engine.execution.progress import Heartbeat, noted
+from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -101,8 +102,9 @@ def _signals(command: str | None = None):
     def handler(signum, frame):
         if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
             return
-        if not received and _in_import_machinery(frame):
-            later.append(_take_later(signum))  # not now: an exception here is lost, or leaves importlib's locks held
+        if not received and (_in_import_machinery(frame) or in_uninterrupted()):
+            # not now: an exception here is lost, or leaves importlib's locks held, or half a record written
+            later.append(_take_later(signum))
             return
         received.append(signum)
         if len(received) > 1:

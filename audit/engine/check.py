@@ -21,7 +21,7 @@ from topicaudit.engine.configuration import arguments
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.configuration.config import Config, config_from_dict, load_config, run_config, with_learner
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
-from topicaudit.engine.storage.lock import NAME as LOCK_NAME
+from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.results import CheckResult
 from topicaudit.engine.run import execute_run
@@ -169,7 +169,8 @@ def one_check_at_a_time(run_dir: Path):
         import fcntl
         fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except (ImportError, OSError):  # no advisory locks (Windows), or the directory cannot be opened: unlocked
-        yield
+        with uninterrupted():
+            yield
         return
     try:
         deadline = time.monotonic() + CHECK_LOCK_SECONDS
@@ -183,7 +184,8 @@ def one_check_at_a_time(run_dir: Path):
                                     f"{CHECK_LOCK_SECONDS:.0f} s, so check cannot record its verdict there; rerun "
                                     "the same command once it has finished") from None
                 time.sleep(0.02)
-        yield
+        with uninterrupted():  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
+            yield
     finally:
         os.close(fd)  # releases the lock
 

@@ -22,6 +22,25 @@ from topicaudit.errors import UserError
 
 NAME = ".lock"
 
+_UNINTERRUPTED = [0]  # depth of ``uninterrupted()`` blocks in this process
+
+
+@contextmanager
+def uninterrupted():
+    """A few file operations that must all happen or none (check's files and the manifest that lists them): the
+    command's signal handler (``cli.main``) takes a Ctrl-C or SIGTERM that lands here again 10 ms later, once
+    out of the block. A SIGTERM between check.json's write and the manifest's update left a check.json the
+    manifest did not match, and ``report`` refused it as edited."""
+    _UNINTERRUPTED[0] += 1
+    try:
+        yield
+    finally:
+        _UNINTERRUPTED[0] -= 1
+
+
+def in_uninterrupted() -> bool:
+    return _UNINTERRUPTED[0] > 0
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks here; one writer is then the user's care
