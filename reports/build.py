@@ -300,13 +300,16 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
                                     "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_staging(output)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
+    # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
+    new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # nearest first
+    staging = None
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(output)
+        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
         if collection is None:
             report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
         else:
@@ -317,7 +320,13 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         (staging / MARKER).write_text("".join(f"{name}\n" for name in written), encoding="utf-8")
         _swap_in(staging, output)
     except BaseException as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for parent in new_parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
         full = disk_full(error, output) if isinstance(error, OSError) else None
         if full is not None:
             raise full from None

@@ -301,3 +301,25 @@ def test_a_sigterm_between_check_json_and_the_manifest_leaves_them_agreeing(plai
     monkeypatch.setattr(manifest, "record", real)
     capsys.readouterr()
     assert main(["report", str(run), "-o", str(tmp_path / "page")]) == 0, capsys.readouterr().err
+
+
+def test_a_report_refused_for_a_full_disk_removes_the_folders_it_made(plain_run, tmp_path, capsys, monkeypatch):
+    """`report RUN -o FULL/x/y/rep` on a full disk (a 100 KiB tmpfs): exit 2, but x/ and x/y/ were left."""
+    import errno
+    import tempfile
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    real = tempfile.mkdtemp
+
+    def no_space(*args, prefix=None, **kwargs):
+        if prefix and prefix.startswith(".rep.tmp-"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args, prefix=prefix, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    place = tmp_path / "place"
+    place.mkdir()
+    assert main(["report", str(plain_run), "-o", str(place / "x" / "y" / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert "no space left" in err and err.count("\n") == 1, err
+    assert not list(place.iterdir())
