@@ -49,7 +49,8 @@ def shuffled_coins(run: Path, into: Path) -> None:
 
 
 # -- (a) what is verified is what is read: a file swapped in between -----------------------------------------
-def test_a_file_swapped_in_after_its_hash_was_checked_is_not_read(keyed, monkeypatch, capsys):
+@pytest.mark.parametrize("held_open", [False, True], ids=["in-memory", "held-open"])
+def test_a_file_swapped_in_after_its_hash_was_checked_is_not_read(keyed, monkeypatch, capsys, held_open):
     """check hashed canaries.npz in one read and parsed it in another: a forger swapping files in a loop
     (rename(2)) had shuffled coins read as the authenticated ones in 3 of 10 checks — NO SIGNAL, exit 0,
     "integrity: authenticated", on a run whose genuine verdict is VIOLATED. Here the swap lands right after
@@ -64,12 +65,17 @@ def test_a_file_swapped_in_after_its_hash_was_checked_is_not_read(keyed, monkeyp
             os.replace(forged, path)  # the genuine file was hashed; the forged one is there from now on
         return digest
 
+    if held_open:  # as a file larger than PIN_BYTES is: held open since it was hashed, not copied
+        monkeypatch.setattr(files, "PIN_BYTES", 0)
     monkeypatch.setattr(manifest, "file_sha256", hash_then_swap)
     monkeypatch.setattr(files, "file_sha256", hash_then_swap)
     code = main(["check", str(keyed), "--epsilon", "1"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert not forged.exists()  # the swap happened
-    assert code == 1 and out.startswith("VIOLATED") and "authenticated" in out, out
+    if held_open:  # the held file's name was taken from it: refused, never a verdict from the forged file
+        assert code == 2 and "canaries.npz was written, replaced or removed" in captured.err, captured
+        return
+    assert code == 1 and captured.out.startswith("VIOLATED") and "authenticated" in captured.out, captured
 
 
 def test_a_file_that_appears_after_the_manifest_was_checked_is_not_read(keyed, monkeypatch, capsys):
@@ -323,3 +329,32 @@ def test_a_report_refused_for_a_full_disk_removes_the_folders_it_made(plain_run,
     err = capsys.readouterr().err
     assert "no space left" in err and err.count("\n") == 1, err
     assert not list(place.iterdir())
+
+
+def test_a_large_file_written_into_after_its_hash_was_checked_is_refused(keyed, monkeypatch, capsys):
+    """A large file is held open, not copied: a rename over its name is not seen, and a write into it (the
+    same open file) is refused, never read."""
+    monkeypatch.setattr(files, "PIN_BYTES", 0)
+    real = manifest.file_sha256
+    forged = keyed / ".forged.npz"
+    shuffled_coins(keyed, forged)
+
+    def hash_then_write_into(path):
+        digest = real(path)
+        if Path(path).name == "canaries.npz" and forged.exists():
+            with open(path, "r+b") as handle:  # the same inode: what the held file reads
+                handle.write(forged.read_bytes())
+            forged.unlink()
+        return digest
+
+    monkeypatch.setattr(manifest, "file_sha256", hash_then_write_into)
+    code = main(["check", str(keyed), "--epsilon", "1"])
+    captured = capsys.readouterr()
+    assert code == 2 and "canaries.npz was written, replaced or removed" in captured.err, captured
+    assert not captured.out
+
+
+def test_checks_and_reports_read_large_files_held_open(keyed, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(files, "PIN_BYTES", 0)
+    assert main(["check", str(keyed), "--epsilon", "1"]) == 1
+    assert main(["report", str(keyed), "-o", str(tmp_path / "page")]) == 0, capsys.readouterr().err

@@ -239,7 +239,7 @@ def read_regular(path: Path, limit: int, too_large: str) -> bytes:
     (which blocked the reader forever) or a device such as /dev/zero (read until the kernel killed the process),
     put there or linked, is refused rather than read. Inside ``files.read_once()``, read from disk once."""
     try:
-        raw = files.once(path, lambda: _read_regular(path, limit, too_large))
+        raw = files.once(path, lambda: _read_regular(path, limit, too_large), limit)
     except FileNotFoundError:  # seen missing earlier in the same read_once() block
         raise UserError(f"{path} does not exist; rerun the command that writes it") from None
     if len(raw) > limit:
@@ -314,6 +314,11 @@ def load_arrays(path: Path, copies: int = ARRAY_COPIES) -> dict[str, np.ndarray]
     ``copies``: how many copies of an array must fit in memory.
     """
     source = path
+    if (large := files.held(path)) is not None:  # held open since it was hashed: read from that open file
+        with BoundedNpz(large.file(), str(path), copies) as z:
+            arrays = {name: z[name] for name in z.files}
+        large.unchanged()
+        return arrays
     if files.reading_once():  # the bytes every other read in the block gets (its hash included)
         source = files.once(path, lambda: files.whole_regular_file(path))
     with BoundedNpz(source, str(path), copies) as z:
@@ -336,7 +341,8 @@ def read_arrays(path: Path, required: tuple[str, ...] = ()) -> dict[str, np.ndar
     file and the fix."""
     if files.reading_once():  # the block's one read of the file (or the one it had already)
         try:
-            files.once(path, lambda: files.whole_regular_file(path))
+            if files.held(path) is None:
+                files.once(path, lambda: files.whole_regular_file(path))
         except FileNotFoundError:
             raise UserError(f"{path} does not exist; rerun the command that writes it") from None
         except OSError as error:
