@@ -358,3 +358,27 @@ def test_checks_and_reports_read_large_files_held_open(keyed, monkeypatch, tmp_p
     monkeypatch.setattr(files, "PIN_BYTES", 0)
     assert main(["check", str(keyed), "--epsilon", "1"]) == 1
     assert main(["report", str(keyed), "-o", str(tmp_path / "page")]) == 0, capsys.readouterr().err
+
+
+# -- (b) exit 3 from a recorded field: the metrics the report prints -----------------------------------------
+@pytest.mark.parametrize("value", [None, "x", [], True])
+@pytest.mark.parametrize("metric", ["auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01"])
+def test_a_recorded_metric_that_is_no_number_is_exit_2_naming_it(plain_run, tmp_path, capsys, monkeypatch, metric,
+                                                                  value):
+    """A fuzz of results.json through `report` (hashes recomputed, as the unkeyed mode allows): a canary score's
+    tpr_at_fpr_0.01 or auc set to null or a string was an internal error (TypeError, ValueError: exit 3) in the
+    verdict card or the ROC legend."""
+    import json
+
+    from topicaudit.engine.storage.rundir import atomic_write_text
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    results = json.loads((run / "results.json").read_text())
+    results["canaries"]["scores"]["zeta"][metric] = value
+    (run / "results.json").write_text(json.dumps(results))
+    manifest.record(run, "results.json", write_text=atomic_write_text)
+    assert main(["report", str(run), "-o", str(tmp_path / "page")]) == 2
+    err = capsys.readouterr().err
+    assert f"canaries.scores.zeta.{metric} must be a number" in err and err.count("\n") == 1, err

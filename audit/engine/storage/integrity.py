@@ -293,8 +293,30 @@ def check_results(path: Path) -> None:
                 raise _refuse(path, f"{where}.{key} must be a number (got {section[key]!r})")
     if canaries is not None and not isinstance(canaries, dict):
         raise _refuse(path, "'canaries' must be an object")
+    for where, section in (("attacks", results.get("attacks")),
+                           ("canaries.scores", canaries.get("scores") if isinstance(canaries, dict) else None)):
+        _check_metrics(path, where, section)
     if isinstance(canaries, dict) and canaries.get("mechanism") is not None:
         check_mechanism(path, canaries["mechanism"])
+
+
+# The metrics the summary, the report's card and its ROC legends print (``attacks.metrics.summarize`` writes
+# each as a number, NaN when undefined): null, a string or a missing one there was an internal error (exit 3).
+METRICS = ("auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "balanced_accuracy")
+
+
+def _check_metrics(path: Path, where: str, section: Any) -> None:
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise _refuse(path, f"{where} must be an object (got {_shown(section)})")
+    for name, metrics in section.items():
+        if not isinstance(metrics, dict):
+            raise _refuse(path, f"{where}.{name} must be an object of metrics (got {_shown(metrics)})")
+        for key in METRICS:
+            value = metrics.get(key)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                raise _refuse(path, f"{where}.{name}.{key} must be a number (got {_shown(value)})")
 
 
 # What each recorded mechanism constant may be: (test, what the message says it must be). The power estimate and
