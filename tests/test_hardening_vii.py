@@ -382,3 +382,39 @@ def test_a_recorded_metric_that_is_no_number_is_exit_2_naming_it(plain_run, tmp_
     assert main(["report", str(run), "-o", str(tmp_path / "page")]) == 2
     err = capsys.readouterr().err
     assert f"canaries.scores.zeta.{metric} must be a number" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda r: r.update(timings_s=-1), "timings_s must be an object or null"),
+    (lambda r: r.update(timings_s="fast"), "timings_s must be an object or null"),
+    (lambda r: r["target"].update(k="five"), "target.k must be"),
+])
+def test_a_recorded_field_of_another_json_type_is_exit_2_naming_it(plain_run, tmp_path, capsys, monkeypatch, edit,
+                                                                   named):
+    """The same fuzz: `timings_s` that is no object (AttributeError in the report's timings) and
+    `utility.heldout_perplexity = "inf"` (ValueError formatting it) were exit 3. Every field of results.json
+    whose type is a JSON type (number, integer, string, object, list) is now held to it when read."""
+    import json
+
+    from topicaudit.engine.storage.rundir import atomic_write_text
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    results = json.loads((run / "results.json").read_text())
+    edit(results)
+    (run / "results.json").write_text(json.dumps(results))
+    manifest.record(run, "results.json", write_text=atomic_write_text)
+    for argv in (["report", str(run), "-o", str(tmp_path / "page")], ["check", str(run), "--epsilon", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert named in err and err.count("\n") == 1, err
+
+
+def test_every_results_file_a_run_writes_passes_the_type_checks(plain_run, keyed_run):
+    import json
+
+    from topicaudit.engine.storage.results import RunResults
+
+    for run in (plain_run, keyed_run):
+        RunResults.from_json(json.loads((run / "results.json").read_text()), "results.json")
