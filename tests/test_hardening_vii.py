@@ -418,3 +418,40 @@ def test_every_results_file_a_run_writes_passes_the_type_checks(plain_run, keyed
 
     for run in (plain_run, keyed_run):
         RunResults.from_json(json.loads((run / "results.json").read_text()), "results.json")
+
+
+@pytest.mark.parametrize("edit, code", [
+    (lambda c: c["synthetic"].update(doc_concentration=-1), 0),
+    (lambda c: c.update(corpus=1e308), 2),
+])
+def test_a_run_config_toml_of_the_wrong_kind_is_no_internal_error_in_report(plain_run, tmp_path, capsys,
+                                                                            monkeypatch, edit, code):
+    """A fuzz of a run's config.toml through `report` (hashes recomputed): `corpus = 1e308` was an
+    AttributeError (exit 3); a negative [synthetic] prior, below."""
+    from topicaudit.engine.configuration.toml_writer import to_toml
+    from topicaudit.engine.storage.rundir import atomic_write_text, read_run_toml
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = tmp_path / "run"
+    shutil.copytree(plain_run, run)
+    config = read_run_toml(run / "config.toml")
+    edit(config)
+    (run / "config.toml").write_text(to_toml(config))
+    manifest.record(run, "config.toml", write_text=atomic_write_text)
+    assert main(["report", str(run), "-o", str(tmp_path / "page")]) == code
+    err = capsys.readouterr().err
+    if code == 2:
+        assert "config.toml is not a configuration topicaudit wrote" in err and err.count("\n") == 1, err
+
+
+def test_a_synthetic_corpus_redrawn_from_a_run_is_checked_first():
+    """The report of a natural-document run redraws its [synthetic] corpus from config.toml: a negative prior
+    there was numpy's ValueError "alpha < 0" (exit 3); now a UserError, which the report turns into a note."""
+    from topicaudit.engine.configuration.config import Config
+    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.errors import UserError
+
+    config = Config()
+    config.synthetic.doc_concentration = -1.0
+    with pytest.raises(UserError, match="doc_concentration must be a finite number > 0"):
+        load_audit_corpus(config)

@@ -48,6 +48,7 @@ from topicaudit.engine.storage import manifest
 
 from topicaudit.engine.configuration import toml_reader
 from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.validation import check_synthetic
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.engine.storage.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
 # The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
@@ -68,6 +69,7 @@ def load_audit_corpus(config: Config) -> Corpus:
     """The corpus a run configuration names (or its synthetic one), as the run read it."""
     if config.corpus.path is None:
         s = config.synthetic
+        check_synthetic(s)  # report draws it from a run's config.toml: a negative prior was exit 3 there
         corpus, _ = synthetic_corpus(s.n_docs, s.n_words, s.k, s.mean_length, s.topic_concentration,
                                      s.doc_concentration, seed=config.seed)
         return corpus
