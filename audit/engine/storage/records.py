@@ -157,14 +157,24 @@ _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
 def _check_type(value: Any, annotation: Any, where: str) -> None:
     if not isinstance(annotation, str):
         return
-    kinds = [part.strip().split("[", 1)[0] for part in _top_level(annotation)]
+    parts = [part.strip() for part in _top_level(annotation)]
+    kinds = [part.split("[", 1)[0] for part in parts]
     if not all(kind in _JSON_TYPES for kind in kinds):
         return  # a record, Any, a literal…: its own codec or reader says what it must be
-    if not any(_JSON_TYPES[kind](value) for kind in kinds):
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise UserError(f"{where} must be {' or '.join(_WORDS[k] for k in kinds)} (got {shown}); the file was "
-                        "edited or damaged — rerun the audit into a new directory")
+    for part, kind in zip(parts, kinds):
+        if _JSON_TYPES[kind](value):  # and its items, for dict[str, X] and list[X] (timings_s.total = "x": exit 3)
+            inner = part[len(kind) + 1:-1] if part.endswith("]") else ""
+            if kind == "dict" and inner.startswith("str,"):
+                for name, item in value.items():
+                    _check_type(item, inner[4:].strip(), f"{where}.{name}")
+            elif kind == "list" and inner:
+                for index, item in enumerate(value):
+                    _check_type(item, inner, f"{where}[{index}]")
+            return
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise UserError(f"{where} must be {' or '.join(_WORDS[k] for k in kinds)} (got {shown}); the file was "
+                    "edited or damaged — rerun the audit into a new directory")
 
 
 _WORDS = {"None": "null", "float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
