@@ -388,6 +388,7 @@ def test_a_recorded_metric_that_is_no_number_is_exit_2_naming_it(plain_run, tmp_
     (lambda r: r.update(timings_s=-1), "timings_s must be an object or null"),
     (lambda r: r.update(timings_s="fast"), "timings_s must be an object or null"),
     (lambda r: r.update(timings_s={"total": "x"}), "timings_s.total must be a number"),
+    (lambda r: r.update(attacks=None), "attacks must not be null"),
     (lambda r: r["target"].update(k="five"), "target.k must be"),
 ])
 def test_a_recorded_field_of_another_json_type_is_exit_2_naming_it(plain_run, tmp_path, capsys, monkeypatch, edit,

@@ -128,6 +128,10 @@ class Record:
                 value = data[key]
                 if codec is None:
                     _check_type(value, f.type, f"{where}.{key}")
+                elif value is None and isinstance(f.type, str) and "None" not in map(str.strip, _top_level(f.type)):
+                    # (attacks = null was an AttributeError in report: exit 3)
+                    raise UserError(f"{where}.{key} must not be null; the file was edited or damaged — rerun the "
+                                    "audit into a new directory")
                 values[f.name] = value if codec is None or value is None else codec.decode(value, f"{where}.{key}")
                 continue
             if f.name in cls.REQUIRED:
