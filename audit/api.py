@@ -63,7 +63,7 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     candidates = arguments.optional_path(candidates, "candidates")
     reference = arguments.optional_path(reference, "reference")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
-    return AuditResults.from_json(execute_audit(config, quiet=quiet), directory=config.run_dir)
+    return execute_audit(config, quiet=quiet)
 
 
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,

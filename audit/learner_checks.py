@@ -411,12 +411,12 @@ def check_canary_audit(learner) -> CanaryAuditResult | None:
     if not design.testable:
         warnings.warn(UntestableClaimWarning(f"check_learner: {describe(learner)}: "
                                              + design.untestable_message()), stacklevel=3)
-    g, bound = learner.guarantee(), bounds["epsilon"]
+    g, bound = learner.guarantee(), bounds.epsilon
     assert bound <= g.epsilon, (
         f"{design.count} {kind} canaries on {'the mechanism' if observe else 'Φ'} prove ε ≥ {bound:.3f} at "
         f"δ = {g.delta:g} with confidence {1 - ALPHA:g}, above the claim ε = {g.epsilon:g} (this audit's "
-        f"ceiling ε = {bounds['ceiling']:.2f})")
-    return CanaryAuditResult(design, "mechanism" if observe else "release", float(bound), float(bounds["ceiling"]))
+        f"ceiling ε = {bounds.ceiling:.2f})")
+    return CanaryAuditResult(design, "mechanism" if observe else "release", float(bound), float(bounds.ceiling))
 
 
 def check_honest_record(learner) -> None:
@@ -431,10 +431,10 @@ def check_honest_record(learner) -> None:
         return  # no claim, or no record of the mechanism to compare Φ with
     design, kind, _, bounds, on_release = audit
     g = learner.guarantee()
-    assert on_release["epsilon"] <= g.epsilon, (
-        f"the released Φ proves ε ≥ {on_release['epsilon']:.3f} with {design.count} {kind} canaries (δ = "
+    assert on_release.epsilon <= g.epsilon, (
+        f"the released Φ proves ε ≥ {on_release.epsilon:.3f} with {design.count} {kind} canaries (δ = "
         f"{g.delta:g}, confidence {1 - ALPHA:g}), above the claim ε = {g.epsilon:g}, while the recorded mechanism "
-        f"proves {bounds['epsilon']:.3f}: the model was not built from what the learner recorded")
+        f"proves {bounds.epsilon:.3f}: the model was not built from what the learner recorded")
 
 
 def check_release_constants(learner) -> None:
@@ -519,7 +519,7 @@ def _canary_audit(learner):
                          observe=canaries.observed_columns if observe else None)
     scores = all_canary_scores(release, [], canaries, tol=1e-8)
     audit = canary_results(canaries, scores, release, g.delta, ALPHA, "mechanism" if observe else "release")
-    return design, kind, observe, audit["epsilon_lower_bounds"], audit.get("release_epsilon_lower_bounds")
+    return design, kind, observe, audit.epsilon_lower_bounds, audit.release_epsilon_lower_bounds
 
 
 # name → check, in the order they run (cheap and basic first).

@@ -79,7 +79,8 @@ def run_one(args, name: str, k: int, params: dict, seed: int, where: Path) -> di
     results = json.loads((out / "results.json").read_text())
     target = np.load(out / "models" / "target.npz")
     topics = int(np.unique(np.round(target["phi"], 7), axis=0).shape[0])
-    row = {"setting": name, "k": k, "params": params, "seed": seed, "wall_s": round(wall, 1), "topics": topics,
+    row = {"setting": name, "k": k, "params": params, "seed": seed, "shadows": args.shadows,
+           "corpus": Path(args.corpus).name, "wall_s": round(wall, 1), "topics": topics,
            "n_docs": results["corpus"]["n_docs"] if "n_docs" in results["corpus"] else None}
     for attack in ATTACKS:
         a = results["attacks"].get(attack)

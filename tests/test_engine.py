@@ -224,7 +224,7 @@ def test_resume_follows_the_corpus_content_not_its_spelling_or_the_working_direc
 
 def test_warnings_raised_in_ray_workers_reach_the_results_and_the_summary(tmp_path, small_config):
     """A ζ tolerance no solver can certify makes every statistics task warn, inside Ray workers."""
-    from topicaudit.engine.run import summary_table
+    from topicaudit.engine.presentation.summary import summary_table
 
     config = small_config(tmp_path, "warn", synthetic={"n_docs": 60, "n_words": 200},
                           attack={"shadows": 2, "tol": 1e-300})

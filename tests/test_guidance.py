@@ -14,7 +14,7 @@ from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.cli.main import main
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
 from topicaudit.engine.storage.results import CheckResult
-from topicaudit.engine.run import summary_table
+from topicaudit.engine.presentation.summary import summary_table
 from topicaudit.engine.verdict import CEILING_FACTOR, canaries_for_ceiling, canary_ceiling
 from topicaudit.reports.build import build_report
 

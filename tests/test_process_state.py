@@ -20,3 +20,17 @@ def test_a_library_call_after_the_command_line_meets_the_process_as_it_was(tmp_p
         warnings.simplefilter("always")
         warnings.warn("from the library", UserWarning)
     assert [str(w.message) for w in caught] == ["from the library"]
+
+
+def test_assert_privacy_leaves_the_callers_configuration_as_it_was(tmp_path):
+    """It set the caller's output, canary count and run directory (the cache's) on the Config it was given."""
+    import copy
+
+    from topicaudit import assert_privacy
+    from topicaudit.engine.configuration.config import config_from_dict
+
+    config = config_from_dict({"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
+                               "attack": {"shadows": 0, "canaries": {"count": 60}}})
+    before = copy.deepcopy(config)
+    assert_privacy(config, epsilon=50, canaries=80, cache=tmp_path / "cache")
+    assert config == before

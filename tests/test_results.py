@@ -1,6 +1,6 @@
 """Typed results (topicaudit.engine.storage.results): results.json, audit.json and check's JSON as frozen records.
 
-What the engine writes is what it built, byte for byte; every file round-trips
+What the engine writes is the record it built, byte for byte; every file round-trips
 through its record; a schema this version does not read is one clear UserError.
 """
 from __future__ import annotations
@@ -40,31 +40,45 @@ SHADOWS = {"synthetic": {"n_docs": 200, "n_words": 400}, "target": {"k": 3},
            "attack": {"shadows": 4, "canaries": {"count": 40}}, "ray": {"num_cpus": 1}}
 
 
-@pytest.fixture
-def built(monkeypatch):
-    """Every dict the engine hands to RunResults, as it built it (the bytes results.json held before typing)."""
-    seen = []
+def plain_values(value, where="results"):
+    """Every value a record holds, nested records and ε bounds included, is a plain JSON value of Python's own
+    types (no NumPy scalar, no tuple, no enum): what json.loads gives back."""
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            if f.name != "absent" and f.metadata.get("json", True):
+                plain_values(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            assert type(key) is str, f"{where}: key {key!r}"
+            plain_values(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            plain_values(item, f"{where}[{i}]")
+    else:
+        assert value is None or type(value) in (str, int, float, bool), f"{where}: {type(value).__name__}"
 
-    class Recording(RunResults):
-        @classmethod
-        def from_json(cls, data, where="results.json"):
-            seen.append(json.dumps(data, indent=2) + "\n")
-            return RunResults.from_json(data, where)
 
-    monkeypatch.setattr(engine_run, "RunResults", Recording)
-    return seen
+def same_record(built, read):
+    """The record built in memory and the one its file reads back hold the same values, field by field."""
+    for f in dataclasses.fields(built):
+        if f.name == "absent" or not f.metadata.get("json", True):
+            continue
+        assert getattr(built, f.name) == getattr(read, f.name), f.name
 
 
 @pytest.mark.parametrize("settings", [CANARIES, MECHANISM, DPSU, SHADOWS],
                          ids=["canaries", "mechanism", "dpsu", "shadows"])
-def test_results_json_is_the_engines_dict_and_round_trips(tmp_path, built, settings):
+def test_results_json_is_the_engines_record_and_round_trips(tmp_path, settings):
     results = engine_run.execute_run(config_from_dict({**settings, "output": str(tmp_path / "run")}), quiet=True)
     text = (tmp_path / "run" / "results.json").read_text()
-    assert built[-1] == text  # written from the record: the same bytes as the dict it was built from
+    assert json.dumps(results.to_json(), indent=2) + "\n" == text  # written once, from the record it built
+    plain_values(results)  # NumPy scalars converted as the record was built, so it equals what the file reads
+    assert not results.extra and not results.absent
     data = json.loads(text)
     again = RunResults.from_json(data)
     assert json.dumps(again.to_json(), indent=2) + "\n" == text  # key order included
     assert again == results and results == data  # the record, and the mapping it reads as
+    same_record(results, again)
     assert not again.extra and not again.absent  # every key known, none missing
     if settings is SHADOWS:
         assert isinstance(again.epsilon_lower_bounds.by_attack["lira_online"], EpsilonBound)
@@ -89,6 +103,34 @@ def _minimal(**changes):
     return {"schema": "topicaudit.results/1",
             "target": {"learner": "lda", "guarantee": {"epsilon": None, "delta": 0.0, "adjacency": None}},
             "epsilon_lower_bounds": {"delta": 1e-5}, **changes}
+
+
+def test_a_record_built_in_memory_holds_what_its_file_reads_back():
+    """NumPy scalars, tuples, enum members and ∞ in a bound's details are converted as the record is built, so
+    the record equals the one its JSON reads back, type for type; a key a record has no field for is an error
+    where the record is built, not an extra key in the file."""
+    from topicaudit.bounds.epsilon import Method
+    from topicaudit.engine.storage.records import plain
+    from topicaudit.engine.storage.results import AttackMetrics, CanaryBounds, CanaryResults, MechanismInfo
+
+    bound = EpsilonBound(np.float64(1.5), Method.ONE_RUN, 0.95, 1e-5, {"guesses": np.int64(7), "tail": math.inf})
+    built = CanaryResults(
+        observe="mechanism", paired=np.bool_(True), count=np.int64(100),
+        mechanism=MechanismInfo(kind="gaussian", parameters={"noise_std": np.float32(0.5), "shape": (3, 4)},
+                                fresh_released=(np.int64(2), 10)),
+        scores={"zeta": AttackMetrics.of({"auc": np.float64(0.75), "tpr_at_fpr_0.001": 0.0,
+                                          "tpr_at_fpr_0.01": np.float64(0.1), "balanced_accuracy": 0.6})},
+        epsilon_lower_bounds=CanaryBounds(epsilon=np.float64(1.5), by_test={"canaries/zeta:one-run": bound}))
+    read = CanaryResults.from_json(json.loads(json.dumps(built.to_json())), "canaries")
+    assert read == built
+    plain_values(built)
+    assert built.mechanism.parameters == {"noise_std": 0.5, "shape": [3, 4]}
+    assert built.epsilon_lower_bounds.by_test["canaries/zeta:one-run"].details["tail"] == "inf"  # as the file has it
+    assert plain({1: np.arange(2), None: (np.str_("a"),)}) == {"1": [0, 1], "null": ["a"]}
+    with pytest.raises(TypeError, match="tpr_at_fpr_0.1"):
+        AttackMetrics.of({"auc": 0.5, "tpr_at_fpr_0.1": 0.2})
+    with pytest.raises(TypeError, match="not a JSON value"):
+        plain({"x": object()})
 
 
 def test_a_file_with_fewer_keys_reads_and_writes_back_unchanged():

@@ -8,6 +8,7 @@ above non-members. The rest: every Φ and vocabulary loader, every refusal
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import pickle
@@ -616,6 +617,12 @@ def test_the_python_api_audits_a_model_like_the_command(tiny, shared_ray, capsys
     assert result["config_hash"] == json.loads((tiny / "by-cli" / "audit.json").read_text())["config_hash"]
     assert isinstance(result, topicaudit.AuditResults)  # audit.json, typed
     assert result.to_json() == json.loads((tiny / "by-api" / "audit.json").read_text())
+    # built as a record and written once from it: the record is the one the file reads back, field by field
+    text = (tiny / "by-api" / "audit.json").read_text(encoding="utf-8")
+    assert text == json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n"
+    loaded = topicaudit.AuditResults.load(tiny / "by-api")
+    assert all(getattr(result, f.name) == getattr(loaded, f.name) for f in dataclasses.fields(result))
+    assert result.directory == loaded.directory == tiny / "by-api"
     assert read_scores(tiny / "by-api" / "scores.csv") == read_scores(tiny / "by-cli" / "scores.csv")
 
 

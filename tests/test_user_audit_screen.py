@@ -4,19 +4,21 @@ from pathlib import Path
 
 from topicaudit.attacks.ranking import unreliable_columns
 from topicaudit.cli.audit import _score_text, ranked_table
+from topicaudit.engine.storage.results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
 
 
-def _result(n_shadows: int, by: str, rank_by: str, top: list[dict]) -> dict:
-    return {
-        "inputs": {"phi": {"path": "phi.npy", "k": 3, "n_words": 50},
-                   "candidates": {"n_dropped_empty": 0}, "reference": {"n_used": 100}},
-        "learner": {"name": "lda", "k": 3, "params": {}, "settings_from": "the learner's defaults"},
-        "shadows": {"n_shadows": n_shadows, "training_docs": 60},
-        "ranking": {"by": by, "rank_by": rank_by, "recommended": False},
-        "summary": {"n_candidates": len(top), "unreliable": unreliable_columns(n_shadows)},
-        "top": top,
-        "timings_s": {"total": 1.0, "fit_wall": 0.5, "statistics": 0.1},
-    }
+def _result(n_shadows: int, by: str, rank_by: str, top: list[dict]) -> AuditResults:
+    return AuditResults(
+        schema=USER_AUDIT_SCHEMA,
+        inputs={"phi": {"path": "phi.npy", "k": 3, "n_words": 50},
+                "candidates": {"n_dropped_empty": 0}, "reference": {"n_used": 100}},
+        learner=AuditLearner(name="lda", k=3, params={}, settings_from="the learner's defaults"),
+        shadows={"n_shadows": n_shadows, "training_docs": 60},
+        ranking=AuditRanking(by=by, rank_by=rank_by, recommended=False),
+        summary={"n_candidates": len(top), "unreliable": unreliable_columns(n_shadows)},
+        top=top,
+        timings_s={"total": 1.0, "fit_wall": 0.5, "statistics": 0.1},
+    )
 
 
 def _row(rank, shrunk_p, raw_p, llr):

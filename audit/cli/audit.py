@@ -15,6 +15,7 @@ from topicaudit.attacks.ranking import PER_DOCUMENT_COLUMNS, RANKINGS
 from topicaudit.engine.configuration import toml_reader
 from topicaudit.engine.audit import AUDIT_SETTINGS, audit_config, execute_audit, settings_line
 from topicaudit.engine.configuration.config import AuditConfig
+from topicaudit.engine.storage.results import AuditLearner, AuditRanking, AuditResults
 from topicaudit.errors import UserError
 
 
@@ -144,15 +145,15 @@ def _beyond_text(value: Any) -> str:
     return "100%" if value >= 1 else f"{100 * value:.1f}%"
 
 
-def exposure_lines(result: dict[str, Any], indent: str = "  ") -> list[str]:
+def exposure_lines(result: AuditResults, indent: str = "  ") -> list[str]:
     """The overall exposure figure and the comparison with the reference, as the summary and the page say them."""
-    found = result.get("exposure")
+    found = result.exposure
     lines = []
     if isinstance(found, dict) and found.get("n_targets"):
         lines += [f"{indent}exposure: {found['statement']}.", f"{indent}  {found['uncertainty']}."]
     elif isinstance(found, dict) and found.get("not_measured"):
         lines.append(f"{indent}exposure of models trained like yours: not measured ({found['not_measured']})")
-    versus = (result.get("summary") or {}).get("versus_reference") or {}
+    versus = (result.summary or {}).get("versus_reference") or {}
     for level in versus.get("levels", [])[:1]:
         share = "every one" if level["beyond"] >= 1 else f"{100 * level['beyond']:g}%"
         lines.append(f"{indent}versus the reference: {level['n_candidates']} of {versus['n_candidates']} candidates "
@@ -169,30 +170,31 @@ def _printable(text: str, width: int) -> str:
     return safe if len(safe) <= width else safe[: width - 1] + "…"
 
 
-def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
+def ranked_table(result: AuditResults, run_dir: Path) -> str:
     """The short summary printed at the end: the top of the ranking and where the files are."""
-    inputs, s = result["inputs"], result["summary"]
+    inputs, s = result.inputs or {}, result.summary or {}
+    learner, shadows, ranking = result.learner or AuditLearner(), result.shadows or {}, result.ranking or AuditRanking()
     cands = inputs["candidates"]
     dropped = f" ({cands['n_dropped_empty']} without a vocabulary word, not scored)" if cands["n_dropped_empty"] else ""
     lines = [
         f"{inputs['phi']['path']}: k={inputs['phi']['k']}, {inputs['phi']['n_words']} words",
         (f"  {s['n_candidates']} candidates scored{dropped}; {inputs['reference']['n_used']} reference documents; "
-         f"{result['learner']['name']} k={result['learner']['k']}, {result['shadows']['n_shadows']} shadow models "
-         f"on {result['shadows']['training_docs']} documents each"),
-        "  " + settings_line(result["learner"]["settings_from"], result["learner"]["params"]),
-        (f"  ranked by {result['ranking']['rank_by']}: {RANKINGS[result['ranking']['rank_by']]}, strongest "
+         f"{learner.name} k={learner.k}, {shadows['n_shadows']} shadow models "
+         f"on {shadows['training_docs']} documents each"),
+        "  " + settings_line(learner.settings_from or "", learner.params or {}),
+        (f"  ranked by {ranking.rank_by}: {RANKINGS[ranking.rank_by]}, strongest "
          "membership evidence first"),
-        *([f"  (recommended for {result['shadows']['n_shadows']} shadow models: {result['ranking']['rule']}; "
-           "choose another with --rank-by)"] if result["ranking"].get("recommended") else []),
+        *([f"  (recommended for {shadows['n_shadows']} shadow models: {ranking.rule}; "
+           "choose another with --rank-by)"] if ranking.recommended else []),
         "",
         *[line for found in [exposure_lines(result)] if found for line in (*found, "")],
     ]
-    top = result["top"]
+    top = result.top
     show_text = any("text" in row for row in top)
     show_id = any(str(r["id"]) != str(r["candidate"]) for r in top)
     id_width = min(max([len(str(r["id"])) for r in top] + [2]), 30)
     id_head = f"{'id':<{id_width}}  " if show_id else ""
-    column = result["ranking"]["by"]
+    column = ranking.by or ""
     log_column = column[: -len("_p")] + "_log10_p" if column.endswith("_p") else None
     shown = f"log10 {column}" if log_column else column
     width = max(17, len(shown))
@@ -208,17 +210,18 @@ def ranked_table(result: dict[str, Any], run_dir: Path) -> str:
             line += f"  {_beyond_text(r.get('beyond_reference')):>11}"
         lines.append(line + (f"  {_printable(r['text'], 60)}" if show_text else ""))
     unreliable = s.get("unreliable", {})
+    timings = result.timings_s or {}
     lines += [
         "",
         (f"  the shown scores ({shown}) are the ranking's own"
          + ("; > reference: the share of the reference documents whose score this candidate's exceeds"
             if with_beyond else "") + "; the ranking is evidence, not a test: it claims no number of members"),
-        *[f"  unreliable with {result['shadows']['n_shadows']} shadows: {name} ({why})"
+        *[f"  unreliable with {shadows['n_shadows']} shadows: {name} ({why})"
           for name, why in unreliable.items() if name in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in why],
         *(["  this ranking rests on an unreliable statistic: --rank-by recommended ranks by one that holds up"]
           if column in PER_DOCUMENT_COLUMNS and "shadow(s) a side" in unreliable.get(column, "") else []),
-        (f"  wall time {result['timings_s']['total']:.1f} s (fits {result['timings_s']['fit_wall']:.1f} s, "
-         f"statistics {result['timings_s']['statistics']:.1f} s)"),
+        (f"  wall time {timings['total']:.1f} s (fits {timings['fit_wall']:.1f} s, "
+         f"statistics {timings['statistics']:.1f} s)"),
         "",
         f"  scores  {run_dir / 'scores.csv'}",
         f"  audit   {run_dir / 'audit.json'}",

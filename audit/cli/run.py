@@ -12,7 +12,8 @@ from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import own_claim_check
 from topicaudit.engine.configuration.config import Config, corpus_stem, load_config, run_config
 from topicaudit.engine.execution.phases import phase
-from topicaudit.engine.run import execute_run, summary_table
+from topicaudit.engine.presentation.summary import summary_table
+from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
 from topicaudit.targets import LEARNERS
 

@@ -50,6 +50,7 @@ from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audi
 from topicaudit.engine.execution.experiment import Experiment, execute
 from topicaudit.engine.storage.lock import writer_lock
 from topicaudit.engine.execution.plan import make_plan
+from topicaudit.engine.storage.results import AuditLearner, AuditRanking, AuditResults, GuaranteeInfo
 from topicaudit.engine.storage.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text, scores_csv
 from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
@@ -285,9 +286,9 @@ def settings_line(settings_from: str, params: dict[str, Any]) -> str:
 
 
 # -- orchestration ----------------------------------------------------------------------------
-def execute_audit(config: AuditConfig, quiet: bool = False) -> dict[str, Any]:
+def execute_audit(config: AuditConfig, quiet: bool = False) -> AuditResults:
     """Run (or resume) the audit a configuration describes; writes the output directory and returns
-    ``audit.json``'s content.
+    ``audit.json`` as its record (``to_json()`` is the file's content; ``directory`` the output directory).
 
     The output directory's writer lock is held throughout: a second writer is refused.
     """
@@ -296,7 +297,7 @@ def execute_audit(config: AuditConfig, quiet: bool = False) -> dict[str, Any]:
         return _execute_audit(config, quiet)
 
 
-def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
+def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
     started = time.perf_counter()
     config, inputs = load_audit_inputs(config)
     model, cands, ref, m = inputs.model, inputs.candidates, inputs.reference, config.model
@@ -380,11 +381,11 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
     scoring_seconds = time.perf_counter() - t
 
     guarantee = inputs.target.learner.guarantee()
-    result = {
-        "schema": USER_AUDIT_SCHEMA,
-        "name": config.name,
-        "config_hash": experiment.config_hash,
-        "inputs": {
+    result = AuditResults(
+        schema=USER_AUDIT_SCHEMA,
+        name=config.name,
+        config_hash=experiment.config_hash,
+        inputs={
             "phi": {"path": str(model.phi_path), "sha256": model.phi_sha256, "format": model.phi_format,
                     "k": model.k, "n_words": int(model.vocabulary.size), "normalized": model.normalized,
                     "max_row_sum_error": model.max_row_sum_error, "n_zero_columns": model.n_zero_columns,
@@ -399,34 +400,35 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> dict[str, Any]:
                           "n_dropped_empty": ref.n_dropped_empty, "n_tokens": ref.n_tokens},
             "preprocess": config.corpus.preprocess,
         },
-        "learner": {"name": m.learner, "k": m.k, "params": dict(m.params), "settings_from": inputs.settings_from,
-                    "vocabulary": "the user's (every column of Φ)", "guarantee": guarantee.to_json(),
-                    **({"model_settings": model.settings_record} if model.settings_record else {})},
-        "shadows": {"n_shadows": n_shadows, "in_per_candidate": n_shadows // 2,
-                    "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": outcome.n_reused},
-        "ranking": {"by": column(rank_by), "rank_by": rank_by, "recommended": recommended,
-                    "rule": RECOMMENDATION_RULE, "order": RANKING_ORDER},
-        "scores": {"file": "scores.csv", "columns": {c: COLUMN_DESCRIPTIONS[c] for c in csv_columns}},
-        "summary": {
+        learner=AuditLearner(name=m.learner, k=m.k, params=dict(m.params), settings_from=inputs.settings_from,
+                             vocabulary="the user's (every column of Φ)", guarantee=GuaranteeInfo.of(guarantee),
+                             model_settings=model.settings_record or None),
+        shadows={"n_shadows": n_shadows, "in_per_candidate": n_shadows // 2,
+                 "pool_docs": plan.n_docs, "training_docs": plan.n_docs // 2, "reused": outcome.n_reused},
+        ranking=AuditRanking(by=column(rank_by), rank_by=rank_by, recommended=recommended,
+                             rule=RECOMMENDATION_RULE, order=RANKING_ORDER),
+        scores={"file": "scores.csv", "columns": {c: COLUMN_DESCRIPTIONS[c] for c in csv_columns}},
+        summary={
             "n_candidates": n_c,
             # No count of members or discoveries: these scores are not calibrated tests (docs/user-audit.md).
             "unreliable": unreliable_columns(n_shadows),
             "versus_reference": versus,
         },
-        "exposure": exposure_json,
-        "files": dict(FILES),
-        "top": rows[: config.ranking.top],
-        "statistics": {"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": config.attack.tol},
-        "seeds": {"seed": seed},
-        "versions": outcome.versions,
-        "ray": {"address": config.ray.address or "local", **outcome.cluster},
-        "timings_s": {"load": round(load_seconds, 3),
-                      **{name: round(outcome.timings[name], 3) for name in ("fit_wall", "fit_cpu", "statistics")},
-                      "scoring": round(scoring_seconds, 3), "total": round(time.perf_counter() - started, 3)},
-        "resumed": resuming,
-        "warnings": outcome.worker_warnings,
-    }
-    atomic_write_text(run.path / "audit.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        exposure=exposure_json,
+        files=dict(FILES),
+        top=rows[: config.ranking.top],
+        statistics={"max_zeta_gap": float(stats["gap"].max()), "zeta_tol": config.attack.tol},
+        seeds={"seed": seed},
+        versions=outcome.versions,
+        ray={"address": config.ray.address or "local", **outcome.cluster},
+        timings_s={"load": round(load_seconds, 3),
+                   **{name: round(outcome.timings[name], 3) for name in ("fit_wall", "fit_cpu", "statistics")},
+                   "scoring": round(scoring_seconds, 3), "total": round(time.perf_counter() - started, 3)},
+        resumed=resuming,
+        warnings=outcome.worker_warnings,
+        directory=Path(config.run_dir),
+    )
+    atomic_write_text(run.path / "audit.json", json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
     run.record("audit.json")
     return result
 

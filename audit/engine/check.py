@@ -7,6 +7,7 @@ configuration first, for a project's own tests.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -246,7 +247,7 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
         config = config_from_dict(config)
     elif not isinstance(config, Config):
         config = load_config(arguments.path(config, "config (a Config, dict or TOML path)"))
-    config = with_learner(run_config(config), learner)
+    config = copy.deepcopy(with_learner(run_config(config), learner))  # the caller's Config stays as it was
     if output is not None:
         config.output = str(output)
     if canaries is not None or auto:

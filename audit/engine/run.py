@@ -7,11 +7,10 @@ file each as they arrive, so an interrupted run resumes where it stopped.
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +42,26 @@ from topicaudit.engine.storage.lock import writer_lock
 from topicaudit.engine.execution.parallel import wait_for_stop
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.execution.plan import check_plan, make_plan
-from topicaudit.engine.storage.results import RESULTS_SCHEMA, RunResults, confidence
+from topicaudit.engine.storage.results import (
+    RESULTS_SCHEMA,
+    AttackMetrics,
+    CanaryBounds,
+    CanaryResults,
+    CorpusInfo,
+    GuaranteeInfo,
+    MechanismInfo,
+    NaturalBounds,
+    RunResults,
+    ShadowsInfo,
+    StatisticsInfo,
+    TargetInfo,
+    Utility,
+)
 from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
 from topicaudit.engine.storage.rundir import (RunDirectory, atomic_write_bytes, load_audit_corpus, read_results,
                                             read_run_toml)
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
-from topicaudit.engine.presentation.guidance import figure_meanings, headline_attack, next_steps
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
@@ -133,7 +145,7 @@ def all_canary_scores(release: Release, shadows: list[Release], canaries: Canary
 
 
 def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
-                   alpha: float, observe: str = "release") -> dict[str, Any]:
+                   alpha: float, observe: str = "release") -> CanaryResults:
     """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling.
 
     The bounds use the scores of what the audit observes (the mechanism's
@@ -144,7 +156,7 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
     share = alpha / (len(tested) * len(VALID_BOUNDS))
     both_classes = 0 < coins.sum() < coins.size
     bounds = bound_tests(tested, coins, delta, share) if both_classes else {}
-    beside = {}
+    on_release = None
     # The release (Φ) audit of the same canaries, for comparison; not for a vocabulary step's audit, whose claim
     # says nothing of the (possibly non-private) learner's Φ behind it.
     transcript = release.transcript
@@ -153,41 +165,42 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
         release_scores = canary_verdict_scores(scores, "release")
         release_share = alpha / (len(release_scores) * len(VALID_BOUNDS))
         release_bounds = bound_tests(release_scores, coins, delta, release_share)
-        beside = {"release_epsilon_lower_bounds": {
-            "confidence": 1 - alpha, "delta": delta,
-            "epsilon": max(b.epsilon for b in release_bounds.values()),
-            "by_test": {name: b.to_json() for name, b in release_bounds.items()}}}
-    return {
-        "observe": observe,
-        "threat_model": THREAT_MODELS[observe],
-        "paired": canaries.kind in PAIRED_KINDS,
+        on_release = CanaryBounds(confidence=1 - alpha, delta=delta,
+                                  epsilon=max(b.epsilon for b in release_bounds.values()), by_test=release_bounds)
+    mechanism = None
+    if observe == "mechanism" and transcript is not None:
         # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
-        **({"mechanism": {"kind": transcript.kind, "parameters": transcript.parameters, "tokens": canaries.length,
-                          "topics": int(release.phi.shape[0]), "paired": canaries.kind in PAIRED_KINDS,
-                          "stage": transcript.mechanism.stage, "arrays": sorted(transcript.arrays),
-                          **({"fresh_released": released_fresh_canaries(transcript, canaries),
-                              "anchors": int(canaries.anchors.max(initial=0)) if canaries.anchors is not None
-                              else 0}
-                             if isinstance(transcript.mechanism, SetUnion) else {})}}
-           if observe == "mechanism" and transcript is not None else {}),
-        "kind": canaries.kind,
-        "count": canaries.count,
-        "length": canaries.length,
-        "members": int(coins.sum()),
-        "fixed_training_documents": int(canaries.fixed_rows.size),
-        "shadows": 0 if canaries.shadow_in is None else len(canaries.shadow_in),
-        "release_vocabulary_size": int(release.vocabulary.size),
-        "adjacency": "word" if canaries.word_level else "document",
-        "scores": {name: summarize(values, coins) for name, values in scores.items()} if bounds else {},
-        "epsilon_lower_bounds": {
-            "confidence": 1 - alpha,
-            "delta": delta,
-            "epsilon": max((b.epsilon for b in bounds.values()), default=0.0),
-            "ceiling": bound_ceiling(coins, delta, share) if bounds else 0.0,
-            "by_test": {name: b.to_json() for name, b in bounds.items()},
-        },
-        **beside,
-    }
+        set_union = isinstance(transcript.mechanism, SetUnion)
+        mechanism = MechanismInfo(
+            kind=transcript.kind, parameters=transcript.parameters, tokens=canaries.length,
+            topics=int(release.phi.shape[0]), paired=canaries.kind in PAIRED_KINDS,
+            stage=transcript.mechanism.stage, arrays=sorted(transcript.arrays),
+            fresh_released=list(released_fresh_canaries(transcript, canaries)) if set_union else None,
+            anchors=(int(canaries.anchors.max(initial=0)) if canaries.anchors is not None else 0) if set_union
+            else None)
+    return CanaryResults(
+        observe=observe,
+        threat_model=THREAT_MODELS[observe],
+        paired=canaries.kind in PAIRED_KINDS,
+        mechanism=mechanism,
+        kind=canaries.kind,
+        count=canaries.count,
+        length=canaries.length,
+        members=int(coins.sum()),
+        fixed_training_documents=int(canaries.fixed_rows.size),
+        shadows=0 if canaries.shadow_in is None else len(canaries.shadow_in),
+        release_vocabulary_size=int(release.vocabulary.size),
+        adjacency="word" if canaries.word_level else "document",
+        scores={name: AttackMetrics.of(summarize(values, coins)) for name, values in scores.items()} if bounds
+        else {},
+        epsilon_lower_bounds=CanaryBounds(
+            confidence=1 - alpha,
+            delta=delta,
+            epsilon=max((b.epsilon for b in bounds.values()), default=0.0),
+            ceiling=bound_ceiling(coins, delta, share) if bounds else 0.0,
+            by_test=bounds),
+        release_epsilon_lower_bounds=on_release,
+    )
 
 
 def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
@@ -322,7 +335,7 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     if not quiet:
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
-    return RunResults.from_json({**stored.to_json(), "resumed": True})
+    return replace(stored, resumed=True, absent=stored.absent - {"resumed"})
 
 
 def _every_listed_file_in_place(run_dir: Path) -> bool:
@@ -372,46 +385,45 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
     target_release, stats = outcome.target_release, outcome.statistics
 
     bound_delta = guarantee.delta if math.isfinite(guarantee.epsilon) else config.attack.delta
-    results = {
-        "schema": RESULTS_SCHEMA,
-        "name": config.name,
-        "config_hash": experiment.config_hash,
-        "corpus": {
-            "source": corpus.source,
-            "n_docs": int(corpus.X.shape[0]),
-            "n_words": int(corpus.X.shape[1]),
-            "n_tokens": int(corpus.X.sum()),
-            "n_dropped_empty": int(corpus.n_dropped_empty),
+    target_info = TargetInfo(
+        learner=config.target.learner,
+        k=config.target.k,
+        vocabulary_step=vocabulary_of(config.target.learner, config.target.k, config.target.params,
+                                      config.target.vocabulary),
+        guarantee=GuaranteeInfo.of(guarantee),
+        test_under_noise=config.target.test_under_noise if config.target.test_under_noise != 1 else None,
+        test_bug=config.target.test_bug or None,
+        # a plug-in's class path, distribution and version (topicaudit.targets.plugins)
+        **sources(config.target.learner, config.target.vocabulary),
+    )
+    ray = {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
+           **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})}
+    results = RunResults(
+        schema=RESULTS_SCHEMA,
+        name=config.name,
+        config_hash=experiment.config_hash,
+        corpus=CorpusInfo(
+            source=corpus.source,
+            n_docs=int(corpus.X.shape[0]),
+            n_words=int(corpus.X.shape[1]),
+            n_tokens=int(corpus.X.sum()),
+            n_dropped_empty=int(corpus.n_dropped_empty),
             # where the corpus was read (absolute, so reports find it from any directory)
-            "path": str(Path(config.corpus.path).resolve()) if config.corpus.path else None,
-            "fingerprint": fingerprint,
-        },
-        "target": {
-            "learner": config.target.learner,
-            "k": config.target.k,
-            "vocabulary_step": vocabulary_of(config.target.learner, config.target.k, config.target.params,
-                                             config.target.vocabulary),
-            # a plug-in's class path, distribution and version (topicaudit.targets.plugins)
-            **sources(config.target.learner, config.target.vocabulary),
-            "guarantee": guarantee.to_json(),
-            **({"test_under_noise": config.target.test_under_noise} if config.target.test_under_noise != 1 else {}),
-            **({"test_bug": config.target.test_bug} if config.target.test_bug else {}),
-        },
-        "shadows": {
-            "n_shadows": config.attack.shadows,
-            "vocabulary": config.attack.shadow_vocabulary,
-            "in_per_document": config.attack.shadows // 2,
-        },
-        "metrics_convention": "tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
-        "attacks": {},
-        "seeds": experiment.seeds,
-        "versions": outcome.versions,
-        "manifest": manifest.SCHEMA,  # this run keeps one: without it, it is refused
-        "ray": {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
-                **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})},
-        "resumed": resuming,
-        "warnings": outcome.worker_warnings,
-    }
+            path=str(Path(config.corpus.path).resolve()) if config.corpus.path else None,
+            fingerprint=fingerprint,
+        ),
+        target=target_info,
+        shadows=ShadowsInfo(n_shadows=config.attack.shadows, vocabulary=config.attack.shadow_vocabulary,
+                            in_per_document=config.attack.shadows // 2),
+        metrics_convention="tpr_at_fpr_F is the largest TPR over thresholds whose FPR is at most F",
+        attacks={},
+        seeds=experiment.seeds,
+        versions=outcome.versions,
+        manifest=manifest.SCHEMA,  # this run keeps one: without it, it is refused
+        ray=ray,
+        resumed=resuming,
+        warnings=outcome.worker_warnings,
+    )
     natural_scores = None
     if plan is not None:
         t = time.perf_counter()
@@ -429,25 +441,21 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         run.save_arrays("scores.npz", natural_scores)
         bounds = epsilon_lower_bounds(scores, plan.target_in, bound_delta, config.attack.alpha,
                                       bounded_attacks(list(scores)))
-        results["attacks"] = {name: summarize(s, plan.target_in) for name, s in scores.items()}
-        results["epsilon_lower_bounds"] = {
-            "method": "one-run",
-            "confidence": 1 - config.attack.alpha,
-            "delta": bound_delta,
-            "epsilon": max(b.epsilon for b in bounds.values()),
-            "by_attack": {name: b.to_json() for name, b in bounds.items()},
-        }
-        results["statistics"] = {"names": list(STATISTICS), "max_zeta_gap": float(stats["gap"].max()),
-                                 "zeta_tol": config.attack.tol}
-        results["target"].update({
-            "vocabulary_size": int(target_release.vocabulary.size),
-            "n_members": int(plan.target_in.sum()),
-            # A learner's data-dependent privacy monitor (cgs-monitor), when it has one.
-            **({"monitor": target_release.info["monitor"]} if "monitor" in target_release.info else {}),
-        })
+        results = replace(
+            results,
+            attacks={name: AttackMetrics.of(summarize(s, plan.target_in)) for name, s in scores.items()},
+            epsilon_lower_bounds=NaturalBounds(method="one-run", confidence=1 - config.attack.alpha,
+                                               delta=bound_delta, epsilon=max(b.epsilon for b in bounds.values()),
+                                               by_attack=bounds),
+            statistics=StatisticsInfo(names=list(STATISTICS), max_zeta_gap=float(stats["gap"].max()),
+                                      zeta_tol=config.attack.tol),
+            target=replace(target_info, vocabulary_size=int(target_release.vocabulary.size),
+                           n_members=int(plan.target_in.sum()),
+                           # A learner's data-dependent privacy monitor (cgs-monitor), when it has one.
+                           monitor=target_release.info.get("monitor")))
         timings["scoring"] = time.perf_counter() - t
         t = time.perf_counter()
-        results["utility"] = release_utility(corpus.X, target_release, plan.target_in)
+        results = replace(results, utility=Utility.of(release_utility(corpus.X, target_release, plan.target_in)))
         timings["utility"] = time.perf_counter() - t
     if canaries is not None:
         t = time.perf_counter()
@@ -455,99 +463,22 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         run.save_arrays("canary_scores.npz", {"ids": canaries.ids, **canary_values})
         # A release with no transcript (a DP vocabulary step that released no word at all) is scored as a release.
         observed = "mechanism" if observe and outcome.canary_release.transcript is not None else "release"
-        results["canaries"] = canary_results(canaries, canary_values, outcome.canary_release, bound_delta,
-                                             config.attack.alpha, observed)
+        results = replace(results, canaries=canary_results(canaries, canary_values, outcome.canary_release,
+                                                           bound_delta, config.attack.alpha, observed))
         timings["canary_scoring"] = time.perf_counter() - t
     t = time.perf_counter()
-    typed = RunResults.from_json(json.loads(json.dumps(results)))
     canary_files = (canary_values, canaries.coins, canaries.kind, canaries.anchors) if canaries is not None else None
     try:
-        verdict, tested = own_claim_verdict(typed, natural_scores, canary_files, run.path)
+        verdict, tested = own_claim_verdict(results, natural_scores, canary_files, run.path)
     except UserError:
         pass  # nothing these tests can bound (e.g. word canaries only, for a document-level claim)
     else:
-        results["verdict"] = {"claim_tested": tested, **{key: value for key, value in verdict.to_json().items()
-                                                         if key not in ("schema", "run_dir")}}
+        results = replace(results, verdict={"claim_tested": tested, **{
+            key: value for key, value in verdict.to_json().items() if key not in ("schema", "run_dir")}})
     timings["verdict"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
-    results["timings_s"] = {name: round(value, 3) for name, value in timings.items()}
-    if "address" in results["ray"]:
-        results["ray"]["models_by_node"] = run.models_by_node()
-    typed = RunResults.from_json(json.loads(json.dumps(results)))  # plain JSON values, as the file reads back
-    return typed, natural_scores
-
-
-def summary_table(results: RunResults, verdict=None) -> str:
-    """The one-screen summary printed at the end of a run.
-
-    verdict: the stored verdict (``RunResults.own_verdict``: result, claim tested), so the bound and
-    ceiling printed are ``check``'s own; without it no bound is printed.
-    """
-    target, guarantee, corpus = results.target, results.target.guarantee, results.corpus
-    claim = "none" if guarantee.epsilon is None else f"{guarantee.epsilon:g}"
-    if guarantee.epsilon is not None and guarantee.adjacency:
-        claim += f" ({guarantee.adjacency}-level, {guarantee.basis})"
-    lines = [f"{corpus.source}"]
-    columns = f"{'AUC':>8}{'TPR@0.1%FPR':>14}{'TPR@1%FPR':>12}"
-    if results.attacks:
-        recommended = headline_attack(results)
-        lines += [
-            f"  {corpus.n_docs} documents, target vocabulary {target.vocabulary_size} words, "
-            f"{target.n_members} members; {target.learner} k={target.k}; "
-            f"{results.n_shadows} shadow models",
-            "",
-            f"  {'attack':<26}{columns}",
-        ]
-        for name, m in results.attacks.items():
-            mark = (f"  ← recommended for {results.n_shadows} shadow model{'s' * (results.n_shadows != 1)}"
-                    if name == recommended and results.n_shadows >= 1 else "")
-            lines.append(f"  {name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}{m.tpr_at_fpr_0_01:>12.2%}{mark}")
-    if results.canaries is not None:
-        c = results.canaries
-        lines += ["", f"  canaries: {c.count} {c.kind} ({c.length} tokens each), {c.members} in the "
-                      f"canary release beside {c.fixed_training_documents} fixed documents; "
-                      f"{target.learner} k={target.k}"]
-        if c.scores:
-            lines.append(f"  {'canary score':<26}{columns}")
-        for name, m in (c.scores or {}).items():
-            lines.append(f"  {'canary ' + name:<26}{m.auc:>8.3f}{m.tpr_at_fpr_0_001:>13.2%}"
-                         f"{m.tpr_at_fpr_0_01:>12.2%}")
-        lines.append(f"  canaries scored on {c.threat_model or 'the released Φ'}")
-    if verdict is not None:
-        lines += ["", *verdict_lines(*verdict, claim)]
-    meanings = figure_meanings(results, verdict[0] if verdict is not None else None)
-    if meanings:
-        lines += ["", "  what the figures mean:", *(f"    {figure}: {sentence}" for figure, sentence in meanings)]
-    for message in results.warnings:
-        lines.append(f"  warning from a Ray worker: {message}")
-    if target.test_under_noise is not None:
-        lines.append(f"  TEST MECHANISM: noise divided by {target.test_under_noise:g}, claim unchanged")
-    if target.test_bug is not None:
-        lines.append(f"  TEST MECHANISM: bug {target.test_bug!r} planted, claim unchanged; never release it")
-    t = results.timings_s or {}
-    parts = [f"{label} {t[key]:.1f} s" for key, label in
-             (("fit_wall", "fits and their statistics"), ("statistics", "statistics of reloaded models"),
-              ("canary_fit_wall", "canary fit")) if t.get(key)]
-    lines += ["", f"  wall time {t['total']:.1f} s ({', '.join(parts)})"]
-    return "\n".join(lines)
-
-
-def verdict_lines(result, claim_tested: bool, claim: str) -> list[str]:
-    """The bound, the ceiling and the verdict, as ``check`` computes them (α split over every test)."""
-    level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
-    strength = (f"power against a mechanism 2× / 10× less private: {result.power['2x']:.0%} / "
-                f"{result.power['10x']:.0%} of simulated audits" if result.power is not None
-                else f"this audit can prove at most {result.ceiling:.2f}")
-    lines = [f"  empirical ε ≥ {result.epsilon_lower_bound:.3f} ({result.strongest_attack}; {level}); {strength}",
-             f"  claimed ε: {claim}"]
-    if claim_tested and claim.split(" ")[0] != f"{result.claimed_epsilon:g}":
-        # A DP vocabulary step audited by threshold canaries is held to its own claim, not the pipeline's.
-        lines[-1] = (f"  claimed ε: {result.claimed_epsilon:g} (the vocabulary step's own claim, tested here; "
-                     f"the pipeline claims {claim})")
-    if claim_tested:
-        lines.append(f"  {result.message().split(':', 1)[0]} (topicaudit check gives the same verdict)")
-        lines += [f"  this design cannot see {family}" for family in result.unseen if not result.violated]
-    else:
-        lines.append("  no claim tested here: `topicaudit check RUN_DIR --epsilon E` tests one")
-    lines += [f"  next: {step}" for step in next_steps(result, claim_tested)]
-    return lines
+    if "address" in ray:
+        ray = {**ray, "models_by_node": run.models_by_node()}
+    # (saved by the caller, serialised once: run.save_results)
+    return replace(results, ray=ray, timings_s={name: round(value, 3) for name, value in timings.items()}), \
+        natural_scores

@@ -106,8 +106,8 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         import_recorded(target.learner_source, target.vocabulary_source)  # a plug-in's own kind, and its scorer
     if recorded_mechanism is not None and recorded_mechanism.stage == "vocabulary" and observe == "mechanism":
         # The canaries observed the DP vocabulary step: by default, hold it to its own claim.
-        guarantee = dataclasses.replace(guarantee, epsilon=recorded_mechanism.parameters["epsilon"],
-                                        delta=recorded_mechanism.parameters["delta"], event=None)
+        step = recorded_mechanism.parameters or {}
+        guarantee = dataclasses.replace(guarantee, epsilon=step["epsilon"], delta=step["delta"], event=None)
         learner = f"{target.vocabulary_step} (the vocabulary step's own claim)"
         composed = results.target.guarantee.epsilon
     if epsilon is None:
@@ -134,7 +134,10 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     check_level(alpha, delta, "--alpha", "--delta")
 
     evidence: list[Evidence] = []
-    mechanism, shape, methods, notes = None, None, (), []
+    mechanism: MechanismInfo | None = None
+    shape: ClaimShape | None = None
+    methods: tuple[Method, ...] = ()
+    notes: list[str] = []
     if canaries is not None and word_canaries == word_claim:
         observe = observe or "release"  # runs from before canaries could observe a mechanism
         methods = tuple(VALID_BOUNDS)
@@ -195,6 +198,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
             notes = [*notes, f"no power estimate: {error}"]
     needed = None
     if power is not None and suggest is not None and power["2x"] < suggest:
+        assert mechanism is not None  # a power is simulated for a mechanism only
         methods_left = [m for m in methods if m not in SHAPED]
         needed = canaries_for_power(
             lambda m: simulated_power(mechanism, np.zeros(m, bool), float(epsilon), float(delta),
@@ -226,6 +230,7 @@ def _shaped_tests(shape: ClaimShape | None, methods: tuple, mechanism: Mechanism
         if shape is not None and shape.method in methods:
             tests.update(shape.tests(scores, labels, epsilon, alpha_each))
         if DELTA_TAIL in methods:
+            assert mechanism is not None and mechanism.fresh_released is not None  # a DP vocabulary step's
             released, fresh = mechanism.fresh_released
             tests[f"mechanism:{DELTA_TAIL}"] = delta_tail_bound(released, fresh, delta, alpha_each)
         return tests
@@ -311,7 +316,7 @@ def claimed_profile(guarantee: GuaranteeInfo, mechanism: MechanismInfo) -> tuple
     Gaussian DP vocabulary step's from its σ (its event states only (ε, δ)).
     """
     if mechanism.stage == "vocabulary":
-        p = mechanism.parameters
+        p = mechanism.parameters or {}
         if p.get("noise") != "gaussian":
             return None
         return gaussian_step_profile(float(p["scale"]), float(p["epsilon"]), float(p["delta"]))
@@ -484,7 +489,9 @@ def search_count(power_at, start: int, target: float, limit: int = POWER_SEARCH_
         if m > limit or time.perf_counter() - started > seconds:
             return None, tried
     high = m
-    for _ in range(refine if low is not None else 0):
+    for _ in range(refine):
+        if low is None:  # the first count tried reached the target: nothing below it was tried
+            break
         middle = nice_count((low + high) / 2)
         if middle in (low, high) or middle in tried or time.perf_counter() - started > seconds:
             break

@@ -295,11 +295,12 @@ def _row_normalised(phi: np.ndarray) -> np.ndarray:
 
 
 def _released_phi(samples: Iterator, n_iter: int, n_avg: int) -> np.ndarray:
-    phi_sum = None
+    phi_sum: np.ndarray | None = None
     for sweep, (_, phi) in enumerate(samples):
         if sweep >= n_iter - n_avg:
             row = _row_normalised(phi)
             phi_sum = row if phi_sum is None else phi_sum + row
+    assert phi_sum is not None  # n_avg ≥ 1 of the n_iter sweeps
     phi = (phi_sum / n_avg).astype(np.float32)
     return phi / phi.sum(axis=1, keepdims=True)
 
@@ -390,15 +391,16 @@ class LocallyPrivatePoissonFactorization:
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
         if not isinstance(max_cells, numbers.Integral) or isinstance(max_cells, bool) or max_cells < 1:
             raise ValueError(f"max_cells must be a positive integer, got {max_cells!r}")
-        self.k = k
-        self.epsilon = epsilon
-        self.alpha = alpha
-        self.precision = precision
-        self.max_cells = max_cells
-        self.a0 = a0
-        self.b0 = b0
-        self.n_iter = n_iter
-        self.n_avg = n_avg
+        # Annotated: the isinstance checks above narrow the arguments to types mypy cannot carry to attributes.
+        self.k: int = k
+        self.epsilon: float | None = epsilon
+        self.alpha: float | None = alpha
+        self.precision: int = precision
+        self.max_cells: int = max_cells
+        self.a0: float = a0
+        self.b0: float = b0
+        self.n_iter: int = n_iter
+        self.n_avg: int = n_avg
 
     # Set only by the test-only bug variants (targets/bug_variants.py): users send their true counts while the
     # server still de-noises with α.
@@ -407,7 +409,10 @@ class LocallyPrivatePoissonFactorization:
     @property
     def mechanism_alpha(self) -> float:
         """The geometric mechanism's α."""
-        return self.alpha if self.alpha is not None else math.exp(-self.epsilon / self.precision)
+        if self.alpha is not None:
+            return self.alpha
+        assert self.epsilon is not None  # exactly one of them is given (the constructor checks)
+        return math.exp(-self.epsilon / self.precision)
 
     def _privatize(self, X, rng: np.random.Generator) -> np.ndarray:
         X = _as_counts(X)

@@ -18,7 +18,7 @@ import platform
 import shutil
 import time
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.engine.storage.lock import NAME as LOCK_NAME
@@ -260,7 +260,8 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
     (name → (1 + N, scored documents), row 0 the target) and how many shadows
     were reloaded.
     """
-    run, chash, plan = exp.run, exp.config_hash, exp.plan
+    run, chash, plan, X = exp.run, exp.config_hash, exp.plan, exp.X
+    assert plan is not None and X is not None  # an experiment with shadow models has both
     fused = one_cpu_task(ray, fit_and_score)
     rows: list[dict[str, np.ndarray] | None] = [None] * (1 + plan.n_shadows)
     to_score: dict[int, Release] = {}  # row → a release whose statistics are still to compute
@@ -282,7 +283,7 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
             raise _learner_refused(exp.target, error) from None
         return keep(result, row, key)
 
-    n_topics, n_words = _topics(exp.target), exp.X.shape[1]
+    n_topics, n_words = _topics(exp.target), X.shape[1]
     target_release, target_ref, vocabulary_ref = exp.released, None, None
     if target_release is not None:
         to_score[0] = target_release
@@ -304,7 +305,12 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
             target_release, seconds = loaded
             timings["fit_cpu"] += seconds
             to_score[0] = target_release
-    vocabulary = _shadow_vocabulary(exp, vocabulary_ref if target_ref is not None else target_release.vocabulary)
+    if target_ref is not None:
+        shared = vocabulary_ref
+    else:
+        assert target_release is not None  # given, fitted by the driver, reloaded or fitted first
+        shared = target_release.vocabulary
+    vocabulary = _shadow_vocabulary(exp, shared)
     pending = {}
     for i in range(plan.n_shadows):
         if 1 + i in prefitted:
@@ -346,7 +352,10 @@ def _fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wo
         for j, row in enumerate(order):
             rows[row] = {name: values[j] for name, values in scored.items()}
         timings["statistics"] = time.perf_counter() - t
-    return target_release, {name: np.stack([row[name] for row in rows]) for name in rows[0]}, n_reused
+    assert target_release is not None
+    complete = [row for row in rows if row is not None]
+    assert len(complete) == len(rows)  # every row was fitted, reloaded or scored above
+    return target_release, {name: np.stack([row[name] for row in complete]) for name in complete[0]}, n_reused
 
 
 def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _WorkerWarnings
@@ -357,8 +366,9 @@ def _fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: _Wo
     shadow-free canary audit starts no cluster.
     """
     canaries, run, chash = exp.canaries, exp.run, exp.config_hash
+    assert canaries is not None  # called for a canary experiment only
     jobs = [("canary-target", canaries.coins, canaries.fit_seed)]
-    if canaries.shadow_in is not None:
+    if canaries.shadow_in is not None and canaries.shadow_seeds is not None:
         jobs += [(f"canary-shadow-{i + 1:04d}", coins, int(seed))
                  for i, (coins, seed) in enumerate(zip(canaries.shadow_in, canaries.shadow_seeds))]
     releases, seconds, pending = {}, 0.0, {}
@@ -441,6 +451,7 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
     outcome = Outcome()
     worker_warnings = _WorkerWarnings()
     prefitted: dict[int, tuple] = {}
+    session: AbstractContextManager[Any]
     if starting is not None:
         try:
             with phase("driver_fits"):

@@ -15,7 +15,9 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+resource: Any
 try:
     import resource
 except ImportError:  # Windows has no address-space limits
@@ -206,7 +208,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         yield ray
         return
     address = address or os.environ.get("RAY_ADDRESS", "")
-    common = dict(
+    common: dict[str, Any] = dict(
         include_dashboard=False,
         logging_level=logging.ERROR,
         log_to_driver=False,
@@ -289,7 +291,8 @@ class StartingSession:
 
     def __init__(self, session, then=None, local: bool = False):
         self._session, self._then, self.local = session, then, local
-        self._ray, self._error = None, None
+        self._ray = None
+        self._error: BaseException | None = None
         self._ready, self._done = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._own, name="topicaudit-ray", daemon=True)
         wait_for_stop()
@@ -480,8 +483,8 @@ def _quiet_raylet_banners(ray) -> None:
             if first:
                 print(f"topicaudit: note: Ray: {first}", file=sys.stderr)
 
-    one_line._topicaudit_quiet = True
-    worker_module.print_to_stdstream = one_line
+    setattr(one_line, "_topicaudit_quiet", True)
+    setattr(worker_module, "print_to_stdstream", one_line)
 
 
 def one_cpu_task(ray, function):

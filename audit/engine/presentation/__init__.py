@@ -1,1 +1,2 @@
-"""How results are shown: the summary table printed after a run and the ROC figure (roc.png)."""
+"""How results are shown: the summary table printed after a run (summary), the ROC figure (roc.png), and what
+the figures mean (guidance)."""

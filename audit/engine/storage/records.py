@@ -4,12 +4,19 @@ The machinery behind :mod:`topicaudit.engine.storage.results`: how a field's val
 is read and written (``Codec``), the record base class (``Record``: key
 order, required and optional keys, unknown keys kept), the read-only mapping
 view of a record (``JsonView``), and the schema check every file passes.
+
+A record is built in memory from typed values (``RunResults(target=TargetInfo(...), ...)``) as well as read
+from its file; either way it holds its values as the file holds them (:func:`plain`, at construction), so a
+record built in memory equals the record its file reads back.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar
+
+import numpy as np
 
 from topicaudit.bounds.epsilon import EpsilonBound
 from topicaudit.errors import UserError
@@ -31,13 +38,55 @@ def check_schema(data: Any, schema: str, where: str) -> None:
                     "it was not written by `topicaudit` for this purpose — rerun the audit to rewrite it")
 
 
+def plain(value: Any) -> Any:
+    """``value`` as its JSON reads back: NumPy scalars and arrays as Python numbers and lists, tuples as lists,
+    mapping keys as strings (JSON's own spelling of a number, ``true``, ``false`` or ``null`` key). ±∞ and NaN
+    stay floats (``json`` writes them as ``Infinity`` and ``NaN`` and reads them back so). Anything else that is
+    not a JSON value is a TypeError, as ``json.dumps`` would raise when the file is written."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, dict):
+        return {_key(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):  # a str subclass (a StrEnum member): its text
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return str(key)
+    if key is None or isinstance(key, (bool, np.bool_)):
+        return {None: "null", True: "true", False: "false"}[None if key is None else bool(key)]
+    if isinstance(key, (int, np.integer)):
+        return str(int(key))
+    if isinstance(key, (float, np.floating)):
+        return json.dumps(float(key))  # 1.0 → "1.0", ∞ → "Infinity", as json writes a float key
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
 # -- how a field becomes JSON and back --------------------------------------------------------------------
+def _same(value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True)
 class Codec:
-    """How a field's value is read from JSON (``decode(value, where)``) and written (``encode``)."""
+    """How a field's value is read from JSON (``decode(value, where)``) and written (``encode``); ``plain``
+    gives a value built in memory as ``decode`` reads it back from the file (a nested record is already so)."""
 
     decode: Callable[[Any, str], Any]
     encode: Callable[[Any], Any]
+    plain: Callable[[Any], Any] = _same
 
 
 def record(cls: type[Record]) -> Codec:
@@ -70,7 +119,9 @@ def _bound(value: Any, where: str) -> EpsilonBound:
 
 BOUNDS = Codec(lambda value, where: {name: _bound(item, f"{where}.{name}") for name, item in
                                      _object(value, where).items()},
-               lambda value: {name: bound.to_json() for name, bound in value.items()})
+               lambda value: {name: bound.to_json() for name, bound in value.items()},
+               # a bound as its file holds it: its method a plain string, ∞ in its details the string "inf"
+               lambda value: {str(name): _bound(bound.to_json(), str(name)) for name, bound in value.items()})
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -98,6 +149,15 @@ class Record:
     absent: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        # Every value as the file reads it back (plain): a record built in memory equals its file's.
+        for f in self._data_fields():
+            value = getattr(self, f.name)
+            if value is not None:
+                codec = self.CODECS.get(f.name)
+                object.__setattr__(self, f.name, plain(value) if codec is None else codec.plain(value))
+        object.__setattr__(self, "extra", plain(self.extra))
+
     @classmethod
     def _data_fields(cls):
         """The fields that are JSON keys (not ``absent``, ``extra``, nor a field marked ``metadata={"json": False}``,
@@ -114,6 +174,20 @@ class Record:
             out[self.KEYS.get(f.name, f.name)] = value if codec is None or value is None else codec.encode(value)
         out.update(self.extra)
         return out
+
+    @classmethod
+    def from_keys(cls, values: Mapping[str, Any]):
+        """A record built in memory from a mapping by its JSON keys (``tpr_at_fpr_0.001``), as another module
+        hands it over (``attacks.metrics.summarize``, ``Guarantee.to_json``). Every key must be a field's (a
+        key this version does not know is a TypeError here, where ``from_json`` keeps it); a field whose key is
+        missing stays out of the file, as a key ``from_json`` did not find."""
+        by_key = {cls.KEYS.get(f.name, f.name): f.name for f in cls._data_fields()}
+        unknown = [key for key in values if key not in by_key]
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field for key(s) {', '.join(map(repr, unknown))}")
+        missing = {name for key, name in by_key.items() if key not in values}
+        absent = frozenset(missing - set(cls.OPTIONAL))
+        return cls(**{by_key[key]: value for key, value in values.items()}, absent=absent)
 
     @classmethod
     def from_json(cls, data: Any, where: str):

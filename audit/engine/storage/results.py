@@ -83,6 +83,12 @@ class GuaranteeInfo(Record):
     accountant: str | None = None
     parameters: dict[str, Any] | None = None
     event: dict[str, Any] | None = None  # the mechanism as a dp-accounting event
+    neighbours: str | None = None  # which datasets the claim calls neighbours (None: the adjacency's usual)
+
+    @classmethod
+    def of(cls, guarantee: Guarantee) -> GuaranteeInfo:
+        """The record of a claim, as ``Guarantee.to_json`` states it."""
+        return cls.from_keys(guarantee.to_json())
 
     def guarantee(self) -> Guarantee:
         """The Guarantee itself, its event rebuilt (for the accountant)."""
@@ -130,6 +136,11 @@ class AttackMetrics(Record):
     tpr_at_fpr_0_01: float | None = None
     balanced_accuracy: float | None = None
 
+    @classmethod
+    def of(cls, summary: dict[str, float]) -> AttackMetrics:
+        """The metrics ``topicaudit.attacks.metrics.summarize`` computed, by their results.json keys."""
+        return cls.from_keys(summary)
+
     def get(self, key: str) -> float | None:
         """A metric by its results.json key (``"tpr_at_fpr_0.001"``)."""
         return self.to_json().get(key)
@@ -167,6 +178,11 @@ class Utility(Record):
     heldout_perplexity: float | None = None
     heldout_documents: str | None = None
     heldout_tokens: int | None = None
+
+    @classmethod
+    def of(cls, utility: dict[str, Any]) -> Utility:
+        """The figures ``topicaudit.attacks.utility.release_utility`` computed."""
+        return cls.from_keys(utility)
 
 
 @dataclass(frozen=True, kw_only=True)
