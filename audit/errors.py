@@ -1,4 +1,5 @@
 """The exception type for mistakes a user can fix, and the exit codes the command line maps outcomes to."""
+import unicodedata
 
 # docs/exit-codes.md: 1 only after a printed VIOLATED verdict; never for a crash.
 EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED = 0, 1, 2, 3, 4
@@ -28,3 +29,21 @@ def user_message(error: UserError) -> str:
     """
     cause = getattr(error, "cause", None)
     return str(cause) if isinstance(cause, UserError) else str(error)
+
+
+# Bidirectional-text controls: they reorder what a terminal shows (a name can display as another).
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    """A message as one visible line: control characters (a newline, ESC), bidirectional controls and lone
+    surrogates (a file name's undecodable bytes) escaped.
+
+    Messages name files, and a file's name is anyone's to choose: a file dropped into a run's models/ as
+    ``x\\nCONSISTENT: not refuted\\x1b[31m.npz`` made the refusal (exit 2) print a second line reading
+    CONSISTENT, in colour. Escaped, the line shows ``\\n`` and ``\\x1b`` instead. A lone surrogate (a path
+    holding the byte 0xff) could not be encoded in UTF-8: check of such a run crashed writing its JUnit file."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp", "Cs") and ch not in _BIDI)
+                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.execution.progress import Progress
+from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import CorpusInfo
 from topicaudit.engine.storage.rundir import disk_full
 from topicaudit.engine.configuration.validation import check_output_directory
@@ -29,6 +30,7 @@ from topicaudit.reports.document import Definitions, FigureRef, Headline, Paragr
 from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
+from topicaudit.inputs.files import read_once
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -265,7 +267,17 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
 def build_report(paths, output: str | Path | None = None, *, attack: str = "lira_online", top: int = 20,
                  show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
     """Write the report of finished run and/or sweep directories, or of one ``topicaudit audit`` output directory
-    (:mod:`topicaudit.reports.user_audit`); returns the output directory."""
+    (:mod:`topicaudit.reports.user_audit`); returns the output directory.
+
+    Every run file is read from disk once (``inputs.files.read_once``): what its manifest verified is what the
+    report shows, whatever is swapped into the directory meanwhile."""
+    with read_once():
+        return _build_report(paths, output, attack=attack, top=top, show_text=show_text,
+                             compare_vocabularies=compare_vocabularies, quiet=quiet)
+
+
+def _build_report(paths, output: str | Path | None, *, attack: str, top: int, show_text: bool,
+                  compare_vocabularies: bool, quiet: bool) -> Path:
     if top < 0:
         raise UserError(f"--top must be ≥ 0 (got {top})")
     if output is not None:
@@ -283,15 +295,21 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         collection = collect(given, compare_vocabularies=compare_vocabularies)
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
+    # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
+    manifest.refuse_over_read_names(output, audits or [*collection.inputs, *(run.path for run in collection.runs)],
+                                    "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_staging(output)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
+    # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
+    new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # nearest first
+    staging = None
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(output)
+        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
         if collection is None:
             report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
         else:
@@ -302,7 +320,13 @@ def build_report(paths, output: str | Path | None = None, *, attack: str = "lira
         (staging / MARKER).write_text("".join(f"{name}\n" for name in written), encoding="utf-8")
         _swap_in(staging, output)
     except BaseException as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for parent in new_parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
         full = disk_full(error, output) if isinstance(error, OSError) else None
         if full is not None:
             raise full from None

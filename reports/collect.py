@@ -165,6 +165,11 @@ def read_run(path: Path, replicate: int = 0, replicates: int = 1) -> Run:
     if not os.path.lexists(config_path):
         raise UserError(f"run {path} has results.json but no config.toml; the directory is incomplete")
     config = read_run_toml(config_path)
+    try:  # the report reads its tables and values directly: one of the wrong kind was exit 3 (corpus = 1e308)
+        config_from_dict({key: value for key, value in config.items() if key != "provenance"}, str(config_path))
+    except UserError as error:
+        raise UserError(f"{config_path} is not a configuration topicaudit wrote ({error}); the run directory was "
+                        "edited or damaged — rerun the audit into a new directory") from None
     return Run(path, results, config, replicate, replicates)
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
-from topicaudit.engine.check import check_report_paths, check_run, record_check_files, write_reports
+from topicaudit.engine.check import (check_report_paths, check_run, one_check_at_a_time, record_check_files,
+                                     write_reports)
 from topicaudit.engine.configuration.config import load_config, run_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.configuration.preflight import check_claim_inputs
@@ -112,8 +113,9 @@ def execute(args) -> int:
         say(f"topicaudit: canaries: the audit was estimated at {sizing.seconds:.0f} s and took {sizing.took:.0f} s")
     json_path = Path(args.json) if args.json else run_dir / "check.json"
     junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
-    written = write_reports(result, json_path, junit_path)
-    record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
+    with one_check_at_a_time(run_dir):  # another check's manifest update is not lost
+        written = write_reports(result, json_path, junit_path)
+        record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
     try:
         print(result.message(), flush=True)
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed

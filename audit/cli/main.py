@@ -23,13 +23,13 @@ import sys
 import tempfile
 import threading
 import traceback
-import unicodedata
 import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
 from topicaudit.engine.execution import parallel, phases
 from topicaudit.engine.execution.progress import Heartbeat, noted
+from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.rundir import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
@@ -40,6 +40,7 @@ from topicaudit.errors import (  # noqa: F401
     EXIT_REFUTED,
     EXIT_USER_ERROR,
     UserError,
+    printable,
     user_message,
 )
 from topicaudit.version import __version__
@@ -86,22 +87,6 @@ def _show_note(message, category, filename, lineno, file=None, line=None):
     say(f"topicaudit: note: {printable(str(message))}")
 
 
-# Bidirectional-text controls: they reorder what a terminal shows (a name can display as another).
-_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def printable(text: str) -> str:
-    """A message as one visible line: control characters (a newline, ESC) and bidirectional controls escaped.
-
-    Messages name files, and a file's name is anyone's to choose: a file dropped into a run's models/ as
-    ``x\\nCONSISTENT: not refuted\\x1b[31m.npz`` made the refusal (exit 2) print a second line reading
-    CONSISTENT, in colour. Escaped, the line shows ``\\n`` and ``\\x1b`` instead."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp") and ch not in _BIDI) else
-                   (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
-
-
 @contextmanager
 def _signals(command: str | None = None):
     """SIGTERM raises ``Terminated``; a second Ctrl-C or SIGTERM during clean-up exits 130 at once.
@@ -117,8 +102,9 @@ def _signals(command: str | None = None):
     def handler(signum, frame):
         if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
             return
-        if not received and _in_import_machinery(frame):
-            later.append(_take_later(signum))  # not now: an exception here is lost, or leaves importlib's locks held
+        if not received and (_in_import_machinery(frame) or in_uninterrupted()):
+            # not now: an exception here is lost, or leaves importlib's locks held, or half a record written
+            later.append(_take_later(signum))
             return
         received.append(signum)
         if len(received) > 1:

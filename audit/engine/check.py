@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +22,16 @@ from topicaudit.engine.configuration import arguments
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.configuration.config import Config, config_from_dict, load_config, run_config, with_learner
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
-from topicaudit.engine.storage.lock import NAME as LOCK_NAME
+from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.results import CheckResult
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.storage.rundir import atomic_write_text, read_arrays, read_results
+from topicaudit.engine.storage.rundir import atomic_write_all, atomic_write_text, read_arrays, read_results
 from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import present, read_once
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -41,9 +44,9 @@ def _canary_files(run_dir: Path) -> CanaryFiles | None:
     """``canary_evidence``, and each threshold canary's fixed one-word documents (canaries.npz ``anchors``, None
     for other kinds), from one read of canaries.npz."""
     coins_path, scores_path = run_dir / "canaries.npz", run_dir / "canary_scores.npz"
-    if not coins_path.exists():
+    if not present(coins_path):
         return None
-    if not scores_path.exists():
+    if not present(scores_path):
         raise UserError(f"{run_dir} has canaries but no canary_scores.npz: the run did not finish; "
                         "rerun the same command to complete it")
     canaries, scores = read_arrays(coins_path), read_arrays(scores_path)
@@ -67,8 +70,10 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
-    results, natural, found, protection = _evidence(run_dir)
-    result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks, suggest=TARGET_POWER)
+    with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
+        results, natural, found, protection = _evidence(run_dir)
+        result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks,
+                             suggest=TARGET_POWER)
     return _protected(result, protection)
 
 
@@ -84,11 +89,11 @@ def _evidence(run_dir: Path):
     # manifest hashes (and MAC), types and shapes, truth and canary order (or exit 2)
     protection = verify_run_directory(run_dir)
     results_path, scores_path = run_dir / "results.json", run_dir / "scores.npz"
-    found = _canary_files(run_dir) if results_path.exists() else None
-    if not results_path.exists() or not (scores_path.exists() or found):
+    found = _canary_files(run_dir) if present(results_path) else None
+    if not present(results_path) or not (present(scores_path) or found):
         raise UserError(f"{run_dir} is not a finished topicaudit run (no results.json with scores.npz or "
                         "canary scores); run `topicaudit run` first or pass a configuration file")
-    natural = read_arrays(scores_path) if scores_path.exists() else None
+    natural = read_arrays(scores_path) if present(scores_path) else None
     if natural is not None and "is_member" not in natural:
         raise UserError(f"{scores_path} lacks is_member; it was not written by this version of "
                         "topicaudit — rerun the audit")
@@ -104,8 +109,9 @@ def own_claim_check(run_dir: str | Path, suggest: float | None = None) -> tuple[
     ``engine.verdict.own_claim_verdict``'s (the report asks for the canary count that reaches 95% power).
     """
     run_dir = Path(run_dir)
-    results, natural, found, protection = _evidence(run_dir)  # read and verified once
-    result, tested = own_claim_verdict(results, natural, found, run_dir, suggest)
+    with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
+        results, natural, found, protection = _evidence(run_dir)  # read and verified once
+        result, tested = own_claim_verdict(results, natural, found, run_dir, suggest)
     return _protected(result, protection), tested
 
 
@@ -150,8 +156,45 @@ def record_check_files(run_dir: Path, written: list[Path]) -> bool:
     return True
 
 
+CHECK_LOCK_SECONDS = 30.0  # another check holds it for milliseconds (two writes and a manifest update)
+
+
+@contextmanager
+def one_check_at_a_time(run_dir: Path):
+    """Hold an OS lock on the run directory itself (``flock`` on its descriptor: no file is added) while check
+    writes check.json and check.junit.xml there and lists them in the manifest. Checks of one run in parallel
+    (CI jobs testing several claims on one cached run) each read, updated and rewrote the manifest: one's
+    update was lost in 7 of 200 trials, and ``report`` then refused the run's check.json as edited. ``run``
+    holds ``.lock``, not this: a check never waits for a fit."""
+    try:
+        import fcntl
+        fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (ImportError, OSError):  # no advisory locks (Windows), or the directory cannot be opened: unlocked
+        with uninterrupted():
+            yield
+        return
+    try:
+        deadline = time.monotonic() + CHECK_LOCK_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UserError(f"{run_dir} is locked by another process (flock on the directory) for over "
+                                    f"{CHECK_LOCK_SECONDS:.0f} s, so check cannot record its verdict there; rerun "
+                                    "the same command once it has finished") from None
+                time.sleep(0.02)
+        with uninterrupted():  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
+            yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
-    written = []
+    """Write check.json and the JUnit file, both or neither (``rundir.atomic_write_all``): a check refused for
+    one of them leaves the other (and the run directory) as it was."""
+    contents = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
                        (junit_path, result.to_junit())):
         if path is not None:
@@ -161,13 +204,14 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
             if path.is_symlink():  # a rename over it would replace the link (docs/check.md)
                 raise UserError(f"cannot write {path}: it is a symbolic link, and topicaudit never writes through "
                                 "one; give the file's own path, or another path (--json, --junit)")
-            try:
-                atomic_write_text(path, text)
-            except OSError as error:
-                raise UserError(f"cannot write {path}: {error.strerror or error}; choose another place "
-                                "(--json, --junit)") from None
-            written.append(path)
-    return written
+            contents.append((path, text.encode("utf-8")))
+    try:
+        atomic_write_all(contents)
+    except OSError as error:
+        where = f" {error.filename}" if getattr(error, "filename", None) else ""
+        raise UserError(f"cannot write{where or ' ' + ' and '.join(str(p) for p, _ in contents)}: "
+                        f"{error.strerror or error}; choose another place (--json, --junit)") from None
+    return [path for path, _ in contents]
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,11 +59,13 @@ from topicaudit.engine.storage.results import (
 )
 from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
-from topicaudit.engine.storage.rundir import RunDirectory, atomic_write_bytes, load_audit_corpus, read_results
+from topicaudit.engine.storage.rundir import (RunDirectory, atomic_write_bytes, load_audit_corpus, read_results,
+                                            read_run_toml)
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
+from topicaudit.inputs.files import read_once
 from topicaudit.targets import build_target, sources, vocabulary_of
 from topicaudit.targets.base import Release, declared_mechanism
 from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
@@ -318,12 +319,13 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     if not run.check_compatible(chash):  # another configuration: refused here, as a resume refuses it
         return None
     try:
-        if verify_run_directory(run.path).unverified:  # the pre-manifest layout: rescored as before
-            return None
-        if not _every_listed_file_in_place(run.path):  # e.g. a model missing or a folder in its place
-            return None
-        stored = read_results(results_path)
-        recorded = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
+        with read_once():  # the results and configuration compared are the files their hashes were checked on
+            if verify_run_directory(run.path).unverified:  # the pre-manifest layout: rescored as before
+                return None
+            if not _every_listed_file_in_place(run.path):  # e.g. a model missing or a folder in its place
+                return None
+            stored = read_results(results_path)
+            recorded = read_run_toml(run.path / "config.toml")
     except (UserError, OSError, ValueError):
         return None  # the ordinary resume says what is wrong, or repairs it
     same = (stored.config_hash == chash and stored.name == config.name and stored.versions == package_versions()

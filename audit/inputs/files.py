@@ -4,7 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Callable
 
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
@@ -78,8 +81,167 @@ def check_regular(*paths: Path, fix: str = "it should be a file topicaudit wrote
             raise UserError(f"{path}: not a regular file ({kind}); {fix}")
 
 
+# -- reading a run directory once: what is verified is what is read ------------------------------------------
+# A verdict checked a file's SHA-256 (and the manifest's MAC) in one read and parsed the file in another: a
+# forger who swapped files between the two (rename(2) in a loop) had a tampered canaries.npz read as the
+# authenticated one, a forged verdict said "integrity: authenticated". Inside ``read_once()`` every file is read
+# from disk at most once, and whether it exists is looked at once: the hash, the checks and the verdict all see
+# those same bytes, and a file that appears (or vanishes) after that is not seen.
+# A file larger than PIN_BYTES (a large run's statistics.npz) is not held in memory: it is held open, and every
+# read of the block reads that open file (a file renamed over its name is not seen), checked unchanged since it
+# was hashed (a write into it changes its size, modification or change time; the change time cannot be set back).
+_ABSENT = object()  # a path the block saw missing
+PIN_BYTES = 64 * 2**20
+_SNAPSHOT: ContextVar[dict[str, object] | None] = ContextVar("topicaudit_read_once", default=None)
+
+
+class _Held:
+    """A large file of the block, held open since it was hashed."""
+
+    def __init__(self, path, fd: int, info: os.stat_result):
+        self.path, self.fd, self.size = path, fd, info.st_size
+        self.identity = _identity(info)
+
+    def unchanged(self) -> None:
+        if _identity(os.fstat(self.fd)) != self.identity:
+            raise UserError(f"{self.path} was written, replaced or removed while it was being read; the run "
+                            "directory is being altered — rerun the command once nothing else writes it")
+
+    def read(self, limit: int | None = None) -> bytes:
+        size = self.size if limit is None else min(self.size, limit + 1)
+        data = os.pread(self.fd, size, 0)
+        self.unchanged()
+        return data
+
+    def file(self):
+        handle = os.fdopen(os.dup(self.fd), "rb")
+        handle.seek(0)
+        return handle
+
+
+def _identity(info: os.stat_result) -> tuple:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+@contextmanager
+def read_once():
+    """Within the block, each file is read from disk at most once (``once``), its presence looked at once
+    (``present``); nested blocks share the outermost one's snapshot."""
+    if _SNAPSHOT.get() is not None:
+        yield
+        return
+    snapshot: dict[str, object] = {}
+    token = _SNAPSHOT.set(snapshot)
+    try:
+        yield
+    finally:
+        _SNAPSHOT.reset(token)
+        for entry in snapshot.values():
+            if isinstance(entry, _Held):
+                os.close(entry.fd)
+
+
+def held(path: Path | str) -> "_Held | None":
+    """Inside ``read_once()``, the large file ``path`` held open since it was hashed (None for any other)."""
+    snapshot = _SNAPSHOT.get()
+    entry = None if snapshot is None else snapshot.get(os.path.abspath(path))
+    return entry if isinstance(entry, _Held) else None
+
+
+def reading_once() -> bool:
+    return _SNAPSHOT.get() is not None
+
+
+def present(path: Path | str) -> bool:
+    """``os.path.lexists(path)``; inside ``read_once()``, the answer the block first saw (or its read did)."""
+    snapshot = _SNAPSHOT.get()
+    if snapshot is None:
+        return os.path.lexists(path)
+    key = os.path.abspath(path)
+    if key not in snapshot:
+        if os.path.lexists(path):
+            return True  # its bytes are taken by its first read
+        snapshot[key] = _ABSENT
+    return snapshot[key] is not _ABSENT
+
+
+def once(path: Path | str, read: Callable[[], bytes], limit: int | None = None) -> bytes:
+    """``read()``, the bytes of ``path``; inside ``read_once()``, only the first time (later calls get the same
+    bytes). A path the block saw missing stays missing (FileNotFoundError). limit: of a large file held open,
+    at most ``limit`` + 1 bytes are read (the caller refuses a file over its limit from their length)."""
+    snapshot = _SNAPSHOT.get()
+    if snapshot is None:
+        return read()
+    key = os.path.abspath(path)
+    if isinstance(snapshot.get(key), _Held):
+        return snapshot[key].read(limit)  # type: ignore[union-attr]
+    if key not in snapshot:
+        try:
+            snapshot[key] = bytes(read())
+        except FileNotFoundError:  # (a dangling link too) missing for the rest of the block
+            snapshot[key] = _ABSENT
+            raise
+    data = snapshot[key]
+    if data is _ABSENT:
+        raise FileNotFoundError(2, os.strerror(2), str(path))
+    return data  # type: ignore[return-value]
+
+
+def _take(path: Path | str, key: str, snapshot: dict[str, object]) -> None:
+    """A file's first read in a ``read_once()`` block: its bytes, or (larger than PIN_BYTES) its open file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:  # (a dangling link too) missing for the rest of the block
+        snapshot[key] = _ABSENT
+        raise
+    try:
+        info = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(info.st_mode) and info.st_size > PIN_BYTES:
+        snapshot[key] = _Held(path, fd, info)
+        return
+    os.close(fd)
+    once(path, lambda: whole_regular_file(path))
+
+
+def whole_regular_file(path: Path | str) -> bytes:
+    """The bytes of a regular file (not blocking on a FIFO, refusing a device), checked to fit in memory."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else _kind(info.st_mode)
+            raise UserError(f"{path} is not a regular file ({kind}); the run directory was altered — rerun the "
+                            "audit into a new directory")
+        check_fits_in_memory(2 * info.st_size, f"reading {path}", "free memory")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks (a model or corpus is never held twice in memory)."""
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (a model or corpus is never held twice in memory); inside
+    ``read_once()``, of the bytes every later read of the block gets."""
+    snapshot = _SNAPSHOT.get()
+    if snapshot is not None:
+        key = os.path.abspath(path)
+        if key not in snapshot:
+            _take(path, key, snapshot)
+        entry = snapshot[key]
+        if isinstance(entry, _Held):
+            digest = hashlib.sha256()
+            offset = 0
+            while block := os.pread(entry.fd, 1 << 20, offset):
+                digest.update(block)
+                offset += len(block)
+            entry.unchanged()
+            return digest.hexdigest()
+        return hashlib.sha256(once(path, lambda: whole_regular_file(path))).hexdigest()
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(1 << 20):

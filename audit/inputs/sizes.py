@@ -105,13 +105,15 @@ class BoundedNpz:
     """A .npz archive read like ``numpy.load``'s ``NpzFile`` (``.files``, ``[name]``), with every member's size
     checked before it is decompressed and decompression stopped at the size its header declares."""
 
-    def __init__(self, source: bytes | Path, where: str, copies: int = ARRAY_COPIES):
+    def __init__(self, source, where: str, copies: int = ARRAY_COPIES):
+        """source: the archive's bytes, its path, or a binary file open on it (this object closes it)."""
         self.where, self.copies = where, copies
-        if not isinstance(source, (bytes, bytearray)) and not os.path.lexists(source):
+        opened = hasattr(source, "read")
+        if not opened and not isinstance(source, (bytes, bytearray)) and not os.path.lexists(source):
             # a missing file stays a FileNotFoundError: callers word it ("rerun the command that writes it")
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
-        handle = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else open_regular(Path(source),
-                                                                                                  "NumPy archive")
+        handle = source if opened else io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else \
+            open_regular(Path(source), "NumPy archive")
         self._handle = handle
         try:
             self._zip = zipfile.ZipFile(handle)

@@ -16,7 +16,6 @@ bound computed from damaged data.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
 from topicaudit.engine.storage.rundir import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
+from topicaudit.inputs.files import present
 from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.targets.privacy.events import guarantee_from_json
 from topicaudit.targets.privacy.guarantee import Adjacency
@@ -68,18 +68,18 @@ def verify_run_directory(run_dir: str | Path) -> Protection:
     """
     run_dir = Path(run_dir)
     protection = _verify_manifest(run_dir)
-    if (run_dir / "results.json").exists():
+    if present(run_dir / "results.json"):
         check_results(run_dir / "results.json")
-    if (run_dir / "scores.npz").exists():
+    if present(run_dir / "scores.npz"):
         check_scores(run_dir)
-    if (run_dir / "canaries.npz").exists():
+    if present(run_dir / "canaries.npz"):
         check_canaries(run_dir)
     return protection
 
 
 def evidence_files(run_dir: Path) -> list[str]:
     """The files present that a manifest must list: VERDICT_FILES and models/*.npz."""
-    names = [name for name in VERDICT_FILES if os.path.lexists(run_dir / name)]
+    names = [name for name in VERDICT_FILES if present(run_dir / name)]
     models = run_dir / "models"
     if models.is_dir():
         names += sorted(f"models/{p.name}" for p in models.iterdir() if p.name.endswith(".npz"))
@@ -107,7 +107,7 @@ def _verify_manifest(run_dir: Path) -> Protection:
             raise UserError(f"{run_dir / name} is not listed in {path}: the manifest was edited or damaged (or the "
                             f"file added), so this file cannot be verified; {manifest.RERUN}")
     for name in VERDICT_FILES:
-        if name in listed and not os.path.lexists(run_dir / name):
+        if name in listed and not present(run_dir / name):
             raise UserError(f"{run_dir / name} is listed in {path} but missing: the run directory was damaged; "
                             f"rerun the same command to rewrite it, or {manifest.RERUN}")
     manifest.verify(run_dir, VERDICT_FILES)
@@ -138,7 +138,7 @@ def verify_audit_directory(path: str | Path, names: list[str]) -> Protection:
                             f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
         return Protection(NONE)
     for name in names:
-        if os.path.lexists(path / name) and name not in found.files:
+        if present(path / name) and name not in found.files:
             raise UserError(f"{path / name} is not listed in {where}: the manifest was edited or damaged (or the "
                             f"file added), so this file cannot be verified; {manifest.RERUN}")
     manifest.verify(path, names)
@@ -151,10 +151,10 @@ def manifest_marks(run_dir: Path) -> str | None:
     """Why ``run_dir`` must have a manifest (the first of its files written by a version that keeps one), or
     None for the layout written before manifests existed."""
     results = run_dir / "results.json"
-    if os.path.lexists(results) and manifest.MARK in read_json(results):
+    if present(results) and manifest.MARK in read_json(results):
         return f"{results} records one"
     config = run_dir / "config.toml"
-    if os.path.lexists(config):
+    if present(config):
         try:
             provenance = read_run_toml(config).get("provenance")
         except UserError:  # no regular file, too large, beyond the bounds of TOML topicaudit reads, or invalid
@@ -204,7 +204,7 @@ def check_scores(run_dir: Path) -> None:
         if name != "is_member":
             _vector(path, arrays, name, "i" if name == "doc_index" else "f", truth.size)
     plan_path = Path(run_dir) / "plan.npz"
-    if plan_path.exists():
+    if present(plan_path):
         target_in = _vector(plan_path, read_arrays(plan_path), "target_in", "b")
         if not np.array_equal(target_in, truth):
             raise _refuse(path, "is_member is not the target membership of plan.npz")
@@ -222,7 +222,7 @@ def check_canaries(run_dir: Path) -> None:
     if kind is None or kind.dtype.kind != "U" or kind.ndim != 0:
         raise _refuse(path, "'kind' must be the canaries' kind, a string")
     scores_path = Path(run_dir) / "canary_scores.npz"
-    if not scores_path.exists():
+    if not present(scores_path):
         return
     scores = read_arrays(scores_path)
     score_ids = _vector(scores_path, scores, "ids", "i", ids.size)
@@ -293,8 +293,30 @@ def check_results(path: Path) -> None:
                 raise _refuse(path, f"{where}.{key} must be a number (got {section[key]!r})")
     if canaries is not None and not isinstance(canaries, dict):
         raise _refuse(path, "'canaries' must be an object")
+    for where, section in (("attacks", results.get("attacks")),
+                           ("canaries.scores", canaries.get("scores") if isinstance(canaries, dict) else None)):
+        _check_metrics(path, where, section)
     if isinstance(canaries, dict) and canaries.get("mechanism") is not None:
         check_mechanism(path, canaries["mechanism"])
+
+
+# The metrics the summary, the report's card and its ROC legends print (``attacks.metrics.summarize`` writes
+# each as a number, NaN when undefined): null, a string or a missing one there was an internal error (exit 3).
+METRICS = ("auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "balanced_accuracy")
+
+
+def _check_metrics(path: Path, where: str, section: Any) -> None:
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise _refuse(path, f"{where} must be an object (got {_shown(section)})")
+    for name, metrics in section.items():
+        if not isinstance(metrics, dict):
+            raise _refuse(path, f"{where}.{name} must be an object of metrics (got {_shown(metrics)})")
+        for key in METRICS:
+            value = metrics.get(key)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                raise _refuse(path, f"{where}.{name}.{key} must be a number (got {_shown(value)})")
 
 
 # What each recorded mechanism constant may be: (test, what the message says it must be). The power estimate and

@@ -17,9 +17,29 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
 
 NAME = ".lock"
+
+_UNINTERRUPTED = [0]  # depth of ``uninterrupted()`` blocks in this process
+
+
+@contextmanager
+def uninterrupted():
+    """A few file operations that must all happen or none (check's files and the manifest that lists them): the
+    command's signal handler (``cli.main``) takes a Ctrl-C or SIGTERM that lands here again 10 ms later, once
+    out of the block. A SIGTERM between check.json's write and the manifest's update left a check.json the
+    manifest did not match, and ``report`` refused it as edited."""
+    _UNINTERRUPTED[0] += 1
+    try:
+        yield
+    finally:
+        _UNINTERRUPTED[0] -= 1
+
+
+def in_uninterrupted() -> bool:
+    return _UNINTERRUPTED[0] > 0
 
 try:
     import fcntl
@@ -95,6 +115,8 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int
         if not stat.S_ISREG(info.st_mode):
             raise UserError(refuse.format(what="a FIFO, socket or device" if not stat.S_ISDIR(info.st_mode)
                                           else "a directory"))
+        if info.st_nlink > 1:  # the PID written into it went into a file of the user's, elsewhere
+            raise UserError(refuse.format(what=f"a hard link ({info.st_nlink} names share its content)"))
         former = os.pread(fd, 64, 0)
         if not _PID_LINE.fullmatch(former):
             raise UserError(refuse.format(what="a file of yours (it holds something other than a process id)"))
@@ -114,6 +136,7 @@ def writer_lock(path: str | Path, flag: str = "--output"):
     if this call created it, its former content back otherwise.
     """
     path = Path(path)
+    manifest.refuse_over_read_names(path, None, flag)  # not a run made inside another run's own files
     if path.is_symlink() and not path.exists():
         raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                         f"remove the link, or choose another {flag}")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.errors import UserError
+from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
 from topicaudit.inputs.integrity_key import ALGORITHM, integrity_key
 
@@ -37,6 +38,11 @@ MAC_DOMAIN = "topicaudit.manifest-mac/1"  # what an integrity key's MAC over a m
 # What ``check`` writes into the run directory it read, listed once written (``engine.check.record_check_files``):
 # ``report`` reads check.json's claim. Records of a question asked of the run, not evidence the verdict rests on.
 CHECK_FILES = ("check.json", "check.junit.xml")
+# Every name a run, sweep or audit directory holds that a later command reads (the evidence, the manifest, the
+# records of check, the lock, the sweep's index, models/): no output of another command is ever made there.
+READ_NAMES = frozenset({"config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
+                        "canary_scores.npz", NAME, *CHECK_FILES, ".lock", "roc.png", "sweep.json", "models",
+                        "audit.json", "scores.csv", "exposure.npz"})
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
 
 
@@ -66,10 +72,10 @@ def read(run_dir: Path) -> Manifest | None:
     """The run directory's manifest, None when there is none; a UserError when it is damaged, or when an integrity
     key is configured and its MAC is missing or does not verify."""
     path = Path(run_dir) / NAME
-    if not os.path.lexists(path):
+    if not files_once.present(path):
         return None
     try:
-        data = json.loads(_read_regular(path).decode("utf-8"))
+        data = json.loads(files_once.once(path, lambda: _read_regular(path)).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}): the run directory was damaged, so none "
                         f"of its files can be verified; {RERUN}") from None
@@ -104,6 +110,24 @@ def entries(run_dir: Path) -> dict[str, str] | None:
 
 
 RERUN = "rerun the audit into a new directory (--output)"
+
+
+def refuse_over_read_names(output: Path, directories, flag: str) -> None:
+    """Refuse an output that is, or is inside, one of READ_NAMES of one of ``directories`` (default: each
+    topicaudit directory above ``output``): a report folder or a run made at RUN/models/target.npz or
+    RUN/scores.npz (canary-only runs have none) got RUN refused as edited by every later check, report and
+    resume ("not listed in manifest.json")."""
+    target = Path(output).resolve()
+    if directories is None:
+        directories = [parent for parent in target.parents if os.path.lexists(parent / NAME)]
+    for directory in directories:
+        root = Path(directory).resolve()
+        if target == root or not target.is_relative_to(root):
+            continue
+        first = target.relative_to(root).parts[0]
+        if first in READ_NAMES:
+            raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
+                            "or resume reads; give a path outside that directory's own files")
 
 
 def _read_regular(path: Path) -> bytes:
@@ -160,12 +184,25 @@ def verify(run_dir: Path, names: list[str] | None = None) -> None:
         return
     for name in (names if names is not None else sorted(files)):
         path = run_dir / name
-        if name not in files or not path.exists():
+        if name not in files:
             continue
-        if not path.is_file():
-            raise UserError(f"{path} is not a regular file; the run directory was altered — rerun the audit "
-                            "into a new directory")
-        if file_sha256(path) != files[name]:
+        if files_once.reading_once():  # the hash of the bytes every later read of the block gets
+            if not files_once.present(path):
+                continue
+            try:
+                digest = file_sha256(path)  # a FIFO, device or directory is refused by its one read
+            except FileNotFoundError:  # a dangling link: missing for the rest of the block too
+                continue
+            except OSError as error:
+                raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+        else:
+            if not path.exists():
+                continue
+            if not path.is_file():
+                raise UserError(f"{path} is not a regular file; the run directory was altered — rerun the audit "
+                                "into a new directory")
+            digest = file_sha256(path)
+        if digest != files[name]:
             raise UserError(
                 f"{path} is not the file this run wrote (its SHA-256 differs from {run_dir / NAME}): it was edited, "
                 "replaced or damaged, so no result is read from it; restore it, or rerun the audit into a new "

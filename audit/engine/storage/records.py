@@ -200,6 +200,12 @@ class Record:
             if key in data:
                 codec = cls.CODECS.get(f.name)
                 value = data[key]
+                if codec is None:
+                    _check_type(value, f.type, f"{where}.{key}")
+                elif value is None and isinstance(f.type, str) and "None" not in map(str.strip, _top_level(f.type)):
+                    # (attacks = null was an AttributeError in report: exit 3)
+                    raise UserError(f"{where}.{key} must not be null; the file was edited or damaged — rerun the "
+                                    "audit into a new directory")
                 values[f.name] = value if codec is None or value is None else codec.decode(value, f"{where}.{key}")
                 continue
             if f.name in cls.REQUIRED:
@@ -210,6 +216,60 @@ class Record:
             values[f.name] = (f.default if f.default is not MISSING else
                               f.default_factory() if f.default_factory is not MISSING else None)
         return cls(**values, absent=frozenset(absent), extra={k: v for k, v in data.items() if k not in known})
+
+
+# A field's JSON type, from its annotation: a value of another type (a string where the report formats a number,
+# a number where it reads an object: ``timings_s = -1``, ``utility.heldout_perplexity = "inf"``) was an
+# internal error (exit 3) far from where it was read. Annotations naming a record or anything else are not checked.
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "None": lambda v: v is None,
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "dict": lambda v: isinstance(v, dict),
+    "list": lambda v: isinstance(v, list),
+}
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> None:
+    if not isinstance(annotation, str):
+        return
+    parts = [part.strip() for part in _top_level(annotation)]
+    kinds = [part.split("[", 1)[0] for part in parts]
+    if not all(kind in _JSON_TYPES for kind in kinds):
+        return  # a record, Any, a literal…: its own codec or reader says what it must be
+    for part, kind in zip(parts, kinds):
+        if _JSON_TYPES[kind](value):  # and its items, for dict[str, X] and list[X] (timings_s.total = "x": exit 3)
+            inner = part[len(kind) + 1:-1] if part.endswith("]") else ""
+            if kind == "dict" and inner.startswith("str,"):
+                for name, item in value.items():
+                    _check_type(item, inner[4:].strip(), f"{where}.{name}")
+            elif kind == "list" and inner:
+                for index, item in enumerate(value):
+                    _check_type(item, inner, f"{where}[{index}]")
+            return
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise UserError(f"{where} must be {' or '.join(_WORDS[k] for k in kinds)} (got {shown}); the file was "
+                    "edited or damaged — rerun the audit into a new directory")
+
+
+_WORDS = {"None": "null", "float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
+          "dict": "an object", "list": "a list"}
+
+
+def _top_level(annotation: str) -> list[str]:
+    """``dict[str, float | None] | None`` → ["dict[str, float | None]", "None"]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(annotation):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "|" and depth == 0:
+            parts.append(annotation[start:i])
+            start = i + 1
+    parts.append(annotation[start:])
+    return parts
 
 
 class JsonView(Mapping):

@@ -33,7 +33,7 @@ import numpy as np
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine.storage.records import BOUNDS, JsonView, Record, check_schema, record, records
-from topicaudit.errors import UserError
+from topicaudit.errors import UserError, printable
 from topicaudit.inputs.files import open_regular
 from topicaudit.targets.mechanisms import Mechanism, mechanism_from_json
 from topicaudit.targets.privacy.events import guarantee_from_json
@@ -570,7 +570,7 @@ class CheckResult:
     def message(self) -> str:
         """The verdict line; after it, a record that disagrees with its claim, and what protected the run
         directory (unverified, hashes, or authenticated)."""
-        body = self._message()
+        body = printable(self._message())  # the run directory's name is anyone's: one visible line, encodable
         if self.disagreements:
             body += (" — the learner's record and its claim describe different mechanisms: "
                      + "; ".join(self.disagreements))
@@ -685,7 +685,7 @@ class CheckResult:
         failure = (f'<failure message={quoteattr(self.message())} type="PrivacyClaimViolated">'
                    f"{escape(json.dumps(self.to_json(), indent=2))}</failure>") if self.violated else (
             f"<skipped message={quoteattr(self.message())}/>" if self.no_signal else "")
-        name = quoteattr(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})")
+        name = quoteattr(printable(f"epsilon <= {self.claimed_epsilon:g} ({self.run_dir.name})"))
         return ('<?xml version="1.0" encoding="utf-8"?>\n'
                 f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
                 f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'

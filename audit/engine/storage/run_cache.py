@@ -122,5 +122,9 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
     if root.exists() and not root.is_dir():
         raise UserError(f"the run cache {root} is not a directory; give a directory (--cache DIR) or off")
     run_dir = cached_run_dir(config, root)
+    if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
+        raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "
+                        "the cache holds: topicaudit never writes a cached run through one (it wrote the run into "
+                        "the link's target, outside the cache); remove the link, or give --output")
     config.output = str(run_dir)
     return run_dir

@@ -48,11 +48,13 @@ from topicaudit.engine.storage import manifest
 
 from topicaudit.engine.configuration import toml_reader
 from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.validation import check_synthetic
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.engine.storage.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
 # The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
 from topicaudit.engine.storage.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
 from topicaudit.errors import UserError
+from topicaudit.inputs import files
 from topicaudit.inputs.cache import cached_corpus
 from topicaudit.inputs.corpus import Corpus, keep_most_frequent_words, load_corpus
 from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
@@ -67,6 +69,7 @@ def load_audit_corpus(config: Config) -> Corpus:
     """The corpus a run configuration names (or its synthetic one), as the run read it."""
     if config.corpus.path is None:
         s = config.synthetic
+        check_synthetic(s)  # report draws it from a run's config.toml: a negative prior was exit 3 there
         corpus, _ = synthetic_corpus(s.n_docs, s.n_words, s.k, s.mean_length, s.topic_concentration,
                                      s.doc_concentration, seed=config.seed)
         return corpus
@@ -120,6 +123,36 @@ def atomic_write_bytes(path: Path, writer) -> None:
             raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+
+
+def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
+    """``atomic_write_bytes`` of several files, all or none: each is written and fsynced beside its place
+    first, and renamed over it only once every one is written. ``check`` wrote check.json into the run
+    directory and then failed on a full disk for its --junit file: the run kept a check.json its manifest
+    did not match (so ``report`` refused it) after a command that said it had failed."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in contents:
+            path = Path(path)
+            refuse_replacing(path)
+            try:
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((tmp, path))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o666 & ~_umask())
+            except OSError as error:  # named by the file it was writing, not by its temporary
+                raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for parent in dict.fromkeys(path.parent for _, path in staged):
+        fsync_directory(parent)
 
 
 def refuse_replacing(path: Path, what: str = "") -> None:
@@ -206,7 +239,18 @@ def read_regular(path: Path, limit: int, too_large: str) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes (else a UserError: ``too_large`` says why
     no such file is that large). Opened without blocking and checked with ``fstat`` on the open file, so a FIFO
     (which blocked the reader forever) or a device such as /dev/zero (read until the kernel killed the process),
-    put there or linked, is refused rather than read."""
+    put there or linked, is refused rather than read. Inside ``files.read_once()``, read from disk once."""
+    try:
+        raw = files.once(path, lambda: _read_regular(path, limit, too_large), limit)
+    except FileNotFoundError:  # seen missing earlier in the same read_once() block
+        raise UserError(f"{path} does not exist; rerun the command that writes it") from None
+    if len(raw) > limit:
+        raise UserError(f"{path} is larger than {limit:,} bytes, {too_large}")
+    return raw
+
+
+def _read_regular(path: Path, limit: int, too_large: str) -> bytes:
+    """``read_regular``'s read from disk."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -271,7 +315,15 @@ def load_arrays(path: Path, copies: int = ARRAY_COPIES) -> dict[str, np.ndarray]
     naming it); callers decide what that means (refit a model, or stop).
     ``copies``: how many copies of an array must fit in memory.
     """
-    with BoundedNpz(path, str(path), copies) as z:
+    source = path
+    if (large := files.held(path)) is not None:  # held open since it was hashed: read from that open file
+        with BoundedNpz(large.file(), str(path), copies) as z:
+            arrays = {name: z[name] for name in z.files}
+        large.unchanged()
+        return arrays
+    if files.reading_once():  # the bytes every other read in the block gets (its hash included)
+        source = files.once(path, lambda: files.whole_regular_file(path))
+    with BoundedNpz(source, str(path), copies) as z:
         return {name: z[name] for name in z.files}
 
 
@@ -289,7 +341,16 @@ def array_names(path: Path) -> set[str]:
 def read_arrays(path: Path, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, holding at least ``required``; or a UserError naming the
     file and the fix."""
-    regular_file(path)
+    if files.reading_once():  # the block's one read of the file (or the one it had already)
+        try:
+            if files.held(path) is None:
+                files.once(path, lambda: files.whole_regular_file(path))
+        except FileNotFoundError:
+            raise UserError(f"{path} does not exist; rerun the command that writes it") from None
+        except OSError as error:
+            raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    else:
+        regular_file(path)
     try:
         arrays = load_arrays(path)
     except FileNotFoundError:
@@ -426,7 +487,13 @@ class RunDirectory:
                    n_words: int | None = None) -> tuple[Release, float] | None:
         """A saved model, checked: this configuration's, in its own slot (a shadow copied over the target is
         refused), as the manifest recorded it, with ``n_topics`` topics over corpus word ids below ``n_words``.
-        None when it is missing or unreadable (then it is refitted)."""
+        None when it is missing or unreadable (then it is refitted). The file is read once: the bytes its hash
+        is checked on are the bytes loaded (a model swapped in between was resumed as the verified one)."""
+        with files.read_once():
+            return self._load_model(index, config_hash, n_topics, n_words)
+
+    def _load_model(self, index: int | str | None, config_hash: str, n_topics: int | None,
+                    n_words: int | None) -> tuple[Release, float] | None:
         path = self.model_path(index)
         if not os.path.lexists(path):
             return None
