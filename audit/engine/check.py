@@ -14,6 +14,13 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+fcntl: Any
+try:
+    import fcntl
+except ImportError:  # Windows has no advisory locks: checks of one run are not serialised there
+    fcntl = None
 
 import numpy as np
 
@@ -167,9 +174,10 @@ def one_check_at_a_time(run_dir: Path):
     update was lost in 7 of 200 trials, and ``report`` then refused the run's check.json as edited. ``run``
     holds ``.lock``, not this: a check never waits for a fit."""
     try:
-        import fcntl
+        if fcntl is None:
+            raise OSError("no advisory locks here")
         fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except (ImportError, OSError):  # no advisory locks (Windows), or the directory cannot be opened: unlocked
+    except OSError:  # no advisory locks (Windows), or the directory cannot be opened: unlocked
         with uninterrupted():
             yield
         return
