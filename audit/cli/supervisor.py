@@ -193,6 +193,10 @@ def _run_child(command_main, write_fd: int, mask) -> None:
         # the parent too) interrupted the print, and the child exited 3 with the line cut.
         code = EXIT_INTERRUPTED
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        # A second signal already caught (its handler pending) would raise between the print and tell(), and the
+        # parent, told nothing, print the line again: from here on it is ignored (the child exits right after).
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop, signal.SIG_IGN)
         if not said(SAID_INTERRUPTED):  # main printed it already: this is the same Ctrl-C, passed on again
             print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
             tell(SAID_INTERRUPTED)
