@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -183,21 +184,32 @@ def test_the_checker_accepts_an_optional_dependency_with_a_reason_and_imports_at
     assert not upward_imports(path, "topicaudit.engine.good")
 
 
+def _distribution_packages() -> list[str]:
+    """The packages setup.py gives setuptools, asked of setup.py itself (run from the repository's root)."""
+    done = subprocess.run([sys.executable, "-c", "import setuptools, runpy; found = [];"
+                           " setuptools.setup = lambda **kw: found.extend(kw['packages']);"
+                           " runpy.run_path('setup.py'); print('\\n'.join(found))"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
 def test_the_distribution_has_one_top_level_package():
     """Nothing but ``topicaudit`` goes into site-packages (no ``audit``, ``targets`` or ``reports``)."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert {name.split(".")[0] for name in setuptools["packages"]} == {"topicaudit"}
+    assert {name.split(".")[0] for name in _distribution_packages()} == {"topicaudit"}
     assert set(setuptools["package-dir"]) == {"topicaudit", "topicaudit.targets", "topicaudit.reports"}
 
 
-def test_every_package_folder_is_in_the_distribution():
-    """A subpackage missing from pyproject's list installs nowhere outside the development tree."""
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+def test_every_package_folder_is_found_for_the_distribution():
+    """Subpackages are found, not listed: every folder holding Python code is a package (an __init__.py) and
+    setup.py names it, so none installs nowhere outside the development tree."""
     found = set()
     for package, folder in FOLDERS.items():
-        for init in folder.rglob("__init__.py"):
-            found.add(".".join([package, *init.parent.relative_to(folder).parts]))
-    assert found == set(setuptools["packages"])
+        for module in folder.rglob("*.py"):
+            if "__pycache__" not in module.parts:
+                assert (module.parent / "__init__.py").is_file(), f"{module.parent} holds code but no __init__.py"
+                found.add(".".join([package, *module.parent.relative_to(folder).parts]))
+    assert found == set(_distribution_packages())
 
 
 def test_the_privacy_subpackage_may_not_import_a_learner(tmp_path):

@@ -23,7 +23,7 @@ from topicaudit.version import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 # What a build reads: the three code folders mapped into topicaudit, the metadata and the texts it names.
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "audit", "targets", "reports")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "audit", "targets", "reports")
 FOLDERS = {"audit": "topicaudit", "targets": "topicaudit/targets", "reports": "topicaudit/reports"}
 
 
@@ -83,7 +83,7 @@ def test_the_sdist_holds_what_a_wheel_is_built_from(dist):
     root = f"topicaudit-{__version__}"
     with tarfile.open(sdist) as tar:
         names = set(tar.getnames())
-    assert {f"{root}/{name}" for name in ("pyproject.toml", "README.md", "LICENSE", "PKG-INFO")} <= names
+    assert {f"{root}/{name}" for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "PKG-INFO")} <= names
     assert f"{root}/audit/inputs/_data/wordnet-3.0-lemmatizer.zip" in names
     assert f"{root}/targets/learners/lda.py" in names and f"{root}/reports/build.py" in names
 
