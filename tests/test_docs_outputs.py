@@ -1,9 +1,12 @@
 """The outputs docs/ quotes are what the commands print: every console block of docs/*.md whose commands are
-`.venv/bin/topicaudit …` (and the `cat > FILE <<'EOF'` that write their files) is run as written, in order, in a
-fresh directory beside the shared data, and each verdict line the page shows must be the line printed.
+`.venv/bin/topicaudit …` or `topicaudit …` (and the `cat > FILE <<'EOF'` that write their files) is run as written, in
+order, in a fresh directory beside the shared data, after the ```python block directly above it when there is one
+(the page's own code that makes the files the commands read); each verdict line the page shows must be the line
+printed, and so must every line an `audit` or `sweep` command shows (seeded; only the seconds vary, and are
+masked).
 
-Only verdict lines are held to the letter (they are seeded and deterministic); progress, timing and sizing lines
-vary with the machine and are left to the prose around them. The run cache's place and key are hidden: the place
+Verdict lines and audit reports are held to the letter; progress, timing and sizing lines vary with the machine and
+are left to the prose around them. The run cache's place and key are hidden: the place
 differs between machines, and the key changes with topicaudit's own source. docs/adding-a-learner.md's commands
 have their own test (tests/test_adding_a_learner.py).
 
@@ -21,20 +24,29 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```\n?", re.M | re.S)
 VERDICT = re.compile(r"^(VIOLATED|CONSISTENT|NO SIGNAL|NO CLAIM)\b")
 REWRITE = os.environ.get("TOPICAUDIT_REWRITE_DOCS") == "1"
 RUN_DIR = re.compile(r"\[[^\]]*\]")
-COMMAND = re.compile(r"^\$ (\.venv/bin/topicaudit |cat > )")
+COMMAND = re.compile(r"^\$ (\.venv/bin/topicaudit |topicaudit |cat > )")
+# An audit's default directory ends in a hash of its inputs' paths, which differ between machines.
+AUDIT_DIR = re.compile(r"(runs/audit-[\w.-]+)-[0-9a-f]{6}\b")
 
 
-def console_blocks(page: Path) -> list[list[tuple[str, list[str]]]]:
-    """Each block of ``page`` whose commands are all runnable here: its commands (continuation lines and heredocs
-    joined) with the lines the page shows after each."""
-    found = []
-    for block in FENCE.findall(page.read_text()):
+def console_blocks(page: Path) -> list[tuple[str | None, list[tuple[str, list[str]]]]]:
+    """Each block of ``page`` whose commands are all runnable here: the ```python block directly above it (None
+    when there is none), and its commands (continuation lines and heredocs joined) with the lines the page shows
+    after each."""
+    found, setup = [], None
+    text = page.read_text()
+    fences = list(FENCE.finditer(text))
+    for i, fence in enumerate(fences):
+        language, block = fence.group(1), fence.group(2)
+        above = fences[i - 1] if i else None
+        setup = (above.group(2) if above and above.group(1) == "python"
+                 and not text[above.end():fence.start()].strip() else None)
         lines = block.splitlines()
-        if not any(line.startswith("$ ") for line in lines):
+        if language or not any(line.startswith("$ ") for line in lines):
             continue
         steps: list[tuple[str, list[str]]] = []
         i = 0
@@ -57,13 +69,25 @@ def console_blocks(page: Path) -> list[list[tuple[str, list[str]]]]:
                 steps[-1][1].append(line)
             i += 1
         if steps and all(COMMAND.match("$ " + command) for command, _ in steps):
-            found.append(steps)
+            found.append((setup, steps))
     return found
 
 
 def hidden(line: str) -> str:
     """A verdict line with its run-cache directory reduced to the run's name."""
-    return re.sub(r"\[(?:~|/)[^\]]*/runs/([\w.-]+)-[0-9a-f]{16}\]", r"[<cache>/runs/\1-<key>]", line)
+    line = re.sub(r"\[(?:~|/)[^\]]*/runs/([\w.-]+)-[0-9a-f]{16}\]", r"[<cache>/runs/\1-<key>]", line)
+    return AUDIT_DIR.sub(r"\1-<hash>", line)
+
+
+def report_lines(shown: list[str]) -> list[str]:
+    """The lines of an ``audit`` or ``sweep`` command's output the page shows, held to the letter: all but the
+    elisions (``…``) and the wall time."""
+    return [line for line in shown if line.strip() not in ("", "…") and "wall time" not in line]
+
+
+def seconds_masked(line: str) -> str:
+    """A line with its counts of seconds (``3 s elapsed``, ``~11 s left``) masked: they vary with the machine."""
+    return re.sub(r"~?\b\d+ s\b", "N s", hidden(line))
 
 
 def keeping_the_pages_directory(shown: str, printed: str) -> str:
@@ -80,7 +104,7 @@ PAGES = sorted(page for page in (ROOT / "docs").glob("*.md")
 
 
 def test_pages_with_console_blocks_are_found():
-    assert "check.md" in {page.name for page in PAGES}
+    assert {"check.md", "user-audit.md", "sweeps-and-reports.md"} <= {page.name for page in PAGES}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
@@ -92,9 +116,15 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
     env = {**os.environ, "TOPICAUDIT_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
     env.pop("TOPICAUDIT_INTEGRITY_KEY", None)
     compared, rewrites = 0, {}
-    for block in console_blocks(page):
+    for setup, block in console_blocks(page):
+        if setup is not None:
+            (work / "page_setup.py").write_text(setup)
+            done = subprocess.run([sys.executable, "page_setup.py"], cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=900)
+            assert done.returncode == 0, (page.name, setup, done.stderr[-2000:])
         for command, shown in block:
-            done = subprocess.run(["bash", "-c", command.split("  # ")[0] if "<<" not in command else command],
+            run = re.sub(r"^topicaudit ", ".venv/bin/topicaudit ", command)
+            done = subprocess.run(["bash", "-c", run.split("  # ")[0] if "<<" not in run else run],
                                   cwd=work, env=env, capture_output=True, text=True, timeout=900)
             expected = int(m.group(1)) if (m := re.search(r"#\s*exit (\d)", command.splitlines()[0])) else None
             printed = (done.stdout + done.stderr).splitlines()
@@ -102,6 +132,17 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
                 assert done.returncode == expected, (command, done.stderr[-2000:])
             else:
                 assert done.returncode in (0, 1), (command, done.stderr[-2000:])
+            if re.match(r"(\.venv/bin/)?topicaudit (audit|sweep) ", command):
+                # every line shown, in the order printed on its stream (progress goes to stderr)
+                streams = [[seconds_masked(p) for p in out.splitlines()] for out in (done.stdout, done.stderr)]
+                at = [0, 0]
+                for line in report_lines(shown):
+                    masked = seconds_masked(line)
+                    where = [i for i in (0, 1) if masked in streams[i][at[i]:]]
+                    assert where, (page.name, command, line, done.stdout[-3000:], done.stderr[-3000:])
+                    at[where[0]] = streams[where[0]].index(masked, at[where[0]]) + 1
+                    compared += 1
+                continue
             got = [p for p in printed if VERDICT.match(p)]
             for line in shown:
                 if VERDICT.match(line):
@@ -110,7 +151,7 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
                     else:
                         assert hidden(line) in [hidden(p) for p in got], (page.name, command, line, got)
                     compared += 1
-    assert compared, f"{page.name}: no verdict line quoted"
+    assert compared, f"{page.name}: no verdict line or audit report quoted"
     if rewrites:  # TOPICAUDIT_REWRITE_DOCS=1: the page now quotes what ran (review the diff before committing)
         text = page.read_text()
         for old, new in rewrites.items():
