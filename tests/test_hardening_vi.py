@@ -335,7 +335,7 @@ def test_a_user_audit_directory_is_read_only_through_its_manifest(tmp_path, monk
     with pytest.raises(UserError) as refused:
         user_audit.AuditDirectory(audit)
     message = str(refused.value)
-    assert {"manifest-deleted": "manifest.json is missing while", "entry-dropped": "scores.csv is not listed in",
+    assert {"manifest-deleted": "manifest.json is missing, but", "entry-dropped": "scores.csv is not listed in",
             "keyed-no-manifest": "cannot be authenticated"}[case] in message, message
 
 

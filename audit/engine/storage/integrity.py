@@ -87,60 +87,44 @@ def evidence_files(run_dir: Path) -> list[str]:
 
 
 def _verify_manifest(run_dir: Path) -> Protection:
-    found = manifest.read(run_dir)  # with a key: a missing or wrong MAC is refused here
-    path = run_dir / manifest.NAME
-    if found is None:
-        why = manifest_marks(run_dir)
-        if why is not None:
-            raise UserError(f"{path} is missing, but {why}: this run was written by a version of topicaudit that "
-                            "keeps a manifest, and without it none of its files can be verified (it was deleted, "
-                            f"or the directory copied without it); {manifest.RERUN}")
-        key = integrity_key()
-        if key is not None:
-            raise UserError(f"{path} is missing (the layout written before manifests existed), so this run cannot "
-                            f"be authenticated, and an integrity key is configured ({key.source}); set "
-                            f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
-        return Protection(NONE)
-    listed = found.files
-    for name in evidence_files(run_dir):
-        if name not in listed:
-            raise UserError(f"{run_dir / name} is not listed in {path}: the manifest was edited or damaged (or the "
-                            f"file added), so this file cannot be verified; {manifest.RERUN}")
-    for name in VERDICT_FILES:
-        if name in listed and not present(run_dir / name):
-            raise UserError(f"{run_dir / name} is listed in {path} but missing: the run directory was damaged; "
-                            f"rerun the same command to rewrite it, or {manifest.RERUN}")
-    manifest.verify(run_dir, VERDICT_FILES)
-    if found.authenticated:
-        return Protection(HMAC, found.key_id, True)
-    return Protection(SHA256, carries_mac=found.carries_mac)
+    return _verify_listed(run_dir, "run", VERDICT_FILES, evidence_files(run_dir))
 
 
 def verify_audit_directory(path: str | Path, names: list[str]) -> Protection:
-    """A `topicaudit audit` output directory's manifest, as ``verify_run_directory`` holds a run's: the files
-    ``names`` that are present must be listed and have their hashes, the manifest may be missing only in the
-    layout written before manifests existed (and with no integrity key configured). ``report`` had checked
-    only the hashes of listed files: with manifest.json deleted (or an entry dropped from it) an edited
-    audit.json or scores.csv was reported without a word, with an integrity key configured too."""
+    """A `topicaudit audit` output directory's manifest, held as a run's is: the files ``names`` that are present
+    must be listed and match their hashes, and the manifest may be missing only in the layout written before
+    manifests existed (with no integrity key configured). Checking only the listed files' hashes had let an
+    edited audit.json or scores.csv through once manifest.json was deleted or its entry dropped."""
     path = Path(path)
+    return _verify_listed(path, "audit", names, [name for name in names if present(path / name)])
+
+
+def _verify_listed(path: Path, what: str, names, must_be_listed: list[str]) -> Protection:
+    """The directory's manifest (a missing one refused unless the pre-manifest layout, and then only with no key
+    configured): every file of ``must_be_listed`` listed, every listed one of ``names`` present, each of
+    ``names`` matching its hash (and, with a key, the MAC). ``what``: "run" or "audit", for the messages."""
     found = manifest.read(path)  # with a key: a missing or wrong MAC is refused here
     where = path / manifest.NAME
     if found is None:
         why = manifest_marks(path)
         if why is not None:
-            raise UserError(f"{where} is missing while {why}: this audit was written by a version of topicaudit "
+            raise UserError(f"{where} is missing, but {why}: this {what} was written by a version of topicaudit "
                             "that keeps a manifest, and without it none of its files can be verified (it was "
                             f"deleted, or the directory copied without it); {manifest.RERUN}")
         key = integrity_key()
         if key is not None:
-            raise UserError(f"{where} is missing (the layout written before manifests existed), so this audit "
+            raise UserError(f"{where} is missing (the layout written before manifests existed), so this {what} "
                             f"cannot be authenticated, and an integrity key is configured ({key.source}); set "
                             f"{key.turn_off} to read it UNVERIFIED, or {manifest.RERUN}")
         return Protection(NONE)
-    for name in names:
-        if present(path / name) and name not in found.files:
+    for name in must_be_listed:
+        if name not in found.files:
             raise UserError(f"{path / name} is not listed in {where}: the manifest was edited or damaged (or the "
                             f"file added), so this file cannot be verified; {manifest.RERUN}")
+    for name in names:
+        if name in found.files and not present(path / name):
+            raise UserError(f"{path / name} is listed in {where} but missing: the {what} directory was damaged; "
+                            f"rerun the same command to rewrite it, or {manifest.RERUN}")
     manifest.verify(path, names)
     if found.authenticated:
         return Protection(HMAC, found.key_id, True)
