@@ -38,18 +38,24 @@ def strongest_canary_score(results: RunResults) -> str | None:
     return max(scores, key=lambda name: (scores[name].tpr_at_fpr_0_001 or 0, scores[name].auc or 0))
 
 
-def _tpr_sentence(who: str, m: AttackMetrics, members: int, others: int, kind: str) -> str:
+def _rates(m: AttackMetrics) -> tuple[float, float]:
+    """(TPR at 0.1% FPR, AUC): ``attacks.metrics.summarize`` writes both for every attack and canary score."""
+    assert m.tpr_at_fpr_0_001 is not None and m.auc is not None, "summarize writes every metric"
+    return m.tpr_at_fpr_0_001, m.auc
+
+
+def _tpr_sentence(who: str, tpr: float, members: int, others: int, kind: str) -> str:
     allowed = math.floor(0.001 * others)
     budget = (f"{allowed:,} of the {others:,} here" if allowed else f"with {others:,} here: not a single one")
-    found = round(m.tpr_at_fpr_0_001 * members)
+    found = round(tpr * members)
     return (f"set to wrongly accuse at most 1 in 1,000 {kind} that were not trained on ({budget}), {who} "
-            f"correctly picks out {100 * m.tpr_at_fpr_0_001:.2f}% of those that were (about {found:,} of "
+            f"correctly picks out {100 * tpr:.2f}% of those that were (about {found:,} of "
             f"{members:,}).")
 
 
-def _auc_sentence(m: AttackMetrics, kind: str) -> str:
+def _auc_sentence(auc: float, kind: str) -> str:
     return (f"a randomly chosen trained-on {kind[:-1]} scores higher than a randomly chosen other one "
-            f"{100 * m.auc:.1f}% of the time; 50% is guessing, 100% a perfect attack.")
+            f"{100 * auc:.1f}% of the time; 50% is guessing, 100% a perfect attack.")
 
 
 def figure_meanings(results: RunResults, verdict: CheckResult | None = None) -> list[tuple[str, str]]:
@@ -57,19 +63,23 @@ def figure_meanings(results: RunResults, verdict: CheckResult | None = None) -> 
     out = []
     name = headline_attack(results)
     if name is not None:
-        m, target = results.attacks[name], results.target
+        (tpr, auc), target = _rates(results.attacks[name]), results.target
         members = int(target.n_members or 0)
         others = int((results.corpus.n_docs or 0) - members) if results.corpus is not None else 0
         marked = f"{name}, the recommended attack" if name == recommended_attack(max(results.n_shadows, 1)) else name
-        out.append((f"TPR {100 * m.tpr_at_fpr_0_001:.2f}% at 0.1% FPR ({marked})",
-                    _tpr_sentence("the attack", m, members, others, "documents")))
-        out.append((f"AUC {m.auc:.3f} ({name})", _auc_sentence(m, "documents")))
+        out.append((f"TPR {100 * tpr:.2f}% at 0.1% FPR ({marked})",
+                    _tpr_sentence("the attack", tpr, members, others, "documents")))
+        out.append((f"AUC {auc:.3f} ({name})", _auc_sentence(auc, "documents")))
     canary = strongest_canary_score(results)
     if canary is not None:
         c = results.canaries
-        m = c.scores[canary]
-        out.append((f"canary TPR {100 * m.tpr_at_fpr_0_001:.2f}% at 0.1% FPR ({canary} score)",
-                    _tpr_sentence(f"the {canary} score", m, int(c.members), int(c.count - c.members), "canaries")))
+        # a canary score exists only in a canary audit's record, which states its count and members
+        assert c is not None and c.scores is not None and c.count is not None and c.members is not None
+        canary_tpr = c.scores[canary].tpr_at_fpr_0_001
+        assert canary_tpr is not None, "summarize writes every metric"
+        out.append((f"canary TPR {100 * canary_tpr:.2f}% at 0.1% FPR ({canary} score)",
+                    _tpr_sentence(f"the {canary} score", canary_tpr, int(c.members), int(c.count - c.members),
+                                  "canaries")))
     if verdict is not None:
         bound, level = verdict.epsilon_lower_bound, confidence(verdict.alpha)
         if not math.isfinite(bound):

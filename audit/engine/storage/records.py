@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
@@ -272,14 +272,21 @@ def _top_level(annotation: str) -> list[str]:
     return parts
 
 
-class JsonView(Mapping):
-    """A record read as the JSON mapping it writes (``results["target"]["k"]``), read-only."""
+class _Writes(Protocol):
+    """What JsonView needs of the record it is mixed into."""
 
-    def __getitem__(self, key: str) -> Any:
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class JsonView(Mapping):
+    """A record read as the JSON mapping it writes (``results["target"]["k"]``), read-only; mixed into a
+    ``Record`` (its ``to_json``)."""
+
+    def __getitem__(self: _Writes, key: str) -> Any:
         return self.to_json()[key]
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self: _Writes) -> Iterator[str]:
         return iter(self.to_json())
 
-    def __len__(self) -> int:
+    def __len__(self: _Writes) -> int:
         return len(self.to_json())
