@@ -291,13 +291,14 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         user_audit.AuditDirectory(audits[0])  # finished and intact, or one message saying why not
         collection = None
         output = Path(output) if output is not None else audits[0] / "report"
+        read_from = audits
     else:
-        collection = collect(given, compare_vocabularies=compare_vocabularies)
+        collection = collect(list(given), compare_vocabularies=compare_vocabularies)  # (a list of str | Path)
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
+        read_from = [*collection.inputs, *(run.path for run in collection.runs)]
     # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
-    manifest.refuse_over_read_names(output, audits or [*collection.inputs, *(run.path for run in collection.runs)],
-                                    "-o/--output")
+    manifest.refuse_over_read_names(output, read_from, "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")
     # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
@@ -375,8 +376,8 @@ def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, sh
     ledger_section.add(Definitions([(heading, meaning) for _, heading, meaning in ledger.COLUMNS]))
     multiple = len(collection.groups) > 1
     if not multiple and len(collection.runs) > 1:  # one value, several replicates: their mean ± sd here
-        headers, rows = ledger.group_summary(collection)
-        ledger_section.add(Table(headers, rows, "Mean ± standard deviation over the replicates"))
+        headers, summary_rows = ledger.group_summary(collection)
+        ledger_section.add(Table(headers, summary_rows, "Mean ± standard deviation over the replicates"))
     sections = [_verdict_section(collection)]
     progress = Progress("report sections", len(collection.groups) + multiple, quiet=quiet)
     if multiple and all(_natural(run) for run in collection.runs):

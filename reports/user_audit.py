@@ -164,7 +164,7 @@ def _score_cell(row: dict[str, Any], by: str) -> str:
     return ("> 1e6" if value > 0 else "< -1e6") if abs(value) >= 1e6 else f"{value:.3f}"
 
 
-def _beyond_cell(value: float) -> str:
+def _beyond_cell(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "–"
     return "100%" if value >= 1 else f"{100 * value:.1f}%"
@@ -247,7 +247,7 @@ def compose(path: Path, figs, top: int = 20, show_text: bool = False) -> Report:
         items += [("what the figure rests on", exposure["uncertainty"] + "."),
                   ("what it describes", exposure["meaning"][:1].upper() + exposure["meaning"][1:] + "."),
                   ("levels", LEVEL_RULE + ".")]
-    if attack:
+    if attack and r.ranking is not None:  # (attack is the ranking's)
         items.append(("ranking", f"by {attack}: {RANKINGS.get(attack, attack)}, strongest evidence first"
                                  + (" (the attack recommended for this number of shadow models)"
                                     if r.ranking.recommended else "")))
@@ -269,14 +269,15 @@ def compose(path: Path, figs, top: int = 20, show_text: bool = False) -> Report:
                f"log10 {by}" if log_scale else str(by), "> reference", "ζ your model", "mean ζ IN", "mean ζ OUT",
                *(["text"] if show_text else [])]
     body = []
-    examples = []
+    examples: list[dict[str, Any]] = []
     for i in range(shown):
+        assert by is not None, "every audit.json ranks its candidates (engine/audit.py writes its ranking)"
         row = {name: values[i] for name, values in table.items()}
         c = int(row["candidate"])
         cells = [str(int(row["rank"])), str(c), *([str(row["id"])] if with_id else []), str(int(row["n_tokens"])),
                  _score_cell(row, by), _beyond_cell(row.get("beyond_reference"))]
         j = row_of.get(c)
-        if j is not None:
+        if stats is not None and j is not None:  # (row_of is empty without stats)
             inside = stats["shadow_in"][:, j].astype(bool)
             zeta = stats["shadow_zeta"][:, j]
             cells += [f"{stats['model_zeta'][j]:.2f}", f"{zeta[inside].mean():.2f}" if inside.any() else "–",
@@ -304,6 +305,7 @@ def compose(path: Path, figs, top: int = 20, show_text: bool = False) -> Report:
     figures = Section("Figures", anchor="figures")
     arrays = audit.arrays("exposure.npz", ("score", "is_member"))
     if arrays is not None and len(arrays["score"]):
+        assert attack is not None, "an audit that wrote exposure.npz ranked its candidates by that attack"
         figures.add(figs.add(
             draw_exposure_roc(exposure_roc_data(arrays), attack), "exposure-roc",
             "The attack on models trained like yours",

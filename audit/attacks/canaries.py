@@ -115,12 +115,22 @@ class CanarySet:
         """The fresh column of each unique-word, word or paired canary (its heads word; None for other kinds)."""
         if self.kind not in ("unique-word", "word", "paired", "paired-word", "threshold"):
             return None
-        return self.n_corpus_words + self.ids
+        return self._heads_words
 
     @property
     def alternate_words(self) -> np.ndarray | None:
         """A paired canary's tails word (None for other kinds)."""
-        return self.n_corpus_words + self.count + self.ids if self.kind in PAIRED_KINDS else None
+        return self._tails_words if self.kind in PAIRED_KINDS else None
+
+    @property
+    def _heads_words(self) -> np.ndarray:
+        """Column n_corpus_words + i for canary i: its fresh word, for the kinds that have one (``words``)."""
+        return self.n_corpus_words + self.ids
+
+    @property
+    def _tails_words(self) -> np.ndarray:
+        """The fresh columns after the heads words: the paired kinds' tails words (``alternate_words``)."""
+        return self.n_corpus_words + self.count + self.ids
 
     @property
     def word_level(self) -> bool:
@@ -143,17 +153,19 @@ class CanarySet:
         fixed = sp.hstack([X[self.fixed_rows], sp.csr_matrix((self.fixed_rows.size, self.n_columns - X.shape[1]))],
                           format="csr")
         if self.kind == "word":
-            inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self.words[coins])),
+            inserted = sp.csr_matrix((np.ones(int(coins.sum())), (self.hosts[coins], self._heads_words[coins])),
                                      shape=fixed.shape)
             return (fixed + inserted).tocsr()
         if self.kind == "paired-word":  # the host holds one token of the heads word or of the tails word
-            words = np.where(coins, self.words, self.alternate_words)
+            words = np.where(coins, self._heads_words, self._tails_words)
             return (fixed + sp.csr_matrix((np.ones(self.count), (self.hosts, words)), shape=fixed.shape)).tocsr()
         if self.kind == "paired":
+            assert self.alternates is not None, "make_canaries gives the paired kinds their tails documents"
             return sp.vstack([fixed, self.documents[coins], self.alternates[~coins]], format="csr")
         if self.kind == "threshold":
+            assert self.anchors is not None, "make_canaries gives the threshold kind its anchor counts"
             rows = np.repeat(np.arange(self.count), self.anchors)
-            anchors = sp.csr_matrix((np.ones(rows.size), (np.arange(rows.size), self.words[rows])),
+            anchors = sp.csr_matrix((np.ones(rows.size), (np.arange(rows.size), self._heads_words[rows])),
                                     shape=(rows.size, self.n_columns))
             return sp.vstack([fixed, anchors, self.documents[coins]], format="csr")
         return sp.vstack([fixed, self.documents[coins]], format="csr")
@@ -301,12 +313,12 @@ def _threshold_rows(n_words: int, count: int, length: int) -> sp.csr_matrix:
     """
     odd = np.arange(1, count, 2)
     extra = max(0, length - 1)
-    cols = [n_words + np.arange(count)]
-    rows = [np.arange(count)]
+    col_parts = [n_words + np.arange(count)]
+    row_parts = [np.arange(count)]
     if extra:
-        cols.append(n_words + count + np.arange(odd.size * extra))
-        rows.append(np.repeat(odd, extra))
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
+        col_parts.append(n_words + count + np.arange(odd.size * extra))
+        row_parts.append(np.repeat(odd, extra))
+    rows, cols = np.concatenate(row_parts), np.concatenate(col_parts)
     return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(count, n_words + count + odd.size * extra))
 
 
@@ -332,9 +344,11 @@ def canary_scores(release: Release, canaries: CanarySet, tol: float = 1e-8) -> d
     words = canaries.words
     if words is not None:
         scores["column"] = _column(phi, released, words)
+    alternate_words = canaries.alternate_words
     if canaries.alternates is not None:  # paired: evidence for heads minus evidence for tails
+        assert alternate_words is not None, "the paired kinds, the ones with alternates, have tails words"
         scores["zeta"] = scores["zeta"] - _zeta(phi, released, canaries.alternates, tol)
-        scores["column"] = scores["column"] - _column(phi, released, canaries.alternate_words)
+        scores["column"] = scores["column"] - _column(phi, released, alternate_words)
     return scores
 
 

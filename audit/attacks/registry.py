@@ -92,6 +92,19 @@ class AttackInputs:
             have.discard("population")
         return frozenset(have)
 
+    @property
+    def needed_n_tokens(self) -> np.ndarray:
+        """``n_tokens``, for an attack that needs it (compute_attacks scores an attack only when ``provides``
+        holds what it needs)."""
+        assert self.n_tokens is not None, "an attack that needs n_tokens is scored only when it is given"
+        return self.n_tokens
+
+    @property
+    def needed_population(self) -> Population:
+        """``population``, for an attack that needs it (as ``needed_n_tokens``)."""
+        assert self.population is not None, "an attack that needs the population is scored only when it is given"
+        return self.population
+
     @cached_property
     def features(self) -> np.ndarray | None:
         """The documents' word-count features (shrunk variances' prior, quantile regression), once."""
@@ -124,11 +137,12 @@ def _threshold(stat: str) -> Callable[[AttackInputs], np.ndarray]:
 
 
 def _rmia(online: bool) -> Callable[[AttackInputs], np.ndarray]:
-    return lambda i: rmia_scores(i.zeta, i.shadow_zeta, i.shadow_in, i.n_tokens, online=online)[0]
+    return lambda i: rmia_scores(i.zeta, i.shadow_zeta, i.shadow_in, i.needed_n_tokens, online=online)[0]
 
 
 def _rmia_population(i: AttackInputs) -> np.ndarray:
-    ratio = rmia_scores(*i.population, online=True)[0]
+    p = i.needed_population
+    ratio = rmia_scores(p.zeta, p.shadow_zeta, p.shadow_in, p.n_tokens, online=True)[0]
     return population_scores(i.score("rmia_online"), ratio)
 
 
