@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from topicaudit.targets.base import declared_mechanism
+from topicaudit.targets.base import Learner, VocabularyStep, declared_mechanism
 from topicaudit.targets.mechanisms import Recorder
 from topicaudit.targets.privacy.dp_svi_accounting import calibrate_noise_multiplier
 
@@ -187,6 +187,9 @@ class _Restate:
 class BrokenLearner(_Planted):
     """A learner whose mechanism carries a planted bug while it claims the correct learner's guarantee."""
 
+    claimed: Learner
+    buggy: Learner
+
     def __init__(self, learner, bug: str, factor: float | None = None):
         name = type(learner).__name__
         self.claimed = learner
@@ -256,6 +259,9 @@ VOCABULARY_BUGS = {
 
 class BrokenVocabulary(_Planted):
     """A DP vocabulary step with a planted bug that claims the correct step's guarantee."""
+
+    claimed: VocabularyStep
+    buggy: VocabularyStep
 
     def __init__(self, step, bug: str):
         name = type(step).__name__

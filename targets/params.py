@@ -45,7 +45,7 @@ def integer(name: str, value, minimum: int = 1):
     count (iterations, passes, a length), and 10**21 reached NumPy as "Maximum allowed dimension exceeded"."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum} (got {value!r})")
-    if value > MAX_INTEGER:
+    if int(value) > MAX_INTEGER:  # (typeshed's numbers.Integral has no __gt__)
         raise ValueError(f"{name} must be an integer ≤ 2**31 − 1 = {MAX_INTEGER} (got {value!r}); it is a count, "
                          "and no fit needs more")
     return value

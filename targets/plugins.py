@@ -20,6 +20,7 @@ import json
 import math
 import pickle
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,7 @@ def class_path(cls: type) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _distributions(search_path: tuple[str, ...]) -> dict[str, list[str]]:
+def _distributions(search_path: tuple[str, ...]) -> Mapping[str, list[str]]:
     """Top-level import names → their distributions (a quarter second to scan, so once per ``sys.path``)."""
     return metadata.packages_distributions()
 

@@ -115,9 +115,11 @@ def standard_streams() -> None:
                                          encoding="utf-8", errors="backslashreplace"))
     # An ASCII standard output (PYTHONIOENCODING=ascii, a CI console) could not take "ε" or "≥": every verdict
     # line was "could not be printed" (UnicodeEncodeError), only recorded. Escaped instead, as stderr is.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)  # a TextIOWrapper's; not every stream has it
     try:
-        sys.stdout.reconfigure(errors="backslashreplace")
-    except (AttributeError, OSError, ValueError):
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    except (OSError, ValueError):
         pass
 
 
@@ -234,6 +236,7 @@ def _wait(pid: int) -> tuple[int, bool]:
     then SIGKILL after KILL_GRACE), so a first interrupt always ends the command within a bounded time."""
     watched = _WATCHED
     interrupted, deadline, forced = False, None, None
+    info: signal.struct_siginfo | None  # sigtimedwait's is None when it timed out
     while True:
         if deadline is None:
             info = signal.sigwaitinfo(watched)

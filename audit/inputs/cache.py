@@ -112,7 +112,7 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
     """``load()``'s corpus, read from the cache when an intact entry has this key, else loaded and stored."""
     directory = cache_directory()
     key = cache_key(path, format, settings) if directory is not None else None
-    if key is None:
+    if directory is None or key is None:
         return load()
     entry = directory / "corpora" / f"{key}.npz"
     found = read_entry(entry, key)
@@ -184,7 +184,7 @@ def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, st
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
+            np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stubs: no key here is allow_pickle
         os.replace(tmp, entry)
     except OSError:
         if tmp is not None:

@@ -34,6 +34,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.bertopic_model import is_bertopic_pickle
 from topicaudit.inputs.files import open_regular
 from topicaudit.inputs.isolation import Damaged, Limits, describe, run_isolated
+from topicaudit.inputs.sklearn_model import memo_index
 from topicaudit.memory import available_memory
 from topicaudit.targets.optional import require
 
@@ -126,9 +127,9 @@ def literal_pickle(data: bytes) -> Any:
             elif name == "MEMOIZE":
                 memo[len(memo)] = stack[-1]
             elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
-                memo[arg] = stack[-1]
+                memo[memo_index(arg)] = stack[-1]
             elif name in ("BINGET", "LONG_BINGET", "GET"):
-                stack.append(memo[arg])
+                stack.append(memo[memo_index(arg)])
             elif name == "SETITEM":
                 value, key = stack.pop(), stack.pop()
                 _add(stack[-1], [key, value])

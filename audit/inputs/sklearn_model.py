@@ -167,9 +167,9 @@ def read_settings(raw: bytes) -> tuple[SklearnSettings | None, str | None]:
             elif name == "MEMOIZE":
                 memo[len(memo)] = stack[-1]
             elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
-                memo[int(arg)] = stack[-1]
+                memo[memo_index(arg)] = stack[-1]
             elif name in ("BINGET", "LONG_BINGET", "GET"):
-                stack.append(memo[int(arg)])
+                stack.append(memo[memo_index(arg)])
             elif name == "SETITEM":
                 value, key = stack.pop(), stack.pop()
                 if isinstance(stack[-1], dict):
@@ -247,6 +247,14 @@ def read_settings(raw: bytes) -> tuple[SklearnSettings | None, str | None]:
         if not finished and (fitted or isinstance(value, _Global)):
             break  # what follows may be the parts of an object still being built when the walk stopped
     return found, None
+
+
+def memo_index(arg: Any) -> int:
+    """A memo opcode's index (PUT, GET and their binary forms: genops reads an int for each); a TypeError, as a
+    stream the walk does not follow, when there is none."""
+    if arg is None:
+        raise TypeError("a memo opcode without an index")
+    return int(arg)
 
 
 def _hashable(value: Any) -> bool:

@@ -179,7 +179,7 @@ def random_start(X, k: int, rng: np.random.Generator) -> GibbsStart:
     X = sp.csr_matrix(X)
     n_docs, n_words = X.shape
     doc, word = tokens_from_counts(X)
-    z = rng.integers(0, k, doc.shape[0]).astype(np.int32)
+    z = rng.integers(0, k, size=doc.size).astype(np.int32)  # (doc is 1-D: size == shape[0])
     ndk = np.zeros((n_docs, k), dtype=np.int32)
     nwk = np.zeros((n_words, k), dtype=np.int32)
     nk = np.zeros(k, dtype=np.int32)

@@ -7,12 +7,24 @@ itself, for checking that the port changes nothing in an audit.
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.params import choice, integer, non_negative, positive
 from topicaudit.targets.learners.vb_lda import fit_lda_sklearn, fit_lda_vb
+
+
+class _Settings(TypedDict):
+    """The settings both backends take."""
+
+    doc_topic_prior: float | None
+    topic_word_prior: float | None
+    max_iter: int
+    mean_change_tol: float
+    max_doc_update_iter: int
 
 
 class VariationalLDA:
@@ -63,16 +75,17 @@ class VariationalLDA:
 
     def fit(self, X: sp.csr_matrix, seed: int) -> np.ndarray:
         """Φ (k × n_words, float32, rows on the simplex) learned from X's rows."""
-        common = dict(doc_topic_prior=self.doc_topic_prior, topic_word_prior=self.topic_word_prior,
-                      max_iter=self.max_iter, mean_change_tol=self.mean_change_tol,
-                      max_doc_update_iter=self.max_doc_update_iter)
+        common: _Settings = {"doc_topic_prior": self.doc_topic_prior, "topic_word_prior": self.topic_word_prior,
+                             "max_iter": self.max_iter, "mean_change_tol": self.mean_change_tol,
+                             "max_doc_update_iter": self.max_doc_update_iter}
         if self.backend == "compiled":
             components = fit_lda_vb(X, self.k, seed, **common)
+        elif self.learning_method == "batch":
+            components = fit_lda_sklearn(X, self.k, seed, **common)
         else:
-            online = {} if self.learning_method == "batch" else dict(
-                learning_method="online", learning_decay=self.learning_decay, learning_offset=self.learning_offset,
-                batch_size=self.batch_size, total_samples=self.total_samples)
-            components = fit_lda_sklearn(X, self.k, seed, **common, **online)
+            components = fit_lda_sklearn(
+                X, self.k, seed, **common, learning_method="online", learning_decay=self.learning_decay,
+                learning_offset=self.learning_offset, batch_size=self.batch_size, total_samples=self.total_samples)
         return (components / components.sum(axis=1, keepdims=True)).astype(np.float32)
 
     def guarantee(self) -> Guarantee:

@@ -79,8 +79,9 @@ def randomize_presence(presence: np.ndarray, p: float, rng: np.random.Generator)
     return presence ^ flip
 
 
-def estimate_counts(c: np.ndarray, n: int, p: float) -> np.ndarray:
-    """Step 2: f̂_v = (c_v − n(1 − p))/(2p − 1), unbiased for the true presence counts."""
+def estimate_counts(c: np.ndarray | int, n: int, p: float) -> np.ndarray:
+    """Step 2: f̂_v = (c_v − n(1 − p))/(2p − 1), unbiased for the true presence counts (c: each word's count of
+    received ones, or one word's)."""
     return (np.asarray(c, dtype=np.float64) - n * (1.0 - p)) / (2.0 * p - 1.0)
 
 
@@ -107,13 +108,13 @@ def reconstruct(received: np.ndarray, p: float, rng: np.random.Generator) -> sp.
     """
     received = np.asarray(received, dtype=bool)
     n, V = received.shape
-    rows, cols = [], []
+    row_parts, col_parts = [], []
     for v in range(V):
         r = _adjust_column(received[:, v], p, rng)
-        rows.append(r)
-        cols.append(np.full(r.size, v, dtype=np.int64))
-    rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+        row_parts.append(r)
+        col_parts.append(np.full(r.size, v, dtype=np.int64))
+    rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
+    cols = np.concatenate(col_parts) if col_parts else np.zeros(0, dtype=np.int64)
     return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, V))
 
 
@@ -159,12 +160,14 @@ class LocallyPrivateLDA:
     def keep_probability(self) -> float:
         if self.p is not None:
             return float(self.p)
+        assert self.epsilon is not None, "__init__ takes exactly one of p and epsilon"
         return 1.0 / (1.0 + math.exp(-self.epsilon))
 
     @property
     def epsilon_per_word(self) -> float:
         if self.epsilon is not None:
             return float(self.epsilon)
+        assert self.p is not None, "__init__ takes exactly one of p and epsilon"
         return math.log(self.p / (1.0 - self.p))
 
     # The users' keep probability; only the test-only bug variants (targets/bug_variants.py) set it apart

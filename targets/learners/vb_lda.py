@@ -260,7 +260,7 @@ def _check_random_state(seed) -> np.random.RandomState:
     if seed is None or seed is np.random:
         return np.random.mtrand._rand
     if isinstance(seed, numbers.Integral):
-        return np.random.RandomState(seed)
+        return np.random.RandomState(int(seed))  # (numpy's stubs do not take numbers.Integral; same seed)
     if isinstance(seed, np.random.RandomState):
         return seed
     raise ValueError(f"{seed!r} cannot be used to seed a numpy.random.RandomState")

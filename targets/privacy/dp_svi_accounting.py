@@ -287,6 +287,8 @@ def advanced_composition_epsilon(noise_multiplier: float, sampling_rate: float, 
         eps = _advanced(eps0, steps, slack)
         if best is None or eps < best[0]:
             best = (eps, eps0, delta0, slack)
+    # every split has slack = δ − Jδ0 ≥ (1 − f)δ > 0 (δ0 = q·δ_gaussian), so the grid's first one sets best
+    assert best is not None, f"no split of δ left slack (n_splits = {n_splits})"
     eps, eps0, delta0, slack = best
     return PrivacySpent(eps, slack + steps * delta0, _NAMES["advanced"],
                         details={"epsilon_step": eps0, "delta_step": delta0, "delta_slack": slack})

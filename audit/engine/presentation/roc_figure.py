@@ -60,7 +60,7 @@ def roc_data(title: str, scores: Mapping[str, np.ndarray], results: RunResults, 
     labels = np.asarray(scores["is_member"], dtype=bool)
     curves = {name: roc_curve(scores[name], labels)[:2] for name in attacks}
     floor = roc_floor(labels)
-    claim = claim_of(results)
+    claim = claim_of(results.to_json())
     boundary = None
     if claim is not None and claim.document_level:
         grid = np.logspace(np.log10(floor), 0, 400)
@@ -109,6 +109,7 @@ def chance(ax, floor: float):
 
 def draw_claim(ax, claim: Claim | None, boundary, floor: float):
     if boundary is not None:
+        assert claim is not None, "a boundary is the claim's (roc data sets one only with a claim)"
         grid, bound = boundary
         ax.fill_between(grid, np.maximum(bound, floor), 1.05, color=REGION_COLOR, alpha=0.12, lw=0,
                         label=claim.label())

@@ -19,6 +19,7 @@ def summary_table(results: RunResults, verdict: tuple[CheckResult, bool] | None 
     ceiling printed are ``check``'s own; without it no bound is printed.
     """
     target, guarantee, corpus = results.target, results.target.guarantee, results.corpus
+    assert corpus is not None, "every run writes its corpus (engine/run.py)"
     claim = "none" if guarantee.epsilon is None else f"{guarantee.epsilon:g}"
     if guarantee.epsilon is not None and guarantee.adjacency:
         claim += f" ({guarantee.adjacency}-level, {guarantee.basis})"
