@@ -90,7 +90,8 @@ def guarantee_from_json(data: dict[str, Any]) -> Guarantee:
     epsilon = data.get("epsilon")
     event = data.get("event")
     return Guarantee(epsilon=math.inf if epsilon is None else float(epsilon), delta=float(data.get("delta") or 0.0),
-                     adjacency=data.get("adjacency"), basis=data.get("basis", Basis.NONE), accountant=data.get("accountant"),
+                     adjacency=data.get("adjacency"), basis=data.get("basis", Basis.NONE),
+                     accountant=data.get("accountant"),
                      parameters=dict(data.get("parameters") or {}),
                      event=None if event is None else event_from_json(event),
                      # written before the field: DP-CGS stated it in its parameters
