@@ -29,7 +29,7 @@ from topicaudit.attacks.ranking import RANKINGS
 from topicaudit.engine.storage.integrity import verify_audit_directory
 from topicaudit.engine.audit import load_audit_inputs, settings_line
 from topicaudit.engine.configuration.config import AuditConfig, config_from_dict, config_hash
-from topicaudit.engine.storage.results import AuditResults
+from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.presentation.roc_figure import chance, corners, loglog, new_figure, roc_floor
 from topicaudit.engine.storage.rundir import read_arrays
 from topicaudit.errors import UserError

@@ -50,8 +50,9 @@ from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audi
 from topicaudit.engine.execution.experiment import Experiment, execute
 from topicaudit.engine.storage.lock import writer_lock
 from topicaudit.engine.execution.plan import make_plan
-from topicaudit.engine.storage.results import AuditLearner, AuditRanking, AuditResults, GuaranteeInfo
-from topicaudit.engine.storage.rundir import USER_AUDIT_SCHEMA, RunDirectory, atomic_write_text, scores_csv
+from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
+from topicaudit.engine.storage.results import GuaranteeInfo
+from topicaudit.engine.storage.rundir import RunDirectory, atomic_write_text, scores_csv
 from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus

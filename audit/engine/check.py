@@ -31,7 +31,7 @@ from topicaudit.engine.configuration.config import Config, config_from_dict, loa
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
 from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
-from topicaudit.engine.storage.results import CheckResult
+from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries

@@ -45,7 +45,8 @@ from topicaudit.bounds.verdict import (
     guess_family,
     judge,
 )
-from topicaudit.engine.storage.results import CURVE, DELTA_TAIL, CheckResult, GuaranteeInfo, MechanismInfo, RunResults
+from topicaudit.engine.storage.check_result import CURVE, DELTA_TAIL, CheckResult
+from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
 from topicaudit.targets.mechanisms import MECHANISMS, SetUnion
 from topicaudit.targets.plugins import import_recorded

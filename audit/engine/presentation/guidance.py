@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 
 from topicaudit.attacks.registry import recommended_attack
-from topicaudit.engine.storage.results import AttackMetrics, CheckResult, RunResults, ceiling_remedy, confidence
+from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence
+from topicaudit.engine.storage.results import AttackMetrics, RunResults
 from topicaudit.engine.verdict import TARGET_POWER
 
 

@@ -51,8 +51,7 @@ from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.validation import check_synthetic
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.engine.storage.lock import NAME as NAME_OF_LOCK, holds_only_the_lock
-# The schemas live with the records; the audit front end (engine/audit.py) takes its schema from here.
-from topicaudit.engine.storage.results import RESULTS_SCHEMA, USER_AUDIT_SCHEMA, RunResults  # noqa: F401
+from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError
 from topicaudit.inputs import files
 from topicaudit.inputs.cache import cached_corpus
