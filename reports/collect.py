@@ -33,7 +33,8 @@ from topicaudit.engine.configuration.config import config_from_dict, config_hash
 from topicaudit.engine.storage.integrity import verify_run_directory
 from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA
 from topicaudit.engine.storage.results import CorpusInfo, RunResults
-from topicaudit.engine.storage.rundir import load_audit_corpus, read_arrays, read_json, read_run_toml
+from topicaudit.engine.storage.bounded_read import read_arrays, read_json, read_run_toml
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.sweep import load_sweep
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint

@@ -31,7 +31,7 @@ from topicaudit.engine.audit import load_audit_inputs, settings_line
 from topicaudit.engine.configuration.config import AuditConfig, config_from_dict, config_hash
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.presentation.roc_figure import chance, corners, loglog, new_figure, roc_floor
-from topicaudit.engine.storage.rundir import read_arrays
+from topicaudit.engine.storage.bounded_read import read_arrays
 from topicaudit.errors import UserError
 from topicaudit.reports.document import Definitions, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.figures import IN_COLOR, OUT_COLOR, _overlap_legend, tpr_at

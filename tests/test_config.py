@@ -7,7 +7,7 @@ from topicaudit.engine.configuration.config import (AuditConfig, Config, ModelCo
                                       run_config, validate)
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
-from topicaudit.engine.storage.rundir import load_audit_corpus
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 
 
 def test_a_full_config_file_loads_and_relative_corpus_paths_follow_the_file(tmp_path):

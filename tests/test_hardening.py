@@ -216,7 +216,7 @@ HOSTILE_CELLS = [
 
 def test_scores_csv_keeps_every_cell_in_its_cell():
     from topicaudit.attacks.ranking import SCORE_COLUMNS
-    from topicaudit.engine.storage.rundir import scores_csv
+    from topicaudit.engine.storage.scores_csv import scores_csv
 
     rows = [{**{c: 0.5 for c in SCORE_COLUMNS}, "rank": i + 1, "candidate": i, "id": f"doc{i}", "n_tokens": 3,
              "text": text} for i, text in enumerate(HOSTILE_CELLS)]
@@ -404,7 +404,7 @@ def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path):
-    from topicaudit.engine.storage.rundir import atomic_write_bytes
+    from topicaudit.engine.storage.durable_write import atomic_write_bytes
 
     path = tmp_path / "plan.npz"
     path.write_bytes(b"old")

@@ -241,7 +241,7 @@ def test_a_latin1_file_name_in_a_folder_corpus_is_a_printable_id(tmp_path):
 
 def test_scores_csv_of_a_surrogate_corpus_is_utf8(tmp_path):
     from topicaudit.attacks.ranking import SCORE_COLUMNS
-    from topicaudit.engine.storage.rundir import scores_csv
+    from topicaudit.engine.storage.scores_csv import scores_csv
 
     path = tmp_path / "c.json"
     path.write_text('{"text": ["cats \\ud800 dogs"]}')
@@ -336,7 +336,7 @@ def test_a_gzip_bomb_is_stopped_at_its_cap():
 
 
 def test_run_directory_arrays_are_read_with_their_sizes_checked(tmp_path):
-    from topicaudit.engine.storage.rundir import read_arrays
+    from topicaudit.engine.storage.bounded_read import read_arrays
 
     path = tmp_path / "scores.npz"
     deflate_bomb(path, (2, 4), 16 << 20)
@@ -380,7 +380,7 @@ def test_a_fifo_as_phi_is_refused_at_once(tmp_path, fifo):
 
 
 def test_a_fifo_as_results_json_is_refused_at_once(tmp_path, fifo):
-    from topicaudit.engine.storage.rundir import read_json
+    from topicaudit.engine.storage.bounded_read import read_json
     from topicaudit.reports.collect import read_run
 
     run = tmp_path / "run"
@@ -484,7 +484,7 @@ def test_bidi_marks_and_separators_are_shown_as_code_points(char):
 
 @pytest.mark.parametrize("lead", ["\x0b", "\x0c", "\u2028", "\u2029", "\x85", "\u00a0", " \u200b", "\ufeff"])
 def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
-    from topicaudit.engine.storage.rundir import csv_cell
+    from topicaudit.engine.storage.scores_csv import csv_cell
 
     cell = csv_cell(f"{lead}=HYPERLINK(\"http://x\")")
     # the quote comes first, or right after a leading break (which the break rule quotes after)
@@ -494,7 +494,7 @@ def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
 
 @pytest.mark.parametrize("separator", ["\x0b", "\u2028", "\u2029", "\x85"])
 def test_a_formula_after_any_kind_of_line_break_inside_a_cell_is_quoted(separator):
-    from topicaudit.engine.storage.rundir import csv_cell
+    from topicaudit.engine.storage.scores_csv import csv_cell
 
     assert csv_cell(f"id{separator}=1+1") == f"id{separator}'=1+1"
     assert csv_cell("a-b") == "a-b"

@@ -11,7 +11,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.storage.rundir import atomic_write_text
+from topicaudit.engine.storage.durable_write import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 

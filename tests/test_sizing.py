@@ -129,7 +129,7 @@ class Sleeper:
 def test_the_fit_time_follows_how_the_learners_cost_grows_with_its_tokens():
     """A cost set by steps (DP-SVI) is not scaled by tokens; a cost per token (DP-CGS's sweeps) is."""
     X = config_from_dict(DP_CGS)
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     corpus = load_audit_corpus(X)
     tokens = float(corpus.X.sum())
     steps, how = _fit_time(Sleeper(0.0, 0.05), corpus.X, 0)

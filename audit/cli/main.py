@@ -30,7 +30,7 @@ from topicaudit.cli import supervisor
 from topicaudit.engine.execution import parallel, phases
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
-from topicaudit.engine.storage.rundir import disk_full
+from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,

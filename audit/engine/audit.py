@@ -52,7 +52,9 @@ from topicaudit.engine.storage.lock import writer_lock
 from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
 from topicaudit.engine.storage.results import GuaranteeInfo
-from topicaudit.engine.storage.rundir import RunDirectory, atomic_write_text, scores_csv
+from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.storage.rundir import RunDirectory
+from topicaudit.engine.storage.scores_csv import scores_csv
 from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus

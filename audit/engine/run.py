@@ -59,8 +59,10 @@ from topicaudit.engine.storage.results import (
 )
 from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
-from topicaudit.engine.storage.rundir import (RunDirectory, atomic_write_bytes, load_audit_corpus, read_results,
-                                            read_run_toml)
+from topicaudit.engine.storage.bounded_read import read_results, read_run_toml
+from topicaudit.engine.storage.durable_write import atomic_write_bytes
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
+from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError

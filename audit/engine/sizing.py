@@ -50,7 +50,8 @@ from topicaudit.bounds.epsilon import Method
 from topicaudit.bounds.verdict import VALID_BOUNDS
 from topicaudit.engine.configuration.config import Config, validate
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
-from topicaudit.engine.storage.rundir import atomic_write_text, load_audit_corpus
+from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.run import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.verdict import (
