@@ -23,7 +23,7 @@ from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, 
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.engine.storage.bounded_read import read_json
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
-from topicaudit.engine.verdict import TARGET_POWER
+from topicaudit.engine.power import TARGET_POWER
 from topicaudit.errors import UserError
 
 # What each family of tests observed, by the prefix of its name in CheckResult.bounds.

@@ -24,7 +24,8 @@ from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
-from topicaudit.engine.verdict import ClaimShape, simulated_power
+from topicaudit.engine.claim_tests import ClaimShape
+from topicaudit.engine.power import simulated_power
 from topicaudit.engine.storage.rundir import transcript_from_arrays
 from topicaudit.engine.storage.results import MechanismInfo
 from topicaudit.engine.configuration.config import config_from_dict

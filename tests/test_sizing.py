@@ -12,7 +12,7 @@ from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.configuration.config import config_from_dict
 from topicaudit.engine.sizing import Sizing, _fit_time, parse_budget, size_canaries
-from topicaudit.engine.verdict import nice_count
+from topicaudit.engine.power import nice_count
 from topicaudit.errors import UserError
 
 DP_CGS = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all"},

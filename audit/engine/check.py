@@ -37,7 +37,8 @@ from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.bounded_read import read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
-from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
+from topicaudit.engine.power import TARGET_POWER
+from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present, read_once
 

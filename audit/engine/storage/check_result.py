@@ -98,9 +98,9 @@ class CheckResult:
     canaries_for_power : when the simulated power against a 2× weaker mechanism is below ``power`` (95%):
         the canary ``count`` whose simulated power reaches it (and that power, ``simulated``), or the largest
         count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
-        limits came first (``engine.verdict.canaries_for_power``).
+        limits came first (``engine.power.canaries_for_power``).
     sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
-    canaries_for_ceiling : when the ceiling stopped the audit short (``engine.verdict.canaries_for_ceiling``):
+    canaries_for_ceiling : when the ceiling stopped the audit short (``engine.power.canaries_for_ceiling``):
         ``reason`` "claim" (no outcome could refute the claim: the canary ``count`` whose ceiling passes it, or
         None with ``searched_to``) or "saturated" (the bound is the ceiling: the ceiling, ``ceiling``, of
         ``count`` canaries, 4× the candidates).
