@@ -15,7 +15,8 @@ from typing import Any
 from topicaudit.engine.configuration import arguments
 from topicaudit.engine.audit import audit_config, execute_audit
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.configuration.config import AuditConfig, Config, config_from_dict, load_config, run_config, with_learner
+from topicaudit.engine.configuration.config import AuditConfig, Config, run_config, with_learner
+from topicaudit.engine.configuration.loading import config_from_dict, load_config
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.configuration.config import config_from_dict, config_hash
+from topicaudit.engine.configuration.config import config_hash
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.integrity import verify_run_directory
 from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA
 from topicaudit.engine.storage.results import CorpusInfo, RunResults

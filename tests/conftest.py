@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from topicaudit.engine.execution import parallel
-from topicaudit.engine.configuration.config import Config, config_from_dict
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution.parallel import ray_session
 from topicaudit.engine.run import execute_run
 

@@ -3,7 +3,8 @@ from pathlib import Path
 
 from topicaudit.cli.main import _build_parser
 from topicaudit.cli.run import config_from_args
-from topicaudit.engine.configuration.config import Config, config_from_dict, corpus_stem
+from topicaudit.engine.configuration.config import Config, corpus_stem
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.sweep import default_output
 
 

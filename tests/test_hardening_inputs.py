@@ -501,7 +501,7 @@ def test_a_formula_after_any_kind_of_line_break_inside_a_cell_is_quoted(separato
 
 
 def test_a_fifo_as_the_configuration_file_is_refused_at_once(tmp_path, fifo):
-    from topicaudit.engine.configuration.config import load_config
+    from topicaudit.engine.configuration.loading import load_config
 
     path = fifo(tmp_path / "audit.toml")
     with pytest.raises(UserError, match="audit.toml: not a regular file"):

@@ -172,7 +172,7 @@ def test_a_huge_integer_learner_parameter_is_named(tmp_path, capsys):
 
 
 def test_a_toml_file_with_a_byte_order_mark_is_read(tmp_path):
-    from topicaudit.engine.configuration.config import load_config
+    from topicaudit.engine.configuration.loading import load_config
 
     config = tmp_path / "bom.toml"
     config.write_bytes(b"\xef\xbb\xbf[synthetic]\nn_docs = 57\n")

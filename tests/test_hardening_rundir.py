@@ -21,7 +21,7 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.engine.storage import manifest
 from topicaudit.inputs.files import file_sha256
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError

@@ -262,7 +262,8 @@ def test_a_run_is_never_made_inside_another_runs_own_files(plain_run, tmp_path, 
 def test_a_run_cache_entry_that_is_a_link_is_never_written_through(tmp_path, capsys, monkeypatch):
     """`check CONFIG` wrote its cached run through a link in the cache's place for it, into the link's target
     (an empty folder of the user's, outside the cache)."""
-    from topicaudit.engine.configuration.config import load_config, run_config
+    from topicaudit.engine.configuration.config import run_config
+    from topicaudit.engine.configuration.loading import load_config
     from topicaudit.engine.storage.run_cache import cached_run_dir
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")

@@ -27,7 +27,7 @@ def test_assert_privacy_leaves_the_callers_configuration_as_it_was(tmp_path):
     import copy
 
     from topicaudit import assert_privacy
-    from topicaudit.engine.configuration.config import config_from_dict
+    from topicaudit.engine.configuration.loading import config_from_dict
 
     config = config_from_dict({"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
                                "attack": {"shadows": 0, "canaries": {"count": 60}}})

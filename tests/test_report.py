@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.engine.storage.results import Utility

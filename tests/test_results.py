@@ -18,7 +18,7 @@ import topicaudit
 from topicaudit.bounds.epsilon import EpsilonBound
 from topicaudit.engine import run as engine_run
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults

@@ -10,7 +10,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.sizing import Sizing, _fit_time, parse_budget, size_canaries
 from topicaudit.engine.power import nice_count
 from topicaudit.errors import UserError

@@ -46,7 +46,9 @@ from topicaudit.attacks.ranking import (COLUMN_DESCRIPTIONS, EXTRA_COLUMNS, POPU
                                         RECOMMENDATION_RULE, SCORE_COLUMNS, beyond, candidate_scores, column,
                                         log10_p_columns, ranking, resolve_ranking, score_columns, unreliable_columns)
 from topicaudit.attacks.registry import AttackInputs, Population, compute_attacks
-from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audit_config_of, config_hash, load_config, validate
+from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audit_config_of, config_hash
+from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.experiment import Experiment, execute
 from topicaudit.engine.storage.lock import writer_lock
 from topicaudit.engine.execution.plan import make_plan

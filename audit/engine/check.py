@@ -27,7 +27,8 @@ import numpy as np
 from topicaudit.engine.configuration import arguments
 
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.configuration.config import Config, config_from_dict, load_config, run_config, with_learner
+from topicaudit.engine.configuration.config import Config, run_config, with_learner
+from topicaudit.engine.configuration.loading import config_from_dict, load_config
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
 from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs

@@ -35,7 +35,8 @@ from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.configuration.config import Config, config_hash, run_config, validate
+from topicaudit.engine.configuration.config import Config, config_hash, run_config
+from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.execution.experiment import Experiment, execute, needs_ray, package_versions, start_ray
 from topicaudit.engine.storage.integrity import verify_run_directory
 from topicaudit.engine.storage.lock import writer_lock

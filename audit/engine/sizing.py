@@ -48,7 +48,8 @@ from topicaudit.attacks.mechanism import simulate_score_sets
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import Method
 from topicaudit.bounds.verdict import VALID_BOUNDS
-from topicaudit.engine.configuration.config import Config, validate
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.run_corpus import load_audit_corpus

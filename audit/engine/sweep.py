@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.configuration.config import SECTIONS, Config, config_from_dict, validate
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.loading import SECTIONS, config_from_dict
 from topicaudit.engine.execution.parallel import ray_session
 from topicaudit.engine.execution.progress import Overall, noted
 from topicaudit.engine.run import execute_run, run_needs_ray

@@ -144,7 +144,7 @@ def _probe(directory: Path, what: str) -> None:
 
 
 def check_run_config(config) -> None:
-    """What either command can refuse from the configuration alone, for ``topicaudit.engine.configuration.config.validate``:
+    """What either command can refuse from the configuration alone, for ``topicaudit.engine.configuration.config_checks.validate``:
     the seed, the output directory, and a run's [synthetic] corpus."""
     check_seed(config.seed, "seed (--seed)")
     check_name(config.name)
