@@ -504,11 +504,11 @@ def test_a_device_is_not_read_as_a_corpus(capsys, tmp_path):
 def test_raylet_banners_become_one_note(capsys):
     import ray._private.worker as worker
 
-    from topicaudit.engine.execution.parallel import _quiet_raylet_banners
+    from topicaudit.engine.execution.ray_local import quiet_raylet_banners
 
     original = worker.print_to_stdstream
     try:
-        _quiet_raylet_banners(sys.modules["ray"])
+        quiet_raylet_banners(sys.modules["ray"])
         worker.print_to_stdstream({"lines": ["A worker died or was killed while executing a task.\nline 2\n"
                                              "line 3"], "pid": "raylet", "is_err": False})
     finally:

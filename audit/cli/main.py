@@ -27,7 +27,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.engine.execution import parallel, phases
+from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
@@ -188,7 +188,7 @@ def _ray_failure(error: BaseException) -> bool:
 
     A SystemExit while Ray is in use is Ray's (its handlers call sys.exit), never a verdict.
     """
-    if isinstance(error, parallel.RayFailure):
+    if isinstance(error, ray_local.RayFailure):
         return True
     if isinstance(error, SystemExit):
         return supervisor.said(supervisor.RAY_IN_USE)
@@ -201,9 +201,9 @@ def _ray_failure(error: BaseException) -> bool:
 
 
 def _internal_error(error: BaseException) -> int:
-    named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
+    named = str(error) if isinstance(error, ray_local.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
-    if isinstance(error, parallel.RayCannotStart):
+    if isinstance(error, ray_local.RayCannotStart):
         say(f"topicaudit: error: {printable(str(error))}")
         return EXIT_RAY_FAILED
     if _ray_failure(error):
