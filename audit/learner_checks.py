@@ -77,7 +77,7 @@ import scipy.sparse as sp
 from topicaudit.attacks.canaries import PAIRED_KINDS, canary_coins, default_length, make_canaries, resolve_kind
 from topicaudit.attacks.mechanism import scorer_for
 from topicaudit.bounds.verdict import VALID_BOUNDS, bound_ceiling, bound_tests
-from topicaudit.engine.run import all_canary_scores, canary_results
+from topicaudit.engine.canary_audit import all_canary_scores, canary_results
 from topicaudit.inputs.synthetic import synthetic_corpus
 from topicaudit.targets.privacy.composition import NEIGHBORING_RELATIONS, PLDAccountant
 from topicaudit.targets.base import declared_mechanism, records

@@ -53,7 +53,7 @@ from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
-from topicaudit.engine.run import build_canaries, observed_mechanism
+from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
