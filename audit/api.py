@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.engine.configuration import arguments
-from topicaudit.engine.audit import audit_config, execute_audit
+from topicaudit.engine.audit import execute_audit
+from topicaudit.engine.audit_inputs import audit_config
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.configuration.config import AuditConfig, Config, run_config, with_learner
 from topicaudit.engine.configuration.loading import config_from_dict, load_config

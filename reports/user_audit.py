@@ -27,7 +27,7 @@ from topicaudit.attacks.exposure import percent
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.ranking import RANKINGS
 from topicaudit.engine.storage.integrity import verify_audit_directory
-from topicaudit.engine.audit import load_audit_inputs, settings_line
+from topicaudit.engine.audit_inputs import load_audit_inputs, settings_line
 from topicaudit.engine.configuration.config import AuditConfig, config_hash
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.audit_results import AuditResults

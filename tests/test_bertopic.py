@@ -285,7 +285,7 @@ def test_vocabulary_flag_is_refused_for_a_saved_model(layout, tmp_path):
 # training text verbatim, and pickles
 # --------------------------------------------------------------------------- #
 def test_verbatim_training_text_is_said_first_naming_the_field(layout, tmp_path):
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
 
     _, ctfidf, words = layout
     path = write_layout(tmp_path / "verbatim", ctfidf, words, {-1: 4, 0: 10, 1: 7},

@@ -51,7 +51,7 @@ def test_the_every_key_block_of_configuration_md_sets_the_defaults():
 def test_an_audit_of_the_same_model_with_other_inputs_gets_its_own_directory(tmp_path):
     """`audit`'s default directory names the model and hashes the inputs' places and the settings, as `run`'s does:
     a second audit of the same Φ with other candidates neither collides with the first nor is refused."""
-    from topicaudit.engine.audit import audit_config
+    from topicaudit.engine.audit_inputs import audit_config
 
     def directory(**settings):
         base = {"vocabulary": tmp_path / "vocab.txt", "candidates": tmp_path / "cand.json",

@@ -166,7 +166,7 @@ def test_saved_settings_of_the_wrong_type_name_the_setting(tmp_path, setting, va
 
 def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
     """The learner's own range check names the saved model, not a --param the user never passed."""
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
     from topicaudit.inputs import library_models
 
     real = library_models.load_tomotopy

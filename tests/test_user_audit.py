@@ -549,7 +549,7 @@ def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
 
 
 def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
 
     extra = [f"zz{i:03d}" for i in range(60)]  # words the corpora never use (as after a preprocessing mismatch)
     (tiny / "vocab.txt").write_text("\n".join(WORDS + extra) + "\n")
