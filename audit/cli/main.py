@@ -242,14 +242,13 @@ def _command_behaviour():
     """What only the command line does, for the length of one command: warnings printed as one-line notes
     (loaders warn about tolerated oddities in input files), a dead local raylet as one line and exit 4 (not
     Ray's errors and exit 1), Ray's start told to the supervisor."""
-    saved = warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START
+    saved = warnings.showwarning
     warnings.showwarning = _show_note
-    parallel.EXIT_WHEN_RAYLET_DIES = True
-    parallel.ON_RAY_START = _tell_ray_started
     try:
-        yield
+        with parallel.ray_behaviour(parallel.RayBehaviour(exit_when_raylet_dies=True, on_start=_tell_ray_started)):
+            yield
     finally:
-        warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START = saved
+        warnings.showwarning = saved
 
 
 def _tell_ray_started() -> None:

@@ -9,10 +9,13 @@ instance's processes (the reaper, the raylet watch, its environment) are
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from topicaudit.engine.execution.phases import phase
@@ -32,7 +35,44 @@ from topicaudit.engine.execution.ray_local import (
 from topicaudit.errors import UserError
 
 
-# Sessions shutting down in the background (``StartingSession``), and what their shutdown raised.
+
+@dataclass(frozen=True)
+class RayBehaviour:
+    """What the command line asks of the Ray sessions it starts, beyond what a library caller gets.
+
+    exit_when_raylet_dies: a dead local raylet ends the process with one line and exit 4 (a library caller's
+        process is not ours to end). on_start: called just before Ray starts or is joined (the command line
+        tells its supervisor that from then on, an abnormal end of the process is Ray's).
+    """
+
+    exit_when_raylet_dies: bool = False
+    on_start: Callable[[], None] | None = None
+
+
+# The behaviour of the sessions started in this context: a library caller's unless ``ray_behaviour`` says
+# otherwise for the length of a block. A context variable, not a module global, so that it ends with the
+# block (the command line leaves the process as it found it) and a session started in a background thread
+# (``StartingSession``) sees the behaviour of the block that started it.
+_BEHAVIOUR: contextvars.ContextVar[RayBehaviour] = contextvars.ContextVar("topicaudit_ray_behaviour",
+                                                                          default=RayBehaviour())
+
+
+@contextmanager
+def ray_behaviour(behaviour: RayBehaviour):
+    """Sessions started inside the block behave as ``behaviour`` says; after it, as before it."""
+    token = _BEHAVIOUR.set(behaviour)
+    try:
+        yield behaviour
+    finally:
+        _BEHAVIOUR.reset(token)
+
+
+def current_behaviour() -> RayBehaviour:
+    """The behaviour a session started here now would have."""
+    return _BEHAVIOUR.get()
+
+# Sessions shutting down in the background (``StartingSession``), and what their shutdown raised. Process-wide,
+# as Ray's own session is: a new session waits for every one still stopping, whoever started it.
 _stopping: list[threading.Thread] = []
 _stop_errors: list[BaseException] = []
 
@@ -76,9 +116,11 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         token_mode_set = authenticate(ray, address)
     if not address:
         check_address_space(object_store_bytes)
+    behaviour = current_behaviour()
     handlers = signal_handlers()
     reaper = None
-    ON_RAY_START()
+    if behaviour.on_start is not None:
+        behaviour.on_start()
     try:
         if address:
             ray.init(address=address, runtime_env={"env_vars": ONE_THREAD}, **common)
@@ -111,7 +153,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     finally:
         restore_signal_handlers(handlers)
     quiet_raylet_banners(ray)
-    stop_watching = watch_raylet(ray) if not address and EXIT_WHEN_RAYLET_DIES else threading.Event()
+    stop_watching = watch_raylet(ray) if not address and behaviour.exit_when_raylet_dies else threading.Event()
     try:
         yield ray
     finally:
@@ -151,7 +193,9 @@ class StartingSession:
         self._ray = None
         self._error: BaseException | None = None
         self._ready, self._done = threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._own, name="topicaudit-ray", daemon=True)
+        # The thread starts the session in this thread's context: the block's ``ray_behaviour`` holds there too.
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._own,),
+                                        name="topicaudit-ray", daemon=True)
         wait_for_stop()
         self._thread.start()
 
@@ -213,14 +257,6 @@ class StartingSession:
         self._error = None
         if _stop_errors:
             _stop_errors.pop()
-
-
-# Set by the command line (topicaudit.cli.main): a library caller's process is not ours to end.
-EXIT_WHEN_RAYLET_DIES = False
-
-
-def ON_RAY_START() -> None:  # noqa: N802 — a hook the command line replaces
-    """Called just before Ray starts or is joined: from then on, an abnormal end of the process is Ray's."""
 
 
 def one_cpu_task(ray, function):
