@@ -626,7 +626,7 @@ def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch,
 
 def test_library_code_raises_a_standard_exception(tmp_path):
     """Python callers catch bad input as ValueError (UserError is one); the message still names file and fix."""
-    from topicaudit.inputs.phi_io import load_user_model
+    from topicaudit.inputs.user_model import load_user_model
 
     np.save(tmp_path / "phi.npy", np.full((3, 4), np.nan))
     (tmp_path / "vocab.txt").write_text("a\nb\nc\nd\n")

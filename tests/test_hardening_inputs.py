@@ -24,7 +24,8 @@ from topicaudit.cli.main import main
 from topicaudit.errors import UserError, user_message
 from topicaudit.inputs.corpus import load_corpus
 from topicaudit.inputs.isolation import Damaged, Limits, run_isolated
-from topicaudit.inputs.phi_io import load_user_model, read_phi
+from topicaudit.inputs.phi_io import read_phi
+from topicaudit.inputs.user_model import load_user_model
 
 REPO = Path(__file__).resolve().parents[1]
 GiB = 2**30
@@ -123,7 +124,7 @@ def test_an_intact_model_is_read_under_a_lower_inherited_memory_limit(tmp_path):
 
     path = saved_model(tmp_path)
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1500000 * 1024, 1500000 * 1024)); "
-            "from pathlib import Path; from topicaudit.inputs.phi_io import load_user_model; "
+            "from pathlib import Path; from topicaudit.inputs.user_model import load_user_model; "
             f"print(load_user_model(Path({str(path)!r})).phi.shape)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
@@ -176,7 +177,7 @@ def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
         saved.settings["burn_in"] = -3
         return saved
 
-    monkeypatch.setattr("topicaudit.inputs.phi_io.load_tomotopy", with_negative_burn_in)
+    monkeypatch.setattr("topicaudit.inputs.user_model.load_tomotopy", with_negative_burn_in)
     path = saved_model(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps({"text": [["w1", "w2"], ["w3", "w4"]]}))
     config = audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "c.json",

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from topicaudit.cli.main import main
 from topicaudit.errors import UserError
-from topicaudit.inputs.phi_io import load_user_model
+from topicaudit.inputs.user_model import load_user_model
 
 gensim = pytest.importorskip("gensim")
 tp = pytest.importorskip("tomotopy")

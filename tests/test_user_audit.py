@@ -20,7 +20,8 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.inputs.corpus import load_corpus
 from topicaudit.errors import UserError
-from topicaudit.inputs.phi_io import load_user_model, read_vocabulary
+from topicaudit.inputs.user_model import load_user_model
+from topicaudit.inputs.vocabulary_file import read_vocabulary
 
 WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b in ("ash", "bay", "cove", "dune")]
 

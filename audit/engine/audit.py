@@ -4,7 +4,7 @@ The user has a trained topic-word matrix Φ with its vocabulary, documents that
 may have been in its training set (*candidates*), and documents from the same
 distribution (*reference*). There is no ground truth: the output is a ranking.
 
-1. Φ and the vocabulary are loaded and validated (:mod:`topicaudit.inputs.phi_io`; a
+1. Φ and the vocabulary are loaded and validated (:mod:`topicaudit.inputs.user_model`; a
    saved gensim or tomotopy model also names the shadows' learner and gives
    its training settings, :mod:`topicaudit.inputs.library_models`); both
    corpora are counted over that vocabulary (other words dropped, documents

@@ -18,7 +18,7 @@ from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus
-from topicaudit.inputs.phi_io import UserModel, load_user_model
+from topicaudit.inputs.user_model import UserModel, load_user_model
 from topicaudit.targets import learner_class, shadow_pipeline
 
 _RESERVED_OPTIONS = ("path", "format", "preprocess", "vocabulary")
