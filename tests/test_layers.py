@@ -35,7 +35,8 @@ LAYERS = [
     ("engine", ("topicaudit.engine",)),
     ("reports", ("topicaudit.reports",)),
     ("cli", ("topicaudit.cli",)),
-    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.learner_checks", "topicaudit.__main__", "topicaudit")),
+    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.learner_checks", "topicaudit.canary_design",
+             "topicaudit.__main__", "topicaudit")),
 ]
 
 
