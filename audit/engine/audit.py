@@ -20,8 +20,8 @@ distribution (*reference*). There is no ground truth: the output is a ranking.
    (:mod:`topicaudit.attacks.ranking`); scores.csv and audit.json written.
 
 The configuration is :class:`topicaudit.engine.configuration.config.AuditConfig`, validated
-and identified like ``run``'s; it and step 1 are :mod:`topicaudit.engine.audit_inputs`. Everything is checked before the output
-directory is created. Shadow models are written one file each as they finish,
+and identified like ``run``'s; it and step 1 are :mod:`topicaudit.engine.audit_inputs`.
+Everything is checked before the output directory is created. Shadow models are written one file each as they finish,
 so an interrupted audit resumes; a directory made for other inputs or settings
 is refused (config hash).
 """
