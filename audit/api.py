@@ -1,7 +1,7 @@
 """The Python API: every job of the command line as a function returning objects.
 
 ``topicaudit`` re-exports these; each returns what the matching command writes,
-typed (``topicaudit.engine.storage.results``): a ``RunResults`` (results.json), an
+typed (``topicaudit.engine.storage``: results, audit_results, check_result): a ``RunResults`` (results.json), an
 ``AuditResults`` (audit.json), a ``CheckResult`` (check --json), the report's
 directory. So a script or notebook need not read files back; ``to_json()``
 gives the file's content, and the results also read as that mapping
@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.engine.configuration import arguments
-from topicaudit.engine.audit import audit_config, execute_audit
+from topicaudit.engine.audit import execute_audit
+from topicaudit.engine.audit_inputs import audit_config
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.configuration.config import AuditConfig, Config, config_from_dict, load_config, run_config, with_learner
-from topicaudit.engine.storage.results import AuditResults, CheckResult, RunResults
+from topicaudit.engine.configuration.config import AuditConfig, Config, run_config, with_learner
+from topicaudit.engine.configuration.loading import config_from_dict, load_config
+from topicaudit.engine.storage.audit_results import AuditResults
+from topicaudit.engine.storage.check_result import CheckResult
+from topicaudit.engine.storage.results import RunResults
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 

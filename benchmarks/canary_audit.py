@@ -95,7 +95,7 @@ def run_dir(out: Path, group: str, seed: int) -> Path:
 
 
 def _run_one(config: dict, path: str) -> float:
-    from topicaudit.engine.configuration.config import config_from_dict
+    from topicaudit.engine.configuration.loading import config_from_dict
     from topicaudit.engine.run import execute_run
 
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")

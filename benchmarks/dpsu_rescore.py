@@ -20,8 +20,7 @@ import numpy as np
 
 from topicaudit.attacks.mechanism import RELEASED_FRESH, laplace_llr, neutral_fresh_scores
 from topicaudit.bounds.epsilon import Method
-from topicaudit.bounds.verdict import bound_tests
-from topicaudit.engine.check import guess_family
+from topicaudit.bounds.verdict import bound_tests, guess_family
 
 
 def rescore(run: str) -> dict[str, float]:

@@ -227,7 +227,7 @@ def lira_settings(calibration: str) -> dict[str, dict]:
 
 
 def run_lira(replicates: int, shadows: int, num_cpus: int, only: list[str] | None, calibration: str) -> dict:
-    from topicaudit.engine.configuration.config import config_from_dict
+    from topicaudit.engine.configuration.loading import config_from_dict
     from topicaudit.engine.run import execute_run
 
     results = {}

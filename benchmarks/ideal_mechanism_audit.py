@@ -33,7 +33,7 @@ import numpy as np
 
 from topicaudit.attacks.mechanism import simulate_scores
 from topicaudit.bounds.verdict import bound_tests, guess_family
-from topicaudit.engine.verdict import curve_tests
+from topicaudit.engine.claim_tests import curve_tests
 from topicaudit.targets.privacy.composition import privacy_profile
 from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
 from topicaudit.targets.learners.hdp_lda import ZhaoHDPLDA

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 
 PHEME = Path(__file__).resolve().parents[2] / "shared" / "data" / "pheme" / "pheme_clean.json"

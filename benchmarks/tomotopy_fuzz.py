@@ -32,7 +32,7 @@ import sys, time
 from pathlib import Path
 from topicaudit.errors import UserError
 from topicaudit.inputs import library_models
-from topicaudit.inputs.phi_io import load_user_model
+from topicaudit.inputs.user_model import load_user_model
 library_models.TOMOTOPY_SECONDS = float(sys.argv[1])
 for line in sys.stdin:
     path = line.strip()

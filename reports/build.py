@@ -21,11 +21,12 @@ from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.execution.progress import Progress
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import CorpusInfo
-from topicaudit.engine.storage.rundir import disk_full
+from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk, user_audit
-from topicaudit.reports.collect import Collection, CorpusCache, Group, collect
+from topicaudit.reports.collect import Collection, Group, collect
+from topicaudit.reports.corpora import CorpusCache
 from topicaudit.reports.document import Definitions, FigureRef, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown

@@ -27,11 +27,12 @@ from topicaudit.attacks.exposure import percent
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.ranking import RANKINGS
 from topicaudit.engine.storage.integrity import verify_audit_directory
-from topicaudit.engine.audit import load_audit_inputs, settings_line
-from topicaudit.engine.configuration.config import AuditConfig, config_from_dict, config_hash
-from topicaudit.engine.storage.results import AuditResults
+from topicaudit.engine.audit_inputs import load_audit_inputs, settings_line
+from topicaudit.engine.configuration.config import AuditConfig, config_hash
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.presentation.roc_figure import chance, corners, loglog, new_figure, roc_floor
-from topicaudit.engine.storage.rundir import read_arrays
+from topicaudit.engine.storage.bounded_read import read_arrays
 from topicaudit.errors import UserError
 from topicaudit.reports.document import Definitions, Headline, Paragraph, Report, Section, Table
 from topicaudit.reports.figures import IN_COLOR, OUT_COLOR, _overlap_legend, tpr_at

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.storage.results import CheckResult, RunResults, ceiling_remedy, confidence, integrity_phrase
-from topicaudit.engine.storage.rundir import read_json
+from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence, integrity_phrase
+from topicaudit.engine.storage.results import RunResults
+from topicaudit.engine.storage.bounded_read import read_json
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
-from topicaudit.engine.verdict import TARGET_POWER
+from topicaudit.engine.power import TARGET_POWER
 from topicaudit.errors import UserError
 
 # What each family of tests observed, by the prefix of its name in CheckResult.bounds.

@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from topicaudit.engine.execution import parallel
-from topicaudit.engine.configuration.config import Config, config_from_dict
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution.parallel import ray_session
 from topicaudit.engine.run import execute_run
 
@@ -134,13 +135,11 @@ class SharedRay:
     def start(self) -> None:
         if self._session is not None:
             return
-        # The command line (run in-process by many tests) sets this; it would end pytest if the raylet died.
-        exit_when_raylet_dies, parallel.EXIT_WHEN_RAYLET_DIES = parallel.EXIT_WHEN_RAYLET_DIES, False
+        # A library caller's session, whoever asks first: a command line run in-process (as many tests do) would
+        # have it end pytest if the raylet died.
         session = ExitStack()
-        try:
+        with parallel.ray_behaviour(parallel.RayBehaviour()):
             session.enter_context(ray_session("", num_cpus=2))
-        finally:
-            parallel.EXIT_WHEN_RAYLET_DIES = exit_when_raylet_dies
         self._session = session
 
     def stop(self) -> None:

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from topicaudit.attacks import mechanism as scoring
 from topicaudit.attacks.canaries import make_canaries
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.mechanisms import MECHANISMS, Recorder
 

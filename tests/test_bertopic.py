@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from topicaudit.errors import UserError
 from topicaudit.inputs.bertopic_model import read_safetensors
-from topicaudit.inputs.phi_io import load_user_model
+from topicaudit.inputs.user_model import load_user_model
 from topicaudit.targets.learners.bertopic_light import LightBERTopic, class_tfidf
 from topicaudit.targets.registry import build_learner
 
@@ -285,7 +285,7 @@ def test_vocabulary_flag_is_refused_for_a_saved_model(layout, tmp_path):
 # training text verbatim, and pickles
 # --------------------------------------------------------------------------- #
 def test_verbatim_training_text_is_said_first_naming_the_field(layout, tmp_path):
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
 
     _, ctfidf, words = layout
     path = write_layout(tmp_path / "verbatim", ctfidf, words, {-1: 4, 0: 10, 1: 7},
@@ -401,7 +401,7 @@ def test_neither_the_reader_nor_the_learner_needs_torch_or_bertopic(layout):
         "                                  'transformers', 'hdbscan', 'pandas'):\n"
         "            raise ModuleNotFoundError(name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from topicaudit.inputs.phi_io import load_user_model\n"
+        "from topicaudit.inputs.user_model import load_user_model\n"
         "from topicaudit.targets.registry import build_learner\n"
         f"model = load_user_model({str(path)!r})\n"
         "X = sp.random(60, 20, density=0.3, random_state=0, format='csr') * 10\n"

@@ -9,7 +9,7 @@ from topicaudit.bounds.verdict import bound_ceiling, guess_family, two_means_spl
 from topicaudit.attacks.canaries import UNRELEASED_PENALTY, canary_coins, canary_scores, make_canaries
 from topicaudit.engine.check import check_run
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.bounds.one_run import eps_lb_one_run
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target

@@ -8,7 +8,7 @@ import pytest
 
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 
 # Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.

@@ -6,7 +6,7 @@ import json
 
 import topicaudit.engine.check as check
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 
 

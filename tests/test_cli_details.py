@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from topicaudit.cli.main import _show_note, main
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.execution.tasks import fit_release, recorded_warnings
-from topicaudit.engine.audit import settings_line
+from topicaudit.engine.audit_inputs import settings_line
 from topicaudit.errors import UserError
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__

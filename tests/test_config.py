@@ -3,11 +3,12 @@ from pathlib import Path
 
 import pytest
 
-from topicaudit.engine.configuration.config import (AuditConfig, Config, ModelConfig, config_from_dict, config_hash, load_config,
-                                      run_config, validate)
+from topicaudit.engine.configuration.config import AuditConfig, Config, ModelConfig, config_hash, run_config
+from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.loading import config_from_dict, load_config
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
-from topicaudit.engine.storage.rundir import load_audit_corpus
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 
 
 def test_a_full_config_file_loads_and_relative_corpus_paths_follow_the_file(tmp_path):

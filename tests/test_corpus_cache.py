@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
-import topicaudit.engine.storage.rundir as rundir
+import topicaudit.engine.storage.run_corpus as run_corpus
 from topicaudit.cli.main import main
 from topicaudit.engine.configuration.config import Config
-from topicaudit.engine.storage.rundir import load_audit_corpus
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.inputs import cache
 from topicaudit.inputs.corpus import corpus_fingerprint
 
@@ -38,13 +38,13 @@ def corpus_file(tmp_path):
 def loads(monkeypatch):
     """How many times the corpus was really read and pre-processed (not served from the cache)."""
     calls = []
-    real = rundir.load_corpus
+    real = run_corpus.load_corpus
 
     def counted(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rundir, "load_corpus", counted)
+    monkeypatch.setattr(run_corpus, "load_corpus", counted)
     return calls
 
 

@@ -3,7 +3,8 @@ from pathlib import Path
 
 from topicaudit.cli.main import _build_parser
 from topicaudit.cli.run import config_from_args
-from topicaudit.engine.configuration.config import Config, config_from_dict, corpus_stem
+from topicaudit.engine.configuration.config import Config, corpus_stem
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.sweep import default_output
 
 
@@ -50,7 +51,7 @@ def test_the_every_key_block_of_configuration_md_sets_the_defaults():
 def test_an_audit_of_the_same_model_with_other_inputs_gets_its_own_directory(tmp_path):
     """`audit`'s default directory names the model and hashes the inputs' places and the settings, as `run`'s does:
     a second audit of the same Φ with other candidates neither collides with the first nor is refused."""
-    from topicaudit.engine.audit import audit_config
+    from topicaudit.engine.audit_inputs import audit_config
 
     def directory(**settings):
         base = {"vocabulary": tmp_path / "vocab.txt", "candidates": tmp_path / "cand.json",

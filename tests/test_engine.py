@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import ray
 
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 
 # Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.

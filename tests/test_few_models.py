@@ -260,7 +260,9 @@ def test_attack_scores_has_stable_names_and_filters():
 
 
 def test_config_lists_attacks_and_rejects_unknown_names():
-    from topicaudit.engine.configuration.config import config_from_dict, config_hash, validate
+    from topicaudit.engine.configuration.config import config_hash
+    from topicaudit.engine.configuration.config_checks import validate
+    from topicaudit.engine.configuration.loading import config_from_dict
     from topicaudit.errors import UserError
 
     config = config_from_dict({"attack": {"attacks": ["rmia_online", "lira_offline_shrunk"]}})

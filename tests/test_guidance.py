@@ -13,9 +13,9 @@ from topicaudit.attacks.registry import recommended_attack
 from topicaudit.bounds.epsilon import EpsilonBound, Method
 from topicaudit.cli.main import main
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
-from topicaudit.engine.storage.results import CheckResult
+from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.presentation.summary import summary_table
-from topicaudit.engine.verdict import CEILING_FACTOR, canaries_for_ceiling, canary_ceiling
+from topicaudit.engine.power import CEILING_FACTOR, canaries_for_ceiling, canary_ceiling
 from topicaudit.reports.build import build_report
 
 # A canary-only audit of the non-private learner (one fit, no Ray): its canaries separate perfectly, so the

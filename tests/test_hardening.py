@@ -216,7 +216,7 @@ HOSTILE_CELLS = [
 
 def test_scores_csv_keeps_every_cell_in_its_cell():
     from topicaudit.attacks.ranking import SCORE_COLUMNS
-    from topicaudit.engine.storage.rundir import scores_csv
+    from topicaudit.engine.storage.scores_csv import scores_csv
 
     rows = [{**{c: 0.5 for c in SCORE_COLUMNS}, "rank": i + 1, "candidate": i, "id": f"doc{i}", "n_tokens": 3,
              "text": text} for i, text in enumerate(HOSTILE_CELLS)]
@@ -404,7 +404,7 @@ def test_every_run_file_is_written_durably(tmp_path, monkeypatch):
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path):
-    from topicaudit.engine.storage.rundir import atomic_write_bytes
+    from topicaudit.engine.storage.durable_write import atomic_write_bytes
 
     path = tmp_path / "plan.npz"
     path.write_bytes(b"old")
@@ -504,11 +504,11 @@ def test_a_device_is_not_read_as_a_corpus(capsys, tmp_path):
 def test_raylet_banners_become_one_note(capsys):
     import ray._private.worker as worker
 
-    from topicaudit.engine.execution.parallel import _quiet_raylet_banners
+    from topicaudit.engine.execution.ray_local import quiet_raylet_banners
 
     original = worker.print_to_stdstream
     try:
-        _quiet_raylet_banners(sys.modules["ray"])
+        quiet_raylet_banners(sys.modules["ray"])
         worker.print_to_stdstream({"lines": ["A worker died or was killed while executing a task.\nline 2\n"
                                              "line 3"], "pid": "raylet", "is_err": False})
     finally:
@@ -626,7 +626,7 @@ def test_ray_that_does_not_start_is_a_ray_failure(capsys, tmp_path, monkeypatch,
 
 def test_library_code_raises_a_standard_exception(tmp_path):
     """Python callers catch bad input as ValueError (UserError is one); the message still names file and fix."""
-    from topicaudit.inputs.phi_io import load_user_model
+    from topicaudit.inputs.user_model import load_user_model
 
     np.save(tmp_path / "phi.npy", np.full((3, 4), np.nan))
     (tmp_path / "vocab.txt").write_text("a\nb\nc\nd\n")

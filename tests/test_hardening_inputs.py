@@ -24,7 +24,8 @@ from topicaudit.cli.main import main
 from topicaudit.errors import UserError, user_message
 from topicaudit.inputs.corpus import load_corpus
 from topicaudit.inputs.isolation import Damaged, Limits, run_isolated
-from topicaudit.inputs.phi_io import load_user_model, read_phi
+from topicaudit.inputs.phi_io import read_phi
+from topicaudit.inputs.user_model import load_user_model
 
 REPO = Path(__file__).resolve().parents[1]
 GiB = 2**30
@@ -123,7 +124,7 @@ def test_an_intact_model_is_read_under_a_lower_inherited_memory_limit(tmp_path):
 
     path = saved_model(tmp_path)
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1500000 * 1024, 1500000 * 1024)); "
-            "from pathlib import Path; from topicaudit.inputs.phi_io import load_user_model; "
+            "from pathlib import Path; from topicaudit.inputs.user_model import load_user_model; "
             f"print(load_user_model(Path({str(path)!r})).phi.shape)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
@@ -166,7 +167,7 @@ def test_saved_settings_of_the_wrong_type_name_the_setting(tmp_path, setting, va
 
 def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
     """The learner's own range check names the saved model, not a --param the user never passed."""
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
     from topicaudit.inputs import library_models
 
     real = library_models.load_tomotopy
@@ -176,7 +177,7 @@ def test_a_bad_saved_setting_is_not_blamed_on_param(tmp_path, monkeypatch):
         saved.settings["burn_in"] = -3
         return saved
 
-    monkeypatch.setattr("topicaudit.inputs.phi_io.load_tomotopy", with_negative_burn_in)
+    monkeypatch.setattr("topicaudit.inputs.user_model.load_tomotopy", with_negative_burn_in)
     path = saved_model(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps({"text": [["w1", "w2"], ["w3", "w4"]]}))
     config = audit_config(path, candidates=tmp_path / "c.json", reference=tmp_path / "c.json",
@@ -241,7 +242,7 @@ def test_a_latin1_file_name_in_a_folder_corpus_is_a_printable_id(tmp_path):
 
 def test_scores_csv_of_a_surrogate_corpus_is_utf8(tmp_path):
     from topicaudit.attacks.ranking import SCORE_COLUMNS
-    from topicaudit.engine.storage.rundir import scores_csv
+    from topicaudit.engine.storage.scores_csv import scores_csv
 
     path = tmp_path / "c.json"
     path.write_text('{"text": ["cats \\ud800 dogs"]}')
@@ -336,7 +337,7 @@ def test_a_gzip_bomb_is_stopped_at_its_cap():
 
 
 def test_run_directory_arrays_are_read_with_their_sizes_checked(tmp_path):
-    from topicaudit.engine.storage.rundir import read_arrays
+    from topicaudit.engine.storage.bounded_read import read_arrays
 
     path = tmp_path / "scores.npz"
     deflate_bomb(path, (2, 4), 16 << 20)
@@ -380,7 +381,7 @@ def test_a_fifo_as_phi_is_refused_at_once(tmp_path, fifo):
 
 
 def test_a_fifo_as_results_json_is_refused_at_once(tmp_path, fifo):
-    from topicaudit.engine.storage.rundir import read_json
+    from topicaudit.engine.storage.bounded_read import read_json
     from topicaudit.reports.collect import read_run
 
     run = tmp_path / "run"
@@ -484,7 +485,7 @@ def test_bidi_marks_and_separators_are_shown_as_code_points(char):
 
 @pytest.mark.parametrize("lead", ["\x0b", "\x0c", "\u2028", "\u2029", "\x85", "\u00a0", " \u200b", "\ufeff"])
 def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
-    from topicaudit.engine.storage.rundir import csv_cell
+    from topicaudit.engine.storage.scores_csv import csv_cell
 
     cell = csv_cell(f"{lead}=HYPERLINK(\"http://x\")")
     # the quote comes first, or right after a leading break (which the break rule quotes after)
@@ -494,14 +495,14 @@ def test_a_formula_after_any_kind_of_leading_space_gets_the_quote_prefix(lead):
 
 @pytest.mark.parametrize("separator", ["\x0b", "\u2028", "\u2029", "\x85"])
 def test_a_formula_after_any_kind_of_line_break_inside_a_cell_is_quoted(separator):
-    from topicaudit.engine.storage.rundir import csv_cell
+    from topicaudit.engine.storage.scores_csv import csv_cell
 
     assert csv_cell(f"id{separator}=1+1") == f"id{separator}'=1+1"
     assert csv_cell("a-b") == "a-b"
 
 
 def test_a_fifo_as_the_configuration_file_is_refused_at_once(tmp_path, fifo):
-    from topicaudit.engine.configuration.config import load_config
+    from topicaudit.engine.configuration.loading import load_config
 
     path = fifo(tmp_path / "audit.toml")
     with pytest.raises(UserError, match="audit.toml: not a regular file"):

@@ -11,7 +11,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.storage.rundir import atomic_write_text
+from topicaudit.engine.storage.durable_write import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -172,7 +172,7 @@ def test_a_huge_integer_learner_parameter_is_named(tmp_path, capsys):
 
 
 def test_a_toml_file_with_a_byte_order_mark_is_read(tmp_path):
-    from topicaudit.engine.configuration.config import load_config
+    from topicaudit.engine.configuration.loading import load_config
 
     config = tmp_path / "bom.toml"
     config.write_bytes(b"\xef\xbb\xbf[synthetic]\nn_docs = 57\n")

@@ -21,7 +21,7 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.engine.storage import manifest
 from topicaudit.inputs.files import file_sha256
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
@@ -396,7 +396,8 @@ def test_dollars_in_a_run_name_are_drawn_as_text(run, tmp_path):
     """A `$` in a run or corpus name is not matplotlib mathtext (which failed after every fit, exit 3)."""
     from topicaudit.engine.storage.results import RunResults
     from topicaudit.engine.presentation.roc_figure import write_roc_figure
-    from topicaudit.engine.storage.rundir import atomic_write_bytes, read_arrays
+    from topicaudit.engine.storage.bounded_read import read_arrays
+    from topicaudit.engine.storage.durable_write import atomic_write_bytes
 
     pre_manifest(run)
     _edit_results(run, lambda d: d.update(name="cost_$5_$ x$\\foo$"))

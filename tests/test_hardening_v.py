@@ -19,7 +19,7 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.engine.storage import manifest
 from topicaudit.inputs.files import file_sha256
-from topicaudit.engine.storage.rundir import atomic_write_text
+from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.inputs import integrity_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,7 +268,7 @@ def poison(entry: Path, key: str | None = None) -> None:
 @pytest.mark.parametrize("forgery", ["no MAC", "a MAC under another key"])
 def test_a_poisoned_cache_entry_is_discarded_with_a_key(tmp_path, monkeypatch, forgery):
     from topicaudit.engine.configuration.config import Config
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     from topicaudit.inputs import cache
 
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
@@ -567,7 +567,7 @@ def test_the_api_refuses_the_paths_the_flags_refuse(tmp_path, call, named):
 # -- the corpus cache: an entry that is a link is never read; a cache that cannot be looked in is skipped ---------
 def test_a_cache_entry_that_is_a_link_is_neither_read_nor_written_through(tmp_path, monkeypatch):
     from topicaudit.engine.configuration.config import Config
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     from topicaudit.inputs import cache
 
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
@@ -589,7 +589,7 @@ def test_a_cache_entry_that_is_a_link_is_neither_read_nor_written_through(tmp_pa
 def test_a_cache_directory_whose_name_is_too_long_is_skipped(tmp_path, monkeypatch):
     """A cache directory the file system cannot look in (ENAMETOOLONG) stopped the run with exit 3."""
     from topicaudit.engine.configuration.config import Config
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     from topicaudit.inputs import cache
 
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / LONG))

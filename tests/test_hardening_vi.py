@@ -308,7 +308,7 @@ def test_report_reads_a_bounded_marker_only(plain_run, tmp_path, capsys):
 
 def _fake_audit(directory: Path, with_manifest: bool) -> Path:
     """The files of a `topicaudit audit` output that the report checks first (the content is not read here)."""
-    from topicaudit.engine.storage.rundir import atomic_write_text
+    from topicaudit.engine.storage.durable_write import atomic_write_text
 
     directory.mkdir()
     (directory / "config.toml").write_text('[provenance]\nmanifest = "topicaudit.manifest/1"\n')

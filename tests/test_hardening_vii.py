@@ -262,7 +262,8 @@ def test_a_run_is_never_made_inside_another_runs_own_files(plain_run, tmp_path, 
 def test_a_run_cache_entry_that_is_a_link_is_never_written_through(tmp_path, capsys, monkeypatch):
     """`check CONFIG` wrote its cached run through a link in the cache's place for it, into the link's target
     (an empty folder of the user's, outside the cache)."""
-    from topicaudit.engine.configuration.config import load_config, run_config
+    from topicaudit.engine.configuration.config import run_config
+    from topicaudit.engine.configuration.loading import load_config
     from topicaudit.engine.storage.run_cache import cached_run_dir
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
@@ -370,7 +371,7 @@ def test_a_recorded_metric_that_is_no_number_is_exit_2_naming_it(plain_run, tmp_
     verdict card or the ROC legend."""
     import json
 
-    from topicaudit.engine.storage.rundir import atomic_write_text
+    from topicaudit.engine.storage.durable_write import atomic_write_text
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
     run = tmp_path / "run"
@@ -398,7 +399,7 @@ def test_a_recorded_field_of_another_json_type_is_exit_2_naming_it(plain_run, tm
     whose type is a JSON type (number, integer, string, object, list) is now held to it when read."""
     import json
 
-    from topicaudit.engine.storage.rundir import atomic_write_text
+    from topicaudit.engine.storage.durable_write import atomic_write_text
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
     run = tmp_path / "run"
@@ -431,7 +432,8 @@ def test_a_run_config_toml_of_the_wrong_kind_is_no_internal_error_in_report(plai
     """A fuzz of a run's config.toml through `report` (hashes recomputed): `corpus = 1e308` was an
     AttributeError (exit 3); a negative [synthetic] prior, below."""
     from topicaudit.engine.configuration.toml_writer import to_toml
-    from topicaudit.engine.storage.rundir import atomic_write_text, read_run_toml
+    from topicaudit.engine.storage.bounded_read import read_run_toml
+    from topicaudit.engine.storage.durable_write import atomic_write_text
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
     run = tmp_path / "run"
@@ -450,7 +452,7 @@ def test_a_synthetic_corpus_redrawn_from_a_run_is_checked_first():
     """The report of a natural-document run redraws its [synthetic] corpus from config.toml: a negative prior
     there was numpy's ValueError "alpha < 0" (exit 3); now a UserError, which the report turns into a note."""
     from topicaudit.engine.configuration.config import Config
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     from topicaudit.errors import UserError
 
     config = Config()

@@ -12,9 +12,11 @@ import pytest
 
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_hash, load_config
+from topicaudit.engine.configuration.config import config_hash
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.configuration.toml_writer import to_toml
-from topicaudit.engine.storage.rundir import atomic_write_text, load_audit_corpus
+from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import corpus_fingerprint
 

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from topicaudit.cli.main import main
 from topicaudit.errors import UserError
-from topicaudit.inputs.phi_io import load_user_model
+from topicaudit.inputs.user_model import load_user_model
 
 gensim = pytest.importorskip("gensim")
 tp = pytest.importorskip("tomotopy")
@@ -397,7 +397,7 @@ def test_audit_a_trusted_gensim_model_from_an_mm_corpus(tmp_path, shared_ray, ca
 
 
 def test_another_learner_than_the_models_is_said_and_drops_its_settings(tmp_path, docs):
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
 
     path = saved_tomotopy(tmp_path, docs[:60])
     (tmp_path / "c.json").write_text(json.dumps({"text": docs[60:90]}))

@@ -36,7 +36,8 @@ LAYERS = [
     ("engine", ("topicaudit.engine",)),
     ("reports", ("topicaudit.reports",)),
     ("cli", ("topicaudit.cli",)),
-    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.learner_checks", "topicaudit.__main__", "topicaudit")),
+    ("api", ("topicaudit.api", "topicaudit.testing", "topicaudit.learner_checks", "topicaudit.canary_design",
+             "topicaudit.__main__", "topicaudit")),
 ]
 
 
@@ -149,6 +150,37 @@ def test_imports_point_down(module):
 def test_imports_inside_functions_are_optional_dependencies_with_a_reason(module):
     assert not imports_inside_functions(ALL[module], module)
 
+
+
+# A module is at most this long unless its docstring says why ("Longer than 400 lines because …"): one algorithm,
+# kernel or format family that reads better whole.
+MAX_LINES = 400
+
+
+def too_long_without_a_reason(path: Path) -> str | None:
+    """A message when the module is longer than MAX_LINES and its docstring gives no reason; None otherwise."""
+    text = path.read_text(encoding="utf-8")
+    lines = len(text.splitlines())
+    docstring = " ".join((ast.get_docstring(ast.parse(text)) or "").split())
+    if lines <= MAX_LINES or f"Longer than {MAX_LINES} lines" in docstring:
+        return None
+    return (f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} has {lines} lines: split it by job, "
+            f"or say in its docstring why it is longer (\"Longer than {MAX_LINES} lines because ...\")")
+
+
+@pytest.mark.parametrize("module", sorted(ALL))
+def test_no_module_is_over_400_lines_without_a_reason(module):
+    assert not too_long_without_a_reason(ALL[module])
+
+
+def test_the_length_checker_wants_a_reason_only_past_the_limit(tmp_path):
+    body = "x = 1\n" * MAX_LINES
+    short, long, reasoned = tmp_path / "short.py", tmp_path / "long.py", tmp_path / "reasoned.py"
+    short.write_text('"""Short."""\n' + body[:-12])
+    long.write_text('"""Long."""\n' + body)
+    reasoned.write_text('"""Long.\n\nLonger than 400\nlines because it is one kernel."""\n' + body)
+    assert too_long_without_a_reason(short) is None and too_long_without_a_reason(reasoned) is None
+    assert "401 lines" in too_long_without_a_reason(long) and "Longer than 400 lines" in too_long_without_a_reason(long)
 
 @pytest.mark.parametrize("source", [
     "from topicaudit.engine.run import execute_run\n",

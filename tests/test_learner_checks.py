@@ -9,8 +9,8 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from topicaudit.learner_checks import (MARGIN, MAX_CANARIES, UntestableClaimWarning, check_guarantee,
-                                       design_canary_audit, reach_probability)
+from topicaudit.canary_design import MARGIN, MAX_CANARIES, design_canary_audit, reach_probability
+from topicaudit.learner_checks import UntestableClaimWarning, check_guarantee
 from topicaudit.targets import LEARNERS
 from topicaudit.targets.bug_variants import BrokenLearner
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA

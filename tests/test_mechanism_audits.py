@@ -24,10 +24,11 @@ from topicaudit.bounds.epsilon import Method, gdp_epsilon
 from topicaudit.bounds.fdp import eps_lb_fdp_one_run, eps_lb_profile_one_run
 from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
-from topicaudit.engine.verdict import ClaimShape, simulated_power
+from topicaudit.engine.claim_tests import ClaimShape
+from topicaudit.engine.power import simulated_power
 from topicaudit.engine.storage.rundir import transcript_from_arrays
 from topicaudit.engine.storage.results import MechanismInfo
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets import build_target
 from topicaudit.mechanisms import (GaussianNoise, GeometricNoise, LaplaceNoise, RandomisedResponse, Recorder,
@@ -498,7 +499,7 @@ def test_a_model_built_from_other_than_its_record_is_refuted_by_its_own_release(
     nothing wrong, the released Φ's test (α split with it) refutes the claim and the verdict says why; a correct
     learner's Φ stays within its claim."""
     from topicaudit.engine.check import check_run
-    from topicaudit.engine.configuration.config import config_from_dict
+    from topicaudit.engine.configuration.loading import config_from_dict
     from topicaudit.engine.run import execute_run
 
     settings = {"synthetic": {"n_docs": 300, "n_words": 400, "mean_length": 30},

@@ -2,7 +2,8 @@ import pytest
 
 from topicaudit.errors import UserError
 from topicaudit.engine.execution.plan import make_plan
-from topicaudit.engine.storage.rundir import RunDirectory, read_arrays
+from topicaudit.engine.storage.bounded_read import read_arrays
+from topicaudit.engine.storage.rundir import RunDirectory
 
 
 @pytest.mark.parametrize("n_docs, n_shadows", [(10, 2), (11, 8), (5698, 128)])

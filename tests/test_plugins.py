@@ -17,7 +17,8 @@ import topicaudit
 from plugin_package import write_package
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
-from topicaudit.engine.configuration.config import Config, config_from_dict
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target, learner_settings

@@ -19,7 +19,7 @@ import pytest
 
 from topicaudit.cli.main import _build_parser
 from topicaudit.cli.run import config_from_args
-from topicaudit.engine.configuration.config import load_config
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.sweep import default_output, parse_values
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.targets.learners.cgs import CollapsedGibbsLDA
 from topicaudit.targets.privacy.guarantee import Basis, Guarantee

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.engine.storage.results import Utility
@@ -237,7 +237,7 @@ def test_document_kinds_follow_the_papers_definitions():
 
 def test_zeta_examples_split_the_shadows_by_membership(runs):
     run = read_run(runs / "text")
-    from topicaudit.reports.collect import CorpusCache
+    from topicaudit.reports.corpora import CorpusCache
 
     corpus, why = CorpusCache().get(run)
     assert why is None

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 

@@ -3,7 +3,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.presentation.roc_figure import emphasised_attacks
 from topicaudit.engine.run import execute_run
 from topicaudit.reports import figures

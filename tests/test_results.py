@@ -18,8 +18,10 @@ import topicaudit
 from topicaudit.bounds.epsilon import EpsilonBound
 from topicaudit.engine import run as engine_run
 from topicaudit.engine.check import check_run
-from topicaudit.engine.configuration.config import config_from_dict
-from topicaudit.engine.storage.results import AuditResults, CheckResult, RunResults
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.audit_results import AuditResults
+from topicaudit.engine.storage.check_result import CheckResult
+from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError
 
 # Runs in this process join the session's Ray instance (tests/conftest.py) instead of starting their own.

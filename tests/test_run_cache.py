@@ -17,7 +17,7 @@ import pytest
 from plugin_package import write_package
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import cache_key, cached_run_dir, resolve_root
 from topicaudit.errors import UserError

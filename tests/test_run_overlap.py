@@ -14,8 +14,9 @@ import topicaudit.engine.execution.experiment as experiment
 import topicaudit.engine.run as engine_run
 from topicaudit.cli.main import main
 from topicaudit.engine.execution import phases
-from topicaudit.engine.configuration.config import config_from_dict, validate
-from topicaudit.engine.storage.rundir import load_audit_corpus
+from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
 

@@ -10,9 +10,9 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy, check_run
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.sizing import Sizing, _fit_time, parse_budget, size_canaries
-from topicaudit.engine.verdict import nice_count
+from topicaudit.engine.power import nice_count
 from topicaudit.errors import UserError
 
 DP_CGS = {"synthetic": {"n_docs": 200, "n_words": 300}, "target": {"learner": "dp-cgs", "k": 3, "vocabulary": "all"},
@@ -129,7 +129,7 @@ class Sleeper:
 def test_the_fit_time_follows_how_the_learners_cost_grows_with_its_tokens():
     """A cost set by steps (DP-SVI) is not scaled by tokens; a cost per token (DP-CGS's sweeps) is."""
     X = config_from_dict(DP_CGS)
-    from topicaudit.engine.storage.rundir import load_audit_corpus
+    from topicaudit.engine.storage.run_corpus import load_audit_corpus
     corpus = load_audit_corpus(X)
     tokens = float(corpus.X.sum())
     steps, how = _fit_time(Sleeper(0.0, 0.05), corpus.X, 0)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topicaudit.inputs.phi_io import load_user_model
+from topicaudit.inputs.user_model import load_user_model
 from topicaudit.inputs.sklearn_model import read_settings, shadow_settings
 
 WORDS = [f"w{i:02d}" for i in range(12)]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from topicaudit.cli.main import main
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.errors import UserError
 from topicaudit.engine.sweep import load_sweep, parse_value, plan_sweep, sweep_table, with_parameter
 

@@ -20,7 +20,7 @@ import topicaudit
 ROOT = Path(__file__).resolve().parents[1]
 # The modules a user imports: the API, the pytest plugin, and the two mapped folders' packages.
 PUBLIC = ("topicaudit", "topicaudit.api", "topicaudit.testing", "topicaudit.targets", "topicaudit.reports",
-          "topicaudit.mechanisms", "topicaudit.learner_checks")
+          "topicaudit.mechanisms", "topicaudit.learner_checks", "topicaudit.canary_design")
 
 
 def test_mypy_finds_the_package_and_the_public_api_type_checks():

@@ -20,7 +20,8 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.inputs.corpus import load_corpus
 from topicaudit.errors import UserError
-from topicaudit.inputs.phi_io import load_user_model, read_vocabulary
+from topicaudit.inputs.user_model import load_user_model
+from topicaudit.inputs.vocabulary_file import read_vocabulary
 
 WORDS = [f"{a}{b}" for a in ("apple", "brick", "cloud", "delta", "ember") for b in ("ash", "bay", "cove", "dune")]
 
@@ -549,7 +550,7 @@ def test_ranking_keeps_the_order_of_p_values_that_round_to_zero():
 
 
 def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
-    from topicaudit.engine.audit import audit_config, load_audit_inputs
+    from topicaudit.engine.audit_inputs import audit_config, load_audit_inputs
 
     extra = [f"zz{i:03d}" for i in range(60)]  # words the corpora never use (as after a preprocessing mismatch)
     (tiny / "vocab.txt").write_text("\n".join(WORDS + extra) + "\n")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from topicaudit.attacks.ranking import unreliable_columns
 from topicaudit.cli.audit import _score_text, ranked_table
-from topicaudit.engine.storage.results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
+from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
 
 
 def _result(n_shadows: int, by: str, rank_by: str, top: list[dict]) -> AuditResults:

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma
 
-from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.run import execute_run
 from topicaudit.inputs.synthetic import synthetic_corpus

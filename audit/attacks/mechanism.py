@@ -45,6 +45,9 @@ scores 0: no evidence either way.
 Each scorer also simulates its scores under the claimed mechanism with the
 privacy loss multiplied by a factor (``simulate_score_sets``), for the
 verdict's power estimate.
+
+Longer than 400 lines because it is one registry: a scorer per kind of release, each with the
+simulation of its scores the power estimate needs, sharing the likelihood ratios they compute.
 """
 from __future__ import annotations
 

@@ -15,6 +15,10 @@ docs/algorithms.md#zeta-statistic.
 
 ``solve_zeta_slsqp`` reproduces the paper's per-document SciPy SLSQP solver
 (nicomanzonelli/topic_model_attacks, ``model_stats.py``) as a reference.
+
+Longer than 400 lines because the ζ solver is one algorithm: its compiled kernels (the KKT system,
+the Newton and EM steps, the fallback) share their arrays and conventions and are read together,
+with the SLSQP reference beside them.
 """
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ Which method fits which experiment:
 
 Every bound here is 0 when nothing can be proven, never larger than the data
 support at confidence 1 − α.
+
+Longer than 400 lines because it is one family: every (ε, δ) bound from error rates, with the
+confidence bands and threshold selections they share.
 """
 from __future__ import annotations
 

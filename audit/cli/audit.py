@@ -13,9 +13,10 @@ from typing import Any
 
 from topicaudit.attacks.ranking import PER_DOCUMENT_COLUMNS, RANKINGS
 from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.audit import AUDIT_SETTINGS, audit_config, execute_audit, settings_line
+from topicaudit.engine.audit import execute_audit
+from topicaudit.engine.audit_inputs import AUDIT_SETTINGS, audit_config, settings_line
 from topicaudit.engine.configuration.config import AuditConfig
-from topicaudit.engine.storage.results import AuditLearner, AuditRanking, AuditResults
+from topicaudit.engine.storage.audit_results import AuditLearner, AuditRanking, AuditResults
 from topicaudit.errors import UserError
 
 

@@ -12,7 +12,8 @@ from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
 from topicaudit.engine.check import (check_report_paths, check_run, one_check_at_a_time, record_check_files,
                                      write_reports)
-from topicaudit.engine.configuration.config import load_config, run_config
+from topicaudit.engine.configuration.config import run_config
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run

@@ -27,10 +27,10 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.engine.execution import parallel, phases
+from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
-from topicaudit.engine.storage.rundir import disk_full
+from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,
@@ -188,7 +188,7 @@ def _ray_failure(error: BaseException) -> bool:
 
     A SystemExit while Ray is in use is Ray's (its handlers call sys.exit), never a verdict.
     """
-    if isinstance(error, parallel.RayFailure):
+    if isinstance(error, ray_local.RayFailure):
         return True
     if isinstance(error, SystemExit):
         return supervisor.said(supervisor.RAY_IN_USE)
@@ -201,9 +201,9 @@ def _ray_failure(error: BaseException) -> bool:
 
 
 def _internal_error(error: BaseException) -> int:
-    named = str(error) if isinstance(error, parallel.RayFailure) else f"{type(error).__name__}: {error}"
+    named = str(error) if isinstance(error, ray_local.RayFailure) else f"{type(error).__name__}: {error}"
     summary = " ".join(named.split())[:300]
-    if isinstance(error, parallel.RayCannotStart):
+    if isinstance(error, ray_local.RayCannotStart):
         say(f"topicaudit: error: {printable(str(error))}")
         return EXIT_RAY_FAILED
     if _ray_failure(error):
@@ -242,14 +242,13 @@ def _command_behaviour():
     """What only the command line does, for the length of one command: warnings printed as one-line notes
     (loaders warn about tolerated oddities in input files), a dead local raylet as one line and exit 4 (not
     Ray's errors and exit 1), Ray's start told to the supervisor."""
-    saved = warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START
+    saved = warnings.showwarning
     warnings.showwarning = _show_note
-    parallel.EXIT_WHEN_RAYLET_DIES = True
-    parallel.ON_RAY_START = _tell_ray_started
     try:
-        yield
+        with parallel.ray_behaviour(parallel.RayBehaviour(exit_when_raylet_dies=True, on_start=_tell_ray_started)):
+            yield
     finally:
-        warnings.showwarning, parallel.EXIT_WHEN_RAYLET_DIES, parallel.ON_RAY_START = saved
+        warnings.showwarning = saved
 
 
 def _tell_ray_started() -> None:

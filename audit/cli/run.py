@@ -10,7 +10,8 @@ import sys
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import own_claim_check
-from topicaudit.engine.configuration.config import Config, corpus_stem, load_config, run_config
+from topicaudit.engine.configuration.config import Config, corpus_stem, run_config
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.presentation.summary import summary_table
 from topicaudit.engine.run import execute_run

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topicaudit.engine.configuration.config import load_config, run_config
+from topicaudit.engine.configuration.config import run_config
+from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError

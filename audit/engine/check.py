@@ -27,16 +27,19 @@ import numpy as np
 from topicaudit.engine.configuration import arguments
 
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.configuration.config import Config, config_from_dict, load_config, run_config, with_learner
+from topicaudit.engine.configuration.config import Config, run_config, with_learner
+from topicaudit.engine.configuration.loading import config_from_dict, load_config
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
 from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
-from topicaudit.engine.storage.results import CheckResult
+from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.storage.rundir import atomic_write_all, atomic_write_text, read_arrays, read_results
-from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
+from topicaudit.engine.storage.bounded_read import read_arrays, read_results
+from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
+from topicaudit.engine.power import TARGET_POWER
+from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present, read_once
 
@@ -200,7 +203,7 @@ def one_check_at_a_time(run_dir: Path):
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
-    """Write check.json and the JUnit file, both or neither (``rundir.atomic_write_all``): a check refused for
+    """Write check.json and the JUnit file, both or neither (``durable_write.atomic_write_all``): a check refused for
     one of them leaves the other (and the run directory) as it was."""
     contents = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),

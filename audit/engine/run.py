@@ -16,26 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.attacks.canaries import (
-    ANCHORS,
-    CAP_MULTIPLE,
-    PAIRED_KINDS,
-    CanarySet,
-    canary_scores,
-    default_length,
-    make_canaries,
-    resolve_kind,
-)
-from topicaudit.attacks.lira import offline_scores, online_scores
-from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries, scorer_for
-from topicaudit.targets.mechanisms import SetUnion
+from topicaudit.attacks.canaries import CanarySet
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
-from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.configuration.config import Config, config_hash, run_config, validate
+from topicaudit.engine.canary_audit import all_canary_scores, build_canaries, canary_results, observed_mechanism
+from topicaudit.engine.configuration.config import Config, config_hash, run_config
+from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.execution.experiment import Experiment, execute, needs_ray, package_versions, start_ray
 from topicaudit.engine.storage.integrity import verify_run_directory
 from topicaudit.engine.storage.lock import writer_lock
@@ -45,11 +34,8 @@ from topicaudit.engine.execution.plan import check_plan, make_plan
 from topicaudit.engine.storage.results import (
     RESULTS_SCHEMA,
     AttackMetrics,
-    CanaryBounds,
-    CanaryResults,
     CorpusInfo,
     GuaranteeInfo,
-    MechanismInfo,
     NaturalBounds,
     RunResults,
     ShadowsInfo,
@@ -59,148 +45,16 @@ from topicaudit.engine.storage.results import (
 )
 from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
-from topicaudit.engine.storage.rundir import (RunDirectory, atomic_write_bytes, load_audit_corpus, read_results,
-                                            read_run_toml)
+from topicaudit.engine.storage.bounded_read import read_results, read_run_toml
+from topicaudit.engine.storage.durable_write import atomic_write_bytes
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
+from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.inputs.files import read_once
 from topicaudit.targets import build_target, sources, vocabulary_of
-from topicaudit.targets.base import Release, declared_mechanism
-from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
-
-
-# -- canaries ------------------------------------------------------------------------
-def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySet | None:
-    """The run's canaries (None without any); a corpus too small for them is a UserError."""
-    c = config.attack.canaries
-    if not c.count:
-        return None
-    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().relation,
-                        c.observe != "release" and target.observes_vocabulary)
-    length = c.length or default_length(target.learner, X,
-                                        declared(target.learner.guarantee().parameters, RELEASE_TOP_N))
-    # Threshold canaries: ANCHORS one-word documents hold each anchored canary's word, a candidate with or without
-    # it, far enough below the cap Γ that a step spending twice the budget does not saturate it; the fresh
-    # documents are 4× the step's per-document cap long.
-    step = declared_mechanism(target.vocabulary_step)
-    rho = step.rho if isinstance(step, SetUnion) else None
-    anchors = ANCHORS if kind == "threshold" and rho is not None else 0
-    if kind == "threshold" and rho is None:
-        raise UserError("[attack.canaries] kind = \"threshold\" audits a DP vocabulary step; "
-                        f"[target] vocabulary = {config.target.vocabulary!r} has no threshold (choose a dpsu-* step)")
-    if kind == "threshold" and not c.length:
-        # (A step without a cap, the flawed public GW, gets the other steps' default Δ0 of 64.)
-        length = CAP_MULTIPLE * (step.delta0 or 64)
-    try:
-        return make_canaries(X, c.count, kind, length, config.seed, c.shadows, anchors)
-    except ValueError as error:
-        raise UserError(f"[attack.canaries]: {error}") from None
-
-
-def observed_mechanism(config: Config, target, canaries: CanarySet | None) -> bool:
-    """Whether the canaries are scored on the mechanism's outputs (``[attack.canaries] observe``).
-
-    ``auto`` observes the mechanism whenever the learner records it and the
-    canaries have fresh columns to observe; ``mechanism`` insists (a clear
-    error where it cannot); ``release`` scores the released Φ only.
-    """
-    if canaries is None:
-        return False
-    mode = config.attack.canaries.observe
-    possible = (target.observes_mechanism or target.observes_vocabulary) and canaries.observed_columns.size > 0
-    # A local learner's reports are scored per host (word canaries); a document canary has no host.
-    adjacency = target.guarantee().adjacency
-    if adjacency is not None and not adjacency.document_level and not canaries.word_level \
-            and not target.observes_vocabulary:
-        possible = False
-    if mode == "mechanism" and not possible:
-        why = ("learner {!r} does not record its mechanism's outputs".format(config.target.learner)
-               if not (target.observes_mechanism or target.observes_vocabulary) else
-               "only unique-word, paired, threshold and word canaries (word canaries for a word-level claim) "
-               "have mechanism outputs to observe")
-        raise UserError(f"[attack.canaries] observe = \"mechanism\": {why}; use observe = \"release\"")
-    if possible and mode != "release":
-        part, setting = ((target.vocabulary_step, f"vocabulary = {config.target.vocabulary!r}")
-                         if target.observes_vocabulary else (target.learner, f"learner = {config.target.learner!r}"))
-        try:
-            scorer_for(declared_mechanism(part))
-        except ValueError as error:
-            raise UserError(f"[target] {setting}: {error}") from None
-    return possible and mode != "release"
-
-
-def all_canary_scores(release: Release, shadows: list[Release], canaries: CanarySet, tol: float) -> dict[str, np.ndarray]:
-    """Shadow-free scores, plus online and offline LiRA on ζ when there are shadow canary releases,
-    plus ``mechanism`` (the claimed mechanism's likelihood ratio) when the release has a transcript."""
-    scores = canary_scores(release, canaries, tol)
-    if release.transcript is not None:
-        scores.update(mechanism_scores(release.transcript, canaries))
-    if shadows:
-        zeta = np.stack([canary_scores(r, canaries, tol)["zeta"] for r in shadows])
-        scores["lira_online"] = online_scores(scores["zeta"], zeta, canaries.shadow_in)
-        scores["lira_offline"] = offline_scores(scores["zeta"], zeta, canaries.shadow_in)
-    return scores
-
-
-def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: Release, delta: float,
-                   alpha: float, observe: str = "release") -> CanaryResults:
-    """``results.json["canaries"]``: metrics, every valid ε bound (α split over them), the audit's ceiling.
-
-    The bounds use the scores of what the audit observes (the mechanism's
-    outputs or the released Φ); the other scores' metrics are reported beside.
-    """
-    coins = canaries.coins
-    tested = canary_verdict_scores(scores, observe)
-    share = alpha / (len(tested) * len(VALID_BOUNDS))
-    both_classes = 0 < coins.sum() < coins.size
-    bounds = bound_tests(tested, coins, delta, share) if both_classes else {}
-    on_release = None
-    # The release (Φ) audit of the same canaries, for comparison; not for a vocabulary step's audit, whose claim
-    # says nothing of the (possibly non-private) learner's Φ behind it.
-    transcript = release.transcript
-    vocabulary_stage = transcript is not None and transcript.mechanism.stage == "vocabulary"
-    if observe == "mechanism" and both_classes and transcript is not None and not vocabulary_stage:
-        release_scores = canary_verdict_scores(scores, "release")
-        release_share = alpha / (len(release_scores) * len(VALID_BOUNDS))
-        release_bounds = bound_tests(release_scores, coins, delta, release_share)
-        on_release = CanaryBounds(confidence=1 - alpha, delta=delta,
-                                  epsilon=max(b.epsilon for b in release_bounds.values()), by_test=release_bounds)
-    mechanism = None
-    if observe == "mechanism" and transcript is not None:
-        # What a power estimate simulates: the claimed mechanism's constants, as the transcript states them.
-        set_union = isinstance(transcript.mechanism, SetUnion)
-        mechanism = MechanismInfo(
-            kind=transcript.kind, parameters=transcript.parameters, tokens=canaries.length,
-            topics=int(release.phi.shape[0]), paired=canaries.kind in PAIRED_KINDS,
-            stage=transcript.mechanism.stage, arrays=sorted(transcript.arrays),
-            fresh_released=list(released_fresh_canaries(transcript, canaries)) if set_union else None,
-            anchors=(int(canaries.anchors.max(initial=0)) if canaries.anchors is not None else 0) if set_union
-            else None)
-    return CanaryResults(
-        observe=observe,
-        threat_model=THREAT_MODELS[observe],
-        paired=canaries.kind in PAIRED_KINDS,
-        mechanism=mechanism,
-        kind=canaries.kind,
-        count=canaries.count,
-        length=canaries.length,
-        members=int(coins.sum()),
-        fixed_training_documents=int(canaries.fixed_rows.size),
-        shadows=0 if canaries.shadow_in is None else len(canaries.shadow_in),
-        release_vocabulary_size=int(release.vocabulary.size),
-        adjacency="word" if canaries.word_level else "document",
-        scores={name: AttackMetrics.of(summarize(values, coins)) for name, values in scores.items()} if bounds
-        else {},
-        epsilon_lower_bounds=CanaryBounds(
-            confidence=1 - alpha,
-            delta=delta,
-            epsilon=max((b.epsilon for b in bounds.values()), default=0.0),
-            ceiling=bound_ceiling(coins, delta, share) if bounds else 0.0,
-            by_test=bounds),
-        release_epsilon_lower_bounds=on_release,
-    )
 
 
 def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:

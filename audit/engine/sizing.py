@@ -2,7 +2,7 @@
 
 The verdict of a mechanism audit states its power: the share of simulated
 audits of its design that refute a mechanism 2× less private than claimed
-(``engine.verdict.simulated_power``). That simulation needs only what the
+(``engine.power.simulated_power``). That simulation needs only what the
 learner declares before any fit (``mechanism()``, a ``topicaudit.mechanisms``
 release), the canaries' kind and length, the claim and the number of tests α
 is split over. So the count can be chosen before the audit: the smallest one
@@ -48,21 +48,15 @@ from topicaudit.attacks.mechanism import simulate_score_sets
 from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import Method
 from topicaudit.bounds.verdict import VALID_BOUNDS
-from topicaudit.engine.configuration.config import Config, validate
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
-from topicaudit.engine.storage.rundir import atomic_write_text, load_audit_corpus
-from topicaudit.engine.run import build_canaries, observed_mechanism
+from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
+from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
-from topicaudit.engine.verdict import (
-    FRESH_WORD_KINDS,
-    POWER_SEED,
-    SHAPED,
-    TARGET_POWER,
-    claim_shape,
-    nice_count,
-    search_count,
-    simulated_power,
-)
+from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
+from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism

@@ -28,12 +28,15 @@ from typing import Any
 import numpy as np
 
 from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.configuration.config import SECTIONS, Config, config_from_dict, validate
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.loading import SECTIONS, config_from_dict
 from topicaudit.engine.execution.parallel import ray_session
 from topicaudit.engine.execution.progress import Overall, noted
 from topicaudit.engine.run import execute_run, run_needs_ray
 from topicaudit.engine.storage.lock import holds_only_the_lock, writer_lock
-from topicaudit.engine.storage.rundir import atomic_write_text, read_json
+from topicaudit.engine.storage.bounded_read import read_json
+from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular

@@ -49,6 +49,9 @@ then be importable) and read through the same path. The pickle holds
 ``representative_docs_``: three training documents per topic, verbatim.
 Any saved model that holds training text verbatim is reported first, naming
 the field (:attr:`BERTopicModel.verbatim`).
+
+Longer than 400 lines because it is one format family: BERTopic's saved directory (safetensors and
+its JSON files) and its pickles, read without BERTopic and checked alike.
 """
 from __future__ import annotations
 

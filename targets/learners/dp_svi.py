@@ -33,6 +33,9 @@ first paper's aggregate clipping: docs/algorithms.md#dp-svi.
 Non-private counterpart: ``epsilon=inf`` or ``noise_multiplier=0`` runs the
 same procedure (sampling, cap, clipping, M-step) with no noise, and claims
 nothing.
+
+Longer than 400 lines because it is one learner: its compiled kernels, the token cap and the noisy
+M-step are read together.
 """
 from __future__ import annotations
 

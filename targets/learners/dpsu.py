@@ -56,6 +56,9 @@ lies in S₀], so P_{D'}[S₀] = (1 − p)x and P_D[S] = P_D[S₀].
 
 So the (ε, δ) recorded in ``guarantee()`` holds for add and for remove
 neighbours; no e^ε·δ term is needed in either direction.
+
+Longer than 400 lines because it is one algorithm family: DP set union's thresholds, its compiled
+histogram policies and the four variants built from them.
 """
 from __future__ import annotations
 

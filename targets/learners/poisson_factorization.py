@@ -57,6 +57,10 @@ Randomness: every draw comes from ``numpy.random.Generator`` objects handed to
 the compiled sweeps (numba supports PCG64 generators); ``fit(X, seed)`` spawns
 one stream for the privatisation and one for the sampler, so for one seed
 ``lppf`` and ``lppf-naive`` see the same privatised data.
+
+Longer than 400 lines because it is one model family: the Poisson factorisation sampler's compiled
+sweeps, shared by the non-private and the locally private learners, and its two-sided geometric
+mechanism.
 """
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ One model with two variants: :class:`Config` for ``run`` (a target trained
 and attacked here: [corpus], [synthetic], [target], [attack]) and
 :class:`AuditConfig` for ``audit`` (a released model: [model], [corpus] = the
 candidates, [reference], [attack], [ranking]); both have ``name``, ``seed``,
-``output`` and [ray]. The same code loads them, validates them and gives their
-identity. Unknown keys are errors (a typo must not silently fall back to a
-default), and every message names the file, the table and the key.
+``output`` and [ray]. The same code loads them (``loading``), validates them
+(``config_checks.validate``) and gives their identity (here). Unknown keys are
+errors (a typo must not silently fall back to a default), and every message
+names the file, the table and the key.
 """
 from __future__ import annotations
 
@@ -14,24 +15,14 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from topicaudit.attacks.canaries import KINDS as canary_kinds
-from topicaudit.attacks.ranking import check_rank_by
-from topicaudit.attacks.registry import ATTACKS, unknown_attacks
-from topicaudit.bounds.epsilon import check_level
-from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.configuration.validation import check_path_text, check_run_config, check_shadows
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import check_regular
-from topicaudit.memory import check_fits_in_memory
-from topicaudit.targets import LEARNERS, learner_settings, sources, vocabulary_of
-from topicaudit.targets.params import MAX_INTEGER, check_topics
-from topicaudit.targets.plugins import LEARNER_GROUP, is_class_path, registered
+from topicaudit.targets import learner_settings, sources, vocabulary_of
+from topicaudit.targets.plugins import is_class_path
 
 
 @dataclass
@@ -81,6 +72,7 @@ class CanaryConfig:
 
 CANARY_KINDS = ("auto", *canary_kinds)  # "auto": chosen from the target (attacks.canaries.resolve_kind)
 OBSERVE = ("auto", "mechanism", "release")
+PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
 
 
 @dataclass
@@ -308,141 +300,6 @@ def corpus_stem(path: str) -> str:
     return stem or "audit"
 
 
-SECTIONS = Config.SECTIONS  # the tables of a run's configuration
-# Tables older versions wrote into every run's config.toml at these defaults; read back, they are dropped.
-_LEGACY_RUN_TABLES = {"model": {"normalize": False, "tolerance": 1e-3, "trust_pickle": False, "params": {}},
-                      "reference": {"text_field": "text", "options": {}, "max_words": 0},
-                      "ranking": {"by": "recommended", "top": 10, "show_text": False}}
-PATH_OPTIONS = ("vocab", "dictionary")  # [corpus.options] that name files (uci, mm): relative to the config file
-
-# The longest string setting (PATH_MAX): a 300 MB one, from a dict given to the API, reached files and figures.
-MAX_STRING = 4096
-_EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-
-
-def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
-    kinds = [k for k in (bool, int, float, str) if k.__name__ in annotation]
-    if value is None and "None" in annotation:
-        return value
-    if isinstance(value, bool) and bool not in kinds:
-        kinds_ok = False
-    else:
-        kinds_ok = any(isinstance(value, k) for k in kinds) or (float in kinds and isinstance(value, int))
-    if not kinds_ok:
-        wanted = " or ".join(_EXPECTED[k] for k in kinds)
-        raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r:.80})")
-    if isinstance(value, str) and len(value) > MAX_STRING:
-        raise UserError(f"{where}: key {key!r} is {len(value)} characters long; a setting is at most {MAX_STRING} "
-                        "(a path's limit): give a shorter one")
-    if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise UserError(f"{where}: key {key!r} must be finite (got {value!r})")
-        if int not in kinds:
-            value = float(value)
-    return value
-
-
-def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, variant: type[BaseConfig]) -> None:
-    fields = {f.name: f for f in dataclasses.fields(obj)}
-    sections = variant.SECTIONS
-    for key, value in table.items():
-        if key in sections and section is None:
-            continue
-        if key not in fields or (section is None and key in sections):
-            if section is None and key in _OTHER_TABLES[variant]:
-                other = _OTHER_TABLES[variant][key]
-                raise UserError(f"{where}: [{key}] belongs to `topicaudit {other.COMMAND}`, not to "
-                                f"`topicaudit {variant.COMMAND}`; tables of {variant.COMMAND}: "
-                                + ", ".join(f"[{name}]" for name in sections))
-            known = ", ".join(k for k in fields if k not in sections)
-            tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
-            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
-        if (section, key) in variant.FREE_TABLES:
-            if not isinstance(value, dict):
-                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
-            setattr(obj, key, dict(value))
-            continue
-        if (section, key) in variant.NESTED_TABLES:
-            if not isinstance(value, dict):
-                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
-            _fill(getattr(obj, key), value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}",
-                  variant)
-            continue
-        if "list" in str(fields[key].type):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
-            setattr(obj, key, list(value))
-            continue
-        setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
-
-
-# Tables only the other variant has, for a message that names the command they belong to.
-_OTHER_TABLES = {Config: {name: AuditConfig for name in AuditConfig.SECTIONS if name not in Config.SECTIONS},
-                 AuditConfig: {name: Config for name in Config.SECTIONS if name not in AuditConfig.SECTIONS}}
-
-
-def audits_a_model(data: dict[str, Any]) -> bool:
-    """Whether a TOML configuration describes ``topicaudit audit`` (it names a released model, [model] phi)."""
-    model = data.get("model")
-    return isinstance(model, dict) and "phi" in model
-
-
-def config_from_dict(data: dict[str, Any], source: str = "configuration",
-                     variant: type[BaseConfig] | None = None) -> Config | AuditConfig:
-    """The configuration a TOML document describes: ``variant`` (Config or AuditConfig), else the audit variant
-    when it names a released model ([model] phi), else the run variant."""
-    if variant is None:
-        variant = AuditConfig if audits_a_model(data) else Config
-    if variant is Config:
-        data = {name: table for name, table in data.items() if _LEGACY_RUN_TABLES.get(name) != table}
-    config = variant()
-    _fill(config, data, source, None, variant)
-    for name, table in data.items():
-        if name in variant.SECTIONS:
-            if not isinstance(table, dict):
-                raise UserError(f"{source}: {name!r} must be a table ([{name}])")
-            _fill(getattr(config, name), table, f"{source} [{name}]", name, variant)
-    return config
-
-
-def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Config | AuditConfig:
-    """The configuration a TOML file describes (as :func:`config_from_dict`), every key checked.
-
-    Paths in the file (``[corpus] path``, ``[reference] path``, ``[model]``
-    files, ``[corpus.options]`` vocabularies) are relative to the file, not to
-    the working directory, so a configuration means the same from anywhere.
-    """
-    if not isinstance(path, (str, os.PathLike)):  # the API's boundary (bytes was a TypeError deep in pathlib)
-        raise UserError(f"load_config takes the path of a TOML file (a str or pathlib.Path; got "
-                        f"{type(path).__name__})")
-    check_path_text(path, "configuration file")
-    path = Path(path)
-    check_regular(path, fix="give the path of the TOML file itself")  # a FIFO would block the read below
-    try:
-        if path.stat().st_size > toml_reader.MAX_BYTES:  # refused before it is read into memory
-            raise toml_reader.too_large(str(path))
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"configuration file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read configuration file {path}: {error}") from None
-    data = toml_reader.loads(text, str(path))  # size, nesting and dotted keys bounded before parsing
-    config = config_from_dict(data, str(path), variant)
-    # Paths in a config file are relative to the file, not to the shell.
-    for section, key in config.PATHS:
-        table = getattr(config, section)
-        value = getattr(table, key)
-        if value is not None and not Path(value).is_absolute():
-            setattr(table, key, str(path.parent / value))
-    for section in ("corpus", "reference"):
-        options = getattr(config, section).options if section in config.SECTIONS else {}
-        for key in PATH_OPTIONS:
-            value = options.get(key)
-            if isinstance(value, str) and value and not Path(value).is_absolute():
-                options[key] = str(path.parent / value)
-    return config
-
-
 def run_config(config: BaseConfig) -> Config:
     """``config`` if it describes ``topicaudit run``; an audit's configuration is refused, naming its command."""
     if isinstance(config, AuditConfig):
@@ -468,82 +325,6 @@ def audit_config_of(config: BaseConfig) -> AuditConfig:
     if not isinstance(config, AuditConfig):
         raise UserError("no model to audit: give PHI on the command line, or [model] phi in the configuration")
     return config
-
-
-# The least memory one canary takes (its id, coin, scores and row of the training set), to refuse a count that
-# cannot fit before anything is allocated.
-CANARY_BYTES = 64
-
-
-def validate(config: BaseConfig) -> None:
-    """Checks that need no data, for either variant: numbers in range, names known, the output writable."""
-    if not 0 < config.attack.tol < 1:
-        raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
-    if config.ray.num_cpus < 0:
-        raise UserError(f"[ray] num_cpus (--num-cpus) must be ≥ 0 (got {config.ray.num_cpus})")
-    if isinstance(config, AuditConfig):
-        _validate_audit(config)
-    else:
-        _validate_run(run_config(config))
-    check_run_config(config)  # seed range, writable output, [synthetic] sizes: before any work
-
-
-def _validate_run(config: Config) -> None:
-    canaries = config.attack.canaries
-    check_shadows(config.attack.shadows, "[attack] shadows (--shadows)", 0 if canaries.count else 2,
-                  "; 0 is allowed with canaries ([attack.canaries] count or --canaries), whose scores need no "
-                  "shadow model")
-    if canaries.count < 0:
-        raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
-    if canaries.count > MAX_INTEGER:  # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
-        raise UserError(f"[attack.canaries] count (--canaries) must be ≤ 2**31 − 1 = {MAX_INTEGER} (got "
-                        f"{canaries.count}); each canary is a document added to the training set")
-    check_fits_in_memory(canaries.count * CANARY_BYTES, f"[attack.canaries] count (--canaries) = {canaries.count}",
-                         "audit fewer canaries")
-    if canaries.observe not in OBSERVE:
-        raise UserError(f"[attack.canaries] observe must be one of {', '.join(OBSERVE)} (got {canaries.observe!r})")
-    if canaries.kind not in CANARY_KINDS:
-        raise UserError(f"[attack.canaries] kind must be one of {', '.join(CANARY_KINDS)} (got {canaries.kind!r})")
-    check_shadows(canaries.shadows, "[attack.canaries] shadows", 0)
-    if canaries.length < 0:
-        raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
-                        "learner's document cap or the corpus")
-    if not config.target.test_under_noise >= 1.0:
-        raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
-    check_topics(config.target.k, "[target] k")
-    if config.attack.shadow_vocabulary not in ("target", "own"):
-        raise UserError(
-            f"[attack] shadow_vocabulary must be 'target' or 'own' (got {config.attack.shadow_vocabulary!r})"
-        )
-    check_level(config.attack.alpha, config.attack.delta, "[attack] alpha", "[attack] delta")
-    unknown = unknown_attacks(config.attack.attacks)
-    if unknown:
-        raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")
-    if config.corpus.max_words < 0:
-        raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
-
-
-def _validate_audit(config: AuditConfig) -> None:
-    m = config.model
-    if m.phi is None:
-        raise UserError("no model to audit: give PHI on the command line, or [model] phi in the configuration")
-    for role, flag in (("corpus", "candidates"), ("reference", "reference")):
-        if getattr(config, role).path is None:
-            raise UserError(f"[{role}] path is missing: the {flag} documents (--{flag} PATH)")
-    if m.learner is not None and m.learner not in LEARNERS and not is_class_path(m.learner) \
-            and m.learner not in registered(LEARNER_GROUP):
-        raise UserError(f"unknown learner {m.learner!r} ([model] learner, --learner); known learners: "
-                        f"{', '.join([*LEARNERS, *registered(LEARNER_GROUP)])}, or \"package.module:Class\"")
-    check_shadows(config.attack.shadows, "[attack] shadows (--shadows)")
-    if m.k is not None:
-        check_topics(m.k, "[model] k (--k)", "by default it is Φ's number of rows")
-    check_rank_by(config.ranking.by, "[ranking] by (--rank-by)")
-    for role in ("corpus", "reference"):
-        if getattr(config, role).max_words:
-            raise UserError(f"[{role}] max_words is for `topicaudit run`: an audit counts its documents over Φ's "
-                            "vocabulary; remove it")
-    if config.ranking.top < 0:
-        raise UserError(f"[ranking] top (--top) must be ≥ 0 (got {config.ranking.top})")
 
 
 def config_hash(config: BaseConfig, fingerprint: str) -> str:

@@ -12,7 +12,8 @@ import math
 from topicaudit.attacks.canaries import WORD_KINDS, resolve_kind
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
-from topicaudit.engine.configuration.config import Config, validate
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
 from topicaudit.targets.privacy.guarantee import adjacency_of

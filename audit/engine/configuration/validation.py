@@ -144,8 +144,9 @@ def _probe(directory: Path, what: str) -> None:
 
 
 def check_run_config(config) -> None:
-    """What either command can refuse from the configuration alone, for ``topicaudit.engine.configuration.config.validate``:
-    the seed, the output directory, and a run's [synthetic] corpus."""
+    """What either command can refuse from the configuration alone, for
+    ``topicaudit.engine.configuration.config_checks.validate``: the seed, the output directory, and a run's
+    [synthetic] corpus."""
     check_seed(config.seed, "seed (--seed)")
     check_name(config.name)
     if config.output is not None and str(config.output).strip() == "":

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 from topicaudit.attacks.registry import recommended_attack
-from topicaudit.engine.storage.results import AttackMetrics, CheckResult, RunResults, ceiling_remedy, confidence
-from topicaudit.engine.verdict import TARGET_POWER
+from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence
+from topicaudit.engine.storage.results import AttackMetrics, RunResults
+from topicaudit.engine.power import TARGET_POWER
 
 
 def headline_attack(results: RunResults) -> str | None:

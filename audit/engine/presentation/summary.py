@@ -3,13 +3,14 @@
 - :func:`summary_table`: the whole summary, from a run's results and its stored verdict;
 - :func:`verdict_lines`: its verdict block, the bound, ceiling or power and the verdict as ``check`` gives it.
 
-Both read the typed results (``topicaudit.engine.storage.results``) and the
+Both read the typed results (``topicaudit.engine.storage.results``, ``.check_result``) and the
 words of ``topicaudit.engine.presentation.guidance``; nothing is computed here.
 """
 from __future__ import annotations
 
 from topicaudit.engine.presentation.guidance import figure_meanings, headline_attack, next_steps
-from topicaudit.engine.storage.results import CheckResult, RunResults, confidence
+from topicaudit.engine.storage.check_result import CheckResult, confidence
+from topicaudit.engine.storage.results import RunResults
 
 
 def summary_table(results: RunResults, verdict: tuple[CheckResult, bool] | None = None) -> str:

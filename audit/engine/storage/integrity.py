@@ -24,8 +24,8 @@ import numpy as np
 
 from topicaudit.bounds.verdict import THREAT_MODELS
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.storage.results import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
-from topicaudit.engine.storage.rundir import array_names, read_arrays, read_json, read_run_toml
+from topicaudit.engine.storage.check_result import HMAC, NONE, SHA256, UNVERIFIED, integrity_phrase
+from topicaudit.engine.storage.bounded_read import array_names, read_arrays, read_json, read_run_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present
 from topicaudit.inputs.integrity_key import integrity_key

@@ -150,7 +150,7 @@ def _read_regular(path: Path) -> bytes:
 def record(run_dir: Path, *names: str, write_text) -> None:
     """Add (or update) the hashes of ``names``, files just written in ``run_dir``; a missing one is dropped.
 
-    write_text: the atomic writer of the run directory (``rundir.atomic_write_text``).
+    write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``).
     """
     run_dir = Path(run_dir)
     key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import read_user_file
-from topicaudit.inputs.phi_io import read_vocabulary
+from topicaudit.inputs.vocabulary_file import read_vocabulary
 from topicaudit.inputs.sizes import check_corpus_bytes
 from topicaudit.targets.counts import check_counts
 

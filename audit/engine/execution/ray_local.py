@@ -1,0 +1,178 @@
+"""A local Ray instance's processes, and Ray's failures: the address-space check before it starts, the reaper
+and the raylet watch that end it with the driver, the environment and signal handlers around ``ray.init``, and
+the raylet's banners as one-line notes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any
+
+resource: Any
+try:
+    import resource
+except ImportError:  # Windows has no address-space limits
+    resource = None
+
+from topicaudit.errors import EXIT_RAY_FAILED
+
+
+ONE_THREAD = {name: "1" for name in (
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+)}
+
+
+class RayFailure(Exception):
+    """Ray itself failed (did not start, or stopped under the run): not the user's input, not our bug."""
+
+
+class RayCannotStart(RayFailure):
+    """Ray cannot start in this process's limits; the message says which and what to change (exit 4)."""
+
+
+# The address space a local instance needs besides its object store: every one of its processes (GCS,
+# raylet, workers) gets the limit. Measured with Ray 2.60: ray.init aborted at 1.5 GB (`ulimit -v 1500000`),
+# and a run of fits and statistics finished at 3 GB.
+RAY_ADDRESS_SPACE_BYTES = 3 * 10**9
+
+
+def check_address_space(object_store_bytes: int = 0) -> None:
+    """Refuse to start a local Ray instance under an address-space limit (``ulimit -v``) it cannot start in.
+
+    Ray's C++ layer otherwise aborts (SIGABRT, exit 134) with a stack dump of
+    every loaded module.
+    """
+    if resource is None:  # Windows
+        return
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    needed = RAY_ADDRESS_SPACE_BYTES + max(object_store_bytes, 100 * 2**20)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise RayCannotStart(
+            f"the address-space limit of this shell (ulimit -v {soft // 1024}) is below the ~{needed / 1e9:.1f} GB "
+            "each process of a local Ray instance reserves, so Ray would abort; raise it (`ulimit -v unlimited`, "
+            f"or at least {needed // 1024}) or join a cluster with --ray-address"
+        )
+
+
+def watch_raylet(ray) -> threading.Event:
+    """End the driver with one line (exit 4) when the local raylet dies under it.
+
+    Left alone, Ray's core worker notices ~15 s later, prints its own errors and
+    exits 1, which ``check`` callers would read as "claim refuted". Finished
+    models are already on disk; the reaper stops what remains of the instance.
+    """
+    stop = threading.Event()
+    node = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+    raylets = [info.process for info in getattr(node, "all_processes", {}).get("raylet", [])]
+    if not raylets:
+        return stop
+
+    def watch():
+        while not stop.wait(0.5):
+            if any(process.poll() is not None for process in raylets) and not stop.is_set():
+                print("topicaudit: error: the local Ray instance stopped under the run (its raylet died); "
+                      "finished models are kept — rerun the same command to resume", file=sys.stderr, flush=True)
+                os._exit(EXIT_RAY_FAILED)
+
+    threading.Thread(target=watch, name="topicaudit-raylet-watch", daemon=True).start()
+    return stop
+
+
+class _Reaper:
+    """``topicaudit.engine.execution.ray_reaper`` watching this driver: the local instance's processes die with it."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "topicaudit.engine.execution.ray_reaper"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, text=True,
+        )
+
+    def watch(self, ray) -> None:
+        """Tell the reaper which instance is ours: its session directory."""
+        node = getattr(getattr(ray, "_private", None) and ray._private.worker, "_global_node", None)
+        session = getattr(node, "get_session_dir_path", lambda: None)()
+        if session:
+            try:
+                self.process.stdin.write(session + "\n")
+                self.process.stdin.flush()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """After ray.shutdown: the reaper kills any straggler of this instance, then exits."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+
+
+def start_reaper():
+    if sys.platform != "linux":
+        return _NoReaper()
+    return _Reaper()
+
+
+class _NoReaper:
+    def watch(self, ray) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+# The local instance's processes: one thread per numeric library in every worker, and
+# Ray's agents watching the raylet through a pipe, so they exit the moment it does
+# (polling, they linger ~60 s orphaned after the driver is killed).
+LOCAL_ENVIRONMENT = {**ONE_THREAD, "RAY_enable_pipe_based_agent_to_parent_health_check": "1",
+                     "RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
+
+
+@contextmanager
+def environment(variables: dict[str, str]):
+    """Set environment variables for the processes ray.init starts, and restore the driver's after."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def signal_handlers() -> dict | None:
+    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
+        return None
+    return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def restore_signal_handlers(handlers: dict | None) -> None:
+    """ray.init installs a SIGTERM handler that exits 1 (or 15); the caller's own handling stays in charge."""
+    for s, handler in (handlers or {}).items():
+        if handler is not None:
+            signal.signal(s, handler)
+
+
+def quiet_raylet_banners(ray) -> None:
+    """Ray prints the raylet's multi-line error reports (e.g. "a worker died…") on the driver's
+    stdout even with worker logs off; keep their first line, as one note on stderr."""
+    worker_module = sys.modules.get("ray._private.worker")
+    original = getattr(worker_module, "print_to_stdstream", None)
+    if original is None or getattr(original, "_topicaudit_quiet", False):
+        return
+
+    def one_line(data, ignore_prefix=False, *args, **kwargs):
+        if data.get("pid") != "raylet":
+            return original(data, ignore_prefix, *args, **kwargs)
+        for line in data.get("lines", []):
+            first = " ".join(str(line).strip().splitlines()[:1])[:200]
+            if first:
+                print(f"topicaudit: note: Ray: {first}", file=sys.stderr)
+
+    setattr(one_line, "_topicaudit_quiet", True)
+    setattr(worker_module, "print_to_stdstream", one_line)

@@ -1,0 +1,145 @@
+"""Durable writes of a run's files: whole or not at all after a crash, never over a FIFO or a device, and a full
+disk or a file size limit said in one message naming the file."""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+try:
+    import resource  # POSIX only: what a file size limit (EFBIG) is
+except ImportError:  # pragma: no cover — Windows
+    resource = None  # type: ignore[assignment]
+
+from topicaudit.errors import UserError
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a rename or a new entry in ``path`` durable (POSIX: the directory's own fsync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # platforms without directory handles (Windows): rename is as durable as it gets
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, writer) -> None:
+    """Write through a temporary file in the same directory, fsync it, rename, fsync the directory.
+
+    After a crash or power loss the file is either the old one or the whole new
+    one, never empty or torn.
+    """
+    path = Path(path)
+    refuse_replacing(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise disk_full(error, path) or error from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            writer(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
+        os.replace(tmp, path)
+    except BaseException as error:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and disk_full(error, path):
+            raise disk_full(error, path) from None
+        raise
+    fsync_directory(path.parent)
+
+
+def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
+    """``atomic_write_bytes`` of several files, all or none: each is written and fsynced beside its place
+    first, and renamed over it only once every one is written. ``check`` wrote check.json into the run
+    directory and then failed on a full disk for its --junit file: the run kept a check.json its manifest
+    did not match (so ``report`` refused it) after a command that said it had failed."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in contents:
+            path = Path(path)
+            refuse_replacing(path)
+            try:
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((tmp, path))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o666 & ~_umask())
+            except OSError as error:  # named by the file it was writing, not by its temporary
+                raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for parent in dict.fromkeys(path.parent for _, path in staged):
+        fsync_directory(parent)
+
+
+def refuse_replacing(path: Path, what: str = "") -> None:
+    """A file is written by renaming a new one over ``path``: refuse when something other than a regular file or a
+    symbolic link is there. The rename would replace a FIFO or a device with a regular file (``check --junit
+    /dev/null`` run as root replaced the system's /dev/null), and cannot replace a directory (IsADirectoryError)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # nothing there (or nothing we can see): the write says what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device")
+    raise UserError(f"cannot write {what + ' ' if what else ''}{path}: it is {kind}, not a regular file; topicaudit "
+                    f"writes a file by renaming a new one over it, and never replaces {kind}: move it away or give "
+                    "another path, and rerun the same command")
+
+
+def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
+    """A write refused for room — a full disk or exhausted quota (ENOSPC, EDQUOT), a file over the size limit
+    (EFBIG: ``ulimit -f``, or the file system's largest file) — as a UserError naming the file; else None."""
+    if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
+        return None
+    named = path or getattr(error, "filename", None)
+    path = Path(named or ".")
+    if error.errno == errno.EFBIG:
+        return UserError(f"cannot write {path if named else 'a file'}: it would be larger than {_size_limit()}; "
+                         "raise the limit (`ulimit -f unlimited`) or choose an output directory on another file "
+                         "system, and rerun the same command")
+    mount = path.absolute()
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
+    return UserError(f"cannot write {path if named else 'a file'}: {what} on the disk mounted at {mount}; free "
+                     "some space there (or choose another output directory) and rerun the same command")
+
+
+def _size_limit() -> str:
+    """What EFBIG means here: this process's file size limit if it has one, else the file system's."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        soft = None if soft == resource.RLIM_INFINITY else soft
+    except (AttributeError, OSError, ValueError):  # no resource module (Windows)
+        soft = None
+    if soft is None:
+        return "the largest file this file system holds"
+    return f"the file size limit of this process (`ulimit -f`, RLIMIT_FSIZE = {soft} bytes)"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))
