@@ -39,6 +39,7 @@ from topicaudit.targets.mechanisms import GaussianNoise, Transcript
 QUANTILES = 100      # the recorded shares kept in results.json: their quantiles at (i + ½)/100
 CONTRADICTION = 3.0  # standard errors above the observed mean share at which a recorded share is not believed
 LOWER = 1.645        # standard errors below the observed mean share used when nothing credible was recorded
+BLOCK = 4_096        # columns read at a time
 
 
 def trained_columns(transcript: Transcript, canaries: CanarySet) -> tuple[np.ndarray, np.ndarray]:
@@ -53,10 +54,16 @@ def trained_columns(transcript: Transcript, canaries: CanarySet) -> tuple[np.nda
     if canaries.alternate_words is not None:
         trained.append(canaries.alternate_words[~coins])
         untrained.append(canaries.alternate_words[coins])
-    at = {int(c): i for i, c in enumerate(columns)}
-    pick = [np.array([at[int(w)] for w in np.concatenate(group) if int(w) in at], dtype=np.int64)
-            for group in (trained, untrained)]
-    return pick[0], pick[1]
+    order = np.argsort(columns)
+
+    def positions(group: list[np.ndarray]) -> np.ndarray:
+        wanted = np.concatenate(group).astype(np.int64)
+        if not columns.size:
+            return np.zeros(0, np.int64)
+        at = order[np.searchsorted(columns, wanted, sorter=order).clip(0, columns.size - 1)]
+        return at[columns[at] == wanted]
+
+    return positions(trained), positions(untrained)
 
 
 def observed_share(transcript: Transcript, canaries: CanarySet) -> tuple[float, float] | None:
@@ -70,16 +77,26 @@ def observed_share(transcript: Transcript, canaries: CanarySet) -> tuple[float, 
     sums = transcript.arrays["noisy_sums"]                                   # (T, k, columns)
     top = transcript.arrays.get("top_topics")
 
-    def scored(at: np.ndarray) -> np.ndarray:
-        y = np.asarray(sums[..., at], dtype=np.float64)
-        if top is None:  # the score reads every topic: the column's whole sum bounds what any one topic holds
-            return y.sum(axis=1)
-        return np.take_along_axis(y, np.asarray(top)[:, None, at].astype(np.int64), axis=1)[:, 0, :]
+    def moments(at: np.ndarray) -> tuple[float, float]:
+        """Mean and variance of the scored topic's noisy sum over every step and these columns, a block of
+        columns at a time (a large audit's sums are hundreds of megabytes)."""
+        total = square = 0.0
+        for start in range(0, at.size, BLOCK):
+            block = at[start:start + BLOCK]
+            y = np.asarray(sums[..., block], dtype=np.float64)
+            if top is None:  # the score reads every topic: the column's whole sum bounds what one topic holds
+                y = y.sum(axis=1)
+            else:
+                y = np.take_along_axis(y, np.asarray(top)[:, None, block].astype(np.int64), axis=1)[:, 0, :]
+            total, square = total + float(y.sum()), square + float((y * y).sum())
+        n = at.size * sums.shape[0]
+        return total / n, max(square / n - (total / n) ** 2, 0.0)
 
-    inside, outside = scored(trained), scored(untrained)
+    (inside, inside_var), (outside, outside_var) = moments(trained), moments(untrained)
+    n_in, n_out = trained.size * sums.shape[0], untrained.size * sums.shape[0]
     scale = m.sampling_rate * m.contribution
-    share = (inside.mean() - outside.mean()) / scale
-    error = math.sqrt(inside.var() / inside.size + outside.var() / outside.size) / scale
+    share = (inside - outside) / scale
+    error = math.sqrt(inside_var / n_in + outside_var / n_out) / scale
     return float(share), float(error)
 
 
