@@ -8,13 +8,18 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from topicaudit.attacks.canaries import make_canaries
 from topicaudit.attacks.contribution import measured_contribution, observed_share
 from topicaudit.attacks.mechanism import simulate_score_sets
-from topicaudit.engine.check import assert_privacy
+from topicaudit.engine import sizing
+from topicaudit.engine.check import assert_privacy, check_run
+from topicaudit.engine.configuration.config import config_from_dict
+from topicaudit.engine.sizing import size_canaries
 from topicaudit.engine.storage.rundir import load_arrays
 from topicaudit.mechanisms import GaussianNoise, Recorder, Transcript
+from topicaudit.targets.mechanisms import mechanism_from_json
 
 # DP-SVI whose E-step stops after two passes: a one-word canary's tokens stay split over the topics, so the whole
 # contribution in one topic overstates its score plainly (a short E-step, not a bug: its claim still holds).
@@ -48,7 +53,6 @@ def test_the_simulated_separation_of_a_real_dp_svi_fit_is_not_overstated(weak_fi
     observed, observed_error = _difference(real[coins], real[~coins])
     info = results["canaries"]["mechanism"]
     assert info["contribution"] and np.mean(info["contribution"]) < 0.9  # the short E-step's shares, measured
-    from topicaudit.targets.mechanisms import mechanism_from_json
     release = mechanism_from_json(info["kind"], info["parameters"])
     simulated = {}
     for label, contribution in (("measured", info["contribution"]), ("whole", None)):
@@ -65,7 +69,6 @@ def test_the_simulated_separation_of_a_real_dp_svi_fit_is_not_overstated(weak_fi
 
 def test_the_verdicts_power_is_simulated_with_the_measured_contribution(weak_fit):
     out, result, results = weak_fit
-    from topicaudit.engine.check import check_run
     again = check_run(out)
     assert again.power == result.power
     assert results["canaries"]["mechanism"]["contribution"] == sorted(results["canaries"]["mechanism"]["contribution"])
@@ -75,9 +78,7 @@ def _transcript(trained_share: float, recorded: np.ndarray | None, steps: int = 
                 seed: int = 0) -> tuple[Transcript, object]:
     """A Gaussian transcript of half trained one-word canaries, each adding ``trained_share`` of N = 10 to its
     scored topic at every step (q = 1), σ = 10; ``recorded``: the shares the learner claims to have added."""
-    X = np.ones((4, 5))
-    import scipy.sparse as sp
-    canaries = make_canaries(sp.csr_matrix(X), columns, "unique-word", 10, seed=seed)
+    canaries = make_canaries(sp.csr_matrix(np.ones((4, 5))), columns, "unique-word", 10, seed=seed)
     rng = np.random.default_rng(seed)
     mechanism = GaussianNoise(10.0, 10, 1.0, None, steps)
     order = np.argsort(canaries.words)
@@ -113,3 +114,14 @@ def test_the_recorder_keeps_each_sampled_columns_share_in_its_scored_topic():
     record.gaussian(clean + 1.0, noise_std=1.0, document_tokens=10, sampling_rate=0.5, steps=2,
                     topic_affinity=affinity, clean=clean)
     np.testing.assert_allclose(record.transcript().arrays["contributions"], [0.6, 0.2])
+
+
+def test_sizing_simulates_the_pilots_measured_contribution_and_says_when_the_power_is_out_of_reach(monkeypatch):
+    """The short E-step's canaries add about 60% of their tokens where the score looks: no count the search
+    tries reaches the power, and the sizing says so; the whole contribution would have promised more."""
+    monkeypatch.setattr(sizing, "LIMIT", 4_000)  # the search's reach, kept short
+    measured = size_canaries(config_from_dict(WEAK_E_STEP), budget=600)
+    assert not measured.reached and "cannot reach the power asked for" in measured.message()
+    monkeypatch.setattr(sizing, "_pilot_contribution", lambda *args: None)
+    whole = size_canaries(config_from_dict(WEAK_E_STEP), budget=600)
+    assert max(p for p, _ in whole.tried.values()) > max(p for p, _ in measured.tried.values())

@@ -128,6 +128,10 @@ class Sizing:
             head = (f"canaries: {self.count:,}, {MARGIN:g}× the fewest whose simulated power against a mechanism "
                     f"2× less private reaches {self.target:.0%} (at {self.count:,}: {self.power:.0%}); estimated "
                     f"{self.seconds:.0f} s, {within}")
+        elif self.budget is None:  # no budget: the search's own limits came first
+            head = (f"canaries: {self.count:,}, the most the search simulated (estimated {self.seconds:.0f} s); its "
+                    f"limits came before the power asked for: {self.power:.0%} against a mechanism 2× less private "
+                    f"where {self.target:.0%} was asked; more than {self.count:,} canaries would be needed")
         else:
             need = (f"{self.needed:,} canaries would reach it (estimated {self.needed_seconds:.0f} s)"
                     if self.needed else f"more than {max(map(int, self.tried)):,} canaries would be needed")
@@ -329,7 +333,8 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     if needed is not None and (budget is None or estimates[needed] <= budget):
         count, reached = needed, True
     else:
-        count = _within(budget, tried, estimates, power_at)
+        # No budget and no count found within the search's limits: the largest count simulated.
+        count = max(tried) if budget is None else _within(budget, tried, estimates, power_at)
         reached = tried[count] >= target_power  # short of the margin, but the simulation reaches the power
     sizing = Sizing(count=count, power=tried[count], target=target_power, budget=budget,
                     seconds=round(estimates[count], 1), reached=reached, needed=needed,
