@@ -3,6 +3,7 @@ believed only where the transcript's own sums agree, and never the whole contrib
 (which overstated DP-SVI's power: 17 of 20 real audits caught a 2× bug where the simulation said 100%)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -14,10 +15,11 @@ from topicaudit.attacks.canaries import make_canaries
 from topicaudit.attacks.contribution import measured_contribution, observed_share
 from topicaudit.attacks.mechanism import simulate_score_sets
 from topicaudit.engine import sizing
-from topicaudit.engine.check import assert_privacy, check_run
+from topicaudit.engine.check import _evidence, assert_privacy, check_run
 from topicaudit.engine.configuration.config import config_from_dict
 from topicaudit.engine.sizing import size_canaries
 from topicaudit.engine.storage.rundir import load_arrays
+from topicaudit.engine.verdict import run_verdict
 from topicaudit.mechanisms import GaussianNoise, Recorder, Transcript
 from topicaudit.targets.mechanisms import mechanism_from_json
 
@@ -125,3 +127,14 @@ def test_sizing_simulates_the_pilots_measured_contribution_and_says_when_the_pow
     monkeypatch.setattr(sizing, "_pilot_contribution", lambda *args: None)
     whole = size_canaries(config_from_dict(WEAK_E_STEP), budget=600)
     assert max(p for p, _ in whole.tried.values()) > max(p for p, _ in measured.tried.values())
+
+
+def test_a_run_without_a_measured_contribution_says_its_power_may_overstate(weak_fit):
+    """A run from before the measurement: its power is simulated as before, and the verdict says what that cost."""
+    out = weak_fit[0]
+    results, natural, found, _ = _evidence(out)
+    old = dataclasses.replace(results, canaries=dataclasses.replace(
+        results.canaries, mechanism=dataclasses.replace(results.canaries.mechanism, contribution=None)))
+    verdict = run_verdict(old, natural, found, out)
+    assert verdict.power is not None and any("whole contribution" in note for note in verdict.unseen)
+    assert not any("whole contribution" in note for note in run_verdict(results, natural, found, out).unseen)
