@@ -201,7 +201,12 @@ class GaussianNoise(Mechanism):
     Recorded: ``noisy_sums`` (steps × k × V), each step's noisy sum, and
     optionally ``top_topics`` (steps × V, integers): the topic a one-word
     document of each column puts its tokens in at that step (the scorer
-    otherwise averages over the topics).
+    otherwise averages over the topics), and ``contributions`` (1-D): for
+    every step at which an observed column's sum before the noise was not
+    zero (a canary of it sampled), the share of the clipped contribution
+    (``contribution``) in the topic the score reads. Only power estimates
+    read the shares: they say what the learner really adds where its score
+    looks, which a one-word document's E-step does not always make the whole.
     """
 
     kind: ClassVar[str] = "subsampled-gaussian-steps"
@@ -329,6 +334,7 @@ class Recorder:
     mechanism: Mechanism | None = field(default=None, init=False)
     _parts: dict[str, list[np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _local: np.ndarray | None = field(default=None, init=False, repr=False)
+    _contributions: list[np.ndarray] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self):
         self.columns = np.asarray(self.columns, dtype=np.int64).ravel()
@@ -348,19 +354,28 @@ class Recorder:
         return self.release(LaplaceNoise(scale, document_tokens, releases, noisy_sweep), noisy)
 
     def gaussian(self, noisy, *, noise_std: float, document_tokens: int, sampling_rate: float = 1.0,
-                 clip_norm: float | None = None, steps: int = 1, topic_affinity=None) -> np.ndarray:
+                 clip_norm: float | None = None, steps: int = 1, topic_affinity=None, clean=None) -> np.ndarray:
         """Record one step's Gaussian-noised sum (k × V); ``steps``: how many the claim composes.
 
         topic_affinity (k × V), optional: per column, a score whose largest
         topic is where a one-word document of that column puts its tokens at
         this step (e.g. the E[log β] the step's E-step used).
+        clean (k × V), optional: the same sum before its noise; the shares
+        of it the observed columns hold in their scored topic (that topic,
+        else their largest) become ``contributions``, for power estimates.
         """
+        mechanism = GaussianNoise(noise_std, document_tokens, sampling_rate, clip_norm, steps)
         top = None
         if topic_affinity is not None and self.columns.size:
             affinity = np.asarray(topic_affinity)
             top = affinity[:, self.columns].argmax(axis=0).astype(np.int32)
-        return self.release(GaussianNoise(noise_std, document_tokens, sampling_rate, clip_norm, steps), noisy,
-                            extra={"top_topics": top} if top is not None else None)
+        if clean is not None and self.columns.size:
+            sums = np.asarray(clean, dtype=np.float64)[:, self.columns]
+            sampled = np.abs(sums).sum(axis=0) > 0
+            scored = sums[top, np.arange(self.columns.size)] if top is not None else sums.max(axis=0)
+            claimed = self.restate(mechanism) if self.restate is not None else mechanism
+            self._contributions.append((scored[sampled] / claimed.contribution).astype(np.float32))
+        return self.release(mechanism, noisy, extra={"top_topics": top} if top is not None else None)
 
     def set_union(self, noisy_weights, *, candidate, noise: str, scale: float, rho: float, gamma: float,
                   epsilon: float, delta: float, policy: str = "", delta0: int | None = None) -> np.ndarray:
@@ -441,5 +456,7 @@ class Recorder:
             return Transcript(m, self.columns.copy(), {name: self._parts[name][-1] for name in m.arrays})
         values = self._parts[m.values]
         # an extra array (a Gaussian step's top topics) only where every release gave it, step for step
-        return Transcript(m, self.columns.copy(), {name: np.stack(parts) for name, parts in self._parts.items()
-                                                   if len(parts) == len(values)})
+        arrays = {name: np.stack(parts) for name, parts in self._parts.items() if len(parts) == len(values)}
+        if self._contributions and len(self._contributions) == len(values):
+            arrays["contributions"] = np.concatenate(self._contributions)
+        return Transcript(m, self.columns.copy(), arrays)

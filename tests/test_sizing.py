@@ -145,3 +145,10 @@ def test_a_release_measured_optimistic_is_said_beside_the_choice():
     assert "Caution: this release's simulated power has been measured above its audits' (DP-SVI … 17 of 20)" \
         in sizing.message()
     assert Sizing.from_json(sizing.to_json()).caveat == sizing.caveat
+
+
+def test_without_a_budget_a_search_that_never_reaches_the_power_says_its_limits_came_first():
+    sizing = Sizing(count=520000, power=0.0, target=0.95, budget=None, seconds=298, reached=False, needed=None,
+                    needed_seconds=None, fit_estimate="estimated", tried={"260000": [0.0, 150], "520000": [0.0, 298]})
+    message = sizing.message()
+    assert "its limits came before the power asked for" in message and "more than 520,000" in message

@@ -112,7 +112,8 @@ def mechanism_scores(transcript: Transcript, canaries: CanarySet) -> dict[str, n
 
 def simulate_score_sets(mechanism: Mechanism, coins: np.ndarray, tokens: int, factor: float,
                         rng: np.random.Generator, paired: bool = False, k: int = 1, form: str = "noise",
-                        anchors: int = 0, arrays: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+                        anchors: int = 0, arrays: tuple[str, ...] | None = None,
+                        contribution=None) -> dict[str, np.ndarray]:
     """Every score the mechanism audit would give if the mechanism leaked ``factor`` times the claimed loss.
 
     The claimed mechanism with its noise divided by ``factor`` (randomised
@@ -122,7 +123,7 @@ def simulate_score_sets(mechanism: Mechanism, coins: np.ndarray, tokens: int, fa
     by one with the noise in the conditional (``_dp_cgs_sweep``: they drift
     to the topics whose noise is high, which the released counts then show);
     other Laplace releases put a canary's tokens in one topic, and a Gaussian
-    step's contribution is the full N in one topic.
+    step's contribution is the measured share of N in one topic (``contribution``).
 
     form (DP vocabulary steps): ``noise`` divides the noise by the factor;
     ``budget`` keeps the claimed noise and lets every document spend
@@ -131,10 +132,15 @@ def simulate_score_sets(mechanism: Mechanism, coins: np.ndarray, tokens: int, fa
     mechanism: a check states the weaker of the two).
     arrays: the arrays the audit's transcript held (a Gaussian release
     without ``top_topics`` is scored over every topic).
+    contribution: a Gaussian release's measured shares of a canary's
+    contribution in its scored topic (``attacks.contribution``); None
+    simulates the whole contribution, which overstates the power of a
+    learner that adds less (DP-SVI's E-step).
     """
     arrays = mechanism.arrays if arrays is None else tuple(arrays)
+    options = {} if contribution is None else {"contribution": contribution}
     return scorer_for(mechanism).simulate(mechanism, np.asarray(coins, dtype=bool), int(tokens), float(factor),
-                                          rng, bool(paired), max(1, int(k)), form, int(anchors), arrays)
+                                          rng, bool(paired), max(1, int(k)), form, int(anchors), arrays, **options)
 
 
 def simulate_scores(mechanism: Mechanism, coins: np.ndarray, tokens: int, factor: float,
@@ -312,20 +318,31 @@ class GaussianScorer(_ColumnScorer):
             scores = any_topic_gaussian_step_scores(y, tokens, m.clip_norm, m.noise_std, m.sampling_rate)
         return {"mechanism": scores}
 
-    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays):
+    def simulate(self, mechanism, coins, tokens, factor, rng, paired, k, form, anchors, arrays, contribution=None):
+        """As every column scorer, with ``contribution``: the shares of its clipped contribution a sampled
+        trained canary really adds to its scored topic (``attacks.contribution``), drawn at random for each
+        sampled step; None: the whole contribution, as the score assumes."""
+        tokens = min(tokens, mechanism.document_cap() or tokens)
+        shares = None if contribution is None else np.clip(np.asarray(contribution, dtype=np.float64), 0.0, 1.0)
+        columns = [self.simulate_column(mechanism, present, tokens, factor, rng, k, arrays, shares)
+                   for present in ((coins, ~coins) if paired else (coins,))]
+        return columns[0] if not paired else {name: columns[0][name] - columns[1][name] for name in columns[0]}
+
+    def simulate_column(self, mechanism, present, tokens, factor, rng, k, arrays, shares=None):
         sigma, q = mechanism.noise_std, mechanism.sampling_rate
         size = tokens if mechanism.clip_norm is None else min(tokens, float(mechanism.clip_norm))
         m, total = present.size, np.zeros(present.size)
         known_topic = "top_topics" in arrays or k == 1
         for _ in range(mechanism.steps):
             sampled = present & (rng.random(m) < q)
+            added = size * sampled if shares is None else size * sampled * shares[rng.integers(0, shares.size, m)]
             if known_topic:   # one topic's coordinate carries the contribution; the others are noise only
-                y = rng.normal(0.0, sigma / factor, m) + size * sampled
+                y = rng.normal(0.0, sigma / factor, m) + added
                 z = (y * size - 0.5 * size**2) / sigma**2
                 total += np.logaddexp(math.log1p(-q), math.log(q) + z) if q < 1 else z
             else:
                 y = rng.normal(0.0, sigma / factor, (1, k, m))
-                y[0, rng.integers(0, k, m), np.arange(m)] += size * sampled
+                y[0, rng.integers(0, k, m), np.arange(m)] += added
                 total += any_topic_gaussian_step_scores(y, size, None, sigma, q)
         return {"mechanism": total}
 

@@ -15,6 +15,7 @@ from topicaudit.attacks.canaries import (
     make_canaries,
     resolve_kind,
 )
+from topicaudit.attacks.contribution import measured_contribution
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries, scorer_for
 from topicaudit.targets.mechanisms import SetUnion
@@ -132,7 +133,8 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
             stage=transcript.mechanism.stage, arrays=sorted(transcript.arrays),
             fresh_released=list(released_fresh_canaries(transcript, canaries)) if set_union else None,
             anchors=(int(canaries.anchors.max(initial=0)) if canaries.anchors is not None else 0) if set_union
-            else None)
+            else None,
+            contribution=measured_contribution(transcript, canaries))
     return CanaryResults(
         observe=observe,
         threat_model=THREAT_MODELS[observe],

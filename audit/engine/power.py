@@ -70,13 +70,15 @@ def simulated_power(mechanism: MechanismInfo, labels: np.ndarray, epsilon: float
     anchored = anchored_positions(pool) if step else np.ones(pool, bool)
     forms = ("noise", "budget") if step else ("noise",)
     arrays = tuple(mechanism.arrays) if mechanism.arrays is not None else None
+    contribution = mechanism.contribution  # a Gaussian step's measured shares (None: the whole contribution)
     out = {}
     for factor, form in ((f, form) for f in factors for form in forms):
         if step:
             rng = np.random.default_rng((POWER_SEED, int(factor)))
         trained, untrained = (simulate_score_sets(release, np.full(pool, present), int(mechanism.tokens), factor,
                                                   rng, paired=bool(mechanism.paired), k=int(mechanism.topics),
-                                                  form=form, anchors=mechanism.anchors or 0, arrays=arrays)
+                                                  form=form, anchors=mechanism.anchors or 0, arrays=arrays,
+                                                  contribution=contribution)
                               for present in (True, False))
         hits = 0
         for _ in range(replicates):

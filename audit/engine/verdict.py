@@ -40,7 +40,7 @@ from topicaudit.engine.power import canaries_for_ceiling, canaries_for_power, si
 from topicaudit.engine.storage.check_result import DELTA_TAIL, CheckResult
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
-from topicaudit.targets.mechanisms import MECHANISMS
+from topicaudit.targets.mechanisms import MECHANISMS, GaussianNoise
 from topicaudit.targets.plugins import import_recorded
 from topicaudit.targets.privacy.release_check import disagreements
 from topicaudit.targets.privacy.guarantee import adjacency_of
@@ -175,6 +175,9 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
                                     [m for m in methods if m not in SHAPED])
         except ValueError as error:  # a release kind this installation cannot simulate (a plug-in's own)
             notes = [*notes, f"no power estimate: {error}"]
+        if power is not None and mechanism.kind == GaussianNoise.kind and mechanism.contribution is None:
+            notes = [*notes, "a power simulated with each canary's whole contribution in its scored topic (the run "
+                             "predates the measured one), which overstated DP-SVI's: rerun the audit to measure it"]
     needed = None
     if power is not None and suggest is not None and power["2x"] < suggest:
         assert mechanism is not None  # a power is simulated for a mechanism only

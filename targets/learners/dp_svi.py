@@ -328,8 +328,9 @@ class DPStochasticVariationalLDA:
 
         record: receives every step's noisy minibatch sum before the clamp
         (``Recorder.gaussian``), with the E[log β] the step's E-step used (the
-        topic where a one-word document of a column puts its tokens); the step
-        goes on with what it returns.
+        topic where a one-word document of a column puts its tokens) and the
+        sum before its noise (what a canary really added, for the power
+        estimate); the step goes on with what it returns.
         """
         X = check_counts(X, nonempty=True)  # whole counts: the token cap draws tokens
         n_docs, n_words = X.shape
@@ -351,11 +352,12 @@ class DPStochasticVariationalLDA:
             s, _ = minibatch_statistics(Xb, lam, rng, doc_topic_prior=alpha, clip_norm=clip,
                                         max_doc_update_iter=self.max_doc_update_iter,
                                         mean_change_tol=self.mean_change_tol, elog_beta=elog_beta)
+            clean = s.copy() if m is not None and record.columns.size else None  # for the power estimate only
             s += self._noise(rng, s.shape)
             if m is not None:
                 s = record.gaussian(s, noise_std=m.noise_std, document_tokens=m.document_tokens,
                                     sampling_rate=m.sampling_rate, clip_norm=m.clip_norm, steps=m.steps,
-                                    topic_affinity=elog_beta)
+                                    topic_affinity=elog_beta, clean=clean)
             np.maximum(s, 0.0, out=s)
             rho = (self.tau0 + t) ** (-self.kappa)
             lam *= 1.0 - rho

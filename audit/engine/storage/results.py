@@ -179,7 +179,7 @@ class CanaryBounds(Record):
 class MechanismInfo(Record):
     """What a power estimate simulates: the claimed mechanism's constants, as its transcript states them."""
 
-    OPTIONAL = ("arrays", "fresh_released", "anchors")
+    OPTIONAL = ("arrays", "fresh_released", "anchors", "contribution")
 
     kind: str | None = None
     parameters: dict[str, Any] | None = None
@@ -190,6 +190,8 @@ class MechanismInfo(Record):
     arrays: list[str] | None = None  # the arrays the transcript held (written since the typed releases)
     fresh_released: list[int] | None = None  # DP vocabulary steps: [released, fresh canary words]
     anchors: int | None = None
+    # Gaussian steps: the measured shares of a canary's contribution in its scored topic (attacks/contribution.py)
+    contribution: list[float] | None = None
 
     def release(self) -> Mechanism:
         """The typed constants (``topicaudit.mechanisms``); ValueError for a kind or constant nothing reads."""
