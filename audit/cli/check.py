@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -50,8 +51,10 @@ def register(commands) -> None:
                             "everything that can change the verdict (configuration, input contents, learner code) "
                             "and reused while none changes; 'off': runs/… (default $TOPICAUDIT_CACHE_DIR/runs, "
                             "~/.cache/topicaudit/runs; docs/check.md)")
-    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
-    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
+    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json; -: standard "
+                                      "output, the verdict line then goes to standard error)")
+    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml; -: standard output, "
+                                       "as --json -)")
     check.add_argument("--quiet", action="store_true", help="no progress while auditing")
 
 
@@ -68,11 +71,20 @@ FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attack
          "canaries": "--canaries"}
 
 
+STDOUT = "-"  # --json - / --junit -: the document on standard output, as most tools read "-"
+
+
 def execute(args) -> int:
     started, sizing = time.perf_counter(), None
+    piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
+    if len(piped) == 2:
+        raise UserError("--json - and --junit - both ask for standard output, which can take one document; give "
+                        "a file path to one of them")
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
-        if path is not None:
+        if path is not None and path != STDOUT:
             check_output_file(path, flag)  # before an audit runs, not after
+    files = {"--json": None if args.json == STDOUT else args.json,
+             "--junit": None if args.junit == STDOUT else args.junit}
     target = Path(args.target)
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
@@ -81,7 +93,7 @@ def execute(args) -> int:
         if args.cache is not None:
             raise UserError(f"--cache applies when TARGET is a configuration; {target} is a run directory already")
         run_dir = target
-        check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
+        check_report_paths(run_dir, files)
     else:
         config = run_config(load_config(target))
         if args.output and args.cache is not None:
@@ -102,7 +114,7 @@ def execute(args) -> int:
             say(f"topicaudit: {sizing.message()}")
             config.attack.canaries.count = sizing.count
         use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
-        check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
+        check_report_paths(config.run_dir, files)
         execute_run(config, quiet=args.quiet)
         run_dir = config.run_dir
     with phase("verdict"):
@@ -111,13 +123,20 @@ def execute(args) -> int:
         sizing.took = round(time.perf_counter() - started, 1)
         result = dataclasses.replace(result, sizing=sizing.to_json())
         say(f"topicaudit: canaries: the audit was estimated at {sizing.seconds:.0f} s and took {sizing.took:.0f} s")
-    json_path = Path(args.json) if args.json else run_dir / "check.json"
-    junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
+    json_path = None if args.json == STDOUT else Path(args.json) if args.json else run_dir / "check.json"
+    junit_path = None if args.junit == STDOUT else Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     with one_check_at_a_time(run_dir):  # another check's manifest update is not lost
         written = write_reports(result, json_path, junit_path)
         record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
+    document = (json.dumps(result.to_json(), indent=2) + "\n" if args.json == STDOUT
+                else result.to_junit() if args.junit == STDOUT else None)
     try:
-        print(result.message(), flush=True)
+        if document is not None:  # stdout takes the document alone, so it parses; the line goes to stderr
+            sys.stdout.write(document)
+            sys.stdout.flush()
+            say(result.message())
+        else:
+            print(result.message(), flush=True)
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
         _unprinted(error, written)
     # The verdict was computed and recorded in check.json: its code stands whether or not it could be printed.

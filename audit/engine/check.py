@@ -10,17 +10,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-fcntl: Any
-try:
-    import fcntl
-except ImportError:  # Windows has no advisory locks: checks of one run are not serialised there
-    fcntl = None
 
 import numpy as np
 
@@ -168,35 +160,13 @@ CHECK_LOCK_SECONDS = 30.0  # another check holds it for milliseconds (two writes
 
 @contextmanager
 def one_check_at_a_time(run_dir: Path):
-    """Hold an OS lock on the run directory itself (``flock`` on its descriptor: no file is added) while check
-    writes check.json and check.junit.xml there and lists them in the manifest. Checks of one run in parallel
-    (CI jobs testing several claims on one cached run) each read, updated and rewrote the manifest: one's
-    update was lost in 7 of 200 trials, and ``report`` then refused the run's check.json as edited. ``run``
-    holds ``.lock``, not this: a check never waits for a fit."""
-    try:
-        if fcntl is None:
-            raise OSError("no advisory locks here")
-        fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:  # no advisory locks (Windows), or the directory cannot be opened: unlocked
-        with uninterrupted():
-            yield
-        return
-    try:
-        deadline = time.monotonic() + CHECK_LOCK_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise UserError(f"{run_dir} is locked by another process (flock on the directory) for over "
-                                    f"{CHECK_LOCK_SECONDS:.0f} s, so check cannot record its verdict there; rerun "
-                                    "the same command once it has finished") from None
-                time.sleep(0.02)
-        with uninterrupted():  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
-            yield
-    finally:
-        os.close(fd)  # releases the lock
+    """Hold the run directory's manifest lock (``manifest.directory_lock``) while check writes check.json and
+    check.junit.xml there and lists them in the manifest. Checks of one run in parallel (CI jobs testing several
+    claims on one cached run) each read, updated and rewrote the manifest: one's update was lost in 7 of 200
+    trials, and ``report`` then refused the run's check.json as edited. A run writing the same directory takes
+    the same lock for each of its manifest updates (milliseconds each): a check never waits for a fit."""
+    with manifest.directory_lock(run_dir, CHECK_LOCK_SECONDS), uninterrupted():
+        yield  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:

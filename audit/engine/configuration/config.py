@@ -25,12 +25,13 @@ from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.configuration.validation import check_path_text, check_run_config, check_shadows
+from topicaudit.engine.configuration.validation import (MAX_CANARIES, MAX_CANARY_LENGTH, MAX_WORDS, check_at_most,
+                                                       check_path_text, check_run_config, check_shadows)
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.memory import check_fits_in_memory
 from topicaudit.targets import LEARNERS, learner_settings, sources, vocabulary_of
-from topicaudit.targets.params import MAX_INTEGER, check_topics
+from topicaudit.targets.params import check_topics
 from topicaudit.targets.plugins import LEARNER_GROUP, is_class_path, registered
 
 
@@ -495,9 +496,9 @@ def _validate_run(config: Config) -> None:
                   "shadow model")
     if canaries.count < 0:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
-    if canaries.count > MAX_INTEGER:  # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
-        raise UserError(f"[attack.canaries] count (--canaries) must be ≤ 2**31 − 1 = {MAX_INTEGER} (got "
-                        f"{canaries.count}); each canary is a document added to the training set")
+    # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
+    check_at_most(canaries.count, MAX_CANARIES, "[attack.canaries] count (--canaries)",
+                  "each canary is a document added to the training set")
     check_fits_in_memory(canaries.count * CANARY_BYTES, f"[attack.canaries] count (--canaries) = {canaries.count}",
                          "audit fewer canaries")
     if canaries.observe not in OBSERVE:
@@ -508,6 +509,8 @@ def _validate_run(config: Config) -> None:
     if canaries.length < 0:
         raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
                         "learner's document cap or the corpus")
+    check_at_most(canaries.length, MAX_CANARY_LENGTH, "[attack.canaries] length", "it is the tokens of one "
+                  "canary document")
     if not config.target.test_under_noise >= 1.0:
         raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
     check_topics(config.target.k, "[target] k")
@@ -521,6 +524,8 @@ def _validate_run(config: Config) -> None:
         raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
+    check_at_most(config.corpus.max_words, MAX_WORDS, "[corpus] max_words", "it is a vocabulary size; 0 keeps "
+                  "every word")
 
 
 def _validate_audit(config: AuditConfig) -> None:

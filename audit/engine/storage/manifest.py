@@ -23,8 +23,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
@@ -44,6 +48,12 @@ READ_NAMES = frozenset({"config.toml", "results.json", "plan.npz", "scores.npz",
                         "canary_scores.npz", NAME, *CHECK_FILES, ".lock", "roc.png", "sweep.json", "models",
                         "audit.json", "scores.csv", "exposure.npz"})
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
+
+fcntl: Any
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the manifest's updates are then unlocked
+    fcntl = None
 
 
 
@@ -147,13 +157,67 @@ def _read_regular(path: Path) -> bytes:
         return handle.read(MAX_BYTES + 1)
 
 
+LOCK_SECONDS = 30.0  # a manifest update holds the lock for milliseconds; a check, for two writes and one update
+_IN_PROCESS = threading.RLock()  # this process's threads, one at a time (flock does not tell them apart)
+_HELD: dict[str, int] = {}  # directory → depth of directory_lock blocks this process is inside
+
+
+@contextmanager
+def directory_lock(run_dir: Path, seconds: float = LOCK_SECONDS):
+    """Hold an OS lock on the directory itself (``flock`` on its descriptor: no file is added) for the block:
+    every read-modify-write of its manifest takes it, the run's own (``record``) and ``check``'s. A check
+    listing check.json while a run (a resume) listed a new model read the manifest before the other's
+    write and wrote it after: one update was lost, and the run's model was then refused as unlisted.
+    Re-entrant within the process; held elsewhere for over ``seconds``, a UserError."""
+    run_dir = Path(run_dir)
+    where = os.path.realpath(run_dir)
+    with _IN_PROCESS:
+        if _HELD.get(where) or fcntl is None:
+            _HELD[where] = _HELD.get(where, 0) + 1
+            try:
+                yield
+            finally:
+                _HELD[where] -= 1
+            return
+        try:
+            fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # the directory cannot be opened (missing: the writer says so itself): unlocked
+            yield
+            return
+        try:
+            deadline = time.monotonic() + seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise UserError(f"{run_dir} is locked by another process (flock on the directory) for over "
+                                        f"{seconds:.0f} s, so its manifest cannot be updated; rerun the same "
+                                        "command once that process has finished") from None
+                    time.sleep(0.02)
+            _HELD[where] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(where, None)
+        finally:
+            os.close(fd)  # releases the lock
+
+
 def record(run_dir: Path, *names: str, write_text) -> None:
     """Add (or update) the hashes of ``names``, files just written in ``run_dir``; a missing one is dropped.
 
-    write_text: the atomic writer of the run directory (``rundir.atomic_write_text``).
+    write_text: the atomic writer of the run directory (``rundir.atomic_write_text``). The read, the update
+    and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer) never loses them.
     """
     run_dir = Path(run_dir)
     key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched
+    with directory_lock(run_dir):
+        _record(run_dir, names, key, write_text)
+
+
+def _record(run_dir: Path, names, key, write_text) -> None:
     try:
         files = entries(run_dir) or {}
     except UserError:

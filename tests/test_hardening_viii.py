@@ -1,0 +1,191 @@
+"""Hardening VIII (issue 32, a fourth hostile pass): three leftovers of pass VII, then what the new pass found.
+
+Every case the pass ran, with what was expected and what happened, is in tests/hostile_viii_cases.md. Runs here
+are canary-only (``shadows = 0``): they fit in the test's process, without Ray, in seconds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from topicaudit.cli.main import main
+from topicaudit.engine.storage import manifest
+from topicaudit.errors import UserError
+from topicaudit.inputs import files, integrity_key
+
+
+def canary_run(output: Path, *extra: str) -> int:
+    return main(["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--output", str(output), "--quiet",
+                 *extra])
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("h8") / "plain"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+        assert canary_run(out) == 0
+    return out
+
+
+@pytest.fixture
+def run(plain_run, tmp_path, monkeypatch):
+    """A copy of the plain (no key) canary run, with no key configured."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    copy = tmp_path / "run"
+    shutil.copytree(plain_run, copy)
+    return copy
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+# -- leftover 1: `--json -` and `--junit -` mean standard output ----------------------------------------------
+def test_json_dash_writes_the_verdict_to_stdout_not_a_file_named_dash(run, tmp_path, monkeypatch, capsys):
+    """`check RUN --json -` wrote a file named "-" in the working directory; `-` is standard output."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", str(run), "--epsilon", "0.5", "--json", "-"])
+    captured = capsys.readouterr()
+    assert code == 1 and not (tmp_path / "-").exists()
+    document = json.loads(captured.out)  # stdout holds the document alone
+    assert document["verdict"] == "VIOLATED" and captured.err.startswith("VIOLATED"), captured
+    assert (run / "check.junit.xml").exists() and not (run / "check.json").exists()
+
+
+def test_junit_dash_writes_the_xml_to_stdout(run, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", str(run), "--epsilon", "50", "--junit", "-"])
+    captured = capsys.readouterr()
+    assert code == 0 and not (tmp_path / "-").exists()
+    assert ElementTree.fromstring(captured.out).tag == "testsuite"
+    assert json.loads((run / "check.json").read_text())["verdict"] == "CONSISTENT"
+
+
+def test_json_and_junit_both_dash_is_refused(run, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(run)
+    assert main(["check", str(run), "--epsilon", "0.5", "--json", "-", "--junit", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "--json" in err and "--junit" in err and err.count("\n") == 1
+    assert snapshot(run) == before and not (tmp_path / "-").exists()
+
+
+# -- leftover 2: a check racing a run's manifest update --------------------------------------------------------
+SLOW_CHECK = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from topicaudit.engine import check
+    from topicaudit.engine.storage import manifest
+    run = Path(sys.argv[1])
+    result = check.check_run(run, 0.5)
+    real = manifest.file_sha256
+
+    def slow(path):  # check has read the manifest; the run's update lands now
+        print("read", flush=True)
+        time.sleep(1.5)
+        return real(path)
+
+    manifest.file_sha256 = slow
+    with check.one_check_at_a_time(run):
+        check.record_check_files(run, check.write_reports(result, run / "check.json", run / "check.junit.xml"))
+""")
+
+
+def test_a_run_listing_a_model_while_a_check_lists_its_verdict_loses_neither(run):
+    """`check` held a lock of its own (flock on the directory) and `run` its `.lock`: they did not exclude each
+    other, so a check that read the manifest before a resumed run listed a new model, and wrote it after, lost
+    the model's entry (the run then refused its own model as unlisted). Every manifest update now takes the
+    directory's lock."""
+    env = {**os.environ, integrity_key.ENVIRONMENT_VARIABLE: "off"}
+    checker = subprocess.Popen([sys.executable, "-c", SLOW_CHECK, str(run)], stdout=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        assert checker.stdout.readline().strip() == "read"
+        shutil.copy(run / "models" / "canary-target.npz", run / "models" / "canary-shadow-0001.npz")
+        manifest.record(run, "models/canary-shadow-0001.npz", write_text=files_write)  # the run's update
+    finally:
+        assert checker.wait(timeout=60) == 0
+    listed = manifest.entries(run)
+    assert listed["models/canary-shadow-0001.npz"] == files.file_sha256(run / "models" / "canary-shadow-0001.npz")
+    assert listed["check.json"] == files.file_sha256(run / "check.json")
+
+
+def files_write(path: Path, text: str) -> None:
+    from topicaudit.engine.storage.rundir import atomic_write_text
+    atomic_write_text(path, text)
+
+
+def test_a_manifest_update_waits_for_a_check_and_gives_up_clearly(run, monkeypatch):
+    """Held elsewhere past the wait, a manifest update is one UserError naming the directory, nothing written."""
+    import fcntl
+
+    before = (run / manifest.NAME).read_bytes()
+    fd = os.open(run, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(UserError, match="locked"):
+            with manifest.directory_lock(run, seconds=0.2):
+                pass
+    finally:
+        os.close(fd)
+    assert (run / manifest.NAME).read_bytes() == before
+
+
+# -- leftover 3: sizes have documented upper bounds --------------------------------------------------------------
+@pytest.mark.parametrize("flags, names", [
+    (["--k", "99999"], ["[target] k", "10,000"]),
+    (["--shadows", "100000"], ["shadows", "4,096"]),
+    (["--canaries", "3000000", "--shadows", "0"], ["[attack.canaries] count", "2,000,000"]),
+])
+def test_run_size_flags_have_an_upper_bound(tmp_path, capsys, monkeypatch, flags, names):
+    """`run --k 99999` fitted for minutes (the note "at most 1500 topics can differ", then nothing)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", *flags, "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert all(name in err for name in names) and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("toml, names", [
+    ("[target.params]\nmax_iter = 1000000\n", ["max_iter", "100,000"]),
+    ("[target]\nlearner = \"cgs\"\n[target.params]\nn_iter = 200000\n", ["n_iter", "100,000"]),
+    ("[corpus]\nmax_words = 100000000\n", ["max_words", "10,000,000"]),
+    ("[attack.canaries]\ncount = 10\nlength = 100000000\n", ["length", "100,000"]),
+    ("[attack.canaries]\ncount = 10\nshadows = 10000\n", ["[attack.canaries] shadows", "4,096"]),
+    ("[synthetic]\nn_docs = 100000000\n", ["n_docs", "10,000,000"]),
+    ("[synthetic]\nk = 20000\n", ["[synthetic] k", "10,000"]),
+])
+def test_configuration_size_keys_have_an_upper_bound(tmp_path, capsys, monkeypatch, toml, names):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(toml)
+    assert main(["run", str(tmp_path / "c.toml"), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert all(name in err for name in names) and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_api_has_the_same_bounds(tmp_path, monkeypatch):
+    import topicaudit
+    from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
+    from topicaudit.targets.learners.lda import VariationalLDA
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="10,000"):
+        topicaudit.run({"target": {"k": 99999}, "output": str(tmp_path / "out")})
+    with pytest.raises(UserError, match="2,000,000"):
+        topicaudit.assert_privacy({"target": {"learner": "dp-cgs"}, "attack": {"shadows": 0}}, canaries=10**7,
+                                  output=tmp_path / "out")
+    with pytest.raises(ValueError, match="100,000"):
+        VariationalLDA(k=5, max_iter=10**6)
+    with pytest.raises(ValueError, match="10,000"):
+        DPStochasticVariationalLDA(k=20000)
+    assert not (tmp_path / "out").exists()
