@@ -189,3 +189,29 @@ def test_the_api_has_the_same_bounds(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="10,000"):
         DPStochasticVariationalLDA(k=20000)
     assert not (tmp_path / "out").exists()
+
+
+# -- the pass: a corpus file that changes while it is read is not cached under its former content ------------
+def test_a_corpus_file_changed_while_it_is_read_does_not_poison_the_cache(tmp_path, monkeypatch):
+    """The cache key hashed the corpus file, and the loader read it again: a file rewritten in between (a CI step
+    regenerating it, or a forger) was stored under the key of the content it no longer had — MAC'd, with a key —
+    and every later run of the original file was served the other corpus from the cache."""
+    from topicaudit.inputs import cache
+    from topicaudit.inputs.corpus import corpus_fingerprint, load_corpus
+
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus.json"
+    original = json.dumps({"text": [f"alpha beta gamma {i}" for i in range(20)]})
+    other = json.dumps({"text": [f"delta epsilon {i}" for i in range(30)]})
+    corpus.write_text(original)
+    settings = {"preprocess": False, "text_field": "text"}
+
+    def rewritten_before_it_is_read():
+        corpus.write_text(other)
+        return load_corpus(corpus, preprocess=False)
+
+    with pytest.warns(UserWarning, match="changed while"):
+        cache.cached_corpus(corpus, None, settings, rewritten_before_it_is_read)
+    corpus.write_text(original)
+    served = cache.cached_corpus(corpus, None, settings, lambda: load_corpus(corpus, preprocess=False))
+    assert served.X.shape[0] == 20 and corpus_fingerprint(served) == corpus_fingerprint(load_corpus(corpus, preprocess=False))

@@ -220,6 +220,16 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def _working_directory_exists() -> bool:
+    """False when the working directory was removed under the command (``os.getcwd`` fails): every relative
+    path then raises FileNotFoundError, deep inside whatever resolved it first (exit 3 before)."""
+    try:
+        os.getcwd()
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line. As the console script (no ``argv``) it runs in a supervised child process
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
@@ -294,6 +304,11 @@ def _run_command(argv: list[str] | None) -> int:
             if isinstance(error, ValueError) and str(error) == "embedded null byte":  # a path the user gave
                 say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "
                     "path")
+                return EXIT_USER_ERROR
+            if isinstance(error, FileNotFoundError) and not _working_directory_exists():
+                say("topicaudit: error: the current working directory was deleted (or moved) while in use, so no "
+                    "relative path (the default runs/…, a relative --output or file) can be resolved; cd to a "
+                    "directory that exists and rerun the same command")
                 return EXIT_USER_ERROR
             if isinstance(error, OSError) and error.errno in (errno.EPIPE, errno.EBADF):
                 say("topicaudit: error: the output stream was closed before the command finished (its reader "

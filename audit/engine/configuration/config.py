@@ -25,8 +25,9 @@ from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.configuration import toml_reader
-from topicaudit.engine.configuration.validation import (MAX_CANARIES, MAX_CANARY_LENGTH, MAX_WORDS, check_at_most,
-                                                       check_path_text, check_run_config, check_shadows)
+from topicaudit.engine.configuration.validation import (MAX_CANARIES, MAX_CANARY_LENGTH, MAX_NUM_CPUS, MAX_WORDS,
+                                                       check_at_most, check_path_text, check_run_config,
+                                                       check_shadows)
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import check_regular
 from topicaudit.memory import check_fits_in_memory
@@ -482,6 +483,9 @@ def validate(config: BaseConfig) -> None:
         raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
     if config.ray.num_cpus < 0:
         raise UserError(f"[ray] num_cpus (--num-cpus) must be ≥ 0 (got {config.ray.num_cpus})")
+    check_at_most(config.ray.num_cpus, MAX_NUM_CPUS, "[ray] num_cpus (--num-cpus)", "it sizes the local Ray "
+                  "instance, and more CPUs than shadow models is never used (10**12 made Ray time out starting, "
+                  "exit 4); 0 uses every core")
     if isinstance(config, AuditConfig):
         _validate_audit(config)
     else:

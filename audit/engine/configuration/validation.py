@@ -37,6 +37,7 @@ MAX_CANARY_LENGTH = 100_000   # tokens of one canary document
 MAX_WORDS = 10_000_000        # [corpus] max_words and [synthetic] n_words: a vocabulary size
 MAX_DOCUMENTS = 10_000_000    # [synthetic] n_docs
 MAX_MEAN_LENGTH = 100_000     # [synthetic] mean_length, tokens per document
+MAX_NUM_CPUS = 4096           # [ray] num_cpus: a local instance's size (no more tasks than shadows run at once)
 
 
 def check_at_most(value, maximum: int, where: str, why: str) -> None:

@@ -86,12 +86,19 @@ def read(run_dir: Path) -> Manifest | None:
         return None
     try:
         data = json.loads(files_once.once(path, lambda: _read_regular(path)).decode("utf-8"))
+    except UserError:  # a link, a FIFO, too large: its own message (it was "unreadable (UserError)")
+        raise
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}): the run directory was damaged, so none "
                         f"of its files can be verified; {RERUN}") from None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise UserError(f"{path} is not a topicaudit manifest, so none of the run's files can be verified; {RERUN}")
+    strange = next((name for name, digest in files.items() if not _entry_ok(name, digest)), None)
+    if strange is not None:  # "/dev/zero", "../other/results.json", "" were listed, and ignored without a word
+        raise UserError(f"{path} lists {strange!r:.120} with {files[strange]!r:.80}, which is no file of a run directory "
+                        f"with its SHA-256 (a relative path inside it, 64 hex digits): the manifest was edited, so "
+                        f"none of the run's files can be verified; {RERUN}")
     mac = data.get("mac")
     key = integrity_key()
     if key is None:
@@ -109,6 +116,16 @@ def read(run_dir: Path) -> Manifest | None:
                         "was rewritten by someone without the key, or written with another key, so none of the "
                         f"run's files can be trusted; {RERUN}, or configure the key it was written with")
     return Manifest(files, authenticated=True, key_id=key.id, carries_mac=True)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _entry_ok(name: str, digest: str) -> bool:
+    """An entry topicaudit writes: a '/'-separated path inside the directory, and a SHA-256 in hex."""
+    parts = name.split("/")
+    return (len(digest) == 64 and set(digest) <= _HEX and bool(name) and "\\" not in name and "\0" not in name
+            and all(part not in ("", ".", "..") for part in parts))
 
 
 def entries(run_dir: Path) -> dict[str, str] | None:
