@@ -113,9 +113,21 @@ def _signals(command: str | None = None):
             os._exit(EXIT_INTERRUPTED)
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
+    def unraisable(info):
+        """The handler's exception raised where Python cannot propagate it (a ctypes callback: numba's JIT
+        compiling a kernel through llvmlite's object-cache hook; a weakref callback; ``__del__``) is printed as
+        "Exception ignored in …" and lost: a first SIGTERM 0.5 s into a CGS fit was, and the command fitted on
+        until the supervisor forced it 30 s later. Take that signal again, as the first, once out of there."""
+        if isinstance(info.exc_value, KeyboardInterrupt) and received and not _ENDING.is_set():
+            signum = received.pop()
+            later.append(_take_later(signum))
+            return
+        previous_hook(info)
+
     # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds.
     stops = [signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT") if hasattr(signal, n))]
     previous = {s: signal.signal(s, handler) for s in stops}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     _ENDING.clear()
     try:
         yield
@@ -124,6 +136,7 @@ def _signals(command: str | None = None):
             timer.cancel()
         for s, h in previous.items():
             signal.signal(s, h)
+        sys.unraisablehook = previous_hook
 
 
 # Retry delay of a signal that landed inside importlib's own code.

@@ -434,7 +434,7 @@ def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Co
     for section, key in config.PATHS:
         table = getattr(config, section)
         value = getattr(table, key)
-        if value is not None and not Path(value).is_absolute():
+        if value is not None and str(value).strip() and not Path(value).is_absolute():  # "" is refused below
             setattr(table, key, str(path.parent / value))
     for section in ("corpus", "reference"):
         options = getattr(config, section).options if section in config.SECTIONS else {}
@@ -479,6 +479,10 @@ CANARY_BYTES = 64
 
 def validate(config: BaseConfig) -> None:
     """Checks that need no data, for either variant: numbers in range, names known, the output writable."""
+    for table, key in config.PATHS:
+        value = getattr(getattr(config, table), key)
+        if isinstance(value, str) and not value.strip():  # `path = ""` read the configuration's own folder
+            raise UserError(f"[{table}] {key} is empty; give a file path, or remove the key")
     if not 0 < config.attack.tol < 1:
         raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
     if config.ray.num_cpus < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -65,9 +66,9 @@ def check_name(name) -> None:
         raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
                         f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
     if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
-            any(ord(c) < 32 or ord(c) == 127 for c in name):
+            any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):  # controls, bidi marks
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
-                        "contain a path separator or a control character; give a plain name (e.g. \"lda-pheme\"), "
+                        "contain a path separator, a control character or an invisible format character (bidi marks); give a plain name (e.g. \"lda-pheme\"), "
                         "and choose where the run directory goes with --output (or output)")
 
 
