@@ -319,3 +319,35 @@ def test_alpha_above_one_half_is_refused(run, tmp_path, capsys, where):
         code = main(["run", str(tmp_path / "c.toml"), "--output", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "alpha" in err and "0.5" in err and err.count("\n") == 1, err
+
+
+# -- the pass: parallel checks of one cached configuration -----------------------------------------------------
+HOLD_WRITER = textwrap.dedent("""
+    import sys, time
+    from topicaudit.engine.storage.lock import writer_lock
+    with writer_lock(sys.argv[1]):
+        print("holding", flush=True)
+        time.sleep(2.0)
+""")
+
+
+def test_a_check_of_a_cached_run_another_check_is_writing_waits_for_it(tmp_path, monkeypatch):
+    """Two CI jobs (or pytest workers) checking claims of one configuration share its cache entry: the second was
+    exit 2 "is being written by another topicaudit command" while the first fitted. It now waits, then reuses."""
+    import topicaudit
+    from topicaudit.api import as_config
+    from topicaudit.engine.storage.run_cache import cached_run_dir
+
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    monkeypatch.chdir(tmp_path)
+    settings = {"target": {"learner": "dp-cgs", "k": 3}, "attack": {"shadows": 0, "canaries": {"count": 40}}}
+    entry = cached_run_dir(as_config(settings), tmp_path / "cache")
+    entry.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITER, str(entry)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.warns(UserWarning, match="waiting for process"):
+            result = topicaudit.assert_privacy(settings, cache=tmp_path / "cache")
+    finally:
+        holder.wait(timeout=60)
+    assert not result.violated and result.run_dir == entry

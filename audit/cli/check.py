@@ -17,7 +17,7 @@ from topicaudit.engine.configuration.config import load_config, run_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
@@ -113,9 +113,10 @@ def execute(args) -> int:
                                        budget, cache_root=None if args.output else resolve_root(args.cache))
             say(f"topicaudit: {sizing.message()}")
             config.attack.canaries.count = sizing.count
-        use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
+        cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
         check_report_paths(config.run_dir, files)
-        execute_run(config, quiet=args.quiet)
+        # a cached run another check is writing (parallel CI jobs) is waited for, then reused
+        execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
         run_dir = config.run_dir
     with phase("verdict"):
         result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)

@@ -25,7 +25,7 @@ from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.results import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.rundir import atomic_write_all, atomic_write_text, read_arrays, read_results
 from topicaudit.engine.verdict import TARGET_POWER, CanaryFiles, own_claim_verdict, run_verdict
@@ -239,9 +239,9 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
                                parse_budget(DEFAULT_BUDGET if budget is None else budget),
                                cache_root=None if config.output else resolve_root(cache))
         config.attack.canaries.count = sizing.count
-    use_cache(config, cache)
+    cached = use_cache(config, cache)
     started = time.perf_counter()
-    execute_run(config, quiet=True)
+    execute_run(config, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached is not None else 0.0)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     if sizing is not None:
         sizing.took = round(time.perf_counter() - started, 1)

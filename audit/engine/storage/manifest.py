@@ -213,6 +213,8 @@ def directory_lock(run_dir: Path, seconds: float = LOCK_SECONDS):
                                         f"{seconds:.0f} s, so its manifest cannot be updated; rerun the same "
                                         "command once that process has finished") from None
                     time.sleep(0.02)
+                except OSError:  # a file system without flock on directories (some network mounts): unlocked
+                    break
             _HELD[where] = 1
             try:
                 yield
