@@ -478,11 +478,12 @@ def test_a_read_only_parent_is_refused(capsys, tmp_path):
 # 7. absurd sizes
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("table, message", [
-    ("[attack]\nshadows = 100000000000\n", "memory"),
+    ("[attack]\nshadows = 100000000000\n", "4,096"),  # the documented bound (pass VIII), before memory
     ("[synthetic]\nn_docs = 0\n", "n_docs"),
     ("[synthetic]\nn_words = 0\n", "n_words"),
     ("[synthetic]\nmean_length = -1.0\n", "mean_length"),
-    ("[synthetic]\nn_docs = 100000000000\nn_words = 100000000\n", "memory"),
+    ("[synthetic]\nn_docs = 100000000000\nn_words = 100000000\n", "10,000,000"),
+    ("[synthetic]\nn_docs = 10000000\nn_words = 10000000\nk = 10000\n", "memory"),
 ])
 def test_absurd_sizes_are_refused(capsys, tmp_path, table, message):
     config = tmp_path / "absurd.toml"
