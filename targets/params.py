@@ -17,6 +17,10 @@ from topicaudit.errors import UserError
 # One topic is no model to audit: every document would get the same mixture.
 MIN_TOPICS = 2
 MAX_INTEGER = 2**31 - 1  # the largest integer parameter (a count) a learner takes
+# Sane upper bounds, far above any audit the tool can finish, refused with one message before any work (a
+# `--k 99999` fitted for minutes; docs/configuration.md#limits): topics, and iterations of a learner's loop.
+MAX_TOPICS = 10_000
+MAX_ITERATIONS = 100_000
 
 
 def _is_real(value) -> bool:
@@ -40,15 +44,26 @@ def non_negative(name: str, value):
     return value
 
 
-def integer(name: str, value, minimum: int = 1):
-    """An integer ≥ ``minimum`` (not a bool, not a float) and ≤ ``MAX_INTEGER``: every integer parameter is a
+def integer(name: str, value, minimum: int = 1, maximum: int = MAX_INTEGER):
+    """An integer ≥ ``minimum`` (not a bool, not a float) and ≤ ``maximum``: every integer parameter is a
     count (iterations, passes, a length), and 10**21 reached NumPy as "Maximum allowed dimension exceeded"."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum} (got {value!r})")
-    if int(value) > MAX_INTEGER:  # (typeshed's numbers.Integral has no __gt__)
-        raise ValueError(f"{name} must be an integer ≤ 2**31 − 1 = {MAX_INTEGER} (got {value!r}); it is a count, "
-                         "and no fit needs more")
+    if int(value) > maximum:  # (typeshed's numbers.Integral has no __gt__)
+        bound = "2**31 − 1 = " if maximum == MAX_INTEGER else ""
+        raise ValueError(f"{name} must be an integer ≤ {bound}{maximum:,} (got {value!r}); it is a count, and no "
+                         "fit needs more")
     return value
+
+
+def iteration_count(name: str, value, minimum: int = 1):
+    """A number of iterations (sweeps, passes) of a learner's loop: an integer in [minimum, MAX_ITERATIONS]."""
+    return integer(name, value, minimum, MAX_ITERATIONS)
+
+
+def topic_count(name: str, value, minimum: int = 1):
+    """A learner's number of topics: an integer in [minimum, MAX_TOPICS]."""
+    return integer(name, value, minimum, MAX_TOPICS)
 
 
 def averaged_sweeps(n_avg, n_iter):
@@ -66,8 +81,13 @@ def choice(name: str, value, options: tuple[str, ...]):
 
 
 def check_topics(k, where: str, fix: str = "") -> int:
-    """The number of topics, an integer ≥ 2; ``where`` names the key, flag or file, ``fix`` says what to do."""
+    """The number of topics, an integer in [2, MAX_TOPICS]; ``where`` names the key, flag or file, ``fix`` says
+    what to do."""
     if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < MIN_TOPICS:
         raise UserError(f"{where}, the number of topics, must be an integer ≥ {MIN_TOPICS} (got {k!r})"
+                        + (f"; {fix}" if fix else ""))
+    if k > MAX_TOPICS:
+        raise UserError(f"{where}, the number of topics, must be at most {MAX_TOPICS:,} (got {k!r}): every model "
+                        "holds k × vocabulary numbers, and the audit fits dozens of them; give a smaller k"
                         + (f"; {fix}" if fix else ""))
     return int(k)

@@ -177,8 +177,8 @@ def test_sigterm_while_the_driver_fits_and_ray_starts_exits_130_and_leaves_nothi
     """SIGTERM while the driver fits the target (a CGS fit of minutes) and Ray starts beside it: 130 once Ray
     has started and stopped again, not after the fit, and no run directory (no model was saved)."""
     config = tmp_path / "audit.toml"
-    config.write_text("[synthetic]\nn_docs = 200\nn_words = 300\n[target]\nlearner = \"cgs\"\n"
-                      "params = { n_iter = 2000000 }\n[attack]\nshadows = 4\n[ray]\nnum_cpus = 1\n")
+    config.write_text("[synthetic]\nn_docs = 4000\nn_words = 300\n[target]\nlearner = \"cgs\"\n"
+                      "params = { n_iter = 100000 }\n[attack]\nshadows = 4\n[ray]\nnum_cpus = 1\n")
     trace = tmp_path / "trace.jsonl"
     process = subprocess.Popen([sys.executable, "-m", "topicaudit.cli.main", "check", str(config), "--epsilon", "1",
                                 "--output", str(tmp_path / "run")], cwd=REPO, stdout=subprocess.PIPE,
@@ -194,7 +194,7 @@ def test_sigterm_while_the_driver_fits_and_ray_starts_exits_130_and_leaves_nothi
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, f"exit {process.returncode}\nstdout:\n{out}\nstderr:\n{err}"
     assert "VIOLATED" not in out and "Traceback" not in err and "interrupted" in err, err
-    assert time.monotonic() - sent < 60  # the 2,000,000-sweep fit (minutes) was not waited for
+    assert time.monotonic() - sent < 60  # the 100,000-sweep fit of 4,000 documents (minutes) was not waited for
     phases = [json.loads(line)["phase"] for line in trace.read_text().splitlines()]
     assert "driver_fits" in phases and "fits" not in phases, phases
     assert not (tmp_path / "run").exists()
@@ -478,11 +478,12 @@ def test_a_read_only_parent_is_refused(capsys, tmp_path):
 # 7. absurd sizes
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("table, message", [
-    ("[attack]\nshadows = 100000000000\n", "memory"),
+    ("[attack]\nshadows = 100000000000\n", "4,096"),  # the documented bound (pass VIII), before memory
     ("[synthetic]\nn_docs = 0\n", "n_docs"),
     ("[synthetic]\nn_words = 0\n", "n_words"),
     ("[synthetic]\nmean_length = -1.0\n", "mean_length"),
-    ("[synthetic]\nn_docs = 100000000000\nn_words = 100000000\n", "memory"),
+    ("[synthetic]\nn_docs = 100000000000\nn_words = 100000000\n", "10,000,000"),
+    ("[synthetic]\nn_docs = 10000000\nn_words = 10000000\nk = 10000\n", "memory"),
 ])
 def test_absurd_sizes_are_refused(capsys, tmp_path, table, message):
     config = tmp_path / "absurd.toml"

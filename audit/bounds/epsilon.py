@@ -201,12 +201,21 @@ def prepare_scores(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     return scores, labels
 
 
+# α above this is a "proof" at under 50% confidence: a learner that keeps its claim exactly would be refuted
+# more often than not (`check --alpha 0.95`, α read as the confidence, said VIOLATED at "5% confidence").
+MAX_ALPHA = 0.5
+
+
 def check_level(alpha, delta, alpha_name: str = "alpha", delta_name: str = "delta") -> None:
-    """The one check of a bound's level: α in (0, 1), δ in [0, 1); the names say which key or flag."""
+    """The one check of a bound's level: α in (0, MAX_ALPHA], δ in [0, 1); the names say which key or flag."""
     if not 0.0 <= delta < 1.0:
         raise UserError(f"{delta_name} must be in [0, 1) (got {delta})")
     if not 0.0 < alpha < 1.0:
         raise UserError(f"{alpha_name} must be in (0, 1) (got {alpha})")
+    if alpha > MAX_ALPHA:
+        raise UserError(f"{alpha_name} must be at most {MAX_ALPHA} (got {alpha}): it is 1 − the confidence (0.05 "
+                        f"is 95% confidence), and at {(1 - alpha) * 100:.10g}% confidence a learner that keeps its "
+                        f"claim would be refuted more often than not; did you mean {1 - alpha:.10g}?")
 
 
 def _errors(scores, labels, thresholds) -> tuple[np.ndarray, np.ndarray, int, int]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
@@ -51,8 +52,10 @@ def register(commands) -> None:
                             "everything that can change the verdict (configuration, input contents, learner code) "
                             "and reused while none changes; 'off': runs/… (default $TOPICAUDIT_CACHE_DIR/runs, "
                             "~/.cache/topicaudit/runs; docs/check.md)")
-    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json)")
-    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml)")
+    check.add_argument("--json", help="where to write the verdict as JSON (default RUN_DIR/check.json; -: standard "
+                                      "output, the verdict line then goes to standard error)")
+    check.add_argument("--junit", help="where to write JUnit XML (default RUN_DIR/check.junit.xml; -: standard output, "
+                                       "as --json -)")
     check.add_argument("--quiet", action="store_true", help="no progress while auditing")
 
 
@@ -69,11 +72,20 @@ FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attack
          "canaries": "--canaries"}
 
 
+STDOUT = "-"  # --json - / --junit -: the document on standard output, as most tools read "-"
+
+
 def execute(args) -> int:
     started, sizing = time.perf_counter(), None
+    piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
+    if len(piped) == 2:
+        raise UserError("--json - and --junit - both ask for standard output, which can take one document; give "
+                        "a file path to one of them")
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
-        if path is not None:
+        if path is not None and path != STDOUT:
             check_output_file(path, flag)  # before an audit runs, not after
+    files = {"--json": None if args.json == STDOUT else args.json,
+             "--junit": None if args.junit == STDOUT else args.junit}
     target = Path(args.target)
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
@@ -82,7 +94,7 @@ def execute(args) -> int:
         if args.cache is not None:
             raise UserError(f"--cache applies when TARGET is a configuration; {target} is a run directory already")
         run_dir = target
-        check_report_paths(run_dir, {"--json": args.json, "--junit": args.junit})
+        check_report_paths(run_dir, files)
     else:
         config = run_config(load_config(target))
         if args.output and args.cache is not None:
@@ -102,9 +114,10 @@ def execute(args) -> int:
                                        budget, cache_root=None if args.output else resolve_root(args.cache))
             say(f"topicaudit: {sizing.message()}")
             config.attack.canaries.count = sizing.count
-        use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
-        check_report_paths(config.run_dir, {"--json": args.json, "--junit": args.junit})
-        execute_run(config, quiet=args.quiet)
+        cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
+        check_report_paths(config.run_dir, files)
+        # a cached run another check is writing (parallel CI jobs) is waited for, then reused
+        execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
         run_dir = config.run_dir
     with phase("verdict"):
         result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)
@@ -112,13 +125,20 @@ def execute(args) -> int:
         sizing.took = round(time.perf_counter() - started, 1)
         result = dataclasses.replace(result, sizing=sizing.to_json())
         say(f"topicaudit: canaries: the audit was estimated at {sizing.seconds:.0f} s and took {sizing.took:.0f} s")
-    json_path = Path(args.json) if args.json else run_dir / "check.json"
-    junit_path = Path(args.junit) if args.junit else run_dir / "check.junit.xml"
+    json_path = None if args.json == STDOUT else Path(args.json) if args.json else run_dir / "check.json"
+    junit_path = None if args.junit == STDOUT else Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     with one_check_at_a_time(run_dir):  # another check's manifest update is not lost
         written = write_reports(result, json_path, junit_path)
         record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
+    document = (json.dumps(result.to_json(), indent=2) + "\n" if args.json == STDOUT
+                else result.to_junit() if args.junit == STDOUT else None)
     try:
-        print(result.message(), flush=True)
+        if document is not None:  # stdout takes the document alone, so it parses; the line goes to stderr
+            sys.stdout.write(document)
+            sys.stdout.flush()
+            say(result.message())
+        else:
+            print(result.message(), flush=True)
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
         _unprinted(error, written)
     # The verdict was computed and recorded in check.json: its code stands whether or not it could be printed.

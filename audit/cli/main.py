@@ -113,9 +113,21 @@ def _signals(command: str | None = None):
             os._exit(EXIT_INTERRUPTED)
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
+    def unraisable(info):
+        """The handler's exception raised where Python cannot propagate it (a ctypes callback: numba's JIT
+        compiling a kernel through llvmlite's object-cache hook; a weakref callback; ``__del__``) is printed as
+        "Exception ignored in …" and lost: a first SIGTERM 0.5 s into a CGS fit was, and the command fitted on
+        until the supervisor forced it 30 s later. Take that signal again, as the first, once out of there."""
+        if isinstance(info.exc_value, KeyboardInterrupt) and received and not _ENDING.is_set():
+            signum = received.pop()
+            later.append(_take_later(signum))
+            return
+        previous_hook(info)
+
     # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds.
     stops = [signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT") if hasattr(signal, n))]
     previous = {s: signal.signal(s, handler) for s in stops}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     _ENDING.clear()
     try:
         yield
@@ -124,6 +136,7 @@ def _signals(command: str | None = None):
             timer.cancel()
         for s, h in previous.items():
             signal.signal(s, h)
+        sys.unraisablehook = previous_hook
 
 
 # Retry delay of a signal that landed inside importlib's own code.
@@ -220,6 +233,16 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def _working_directory_exists() -> bool:
+    """False when the working directory was removed under the command (``os.getcwd`` fails): every relative
+    path then raises FileNotFoundError, deep inside whatever resolved it first (exit 3 before)."""
+    try:
+        os.getcwd()
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line. As the console script (no ``argv``) it runs in a supervised child process
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
@@ -293,6 +316,11 @@ def _run_command(argv: list[str] | None) -> int:
             if isinstance(error, ValueError) and str(error) == "embedded null byte":  # a path the user gave
                 say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "
                     "path")
+                return EXIT_USER_ERROR
+            if isinstance(error, FileNotFoundError) and not _working_directory_exists():
+                say("topicaudit: error: the current working directory was deleted (or moved) while in use, so no "
+                    "relative path (the default runs/…, a relative --output or file) can be resolved; cd to a "
+                    "directory that exists and rerun the same command")
                 return EXIT_USER_ERROR
             if isinstance(error, OSError) and error.errno in (errno.EPIPE, errno.EBADF):
                 say("topicaudit: error: the output stream was closed before the command finished (its reader "

@@ -10,17 +10,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-fcntl: Any
-try:
-    import fcntl
-except ImportError:  # Windows has no advisory locks: checks of one run are not serialised there
-    fcntl = None
 
 import numpy as np
 
@@ -34,7 +26,7 @@ from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.bounded_read import read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
@@ -171,35 +163,13 @@ CHECK_LOCK_SECONDS = 30.0  # another check holds it for milliseconds (two writes
 
 @contextmanager
 def one_check_at_a_time(run_dir: Path):
-    """Hold an OS lock on the run directory itself (``flock`` on its descriptor: no file is added) while check
-    writes check.json and check.junit.xml there and lists them in the manifest. Checks of one run in parallel
-    (CI jobs testing several claims on one cached run) each read, updated and rewrote the manifest: one's
-    update was lost in 7 of 200 trials, and ``report`` then refused the run's check.json as edited. ``run``
-    holds ``.lock``, not this: a check never waits for a fit."""
-    try:
-        if fcntl is None:
-            raise OSError("no advisory locks here")
-        fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:  # no advisory locks (Windows), or the directory cannot be opened: unlocked
-        with uninterrupted():
-            yield
-        return
-    try:
-        deadline = time.monotonic() + CHECK_LOCK_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise UserError(f"{run_dir} is locked by another process (flock on the directory) for over "
-                                    f"{CHECK_LOCK_SECONDS:.0f} s, so check cannot record its verdict there; rerun "
-                                    "the same command once it has finished") from None
-                time.sleep(0.02)
-        with uninterrupted():  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
-            yield
-    finally:
-        os.close(fd)  # releases the lock
+    """Hold the run directory's manifest lock (``manifest.directory_lock``) while check writes check.json and
+    check.junit.xml there and lists them in the manifest. Checks of one run in parallel (CI jobs testing several
+    claims on one cached run) each read, updated and rewrote the manifest: one's update was lost in 7 of 200
+    trials, and ``report`` then refused the run's check.json as edited. A run writing the same directory takes
+    the same lock for each of its manifest updates (milliseconds each): a check never waits for a fit."""
+    with manifest.directory_lock(run_dir, CHECK_LOCK_SECONDS), uninterrupted():
+        yield  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
 
 
 def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
@@ -272,9 +242,9 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
                                parse_budget(DEFAULT_BUDGET if budget is None else budget),
                                cache_root=None if config.output else resolve_root(cache))
         config.attack.canaries.count = sizing.count
-    use_cache(config, cache)
+    cached = use_cache(config, cache)
     started = time.perf_counter()
-    execute_run(config, quiet=True)
+    execute_run(config, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached is not None else 0.0)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     if sizing is not None:
         sizing.took = round(time.perf_counter() - started, 1)

@@ -67,7 +67,8 @@ def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
     return np.asarray(X @ in_vocabulary, dtype=np.float64).ravel()
 
 
-def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) -> RunResults:
+def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
+                wait_for_writer: float = 0.0) -> RunResults:
     """``topicaudit run``: run (or resume) the audit a run configuration describes; returns what it wrote to
     ``results.json``.
 
@@ -75,10 +76,12 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True) 
     wait_for_ray: False returns while a Ray instance this run started is still
     shutting down (the command line prints the summary meanwhile, then calls
     ``parallel.wait_for_stop``).
+    wait_for_writer: seconds to wait for another command writing the directory (a run cache's entry), instead
+    of refusing at once.
     """
     config = run_config(config)
     check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
-    with writer_lock(config.run_dir):
+    with writer_lock(config.run_dir, wait=wait_for_writer):
         results = _execute_run(config, quiet)
     if wait_for_ray:
         wait_for_stop()

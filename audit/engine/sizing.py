@@ -55,6 +55,7 @@ from topicaudit.bounds.epsilon import Method
 from topicaudit.bounds.verdict import VALID_BOUNDS
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
+from topicaudit.engine.configuration.validation import MAX_CANARIES
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
@@ -71,7 +72,7 @@ from topicaudit.targets.privacy.guarantee import RELEASE_SUPPORT, TRAINING_WORDS
 AUTO = "auto"
 DEFAULT_BUDGET = 600.0  # seconds: a CI job's slot for the privacy gate
 START = 250
-LIMIT = 1_000_000
+LIMIT = int(MAX_CANARIES // 2)  # the search's last count: MARGIN (2) times it is still a count validation accepts
 SCORING_SECONDS_PER_CANARY = 4e-4  # canary and mechanism scores: 0.33 s for 1,000 paired DP-CGS canaries, PHEME
 TIMED_TOKENS = 20_000
 MARGIN = 2.0  # the count chosen: this many times the first count whose simulated power reaches the target

@@ -123,7 +123,14 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
             warnings.simplefilter("always")
             corpus = load()
         notes = [(w.category.__name__, str(w.message)) for w in caught]
-        write_entry(entry, key, corpus, notes)
+        # The key hashed the file before load() read it again: stored only if the file did not change between.
+        # A file rewritten in that window (a CI step regenerating it) was stored under the key of content it no
+        # longer had, MAC'd with a key, and served to every later run of the original file.
+        if cache_key(path, format, settings) == key:
+            write_entry(entry, key, corpus, notes)
+        else:
+            warnings.warn(f"the corpus file {path} changed while it was read; this run uses what was read, and "
+                          "its counts are not cached", UserWarning, stacklevel=2)
     for category, message in notes:
         warnings.warn(message, _WARNINGS.get(category, UserWarning), stacklevel=2)
     return corpus

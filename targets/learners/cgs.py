@@ -48,7 +48,7 @@ from numba import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import averaged_sweeps, integer, positive
+from topicaudit.targets.params import averaged_sweeps, iteration_count, positive, topic_count
 
 __all__ = ["CollapsedGibbsLDA", "GibbsStart", "GibbsState", "check_priors", "random_start", "run_cgs",
            "tokens_from_counts"]
@@ -150,10 +150,10 @@ def _phi(nwk: np.ndarray, nk: np.ndarray, beta: float) -> np.ndarray:
 
 def check_priors(k, alpha: float | None, beta: float, n_iter: int, n_avg: int) -> tuple[float, float]:
     """(α, β) as floats, α = 1/k when None; ValueError for a setting no sampler can run."""
-    integer("k", k)
+    topic_count("k", k)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
-    integer("n_iter", n_iter, 0)
+    iteration_count("n_iter", n_iter, 0)
     averaged_sweeps(n_avg, n_iter)
     alpha = 1.0 / k if alpha is None else float(alpha)
     return alpha, float(beta)
@@ -223,7 +223,7 @@ class CollapsedGibbsLDA:
     def __init__(self, k: int, alpha: float | None = None, beta: float = 0.01,
                  n_iter: int = 200, n_avg: int = 1):
         check_priors(k, alpha, beta, n_iter, n_avg)
-        integer("n_iter", n_iter, 1)
+        iteration_count("n_iter", n_iter, 1)
         self.k = k
         self.alpha = alpha
         self.beta = beta

@@ -30,7 +30,7 @@ from topicaudit.targets.base import Basis, Guarantee
 from topicaudit.targets.mechanisms import Recorder
 from topicaudit.targets.learners.cgs import (GibbsState, _phi, add_token, check_priors, draw_topic, lda_weights,
                                             random_start, remove_token)
-from topicaudit.targets.params import integer
+from topicaudit.targets.params import integer, iteration_count
 
 __all__ = ["MonitoredCollapsedGibbsLDA", "run_monitored_cgs", "draw_bound"]
 
@@ -230,7 +230,7 @@ class MonitoredCollapsedGibbsLDA:
     def __init__(self, k: int, alpha: float | None = None, beta: float = 0.01, n_iter: int = 200,
                  n_avg: int = 1, max_doc_length: int | None = None):
         check_priors(k, alpha, beta, n_iter, n_avg)
-        integer("n_iter", n_iter, 1)
+        iteration_count("n_iter", n_iter, 1)
         if max_doc_length is not None:
             integer("max_doc_length", max_doc_length, 1)
         self.k = k

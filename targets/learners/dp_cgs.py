@@ -31,7 +31,7 @@ from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
 from topicaudit.targets.learners.cgs import (_sweep, add_token, draw_topic, random_start, remove_token,
                                             tokens_from_counts)
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
-from topicaudit.targets.params import integer, positive
+from topicaudit.targets.params import integer, iteration_count, positive, topic_count
 
 __all__ = ["ZhuDPCollapsedGibbsLDA", "DPGibbsState", "cap_document_lengths", "run_dp_cgs",
            "laplace_scale"]
@@ -115,12 +115,12 @@ class DPGibbsState:
 
 
 def _check(k, epsilon, max_doc_length, alpha, beta, n_iter):
-    integer("k", k)
+    topic_count("k", k)
     positive("epsilon", epsilon)
     integer("max_doc_length", max_doc_length)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
-    integer("n_iter", n_iter)  # ≥ 1: the last sweep is the private one
+    iteration_count("n_iter", n_iter)  # ≥ 1: the last sweep is the private one
 
 
 def run_dp_cgs(X, k: int, seed: int, epsilon: float, max_doc_length: int, alpha: float | None = None,

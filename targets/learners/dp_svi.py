@@ -49,7 +49,7 @@ import topicaudit.targets.privacy as privacy  # its accountants (dp-accounting) 
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.mechanisms import GaussianNoise, Recorder
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import non_negative, positive
+from topicaudit.targets.params import MAX_INTEGER, MAX_ITERATIONS, MAX_TOPICS, non_negative, positive
 from topicaudit.targets.learners.vb_lda import (
     _EPS,
     _INIT_GAMMA,
@@ -273,13 +273,17 @@ class DPStochasticVariationalLDA:
                                                                  delta, accountant))
 
     def _validate(self) -> None:
-        def positive_int(name):
+        def positive_int(name, maximum=MAX_INTEGER):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer (got {value!r})")
+            if value > maximum:
+                raise ValueError(f"{name} must be an integer ≤ {maximum:,} (got {value!r}); it is a count, and no "
+                                 "fit needs more")
 
-        for name in ("k", "n_iter", "max_doc_tokens", "max_doc_update_iter"):
-            positive_int(name)
+        for name, maximum in (("k", MAX_TOPICS), ("n_iter", MAX_ITERATIONS), ("max_doc_tokens", MAX_INTEGER),
+                              ("max_doc_update_iter", MAX_ITERATIONS)):
+            positive_int(name, maximum)
         if self.epsilon is not None and self.noise_multiplier is not None:
             raise ValueError("give epsilon or noise_multiplier, not both")
         if self.epsilon is not None and not self.epsilon > 0:

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.optional import require
-from topicaudit.targets.params import _is_real, choice, integer, non_negative, positive
+from topicaudit.targets.params import _is_real, choice, integer, iteration_count, non_negative, positive
 
 # gensim.models.LdaModel keyword arguments this learner forwards (all that shape Φ).
 SETTINGS = ("passes", "chunksize", "update_every", "alpha", "eta", "decay", "offset", "iterations",
@@ -54,10 +54,10 @@ class GensimLDA:
         _check_prior("alpha", alpha, ("symmetric", "asymmetric", "auto"), k)
         _check_prior("eta", eta, ("symmetric", "auto"), None)
         choice("dtype", dtype, ("float32", "float64"))
-        integer("passes", passes)
+        iteration_count("passes", passes)
         integer("chunksize", chunksize)
         integer("update_every", update_every, minimum=0)
-        integer("iterations", iterations)
+        iteration_count("iterations", iterations)
         if eval_every is not None:
             integer("eval_every", eval_every, minimum=0)
         positive("decay", decay)

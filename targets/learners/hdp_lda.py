@@ -29,7 +29,7 @@ from topicaudit.targets.base import Adjacency, Basis, Guarantee
 from topicaudit.targets.mechanisms import LaplaceNoise, Recorder
 from topicaudit.targets.learners.cgs import add_token, draw_topic, random_start, remove_token
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
-from topicaudit.targets.params import integer, positive
+from topicaudit.targets.params import iteration_count, positive, topic_count
 
 __all__ = ["ZhaoHDPLDA", "HDPState", "run_hdp_lda", "epsilon_g"]
 
@@ -88,12 +88,12 @@ class HDPState:
 
 
 def _check(k, epsilon_l, clip, alpha, beta, n_iter):
-    integer("k", k)
+    topic_count("k", k)
     positive("epsilon_l", epsilon_l)
     positive("clip (C)", clip)
     positive("alpha", alpha, optional=True)
     positive("beta", beta)
-    integer("n_iter", n_iter)
+    iteration_count("n_iter", n_iter)
 
 
 def run_hdp_lda(X, k: int, seed: int, epsilon_l: float = 1.0, clip: float = 10.0, alpha: float | None = None,

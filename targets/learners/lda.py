@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
-from topicaudit.targets.params import choice, integer, non_negative, positive
+from topicaudit.targets.params import choice, integer, iteration_count, non_negative, positive
 from topicaudit.targets.learners.vb_lda import fit_lda_sklearn, fit_lda_vb
 
 
@@ -49,9 +49,9 @@ class VariationalLDA:
         choice("backend", backend, ("compiled", "sklearn"))
         positive("doc_topic_prior", doc_topic_prior, optional=True)
         positive("topic_word_prior", topic_word_prior, optional=True)
-        integer("max_iter", max_iter, 1)
+        iteration_count("max_iter", max_iter, 1)
         positive("mean_change_tol", mean_change_tol)
-        integer("max_doc_update_iter", max_doc_update_iter, 1)
+        iteration_count("max_doc_update_iter", max_doc_update_iter, 1)
         choice("learning_method", learning_method, ("batch", "online"))
         if learning_method == "online" and backend == "compiled":
             raise ValueError("learning_method='online' is scikit-learn's online VB, which the compiled learner lda "

@@ -61,7 +61,7 @@ from topicaudit.targets.mechanisms import RandomisedResponse, Recorder
 from topicaudit.targets.learners.cgs import run_cgs
 from topicaudit.targets.counts import check_counts
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
-from topicaudit.targets.params import averaged_sweeps, integer, positive
+from topicaudit.targets.params import averaged_sweeps, iteration_count, positive, topic_count
 
 __all__ = ["LocallyPrivateLDA", "estimate_counts", "randomize_presence", "reconstruct"]
 
@@ -137,7 +137,7 @@ class LocallyPrivateLDA:
 
     def __init__(self, k: int, p: float | None = None, epsilon: float | None = None,
                  alpha: float | None = None, beta: float = 0.01, n_iter: int = 200, n_avg: int = 1):
-        integer("k", k, 1)
+        topic_count("k", k, 1)
         if (p is None) == (epsilon is None):
             raise ValueError("give exactly one of p (keep probability) and epsilon (per-bit ε)")
         if p is not None and not (isinstance(p, numbers.Real) and 0.5 < p < 1):
@@ -146,7 +146,7 @@ class LocallyPrivateLDA:
             raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
         positive("alpha", alpha, optional=True)
         positive("beta", beta)
-        integer("n_iter", n_iter, 1)
+        iteration_count("n_iter", n_iter, 1)
         averaged_sweeps(n_avg, n_iter)
         self.k = k
         self.p = p

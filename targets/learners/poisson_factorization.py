@@ -77,7 +77,7 @@ from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee
 from topicaudit.targets.mechanisms import GeometricNoise, Recorder
 from topicaudit.targets.learners.bessel import bessel_sample
 from topicaudit.targets.counts import check_counts
-from topicaudit.targets.params import averaged_sweeps, integer, positive
+from topicaudit.targets.params import averaged_sweeps, iteration_count, positive, topic_count
 
 __all__ = [
     "LocallyPrivatePoissonFactorization",
@@ -311,10 +311,10 @@ def _released_phi(samples: Iterator, n_iter: int, n_avg: int) -> np.ndarray:
 
 # -- learners -------------------------------------------------------------------------
 def _check_common(k, a0, b0, n_iter, n_avg) -> None:
-    integer("k", k)
+    topic_count("k", k)
     positive("a0", a0)
     positive("b0", b0)
-    integer("n_iter", n_iter)
+    iteration_count("n_iter", n_iter)
     averaged_sweeps(n_avg, n_iter)
 
 

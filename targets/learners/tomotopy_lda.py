@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.optional import require
-from topicaudit.targets.params import choice, integer, positive
+from topicaudit.targets.params import choice, integer, iteration_count, positive
 
 TERM_WEIGHTS = ("one", "idf", "pmi")
 SETTINGS = ("alpha", "eta", "tw", "min_cf", "min_df", "rm_top", "iterations", "burn_in", "optim_interval")
@@ -69,7 +69,7 @@ class TomotopyLDA:
         for name, value in (("min_cf", min_cf), ("min_df", min_df), ("rm_top", rm_top), ("burn_in", burn_in),
                             ("optim_interval", optim_interval)):
             integer(name, value, minimum=0)
-        integer("iterations", iterations)
+        iteration_count("iterations", iterations)
         self.k = k
         self.alpha, self.eta, self.tw = alpha, eta, tw
         self.min_cf, self.min_df, self.rm_top = min_cf, min_df, rm_top

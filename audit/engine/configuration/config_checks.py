@@ -8,11 +8,12 @@ from topicaudit.attacks.ranking import check_rank_by
 from topicaudit.attacks.registry import ATTACKS, unknown_attacks
 from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.configuration.config import CANARY_KINDS, OBSERVE, AuditConfig, BaseConfig, Config, run_config
-from topicaudit.engine.configuration.validation import check_run_config, check_shadows
+from topicaudit.engine.configuration.validation import (MAX_CANARIES, MAX_CANARY_LENGTH, MAX_NUM_CPUS, MAX_WORDS,
+                                                       check_at_most, check_run_config, check_shadows)
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 from topicaudit.targets import LEARNERS
-from topicaudit.targets.params import MAX_INTEGER, check_topics
+from topicaudit.targets.params import check_topics
 from topicaudit.targets.plugins import LEARNER_GROUP, is_class_path, registered
 
 # The least memory one canary takes (its id, coin, scores and row of the training set), to refuse a count that
@@ -22,10 +23,17 @@ CANARY_BYTES = 64
 
 def validate(config: BaseConfig) -> None:
     """Checks that need no data, for either variant: numbers in range, names known, the output writable."""
+    for table, key in config.PATHS:
+        value = getattr(getattr(config, table), key)
+        if isinstance(value, str) and not value.strip():  # `path = ""` read the configuration's own folder
+            raise UserError(f"[{table}] {key} is empty; give a file path, or remove the key")
     if not 0 < config.attack.tol < 1:
         raise UserError(f"[attack] tol must be in (0, 1) (got {config.attack.tol})")
     if config.ray.num_cpus < 0:
         raise UserError(f"[ray] num_cpus (--num-cpus) must be ≥ 0 (got {config.ray.num_cpus})")
+    check_at_most(config.ray.num_cpus, MAX_NUM_CPUS, "[ray] num_cpus (--num-cpus)", "it sizes the local Ray "
+                  "instance, and more CPUs than shadow models is never used (10**12 made Ray time out starting, "
+                  "exit 4); 0 uses every core")
     if isinstance(config, AuditConfig):
         _validate_audit(config)
     else:
@@ -40,9 +48,9 @@ def _validate_run(config: Config) -> None:
                   "shadow model")
     if canaries.count < 0:
         raise UserError(f"[attack.canaries] count must be ≥ 0 (got {canaries.count}); 0 means no canaries")
-    if canaries.count > MAX_INTEGER:  # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
-        raise UserError(f"[attack.canaries] count (--canaries) must be ≤ 2**31 − 1 = {MAX_INTEGER} (got "
-                        f"{canaries.count}); each canary is a document added to the training set")
+    # 2**63 reached NumPy as "Maximum allowed dimension exceeded"
+    check_at_most(canaries.count, MAX_CANARIES, "[attack.canaries] count (--canaries)",
+                  "each canary is a document added to the training set")
     check_fits_in_memory(canaries.count * CANARY_BYTES, f"[attack.canaries] count (--canaries) = {canaries.count}",
                          "audit fewer canaries")
     if canaries.observe not in OBSERVE:
@@ -53,6 +61,8 @@ def _validate_run(config: Config) -> None:
     if canaries.length < 0:
         raise UserError(f"[attack.canaries] length must be ≥ 0 (got {canaries.length}); 0 picks it from the "
                         "learner's document cap or the corpus")
+    check_at_most(canaries.length, MAX_CANARY_LENGTH, "[attack.canaries] length", "it is the tokens of one "
+                  "canary document")
     if not config.target.test_under_noise >= 1.0:
         raise UserError(f"[target] test_under_noise must be ≥ 1 (got {config.target.test_under_noise})")
     check_topics(config.target.k, "[target] k")
@@ -66,6 +76,8 @@ def _validate_run(config: Config) -> None:
         raise UserError(f"[attack] attacks: unknown attack {unknown[0]!r}; known: {', '.join(ATTACKS)}")
     if config.corpus.max_words < 0:
         raise UserError(f"[corpus] max_words must be ≥ 0 (got {config.corpus.max_words}); 0 keeps every word")
+    check_at_most(config.corpus.max_words, MAX_WORDS, "[corpus] max_words", "it is a vocabulary size; 0 keeps "
+                  "every word")
 
 
 def _validate_audit(config: AuditConfig) -> None:

@@ -139,7 +139,7 @@ def load_config(path: str | Path, variant: type[BaseConfig] | None = None) -> Co
     for section, key in config.PATHS:
         table = getattr(config, section)
         value = getattr(table, key)
-        if value is not None and not Path(value).is_absolute():
+        if value is not None and str(value).strip() and not Path(value).is_absolute():  # "" is refused below
             setattr(table, key, str(path.parent / value))
     for section in ("corpus", "reference"):
         options = getattr(config, section).options if section in config.SECTIONS else {}

@@ -9,11 +9,13 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import unicodedata
 import warnings
 from pathlib import Path
 
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
+from topicaudit.targets.params import MAX_TOPICS
 
 # The plan stores the seed as int64 (plan.npz, results.json), so seeds live in [0, 2**63).
 MAX_SEED = 2**63 - 1
@@ -26,6 +28,23 @@ def check_seed(seed, where: str) -> int:
     if not 0 <= seed <= MAX_SEED:
         raise UserError(f"{where} must be an integer in [0, 2**63 − 1] = [0, {MAX_SEED}] (got {seed})")
     return seed
+
+
+# Sane upper bounds on sizes (docs/configuration.md#limits), far above any audit the tool can finish: refused
+# with one message before any work. Topics and iterations: topicaudit.targets.params (MAX_TOPICS, MAX_ITERATIONS).
+MAX_SHADOWS = 4096            # shadow models: LiRA needs 64–256 (docs/attacks.md)
+MAX_CANARIES = 2_000_000      # canary documents: `--canaries auto` stops at 1,000,000 × its 2× margin
+MAX_CANARY_LENGTH = 100_000   # tokens of one canary document
+MAX_WORDS = 10_000_000        # [corpus] max_words and [synthetic] n_words: a vocabulary size
+MAX_DOCUMENTS = 10_000_000    # [synthetic] n_docs
+MAX_MEAN_LENGTH = 100_000     # [synthetic] mean_length, tokens per document
+MAX_NUM_CPUS = 4096           # [ray] num_cpus: a local instance's size (no more tasks than shadows run at once)
+
+
+def check_at_most(value, maximum: int, where: str, why: str) -> None:
+    """One sane upper bound (``MAX_…``): a value above it is refused naming the key or flag and why."""
+    if value > maximum:
+        raise UserError(f"{where} must be at most {maximum:,} (got {value!r}): {why}")
 
 
 # A run's name is one directory's name (runs/NAME-…, at most 255 bytes with what is appended) and a figure's title.
@@ -47,9 +66,9 @@ def check_name(name) -> None:
         raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
                         f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
     if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
-            any(ord(c) < 32 or ord(c) == 127 for c in name):
+            any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):  # controls, bidi marks
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
-                        "contain a path separator or a control character; give a plain name (e.g. \"lda-pheme\"), "
+                        "contain a path separator, a control character or an invisible format character (bidi marks); give a plain name (e.g. \"lda-pheme\"), "
                         "and choose where the run directory goes with --output (or output)")
 
 
@@ -61,6 +80,8 @@ def check_shadows(n, where: str, minimum: int = 2, allowed: str = "") -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < minimum or n % 2:
         raise UserError(f"{where} must be an even number ≥ {minimum} (got {n!r}): shadow models come in "
                         f"complementary pairs so every document is IN exactly half of them{allowed}")
+    check_at_most(n, MAX_SHADOWS, where, "each shadow is a model fitted, and LiRA's bounds need 64 to 256 of "
+                  "them (docs/attacks.md)")
     return n
 
 
@@ -162,6 +183,10 @@ def check_synthetic(s) -> None:
         value = getattr(s, key)
         if value < low:
             raise UserError(f"[synthetic] {key} must be an integer ≥ {low} (got {value})")
+    for key, high in (("n_docs", MAX_DOCUMENTS), ("n_words", MAX_WORDS), ("k", MAX_TOPICS),
+                      ("mean_length", MAX_MEAN_LENGTH)):
+        check_at_most(getattr(s, key), high, f"[synthetic] {key}", "a synthetic corpus is for trying the tool; "
+                      "audit a corpus file for more")
     for key in ("mean_length", "topic_concentration", "doc_concentration"):
         value = getattr(s, key)
         if not value > 0:

@@ -14,6 +14,7 @@ import re
 import shutil
 import stat
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,18 +59,26 @@ def holds_only_the_lock(path: Path) -> bool:
 DYING_GRACE_SECONDS = 30.0  # how long a killed holder may take to exit (it may be inside a slow fsync)
 
 
-def _acquire(handle) -> bool:
-    """Take the lock; wait only while its holder is a process that was killed and has not yet exited."""
-    deadline = time.monotonic() + DYING_GRACE_SECONDS
+def _acquire(handle, wait: float = 0.0) -> bool:
+    """Take the lock; wait while its holder is a process that was killed and has not yet exited, or, for up to
+    ``wait`` seconds, while it is any holder (a cached run another check is writing)."""
+    start = time.monotonic()
+    noted = False
     while True:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
             holder = os.pread(handle.fileno(), 64, 0).decode("ascii", "replace").strip()
-            if not (holder.isdigit() and _dying(int(holder))) or time.monotonic() > deadline:
+            waited = time.monotonic() - start
+            dying = holder.isdigit() and _dying(int(holder)) and waited < DYING_GRACE_SECONDS
+            if not (dying or waited < wait):
                 return False
-            time.sleep(0.05)
+            if wait and not noted:
+                warnings.warn(f"waiting for process {holder or '?'}, which is writing this cached run, to finish "
+                              f"(at most {wait:.0f} s); its run is then reused", UserWarning, stacklevel=3)
+                noted = True
+            time.sleep(0.05 if dying else 0.2)
 
 
 def _dying(pid: int) -> bool:
@@ -127,9 +136,10 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int
 
 
 @contextmanager
-def writer_lock(path: str | Path, flag: str = "--output"):
+def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     """Hold the directory's writer lock for the block (creating the directory; removed again if the block
-    leaves nothing in it); a second writer gets a UserError naming the holder's PID.
+    leaves nothing in it); a second writer gets a UserError naming the holder's PID, or with ``wait`` (a run
+    cache's entry: parallel checks of one configuration in CI) first waits up to that many seconds for it.
 
     A ``.lock`` that is a link, a directory, a FIFO or a file of the user's is refused untouched, and a
     block that fails (a directory refused as another run's, say) leaves ``.lock`` as it was found: removed
@@ -153,7 +163,7 @@ def writer_lock(path: str | Path, flag: str = "--output"):
                         f"choose another {flag}") from None
     handle = os.fdopen(fd, "r+b", buffering=0)
     try:
-        if fcntl is not None and not _acquire(handle):
+        if fcntl is not None and not _acquire(handle, wait):
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
             who = f"process {holder}" if holder.isdigit() else "another process"
             raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "

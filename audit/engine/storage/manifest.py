@@ -23,8 +23,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
@@ -44,6 +48,12 @@ READ_NAMES = frozenset({"config.toml", "results.json", "plan.npz", "scores.npz",
                         "canary_scores.npz", NAME, *CHECK_FILES, ".lock", "roc.png", "sweep.json", "models",
                         "audit.json", "scores.csv", "exposure.npz"})
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
+
+fcntl: Any
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the manifest's updates are then unlocked
+    fcntl = None
 
 
 
@@ -76,12 +86,19 @@ def read(run_dir: Path) -> Manifest | None:
         return None
     try:
         data = json.loads(files_once.once(path, lambda: _read_regular(path)).decode("utf-8"))
+    except UserError:  # a link, a FIFO, too large: its own message (it was "unreadable (UserError)")
+        raise
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise UserError(f"{path} is unreadable ({type(error).__name__}): the run directory was damaged, so none "
                         f"of its files can be verified; {RERUN}") from None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise UserError(f"{path} is not a topicaudit manifest, so none of the run's files can be verified; {RERUN}")
+    strange = next((name for name, digest in files.items() if not _entry_ok(name, digest)), None)
+    if strange is not None:  # "/dev/zero", "../other/results.json", "" were listed, and ignored without a word
+        raise UserError(f"{path} lists {strange!r:.120} with {files[strange]!r:.80}, which is no file of a run directory "
+                        f"with its SHA-256 (a relative path inside it, 64 hex digits): the manifest was edited, so "
+                        f"none of the run's files can be verified; {RERUN}")
     mac = data.get("mac")
     key = integrity_key()
     if key is None:
@@ -99,6 +116,16 @@ def read(run_dir: Path) -> Manifest | None:
                         "was rewritten by someone without the key, or written with another key, so none of the "
                         f"run's files can be trusted; {RERUN}, or configure the key it was written with")
     return Manifest(files, authenticated=True, key_id=key.id, carries_mac=True)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _entry_ok(name: str, digest: str) -> bool:
+    """An entry topicaudit writes: a '/'-separated path inside the directory, and a SHA-256 in hex."""
+    parts = name.split("/")
+    return (len(digest) == 64 and set(digest) <= _HEX and bool(name) and "\\" not in name and "\0" not in name
+            and all(part not in ("", ".", "..") for part in parts))
 
 
 def entries(run_dir: Path) -> dict[str, str] | None:
@@ -147,13 +174,70 @@ def _read_regular(path: Path) -> bytes:
         return handle.read(MAX_BYTES + 1)
 
 
+LOCK_SECONDS = 30.0  # a manifest update holds the lock for milliseconds; a check, for two writes and one update
+_IN_PROCESS = threading.RLock()  # this process's threads, one at a time (flock does not tell them apart)
+_HELD: dict[str, int] = {}  # directory → depth of directory_lock blocks this process is inside
+
+
+@contextmanager
+def directory_lock(run_dir: Path, seconds: float = LOCK_SECONDS):
+    """Hold an OS lock on the directory itself (``flock`` on its descriptor: no file is added) for the block:
+    every read-modify-write of its manifest takes it, the run's own (``record``) and ``check``'s. A check
+    listing check.json while a run (a resume) listed a new model read the manifest before the other's
+    write and wrote it after: one update was lost, and the run's model was then refused as unlisted.
+    Re-entrant within the process; held elsewhere for over ``seconds``, a UserError."""
+    run_dir = Path(run_dir)
+    where = os.path.realpath(run_dir)
+    with _IN_PROCESS:
+        if _HELD.get(where) or fcntl is None:
+            _HELD[where] = _HELD.get(where, 0) + 1
+            try:
+                yield
+            finally:
+                _HELD[where] -= 1
+            return
+        try:
+            fd = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # the directory cannot be opened (missing: the writer says so itself): unlocked
+            yield
+            return
+        try:
+            deadline = time.monotonic() + seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise UserError(f"{run_dir} is locked by another process (flock on the directory) for over "
+                                        f"{seconds:.0f} s, so its manifest cannot be updated; rerun the same "
+                                        "command once that process has finished") from None
+                    time.sleep(0.02)
+                except OSError:  # a file system without flock on directories (some network mounts): unlocked
+                    break
+            _HELD[where] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(where, None)
+        finally:
+            os.close(fd)  # releases the lock
+
+
 def record(run_dir: Path, *names: str, write_text) -> None:
     """Add (or update) the hashes of ``names``, files just written in ``run_dir``; a missing one is dropped.
 
-    write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``).
+    write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``). The read, the
+    update and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer) never loses
+    them.
     """
     run_dir = Path(run_dir)
     key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched
+    with directory_lock(run_dir):
+        _record(run_dir, names, key, write_text)
+
+
+def _record(run_dir: Path, names, key, write_text) -> None:
     try:
         files = entries(run_dir) or {}
     except UserError:

@@ -111,6 +111,11 @@ def cached_run_dir(config: Config, root: Path) -> Path:
     return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{digest}"
 
 
+# How long a check of a cached configuration waits for another writing the same entry (parallel CI jobs, pytest
+# workers asserting claims of one configuration): the second was exit 2 "being written by another command".
+WAIT_FOR_WRITER_SECONDS = 3600.0
+
+
 def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | None:
     """Point the configuration's output at its cached run directory (unless it names its own output); returns
     that directory, or None when no cache is used."""
