@@ -374,6 +374,7 @@ class Recorder:
             sampled = np.abs(sums).sum(axis=0) > 0
             scored = sums[top, np.arange(self.columns.size)] if top is not None else sums.max(axis=0)
             claimed = self.restate(mechanism) if self.restate is not None else mechanism
+            assert isinstance(claimed, GaussianNoise)  # a Gaussian step restates as one
             self._contributions.append((scored[sampled] / claimed.contribution).astype(np.float32))
         return self.release(mechanism, noisy, extra={"top_topics": top} if top is not None else None)
 

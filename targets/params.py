@@ -86,7 +86,7 @@ def check_topics(k, where: str, fix: str = "") -> int:
     if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < MIN_TOPICS:
         raise UserError(f"{where}, the number of topics, must be an integer ≥ {MIN_TOPICS} (got {k!r})"
                         + (f"; {fix}" if fix else ""))
-    if k > MAX_TOPICS:
+    if int(k) > MAX_TOPICS:  # (typeshed's numbers.Integral has no __gt__)
         raise UserError(f"{where}, the number of topics, must be at most {MAX_TOPICS:,} (got {k!r}): every model "
                         "holds k × vocabulary numbers, and the audit fits dozens of them; give a smaller k"
                         + (f"; {fix}" if fix else ""))
