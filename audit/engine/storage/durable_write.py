@@ -3,9 +3,11 @@ disk or a file size limit said in one message naming the file."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 try:
@@ -14,6 +16,32 @@ except ImportError:  # pragma: no cover — Windows
     resource = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
+
+
+# What this process last wrote to each file (its directory's real path joined with its name → SHA-256 of the
+# bytes renamed into place), for ``manifest.record``: it hashed the file found on disk after the rename, so with
+# an integrity key a forger without it who renamed a file over check.json (or canary_scores.npz) in that moment
+# had the forged bytes listed and MAC'd, and ``report`` drew a claim ``check`` was never given.
+_WRITTEN: dict[str, str] = {}
+_WRITTEN_LOCK = threading.Lock()
+
+
+def _where(path: Path) -> str:
+    """The key of a written file: its directory resolved, its own name not (a link put there is not followed)."""
+    path = Path(path)
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def _remember(path: Path, digest: str) -> None:
+    with _WRITTEN_LOCK:
+        _WRITTEN[_where(path)] = digest
+
+
+def written_digest(path: Path) -> str | None:
+    """SHA-256 of the bytes this process last wrote to ``path`` with the writers below (forgotten once asked);
+    None when it wrote none there."""
+    with _WRITTEN_LOCK:
+        return _WRITTEN.pop(_where(path), None)
 
 
 def fsync_directory(path: Path) -> None:
@@ -43,12 +71,17 @@ def atomic_write_bytes(path: Path, writer) -> None:
     except OSError as error:
         raise disk_full(error, path) or error from None
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "w+b") as handle:
             writer(handle)
             handle.flush()
             os.fsync(handle.fileno())
+            handle.seek(0)  # the digest of our own file's bytes, read through our descriptor (not by name)
+            digest = hashlib.sha256()
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
         os.replace(tmp, path)
+        _remember(path, digest.hexdigest())
     except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, OSError) and disk_full(error, path):
@@ -77,8 +110,9 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
                 os.chmod(tmp, 0o666 & ~_umask())
             except OSError as error:  # named by the file it was writing, not by its temporary
                 raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
-        for tmp, path in staged:
+        for (tmp, path), (_, data) in zip(staged, contents):
             os.replace(tmp, path)
+            _remember(path, hashlib.sha256(data).hexdigest())
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)

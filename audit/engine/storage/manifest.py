@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topicaudit.engine.storage.durable_write import written_digest
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
@@ -246,7 +247,10 @@ def _record(run_dir: Path, names, key, write_text) -> None:
         files = {}
     for name in names:
         path = run_dir / name
-        if path.is_file():
+        written = written_digest(path)  # what this process wrote there, not what a forger renamed over it since
+        if written is not None:
+            files[name] = written
+        elif path.is_file():
             files[name] = file_sha256(path)
         else:
             files.pop(name, None)
