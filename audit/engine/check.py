@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -134,6 +135,10 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
+        # Another run's (or audit's) own files: `--json OTHER/manifest.json` replaced that run's manifest, and the
+        # run was refused by every later command (its evidence could no longer be verified).
+        others = [parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)]
+        manifest.refuse_over_read_names(target, others, flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES
