@@ -96,3 +96,49 @@ def test_check_json_may_not_replace_another_runs_files(tmp_path):
     check_report_paths(run, {"--json": str(run / "check.json"), "--junit": str(run / "check.junit.xml")})
     check_report_paths(run, {"--json": str(other / "verdict-of-run.json"), "--junit": str(tmp_path / "j.xml")})
     assert os.listdir(other) == ["models", "manifest.json"] or sorted(os.listdir(other)) == ["manifest.json", "models"]
+
+
+# -- non-critical findings fixed ----------------------------------------------------------------------------------
+def test_a_sweep_index_listing_one_run_twice_is_refused(tmp_path):
+    from topicaudit.engine.sweep import SWEEP_SCHEMA, load_sweep
+
+    (tmp_path / "k=3" / "rep-0").mkdir(parents=True)
+    (tmp_path / "k=3" / "rep-0" / "results.json").write_text("{}")
+    runs = [{"value": 3, "replicate": 0, "path": "k=3/rep-0"}, {"value": 4, "replicate": 0, "path": "k=3/./rep-0"}]
+    (tmp_path / "sweep.json").write_text(json.dumps({"schema": SWEEP_SCHEMA, "parameter": "target.k",
+                                                     "values": [3, 4], "replicates": 1, "runs": runs}))
+    with pytest.raises(UserError, match="both list k=3/./rep-0"):
+        load_sweep(tmp_path)  # was read as two runs: reported twice, "2 finished runs"
+
+
+def test_audit_files_are_read_by_the_names_the_manifest_verifies(tmp_path):
+    from types import SimpleNamespace
+
+    from topicaudit.engine.storage.audit_results import AuditResults
+
+    record = SimpleNamespace(directory=tmp_path, FILES=AuditResults.FILES,
+                             files={"scores": "../other/scores.csv", "exposure": "/etc/passwd", "extra": "../x"})
+    paths = AuditResults.paths.fget(record)
+    assert paths == {"scores": tmp_path / "scores.csv", "exposure": tmp_path / "exposure.npz"}
+
+
+def test_a_relative_xdg_config_home_is_not_where_the_key_is_read(tmp_path, monkeypatch):
+    from topicaudit.inputs.integrity_key import key_file
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "cfg")  # the key would depend on the working directory
+    assert key_file() == tmp_path / ".config" / "topicaudit" / "integrity.key"
+
+
+def test_a_resumed_sweep_does_not_rewrite_an_index_that_holds_the_same(tmp_path):
+    from topicaudit.engine.sweep import save_index
+
+    index_path = tmp_path / "sweep.json"
+    index = {"schema": "topicaudit.sweep/1", "runs": [{"path": "k=3/rep-0", "status": "done"}]}
+    save_index(index_path, index)
+    before = os.stat(index_path)
+    save_index(index_path, index)  # SWK1: a resume refused by its first run left sweep.json rewritten
+    after = os.stat(index_path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    save_index(index_path, {**index, "runs": []})
+    assert json.loads(index_path.read_text())["runs"] == []

@@ -77,8 +77,8 @@ def cache_directory() -> Path | None:
     chosen = os.environ.get(ENVIRONMENT_VARIABLE)
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "topicaudit"
+    base = os.environ.get("XDG_CACHE_HOME") or ""  # relative: ignored, as the XDG specification says
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "topicaudit"
 
 
 @lru_cache(maxsize=1)
