@@ -142,3 +142,11 @@ def test_a_resumed_sweep_does_not_rewrite_an_index_that_holds_the_same(tmp_path)
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     save_index(index_path, {**index, "runs": []})
     assert json.loads(index_path.read_text())["runs"] == []
+
+
+def test_check_json_may_not_be_a_case_variant_of_a_run_file(tmp_path):
+    """On a case-insensitive file system (macOS, Windows) RUN/Results.json would replace results.json."""
+    (tmp_path / "manifest.json").write_text("{}")
+    for name in ("Results.json", "MANIFEST.JSON", "Models/target.npz"):
+        with pytest.raises(UserError, match="check reads and never replaces"):
+            check_report_paths(tmp_path, {"--json": str(tmp_path / name)})
