@@ -150,3 +150,16 @@ def test_check_json_may_not_be_a_case_variant_of_a_run_file(tmp_path):
     for name in ("Results.json", "MANIFEST.JSON", "Models/target.npz"):
         with pytest.raises(UserError, match="check reads and never replaces"):
             check_report_paths(tmp_path, {"--json": str(tmp_path / name)})
+
+
+def test_a_deleted_check_json_the_manifest_lists_is_noted(tmp_path, monkeypatch):
+    """PM8: check.json deleted from a checked run: the card tested the target's own claim without a word."""
+    from types import SimpleNamespace
+
+    from topicaudit.reports.verdict import _recorded_claim
+
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema": "topicaudit.manifest/1", "algorithm": "sha256",
+                                                        "files": {"check.json": "0" * 64}}))
+    with pytest.warns(UserWarning, match="check.json is listed in .* but missing"):
+        assert _recorded_claim(SimpleNamespace(path=tmp_path)) is None
