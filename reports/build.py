@@ -101,11 +101,17 @@ def _target_dir(output: Path) -> None:
                         "write; move it out (the report directory is replaced as a whole), or choose another -o")
 
 
+# All a killed report's staging can hold (tmp: the report being built; old: the one it replaced, in report/).
+_STAGED = re.compile(r"(report/)?(report\.html|report\.md|\.topicaudit-report|figures|figures/[A-Za-z0-9._-]+)|report")
+
+
 def _remove_stale_staging(output: Path) -> None:
-    """Staging directories of reports that were killed (their process is gone) beside ``output``."""
+    """Staging directories of killed reports (their process gone) beside ``output``: real directories holding only
+    what a report writes. A user's folder named like one (``.out.tmp-999999-mine``) was deleted whole."""
     for entry in output.parent.glob(f".{glob.escape(output.name)}.*-*"):
-        match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-.*", entry.name)
-        if match and entry.is_dir() and not _alive(int(match.group(2))):
+        match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-[A-Za-z0-9_]+", entry.name)
+        if match and not entry.is_symlink() and entry.is_dir() and not _alive(int(match.group(2))) and all(
+                not p.is_symlink() and _STAGED.fullmatch(p.relative_to(entry).as_posix()) for p in entry.rglob("*")):
             shutil.rmtree(entry, ignore_errors=True)
 
 

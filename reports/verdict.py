@@ -77,9 +77,13 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
     (the card tests the target's own claim); one whose hash differs is refused (exit 2). The pre-manifest
     layout has no manifest to list it: its check.json is read as before, and the card says UNVERIFIED."""
     path = run.path / "check.json"
-    if not os.path.lexists(path):
-        return None
     listed = manifest.entries(run.path)
+    if not os.path.lexists(path):
+        if listed is not None and "check.json" in listed:  # deleted: the card went back to the target's claim silently
+            warnings.warn(f"{path} is listed in {run.path / manifest.NAME} but missing: the claim `topicaudit check` "
+                          "last tested on this run was deleted; the verdict card tests the target's own claim",
+                          stacklevel=2)
+        return None
     if listed is not None:
         if "check.json" not in listed:
             warnings.warn(f"{path} is not listed in {run.path / manifest.NAME}, so the claim it records cannot be "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,6 +120,7 @@ def own_claim_check(run_dir: str | Path, suggest: float | None = None) -> tuple[
 
 # The run directory's own files, which check reads (or the run holds) and never replaces.
 RUN_FILES = (*VERDICT_FILES, manifest.NAME, LOCK_NAME, "roc.png", "sweep.json")
+_RUN_FILES_FOLDED = {name.casefold() for name in RUN_FILES}
 
 
 def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
@@ -130,10 +132,16 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             continue
         target = Path(path).resolve()
         name = target.relative_to(root).as_posix() if target.is_relative_to(root) else None
-        if name is not None and (name in RUN_FILES or name.startswith("models/")):
+        # Compared case-folded: on a case-insensitive file system (macOS, Windows) RUN/Results.json is results.json.
+        folded = name.casefold() if name is not None else None
+        if folded is not None and (folded in _RUN_FILES_FOLDED or folded.startswith("models/")):
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
+        # Another run's (or audit's) own files: `--json OTHER/manifest.json` replaced that run's manifest, and the
+        # run was refused by every later command (its evidence could no longer be verified).
+        others = [parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)]
+        manifest.refuse_over_read_names(target, others, flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES

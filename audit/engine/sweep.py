@@ -223,7 +223,7 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     }
 
     def save():
-        atomic_write_text(index_path, json.dumps(index, indent=2) + "\n")
+        save_index(index_path, index)
 
     for entry, run in zip(index["runs"], runs):
         if (output / run.relative_path / "results.json").exists():
@@ -247,6 +247,18 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     if not quiet:
         print(overall.line(), file=sys.stderr)
     return index
+
+
+def save_index(index_path: Path, index: dict[str, Any]) -> None:
+    """Write the sweep's index, unless it already holds exactly this: a resumed sweep refused by its first run
+    (an integrity key its runs were not written with) had rewritten sweep.json, leaving the directory changed."""
+    text = json.dumps(index, indent=2) + "\n"
+    try:
+        if not index_path.is_symlink() and index_path.is_file() and index_path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass  # unreadable: rewritten
+    atomic_write_text(index_path, text)
 
 
 def _check_no_links(output: Path, runs) -> None:
@@ -308,6 +320,15 @@ def _check_index_complete(path: Path, index_path: Path, index: dict[str, Any]) -
             raise UserError(f"{index_path}: run entry {i} ({entry['path']}) has the value {entry['value']!r}, which "
                             "is not one of the sweep's values: the index was edited or damaged — rerun the same "
                             "`topicaudit sweep` command to rewrite it")
+    seen: dict[Any, int] = {}
+    for i, entry in enumerate(index["runs"]):
+        # One run listed twice (k=4's entry pointed at k=3/rep-0, k=4/ deleted) was reported twice, as two runs.
+        for key in (Path(entry["path"]).as_posix(), json.dumps([entry["value"], entry["replicate"]], sort_keys=True)):
+            if key in seen:
+                raise UserError(f"{index_path}: run entries {seen[key]} and {i} both list {entry['path']} (value "
+                                f"{entry['value']!r}, replicate {entry['replicate']}): the index was edited or damaged "
+                                "— rerun the same `topicaudit sweep` command to rewrite it")
+            seen[key] = i
     listed = {Path(entry["path"]).as_posix() for entry in index["runs"]}
     for results in sorted([*path.glob("*/results.json"), *path.glob("*/*/results.json")]):
         relative = results.parent.relative_to(path).as_posix()

@@ -77,8 +77,8 @@ def cache_directory() -> Path | None:
     chosen = os.environ.get(ENVIRONMENT_VARIABLE)
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "topicaudit"
+    base = os.environ.get("XDG_CACHE_HOME") or ""  # relative: ignored, as the XDG specification says
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "topicaudit"
 
 
 @lru_cache(maxsize=1)
@@ -114,7 +114,15 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
     key = cache_key(path, format, settings) if directory is not None else None
     if directory is None or key is None:
         return load()
-    entry = directory / "corpora" / f"{key}.npz"
+    folder = directory / "corpora"
+    if os.path.islink(folder):
+        # Entries were written through it into whatever folder it named (a user's, or another user's), and read
+        # from there: the cache's own folder is a real one, as a run's models/ is.
+        warnings.warn(f"the corpus cache folder {folder} is a symbolic link, so the cache is not used (nothing is "
+                      "read or written through it); remove the link, or point TOPICAUDIT_CACHE_DIR at the folder "
+                      "itself", UserWarning, stacklevel=2)
+        return load()
+    entry = folder / f"{key}.npz"
     found = read_entry(entry, key)
     if found is not None:
         corpus, notes = found

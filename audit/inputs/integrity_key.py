@@ -64,8 +64,10 @@ class Key:
 
 
 def key_file() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "topicaudit" / FILE_NAME
+    """Where the key file is. A relative XDG_CONFIG_HOME is ignored, as the XDG specification says: the key read
+    would depend on the working directory (a checked-out repository's own `cfg/topicaudit/integrity.key`)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "topicaudit" / FILE_NAME
 
 
 def integrity_key() -> Key | None:

@@ -126,7 +126,12 @@ class AuditResults(JsonView, Record):
         if self.directory is None:
             raise UserError("this AuditResults was not read from an output directory, so it knows no file; "
                             "use topicaudit.AuditResults.load(directory)")
-        return {role: self.directory / name for role, name in (self.files or self.FILES).items()}
+        # The names the audit writes, not the ones audit.json records: the manifest verifies audit.json's siblings by
+        # these names, and "scores": "../other/scores.csv" (or /etc/passwd) was read as the scores unverified.
+        known = {**self.FILES, "exposure": "exposure.npz", "manifest": "manifest.json"}
+        return {role: self.directory / known.get(role, name) for role, name in (self.files or self.FILES).items()
+                if role in known or (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+                                     and "\\" not in name)}
 
     @cached_property
     def all_scores(self) -> dict[str, Any]:

@@ -126,6 +126,10 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
         return None
     if root.exists() and not root.is_dir():
         raise UserError(f"the run cache {root} is not a directory; give a directory (--cache DIR) or off")
+    if (cache is None or cache is True) and root.is_symlink():  # the default's runs/: named by the cache, not the user
+        raise UserError(f"the run cache folder {root} is a symbolic link (to {os.readlink(root)}), not the cache's own "
+                        "folder: topicaudit never writes cached runs through one (they were written into the "
+                        "link's target, outside the cache); remove the link, or give --cache DIR")
     run_dir = cached_run_dir(config, root)
     if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
         raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "
