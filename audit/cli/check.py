@@ -145,7 +145,7 @@ def execute(args) -> int:
     return supervisor.refuted() if result.violated else 0
 
 
-def _unprinted(error: Exception, written: list[Path]) -> None:
+def _unprinted(error: Exception, written: dict[Path, str]) -> None:
     """Stdout could not take the verdict line: say where it is recorded (on stderr, if that still works)."""
     sys.stdout = open(os.devnull, "w")  # nothing more is written to the broken stream, not even at exit
     reason = getattr(error, "strerror", None) or type(error).__name__

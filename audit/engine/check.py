@@ -139,22 +139,24 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
 CHECK_FILES = manifest.CHECK_FILES
 
 
-def record_check_files(run_dir: Path, written: list[Path]) -> bool:
+def record_check_files(run_dir: Path, written: dict[Path, str]) -> bool:
     """Add check.json and check.junit.xml, just written into ``run_dir``, to its manifest (re-MAC'd with the
-    integrity key, as every manifest update is); whether they are covered now.
+    integrity key, as every manifest update is); whether they are covered now. written: each file's path → the
+    SHA-256 of the bytes written (``write_reports``), which the manifest lists.
 
     Not recorded (``report`` then ignores check.json's claim, saying so): a run without a manifest (the
     pre-manifest layout, read UNVERIFIED anyway), and a manifest whose MAC could not be checked (no key is
     configured): rewriting it would drop its MAC."""
     run_dir = Path(run_dir)
     root = run_dir.resolve()
-    names = [path.name for path in written if path.name in CHECK_FILES and path.resolve().parent == root]
-    if not names:
+    mine = {path.name: digest for path, digest in written.items()
+            if path.name in CHECK_FILES and path.resolve().parent == root}
+    if not mine:
         return False
     found = manifest.read(run_dir)
     if found is None or (found.carries_mac and not found.authenticated):
         return False
-    manifest.record(run_dir, *names, write_text=atomic_write_text)
+    manifest.record(run_dir, *mine, write_text=atomic_write_text, written=mine)
     return True
 
 
@@ -172,9 +174,9 @@ def one_check_at_a_time(run_dir: Path):
         yield  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
 
 
-def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
+def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> dict[Path, str]:
     """Write check.json and the JUnit file, both or neither (``durable_write.atomic_write_all``): a check refused for
-    one of them leaves the other (and the run directory) as it was."""
+    one of them leaves the other (and the run directory) as it was. Each path written → the SHA-256 of its bytes."""
     contents = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
                        (junit_path, result.to_junit())):
@@ -187,12 +189,12 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
                                 "one; give the file's own path, or another path (--json, --junit)")
             contents.append((path, text.encode("utf-8")))
     try:
-        atomic_write_all(contents)
+        written = atomic_write_all(contents)
     except OSError as error:
         where = f" {error.filename}" if getattr(error, "filename", None) else ""
         raise UserError(f"cannot write{where or ' ' + ' and '.join(str(p) for p, _ in contents)}: "
                         f"{error.strerror or error}; choose another place (--json, --junit)") from None
-    return [path for path, _ in contents]
+    return written
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,

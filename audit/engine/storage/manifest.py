@@ -28,9 +28,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from topicaudit.engine.storage.durable_write import written_digest
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
@@ -225,20 +224,31 @@ def directory_lock(run_dir: Path, seconds: float = LOCK_SECONDS):
             os.close(fd)  # releases the lock
 
 
-def record(run_dir: Path, *names: str, write_text) -> None:
+def record(run_dir: Path, *names: str, write_text, written: Mapping[str, str] | None = None) -> None:
     """Add (or update) the hashes of ``names``, files just written in ``run_dir``; a missing one is dropped.
 
-    write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``). The read, the
-    update and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer) never loses
-    them.
+    written: name → SHA-256 of the bytes this process wrote there (what ``durable_write``'s writers return),
+    listed as given: hashing the file on disk after the rename listed, and with a key MAC'd, whatever a forger
+    renamed over it in that moment. A name not in it (a file written by another command, or a test's) is hashed
+    from disk. write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``). The
+    read, the update and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer)
+    never loses them.
     """
     run_dir = Path(run_dir)
     key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched
     with directory_lock(run_dir):
-        _record(run_dir, names, key, write_text)
+        _record(run_dir, names, dict(written or {}), key, write_text)
 
 
-def _record(run_dir: Path, names, key, write_text) -> None:
+def listed_digest(path: Path, written: str | None) -> str | None:
+    """The hash a manifest update lists for ``path``: ``written`` (what this process wrote) when given, else the
+    file's on disk; None when there is no file."""
+    if written is not None:
+        return written
+    return file_sha256(path) if path.is_file() else None
+
+
+def _record(run_dir: Path, names, written: dict[str, str], key, write_text) -> None:
     try:
         files = entries(run_dir) or {}
     except UserError:
@@ -246,12 +256,9 @@ def _record(run_dir: Path, names, key, write_text) -> None:
         # nothing it listed is carried over, so every other file is unlisted and refused or refitted.
         files = {}
     for name in names:
-        path = run_dir / name
-        written = written_digest(path)  # what this process wrote there, not what a forger renamed over it since
-        if written is not None:
-            files[name] = written
-        elif path.is_file():
-            files[name] = file_sha256(path)
+        digest = listed_digest(run_dir / name, written.get(name))
+        if digest is not None:
+            files[name] = digest
         else:
             files.pop(name, None)
     content: dict = {"schema": SCHEMA, "algorithm": "sha256", "files": files}

@@ -1,0 +1,43 @@
+"""Hardening III (issue 32): the non-critical leftovers of hostile passes VIII and IX (tests/hostile_ix_cases.md,
+"Non-critical findings"; tests/hostile_viii_cases.md, "Not fixed"), each with a test that failed before its fix.
+Module-scoped runs are made once and copied where a test changes them."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import topicaudit
+from topicaudit.cli.main import main
+from topicaudit.errors import UserError
+from topicaudit.inputs import cache as corpus_cache
+from topicaudit.inputs.corpus import Corpus
+from topicaudit.engine.storage import durable_write, manifest
+from topicaudit.inputs import integrity_key
+
+
+# -- hidden state: the writers return what they wrote ----------------------------------------------------------
+def test_the_writers_return_the_digest_and_keep_no_process_wide_record(tmp_path):
+    """durable_write kept a process-wide map of every file written (popped when the manifest listed it): state
+    no caller could see. The writer now returns the digest, and the caller hands it to the manifest."""
+    text = '{"claimed_epsilon": 1.0}\n'
+    assert durable_write.atomic_write_text(tmp_path / "a.json", text) == hashlib.sha256(text.encode()).hexdigest()
+    written = durable_write.atomic_write_all([(tmp_path / "b", b"bee"), (tmp_path / "c", b"sea")])
+    assert written == {tmp_path / "b": hashlib.sha256(b"bee").hexdigest(),
+                       tmp_path / "c": hashlib.sha256(b"sea").hexdigest()}
+    assert not any(isinstance(value, dict) for name, value in vars(durable_write).items()
+                   if not name.startswith("__") and not inspect.ismodule(value))
+    (tmp_path / "b").write_bytes(b"forged")  # a file replaced after its write: the manifest lists what was written
+    manifest.record(tmp_path, "b", write_text=durable_write.atomic_write_text, written={"b": written[tmp_path / "b"]})
+    assert manifest.entries(tmp_path)["b"] == hashlib.sha256(b"bee").hexdigest()
