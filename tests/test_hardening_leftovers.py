@@ -41,3 +41,41 @@ def test_the_writers_return_the_digest_and_keep_no_process_wide_record(tmp_path)
     (tmp_path / "b").write_bytes(b"forged")  # a file replaced after its write: the manifest lists what was written
     manifest.record(tmp_path, "b", write_text=durable_write.atomic_write_text, written={"b": written[tmp_path / "b"]})
     assert manifest.entries(tmp_path)["b"] == hashlib.sha256(b"bee").hexdigest()
+
+
+# -- shared runs -------------------------------------------------------------------------------------------------
+KEY = "k" * 40
+RUN_ARGS = ["run", "--shadows", "0", "--canaries", "60", "--k", "3", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A canary-only run written with an integrity key (``keyed``) and one without (``plain``)."""
+    root = tmp_path_factory.mktemp("leftovers")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+        assert main([*RUN_ARGS, "--output", str(root / "keyed")]) == 0
+        patch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+        assert main([*RUN_ARGS, "--output", str(root / "plain")]) == 0
+    return root
+
+
+def copy_run(runs, name: str, where: Path) -> Path:
+    shutil.copytree(runs / name, where / name)
+    return where / name
+
+
+# -- N7: a config.toml present but not yet listed is never listed as found -------------------------------------
+def test_a_resumed_start_does_not_mac_an_edit_to_its_unlisted_config(runs, tmp_path, monkeypatch):
+    """A start interrupted after config.toml was written, before the manifest listed it: the resume listed the file
+    by hashing it from disk, so with a key an edit made to it in that state was MAC'd. It is written afresh."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    out = tmp_path / "resumed"
+    out.mkdir()
+    edited = (runs / "keyed" / "config.toml").read_text() + "# edited while unlisted\n"
+    (out / "config.toml").write_text(edited)  # same config hash: the resume takes the directory
+    assert main([*RUN_ARGS, "--output", str(out)]) == 0
+    text = (out / "config.toml").read_text()
+    assert "edited while unlisted" not in text
+    assert manifest.read(out).authenticated
+    assert manifest.entries(out)["config.toml"] == hashlib.sha256(text.encode()).hexdigest()

@@ -126,10 +126,11 @@ class RunDirectory:
         if created:
             fsync_directory(self.path.parent)
         listed = manifest.entries(self.path)
-        if (self.path / "config.toml").exists() and (listed is None or "config.toml" not in listed):
-            self.record("config.toml")  # interrupted before the manifest listed it (its config hash matched)
-        if not (self.path / "config.toml").exists():
-            # The mark says this run keeps a manifest: without one it is refused (engine/storage/integrity.py).
+        if not (self.path / "config.toml").exists() or listed is None or "config.toml" not in listed:
+            # Written afresh also when present but unlisted (a start interrupted before the manifest listed it;
+            # its config hash matched): listing it as found on disk listed, and with a key MAC'd, any edit made
+            # to it since. The mark says this run keeps a manifest: without one it is refused
+            # (engine/storage/integrity.py).
             digest = atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": {
                 **provenance, manifest.MARK: manifest.SCHEMA}}))
             self.record("config.toml", written={"config.toml": digest})
@@ -232,7 +233,9 @@ class RunDirectory:
             raise UserError(f"{path} is not the plan of this configuration; delete {path} and rerun the same "
                             "command to rewrite it, or delete the directory to start over")
         if name not in (manifest.entries(self.path) or {}):
-            self.record(name)  # equal to the recomputed plan, but written before the manifest listed it
+            # Equal to the recomputed plan, but written before the manifest listed it: written again, so the
+            # manifest lists the bytes written, never what is on disk after the comparison.
+            self.save_arrays(name, arrays)
 
     def models_by_node(self) -> dict[str, int]:
         """How many of the saved models each Ray node fitted (files from before nodes were recorded: "")."""
