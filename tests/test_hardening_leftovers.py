@@ -79,3 +79,34 @@ def test_a_resumed_start_does_not_mac_an_edit_to_its_unlisted_config(runs, tmp_p
     assert "edited while unlisted" not in text
     assert manifest.read(out).authenticated
     assert manifest.entries(out)["config.toml"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+# -- N3: --json/--junit never over another topicaudit directory's files ----------------------------------------
+def test_check_never_writes_its_verdict_over_another_runs_files(runs, tmp_path, monkeypatch, capsys):
+    """`check RUN --json OTHER/results.json` overwrote another run's evidence (the guard covered only the run being
+    read); OTHER was then refused by every later command."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    read, other = copy_run(runs, "plain", tmp_path / "a"), copy_run(runs, "plain", tmp_path / "b")
+    assert main(["check", str(other), "--epsilon", "50", "--quiet"]) == 0  # other/check.json, listed
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text('{"schema": "topicaudit.sweep/1", "runs": []}\n')
+    before, capsys_before = snapshot(other), capsys.readouterr()
+    for flag, target in (("--json", other / "results.json"), ("--json", other / "check.json"),
+                         ("--junit", other / "check.junit.xml"), ("--json", other / "manifest.json"),
+                         ("--junit", other / "models" / "new.xml"), ("--json", sweep / "sweep.json")):
+        assert main(["check", str(read), "--epsilon", "50", flag, str(target)]) == 2, target
+        err = capsys.readouterr().err
+        assert str(target) in err and flag in err and err.count("\n") == 1, err
+    assert snapshot(other) == before and "runs" in (sweep / "sweep.json").read_text()
+    assert main(["check", str(read), "--epsilon", "50", "--json", "-"]) == 0  # standard output still works
+    assert json.loads(capsys.readouterr().out)["verdict"] == "CONSISTENT"
+    own = tmp_path / "mine"
+    own.mkdir()
+    (own / "results.json").write_text("{}\n")  # not topicaudit's: the user's own file to replace
+    assert main(["check", str(read), "--epsilon", "50", "--json", str(own / "results.json")]) == 0
+    assert main(["check", str(read), "--epsilon", "50", "--json", str(read / "check-eps50.json")]) == 0

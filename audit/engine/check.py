@@ -134,6 +134,10 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
+        # Any other run, sweep or audit directory's own files (check.json included: its manifest lists it):
+        # `check RUN --json OTHER/results.json` destroyed OTHER's evidence on a typo.
+        others = [d for d in manifest.topicaudit_directories(target) if d.resolve() != root]
+        manifest.refuse_over_read_names(Path(path), others, flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -155,6 +156,32 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         if first in READ_NAMES:
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
+
+
+# Files whose topicaudit schema marks a directory as topicaudit's: a run's, an audit's, a sweep's.
+MARKED = (NAME, "results.json", "audit.json", "sweep.json")
+_SCHEMA_MARK = re.compile(rb'"schema":\s*"topicaudit\.')
+_MARK_BYTES = 2**20
+
+
+def topicaudit_directories(path: Path) -> list[Path]:
+    """The directories above ``path`` that a topicaudit command wrote (a run, sweep or audit directory: one of
+    MARKED there carries a topicaudit schema in its first MiB), nearest first."""
+    return [parent for parent in Path(path).absolute().parents if any(_marked(parent / name) for name in MARKED)]
+
+
+def _marked(path: Path) -> bool:
+    """A regular file (not followed through a link, never blocking on a FIFO) naming a topicaudit schema."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and bool(_SCHEMA_MARK.search(os.read(fd, _MARK_BYTES)))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _read_regular(path: Path) -> bytes:
