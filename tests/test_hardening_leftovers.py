@@ -110,3 +110,25 @@ def test_check_never_writes_its_verdict_over_another_runs_files(runs, tmp_path, 
     (own / "results.json").write_text("{}\n")  # not topicaudit's: the user's own file to replace
     assert main(["check", str(read), "--epsilon", "50", "--json", str(own / "results.json")]) == 0
     assert main(["check", str(read), "--epsilon", "50", "--json", str(read / "check-eps50.json")]) == 0
+
+
+# -- N4: a check without the key never replaces the check.json a keyed manifest lists ----------------------------
+def test_an_unkeyed_check_does_not_replace_a_keyed_runs_listed_check_json(runs, tmp_path, monkeypatch, capsys):
+    """Checked with the key, then without it, then reported with it: the second check wrote check.json it could not
+    list (the manifest carries a MAC), and report refused the run as edited (exit 2). It is refused before writing,
+    naming the key; with its files elsewhere it gives its verdict as before."""
+    run = copy_run(runs, "keyed", tmp_path)
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    assert main(["check", str(run), "--epsilon", "1", "--quiet"]) == 1
+    before = snapshot(run)
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    capsys.readouterr()
+    assert main(["check", str(run), "--epsilon", "100", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert integrity_key.ENVIRONMENT_VARIABLE in err and "check.json" in err and err.count("\n") == 1, err
+    assert snapshot(run) == before
+    assert main(["check", str(run), "--epsilon", "1", "--quiet", "--json", str(tmp_path / "c.json"),
+                 "--junit", str(tmp_path / "c.xml")]) == 1
+    assert snapshot(run) == before
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
+    assert main(["report", str(run), "-o", str(tmp_path / "rep")]) == 0

@@ -34,6 +34,7 @@ from topicaudit.engine.power import TARGET_POWER
 from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present, read_once
+from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -162,6 +163,26 @@ def record_check_files(run_dir: Path, written: dict[Path, str]) -> bool:
         return False
     manifest.record(run_dir, *mine, write_text=atomic_write_text, written=mine)
     return True
+
+
+def refuse_replacing_listed(run_dir: Path, paths) -> None:
+    """Refuse, before anything is written, a check without the integrity key that would write check.json or
+    check.junit.xml over the one a keyed run's manifest lists (an earlier check made with the key): it cannot list
+    its own in place of it (that needs the key to re-MAC the manifest), so ``report`` with the key then refused the
+    whole run as edited. Unlisted ones are written as before (report ignores them, with a note)."""
+    root = Path(run_dir).resolve()
+    names = [Path(p).name for p in paths if p is not None and Path(p).name in CHECK_FILES
+             and Path(p).resolve().parent == root]
+    found = manifest.read(run_dir) if names else None
+    if found is None or not found.carries_mac or found.authenticated:
+        return
+    listed = [name for name in names if name in found.files]
+    if listed:
+        raise UserError(f"{Path(run_dir) / listed[0]} is listed in {manifest.NAME}, which is authenticated with an "
+                        f"integrity key (HMAC), and none is configured: this check could not list the {listed[0]} "
+                        "it would write in its place, so the run would be refused as edited; set "
+                        f"{KEY_VARIABLE} (or the key file {key_file()}) to the key the run was written with, or "
+                        "write the verdict elsewhere (--json PATH and --junit PATH outside the run directory, or -)")
 
 
 CHECK_LOCK_SECONDS = 30.0  # another check holds it for milliseconds (two writes and a manifest update)
