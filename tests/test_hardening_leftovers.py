@@ -132,3 +132,17 @@ def test_an_unkeyed_check_does_not_replace_a_keyed_runs_listed_check_json(runs, 
     assert snapshot(run) == before
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
     assert main(["report", str(run), "-o", str(tmp_path / "rep")]) == 0
+
+
+# -- N5: an address-space limit is exit 2 naming memory --------------------------------------------------------
+@pytest.mark.parametrize("kib", [300_000, 400_000, 500_000])
+def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
+    """`ulimit -v` of 300–500 MB: importing scipy or numba failed (ImportError "failed to map segment", llvmlite's
+    OSError, MemoryError), each exit 3 "internal error" with a traceback saved."""
+    env = {**os.environ, integrity_key.ENVIRONMENT_VARIABLE: "off", "TMPDIR": str(tmp_path)}
+    command = (f"ulimit -v {kib} && exec {shlex.quote(sys.executable)} -m topicaudit.cli.main run --shadows 0 "
+               f"--canaries 60 --k 3 --quiet --output {shlex.quote(str(tmp_path / 'run'))}")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "memory" in done.stderr and "ulimit -v" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and not list(tmp_path.glob("topicaudit-crash-*"))

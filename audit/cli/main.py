@@ -31,6 +31,7 @@ from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
+from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,
@@ -280,7 +281,14 @@ def _tell_ray_started() -> None:
 
 def _run_command(argv: list[str] | None) -> int:
     supervisor.reset()
-    args = _build_parser(_requested(argv)).parse_args(argv)
+    try:
+        args = _build_parser(_requested(argv)).parse_args(argv)  # imports the command's modules: scipy, numba
+    except Exception as error:  # noqa: BLE001 — memory is said as such; anything else goes on as before
+        memory = out_of_memory(error)
+        if memory is None:
+            raise
+        say(f"topicaudit: error: {printable(str(memory))}")
+        return EXIT_USER_ERROR
     phases.mark("imports")
     with _signals(args.command):
         try:
@@ -304,6 +312,10 @@ def _run_command(argv: list[str] | None) -> int:
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
+            memory = out_of_memory(error)
+            if memory is not None:  # an address-space limit (ulimit -v), or a machine out of memory
+                say(f"topicaudit: error: {printable(str(memory))}")
+                return EXIT_USER_ERROR
             full = disk_full(error, None) if isinstance(error, OSError) else None
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)
                 say(f"topicaudit: error: {full}")

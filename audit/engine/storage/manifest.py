@@ -198,7 +198,7 @@ def _read_regular(path: Path) -> bytes:
         if info.st_size > MAX_BYTES:
             raise UserError(f"{path} is larger than {MAX_BYTES // 2**20} MiB, which no manifest topicaudit writes "
                             f"is; {RERUN}")
-        return handle.read(MAX_BYTES + 1)
+        return handle.read(info.st_size + 1)  # not MAX_BYTES + 1: a read allocates its size first (64 MiB)
 
 
 LOCK_SECONDS = 30.0  # a manifest update holds the lock for milliseconds; a check, for two writes and one update
