@@ -134,6 +134,36 @@ def test_an_unkeyed_check_does_not_replace_a_keyed_runs_listed_check_json(runs, 
     assert main(["report", str(run), "-o", str(tmp_path / "rep")]) == 0
 
 
+# -- N6: the corpus cache's digest frames every field by its length ---------------------------------------------
+def schema_1_digest(arrays) -> str:
+    """The digest entries of schema 1 carry: ``name:dtype:shape`` then the bytes, no lengths."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def test_the_corpus_cache_digest_is_injective_and_old_entries_are_rebuilt(tmp_path):
+    two = {"a": np.frombuffer(b"q", np.uint8), "b": np.frombuffer(b"B", np.uint8)}
+    one = {"a:|u1:(1,)qb": np.frombuffer(b"B", np.uint8)}  # an array absorbed into a name
+    assert schema_1_digest(two) == schema_1_digest(one)  # the old framing's collision
+    assert corpus_cache._digest(two) != corpus_cache._digest(one)
+    # An entry whose digest is framed the old way is rebuilt, never trusted (its key also names schema 1).
+    corpus = Corpus(X=sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]])), vocabulary=np.array(["x", "y"]),
+                    texts=None, source="test", doc_index=np.arange(2, dtype=np.int64), n_dropped_empty=0)
+    entry = tmp_path / "entry.npz"
+    corpus_cache.write_entry(entry, "k", corpus, [])
+    assert corpus_cache.read_entry(entry, "k") is not None
+    with np.load(entry) as z:
+        arrays = {name: z[name] for name in z.files}
+    plain = {name: values for name, values in arrays.items() if name not in ("key", "digest", "mac")}
+    arrays["digest"] = np.frombuffer(schema_1_digest(plain).encode(), np.uint8)
+    np.savez(entry, **arrays)
+    assert corpus_cache.read_entry(entry, "k") is None
+
+
 # -- N5: an address-space limit is exit 2 naming memory --------------------------------------------------------
 @pytest.mark.parametrize("kib", [300_000, 400_000, 500_000])
 def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
