@@ -176,3 +176,65 @@ def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "memory" in done.stderr and "ulimit -v" in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and not list(tmp_path.glob("topicaudit-crash-*"))
+
+
+# -- pass VIII's low leftovers ---------------------------------------------------------------------------------
+def test_report_names_itself_for_an_unknown_option(runs, tmp_path):
+    """A23: ``report(R, bogus=1)`` was a TypeError naming the internal build_report()."""
+    with pytest.raises(TypeError, match=r"\breport\(\)") as raised:
+        topicaudit.report(runs / "plain", tmp_path / "rep", bogus=1)
+    assert "build_report" not in str(raised.value)
+
+
+def test_a_cache_dir_that_is_no_directory_names_the_variable(tmp_path, monkeypatch, capsys):
+    """K3: TOPICAUDIT_CACHE_DIR=/dev/null was refused naming `--output /dev/null/runs/…`, a flag never given."""
+    config = tmp_path / "priv.toml"
+    config.write_text("[target]\nk = 3\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    monkeypatch.setenv(corpus_cache.ENVIRONMENT_VARIABLE, "/dev/null")
+    assert main(["check", str(config), "--epsilon", "50", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert corpus_cache.ENVIRONMENT_VARIABLE in err and "--output" not in err and err.count("\n") == 1, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_report_whose_standard_output_is_full_says_so(runs, tmp_path):
+    """D1: `report > /dev/full` blamed "the disk mounted at /"; the report itself is written."""
+    env = {**os.environ, integrity_key.ENVIRONMENT_VARIABLE: "off"}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "topicaudit.cli.main", "report", str(runs / "plain"), "-o",
+                               str(tmp_path / "rep"), "--quiet"], stdout=full, stderr=subprocess.PIPE, text=True,
+                              env=env, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "standard output" in done.stderr and "disk mounted" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and (tmp_path / "rep" / "report.html").is_file()
+
+
+@pytest.mark.parametrize("zero", ["-0", "-0.0"])
+def test_a_claim_of_minus_zero_is_zero(runs, zero, tmp_path, monkeypatch, capsys):
+    """V9: `--delta -0` printed "δ = -0" and recorded -0.0."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    run = copy_run(runs, "plain", tmp_path)
+    assert main(["check", str(run), "--epsilon", zero, "--delta", zero, "--json", "-"]) == 1
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert math.copysign(1, document["delta"]) == 1 and math.copysign(1, document["claimed_epsilon"]) == 1
+    assert "-0" not in captured.err and "δ = 0" in captured.err
+
+
+def test_a_blank_integrity_key_is_refused_not_read_as_none(runs, tmp_path, monkeypatch, capsys):
+    """E9: TOPICAUDIT_INTEGRITY_KEY of blanks (a CI secret that expanded to spaces) read as "no key" without a word;
+    empty stays "no key", as documented; an empty or blank key file is refused."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, " " * 40)
+    assert main(["check", str(runs / "plain"), "--epsilon", "50", "--quiet", "--json", "-"]) == 2
+    err = capsys.readouterr().err
+    assert integrity_key.ENVIRONMENT_VARIABLE in err and "blank" in err and err.count("\n") == 1, err
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "")
+    assert integrity_key.integrity_key() is None
+    monkeypatch.delenv(integrity_key.ENVIRONMENT_VARIABLE)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "topicaudit").mkdir()
+    (tmp_path / "topicaudit" / "integrity.key").write_text(" \n")
+    (tmp_path / "topicaudit" / "integrity.key").chmod(0o600)
+    with pytest.raises(UserError, match="empty"):
+        integrity_key.integrity_key()

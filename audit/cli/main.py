@@ -19,6 +19,7 @@ import errno
 import importlib
 import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -234,6 +235,17 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def _stdout_broken() -> bool:
+    """Whether a write refused for room that names no file was standard output's: stdout is a device other
+    than a terminal (/dev/full; no file on a disk). A report whose stdout was /dev/full blamed "the disk mounted
+    at /"."""
+    try:
+        fd = sys.stdout.fileno()
+        return stat.S_ISCHR(os.fstat(fd).st_mode) and not os.isatty(fd)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _working_directory_exists() -> bool:
     """False when the working directory was removed under the command (``os.getcwd`` fails): every relative
     path then raises FileNotFoundError, deep inside whatever resolved it first (exit 3 before)."""
@@ -315,6 +327,12 @@ def _run_command(argv: list[str] | None) -> int:
             memory = out_of_memory(error)
             if memory is not None:  # an address-space limit (ulimit -v), or a machine out of memory
                 say(f"topicaudit: error: {printable(str(memory))}")
+                return EXIT_USER_ERROR
+            if isinstance(error, OSError) and disk_full(error, None) and not error.filename and _stdout_broken():
+                sys.stdout = open(os.devnull, "w")  # nothing more is written to the full stream, not even at exit
+                say(f"topicaudit: error: the standard output could not be written ({error.strerror}: it is a device "
+                    "that takes no more, such as /dev/full); files already written are kept — rerun the same "
+                    "command with its output going somewhere with room")
                 return EXIT_USER_ERROR
             full = disk_full(error, None) if isinstance(error, OSError) else None
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)

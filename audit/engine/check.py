@@ -73,11 +73,17 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
+    epsilon, delta = _unsigned_zero(epsilon), _unsigned_zero(delta)
     with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
         results, natural, found, protection = _evidence(run_dir)
         result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks,
                              suggest=TARGET_POWER)
     return _protected(result, protection)
+
+
+def _unsigned_zero(value: float | None) -> float | None:
+    """-0 given as a claim (``--delta -0``, ``-0.0``) is 0: the verdict line said "δ = -0", check.json -0.0."""
+    return value + 0.0 if value is not None and value == 0 else value
 
 
 def _protected(result: CheckResult, protection: Protection) -> CheckResult:
