@@ -85,8 +85,9 @@ def report(paths: str | Path | list[str | Path], output: str | Path | None = Non
     paths: one run or sweep directory, or a list of them. Its options are named here, not passed on as
     ``**options``: ``report(R, bogus=1)`` was a TypeError naming the internal ``build_report()``.
     """
+    rows = arguments.integer(top, "top")  # not 50.5, "50" or True; None: the default
     return build_report(arguments.paths(paths, "paths"), arguments.optional_path(output, "output"),
-                        attack=attack, top=arguments.integer(top, "top"), show_text=show_text,
+                        attack=attack, top=20 if rows is None else rows, show_text=show_text,
                         compare_vocabularies=compare_vocabularies, quiet=quiet)
 
 
