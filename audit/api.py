@@ -78,15 +78,17 @@ def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None
                      arguments.real(alpha, "alpha"))
 
 
-def report(paths: str | Path | list[str | Path], output: str | Path | None = None, **options: Any) -> Path:
+def report(paths: str | Path | list[str | Path], output: str | Path | None = None, *, attack: str = "lira_online",
+           top: int = 20, show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
     """Build the report page of finished runs and sweeps (``topicaudit report``); returns its directory.
 
-    paths: one run or sweep directory, or a list of them.
+    paths: one run or sweep directory, or a list of them. Its options are named here, not passed on as
+    ``**options``: ``report(R, bogus=1)`` was a TypeError naming the internal ``build_report()``.
     """
-    if "top" in options:
-        options["top"] = arguments.integer(options["top"], "top")
+    rows = arguments.integer(top, "top")  # not 50.5, "50" or True; None: the default
     return build_report(arguments.paths(paths, "paths"), arguments.optional_path(output, "output"),
-                        **options)
+                        attack=attack, top=20 if rows is None else rows, show_text=show_text,
+                        compare_vocabularies=compare_vocabularies, quiet=quiet)
 
 
 __all__ = ["AuditConfig", "AuditResults", "CheckResult", "Config", "RunResults", "as_config", "assert_privacy",

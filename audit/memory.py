@@ -1,7 +1,14 @@
-"""How much memory a new allocation can get, so oversized work is refused before it starts."""
+"""How much memory a new allocation can get, so oversized work is refused before it starts; and running out of
+it said as such."""
 from __future__ import annotations
 
+import errno
 import os
+
+try:
+    import resource  # POSIX only: the address-space limit (``ulimit -v``)
+except ImportError:  # pragma: no cover — Windows
+    resource = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
 
@@ -35,3 +42,49 @@ def check_fits_in_memory(nbytes: float, what: str, fix: str) -> None:
     if available is not None and nbytes > available:
         raise UserError(f"{what} needs about {format_bytes(nbytes)} of memory, more than the "
                         f"{format_bytes(available)} available; {fix}")
+
+
+# What the dynamic loader and llvmlite say when a compiled library cannot be mapped for want of address space.
+_MAPPING_FAILURES = ("failed to map segment", "cannot allocate memory", "could not find/load shared object")
+
+
+def address_space_limit() -> int | None:
+    """This process's address-space limit in bytes (``ulimit -v``, RLIMIT_AS); None when unlimited or unknown."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (AttributeError, OSError, ValueError):  # no resource module (Windows), or no such limit
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def out_of_memory(error: BaseException) -> UserError | None:
+    """``error`` (or what it was raised from) as the process running out of memory, a UserError naming memory
+    and the fix; else None. Under ``ulimit -v`` of 300–700 MB, importing scipy or numba failed with an ImportError
+    ("failed to map segment from shared object"), an OSError (llvmlite's library could not be loaded) or a
+    MemoryError, each an internal error (exit 3) before."""
+    limit = address_space_limit()
+    seen: BaseException | None = error
+    for _ in range(8):  # the exception and what it was raised from or during
+        if seen is None:
+            return None
+        text = " ".join(str(seen).split())
+        if isinstance(seen, MemoryError):
+            what = "MemoryError"
+            break
+        if isinstance(seen, (ImportError, OSError)) and (
+                getattr(seen, "errno", None) == errno.ENOMEM
+                or any(phrase in text.lower() for phrase in _MAPPING_FAILURES[:2])
+                or (limit is not None and _MAPPING_FAILURES[2] in text.lower())):
+            what = f"a compiled library could not be loaded: {text[:160].rstrip(' ,.')}"
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        return None
+    if limit is not None:
+        return UserError(f"out of memory ({what}) under this process's address-space limit (`ulimit -v "
+                         f"{limit // 1024}`, {format_bytes(limit)}): topicaudit's libraries alone need about 1 GiB "
+                         "of address space, a local Ray instance about 3 GB more; raise the limit (`ulimit -v "
+                         "unlimited`) and rerun the same command (finished models are kept)")
+    return UserError(f"out of memory ({what}): the machine had no memory left for it; free memory (stop other "
+                     "programs) or make the job smaller (fewer shadows, canaries or documents), and rerun the same "
+                     "command (finished models are kept)")

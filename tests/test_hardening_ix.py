@@ -48,9 +48,10 @@ def test_a_file_replaced_after_its_write_is_not_listed_with_the_forgers_hash(tmp
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, KEY)
     victim = tmp_path / "check.json"
     done = swap_after_rename(monkeypatch, victim, b'{"claimed_epsilon": 100.0}\n')
-    durable_write.atomic_write_text(victim, '{"claimed_epsilon": 1.0}\n')
+    digest = durable_write.atomic_write_text(victim, '{"claimed_epsilon": 1.0}\n')
     assert done, "the forger did not get its turn"
-    manifest.record(tmp_path, "check.json", write_text=durable_write.atomic_write_text)
+    manifest.record(tmp_path, "check.json", write_text=durable_write.atomic_write_text,
+                    written={"check.json": digest})
     listed = manifest.entries(tmp_path)["check.json"]
     assert listed == hashlib.sha256(b'{"claimed_epsilon": 1.0}\n').hexdigest()  # what topicaudit wrote
     with pytest.raises(UserError, match="check.json"):

@@ -87,14 +87,14 @@ SLOW_CHECK = textwrap.dedent("""
     from topicaudit.engine.storage import manifest
     run = Path(sys.argv[1])
     result = check.check_run(run, 0.5)
-    real = manifest.written_digest  # what record() asks first for each file, once it has read the manifest
+    real = manifest.listed_digest  # what record() asks for each file, once it has read the manifest
 
-    def slow(path):  # check has read the manifest; the run's update lands now
+    def slow(path, written):  # check has read the manifest; the run's update lands now
         print("read", flush=True)
         time.sleep(1.5)
-        return real(path)
+        return real(path, written)
 
-    manifest.written_digest = slow
+    manifest.listed_digest = slow
     with check.one_check_at_a_time(run):
         check.record_check_files(run, check.write_reports(result, run / "check.json", run / "check.junit.xml"))
 """)

@@ -12,7 +12,7 @@ from pathlib import Path
 from topicaudit.cli import supervisor
 from topicaudit.cli.main import say
 from topicaudit.engine.check import (check_report_paths, check_run, one_check_at_a_time, record_check_files,
-                                     write_reports)
+                                     refuse_replacing_listed, write_reports)
 from topicaudit.engine.configuration.config import run_config
 from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.phases import phase
@@ -128,6 +128,7 @@ def execute(args) -> int:
     json_path = None if args.json == STDOUT else Path(args.json) if args.json else run_dir / "check.json"
     junit_path = None if args.junit == STDOUT else Path(args.junit) if args.junit else run_dir / "check.junit.xml"
     with one_check_at_a_time(run_dir):  # another check's manifest update is not lost
+        refuse_replacing_listed(run_dir, (json_path, junit_path))  # a keyed run's check.json, without the key
         written = write_reports(result, json_path, junit_path)
         record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
     document = (json.dumps(result.to_json(), indent=2) + "\n" if args.json == STDOUT
@@ -145,7 +146,7 @@ def execute(args) -> int:
     return supervisor.refuted() if result.violated else 0
 
 
-def _unprinted(error: Exception, written: list[Path]) -> None:
+def _unprinted(error: Exception, written: dict[Path, str]) -> None:
     """Stdout could not take the verdict line: say where it is recorded (on stderr, if that still works)."""
     sys.stdout = open(os.devnull, "w")  # nothing more is written to the broken stream, not even at exit
     reason = getattr(error, "strerror", None) or type(error).__name__

@@ -19,6 +19,7 @@ import errno
 import importlib
 import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -31,6 +32,7 @@ from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
+from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
     EXIT_INTERNAL_ERROR,
@@ -233,6 +235,17 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def _stdout_broken() -> bool:
+    """Whether a write refused for room that names no file was standard output's: stdout is a device other
+    than a terminal (/dev/full; no file on a disk). A report whose stdout was /dev/full blamed "the disk mounted
+    at /"."""
+    try:
+        fd = sys.stdout.fileno()
+        return stat.S_ISCHR(os.fstat(fd).st_mode) and not os.isatty(fd)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _working_directory_exists() -> bool:
     """False when the working directory was removed under the command (``os.getcwd`` fails): every relative
     path then raises FileNotFoundError, deep inside whatever resolved it first (exit 3 before)."""
@@ -280,7 +293,14 @@ def _tell_ray_started() -> None:
 
 def _run_command(argv: list[str] | None) -> int:
     supervisor.reset()
-    args = _build_parser(_requested(argv)).parse_args(argv)
+    try:
+        args = _build_parser(_requested(argv)).parse_args(argv)  # imports the command's modules: scipy, numba
+    except Exception as error:  # noqa: BLE001 — memory is said as such; anything else goes on as before
+        memory = out_of_memory(error)
+        if memory is None:
+            raise
+        say(f"topicaudit: error: {printable(str(memory))}")
+        return EXIT_USER_ERROR
     phases.mark("imports")
     with _signals(args.command):
         try:
@@ -304,6 +324,16 @@ def _run_command(argv: list[str] | None) -> int:
                 return EXIT_OK
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
+            memory = out_of_memory(error)
+            if memory is not None:  # an address-space limit (ulimit -v), or a machine out of memory
+                say(f"topicaudit: error: {printable(str(memory))}")
+                return EXIT_USER_ERROR
+            if isinstance(error, OSError) and disk_full(error, None) and not error.filename and _stdout_broken():
+                sys.stdout = open(os.devnull, "w")  # nothing more is written to the full stream, not even at exit
+                say(f"topicaudit: error: the standard output could not be written ({error.strerror}: it is a device "
+                    "that takes no more, such as /dev/full); files already written are kept — rerun the same "
+                    "command with its output going somewhere with room")
+                return EXIT_USER_ERROR
             full = disk_full(error, None) if isinstance(error, OSError) else None
             if full is not None:  # a write outside the run directory's own writer (a report, a figure)
                 say(f"topicaudit: error: {full}")

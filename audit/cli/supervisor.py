@@ -37,7 +37,7 @@ import signal
 import sys
 import time
 
-EXIT_REFUTED, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 3, 4, 130
+EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 
 RAY_IN_USE, VERDICT, SAID_INTERRUPTED = b"R", b"V", b"I"  # what the child tells the parent
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
@@ -203,14 +203,32 @@ def _run_child(command_main, write_fd: int, mask) -> None:
             print(f"\n{interrupted_message(_command(sys.argv[1:]))}", file=sys.stderr)
             tell(SAID_INTERRUPTED)
     except BaseException as error:  # noqa: BLE001 — nothing may leave the child but an exit code
-        print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
-              file=sys.stderr)
+        memory = _out_of_memory(error)
+        if memory is not None:  # importing the command under `ulimit -v` (scipy, numba): exit 2 naming memory
+            code = EXIT_USER_ERROR
+            print(f"topicaudit: error: {memory}", file=sys.stderr)
+        else:
+            print(f"topicaudit: internal error (a bug, please report it): {type(error).__name__}: {error}",
+                  file=sys.stderr)
     finally:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _out_of_memory(error: BaseException) -> str | None:
+    """``topicaudit.memory.out_of_memory``'s message for ``error``, imported only in the child and only now (the
+    parent imports nothing of the package); None when it is no memory failure, or when even that import fails."""
+    try:
+        from topicaudit.memory import out_of_memory  # in the child only: the parent stays free of the package
+        found = out_of_memory(error)
+    except BaseException:  # noqa: BLE001 — out of memory for the import too: the message below still goes out
+        return None if not isinstance(error, MemoryError) else (
+            "out of memory (MemoryError); raise the address-space limit (`ulimit -v unlimited`) or free memory, "
+            "and rerun the same command")
+    return None if found is None else str(found)
 
 
 def _die_with_parent() -> None:

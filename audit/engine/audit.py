@@ -128,8 +128,8 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
         if show_text:
             row["text"] = cands.texts[i]
         rows.append(row)
-    atomic_write_text(run.path / "scores.csv", scores_csv(rows, csv_columns))
-    run.record("scores.csv")
+    digest = atomic_write_text(run.path / "scores.csv", scores_csv(rows, csv_columns))
+    run.record("scores.csv", written={"scores.csv": digest})
     run.save_arrays("statistics.npz", {
         **{f"model_{name}": values[0, :n_c] for name, values in stats.items()},
         **{f"shadow_{name}": values[1:, :n_c] for name, values in stats.items()},
@@ -200,8 +200,9 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
         warnings=outcome.worker_warnings,
         directory=Path(config.run_dir),
     )
-    atomic_write_text(run.path / "audit.json", json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
-    run.record("audit.json")
+    digest = atomic_write_text(run.path / "audit.json",
+                               json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    run.record("audit.json", written={"audit.json": digest})
     return result
 
 

@@ -35,6 +35,7 @@ from topicaudit.engine.power import TARGET_POWER
 from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.files import present, read_once
+from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
 
 
 def canary_evidence(run_dir: Path) -> tuple[dict[str, np.ndarray], np.ndarray, str] | None:
@@ -73,11 +74,17 @@ def check_run(run_dir: str | Path, epsilon: float | None = None, delta: float | 
     count that would reach it (``CheckResult.canaries_for_power``).
     """
     run_dir = Path(run_dir)
+    epsilon, delta = _unsigned_zero(epsilon), _unsigned_zero(delta)
     with read_once():  # each file read once: the bytes verified are the bytes the verdict reads
         results, natural, found, protection = _evidence(run_dir)
         result = run_verdict(results, natural, found, run_dir, epsilon, delta, alpha, attacks,
                              suggest=TARGET_POWER)
     return _protected(result, protection)
+
+
+def _unsigned_zero(value: float | None) -> float | None:
+    """-0 given as a claim (``--delta -0``, ``-0.0``) is 0: the verdict line said "δ = -0", check.json -0.0."""
+    return value + 0.0 if value is not None and value == 0 else value
 
 
 def _protected(result: CheckResult, protection: Protection) -> CheckResult:
@@ -138,32 +145,55 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
-        # Another run's (or audit's) own files: `--json OTHER/manifest.json` replaced that run's manifest, and the
-        # run was refused by every later command (its evidence could no longer be verified).
-        others = [parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)]
-        manifest.refuse_over_read_names(target, others, flag)
+        # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest
+        # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence.
+        others = {parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)}
+        others |= {d for d in manifest.topicaudit_directories(target) if d.resolve() != root}
+        manifest.refuse_over_read_names(Path(path), sorted(others), flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES
 
 
-def record_check_files(run_dir: Path, written: list[Path]) -> bool:
+def record_check_files(run_dir: Path, written: dict[Path, str]) -> bool:
     """Add check.json and check.junit.xml, just written into ``run_dir``, to its manifest (re-MAC'd with the
-    integrity key, as every manifest update is); whether they are covered now.
+    integrity key, as every manifest update is); whether they are covered now. written: each file's path → the
+    SHA-256 of the bytes written (``write_reports``), which the manifest lists.
 
     Not recorded (``report`` then ignores check.json's claim, saying so): a run without a manifest (the
     pre-manifest layout, read UNVERIFIED anyway), and a manifest whose MAC could not be checked (no key is
     configured): rewriting it would drop its MAC."""
     run_dir = Path(run_dir)
     root = run_dir.resolve()
-    names = [path.name for path in written if path.name in CHECK_FILES and path.resolve().parent == root]
-    if not names:
+    mine = {path.name: digest for path, digest in written.items()
+            if path.name in CHECK_FILES and path.resolve().parent == root}
+    if not mine:
         return False
     found = manifest.read(run_dir)
     if found is None or (found.carries_mac and not found.authenticated):
         return False
-    manifest.record(run_dir, *names, write_text=atomic_write_text)
+    manifest.record(run_dir, *mine, write_text=atomic_write_text, written=mine)
     return True
+
+
+def refuse_replacing_listed(run_dir: Path, paths) -> None:
+    """Refuse, before anything is written, a check without the integrity key that would write check.json or
+    check.junit.xml over the one a keyed run's manifest lists (an earlier check made with the key): it cannot list
+    its own in place of it (that needs the key to re-MAC the manifest), so ``report`` with the key then refused the
+    whole run as edited. Unlisted ones are written as before (report ignores them, with a note)."""
+    root = Path(run_dir).resolve()
+    names = [Path(p).name for p in paths if p is not None and Path(p).name in CHECK_FILES
+             and Path(p).resolve().parent == root]
+    found = manifest.read(run_dir) if names else None
+    if found is None or not found.carries_mac or found.authenticated:
+        return
+    listed = [name for name in names if name in found.files]
+    if listed:
+        raise UserError(f"{Path(run_dir) / listed[0]} is listed in {manifest.NAME}, which is authenticated with an "
+                        f"integrity key (HMAC), and none is configured: this check could not list the {listed[0]} "
+                        "it would write in its place, so the run would be refused as edited; set "
+                        f"{KEY_VARIABLE} (or the key file {key_file()}) to the key the run was written with, or "
+                        "write the verdict elsewhere (--json PATH and --junit PATH outside the run directory, or -)")
 
 
 CHECK_LOCK_SECONDS = 30.0  # another check holds it for milliseconds (two writes and a manifest update)
@@ -180,9 +210,9 @@ def one_check_at_a_time(run_dir: Path):
         yield  # a Ctrl-C or SIGTERM is taken once the files and the manifest agree
 
 
-def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> list[Path]:
+def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path | None) -> dict[Path, str]:
     """Write check.json and the JUnit file, both or neither (``durable_write.atomic_write_all``): a check refused for
-    one of them leaves the other (and the run directory) as it was."""
+    one of them leaves the other (and the run directory) as it was. Each path written → the SHA-256 of its bytes."""
     contents = []
     for path, text in ((json_path, json.dumps(result.to_json(), indent=2) + "\n"),
                        (junit_path, result.to_junit())):
@@ -195,12 +225,12 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
                                 "one; give the file's own path, or another path (--json, --junit)")
             contents.append((path, text.encode("utf-8")))
     try:
-        atomic_write_all(contents)
+        written = atomic_write_all(contents)
     except OSError as error:
         where = f" {error.filename}" if getattr(error, "filename", None) else ""
         raise UserError(f"cannot write{where or ' ' + ' and '.join(str(p) for p, _ in contents)}: "
                         f"{error.strerror or error}; choose another place (--json, --junit)") from None
-    return [path for path, _ in contents]
+    return written
 
 
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,

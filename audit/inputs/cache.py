@@ -62,7 +62,8 @@ from topicaudit.version import __version__
 
 ENVIRONMENT_VARIABLE = "TOPICAUDIT_CACHE_DIR"
 OFF = "off"
-SCHEMA = "topicaudit.corpus-cache/1"
+SCHEMA = "topicaudit.corpus-cache/2"  # part of every key: entries of schema 1 are never looked up, so rebuilt
+DIGEST_DOMAIN = "topicaudit.corpus-cache-digest/2"  # what an entry's digest is a digest of (``_digest``)
 CACHED_FORMATS = ("json", "20news")
 MAC_DOMAIN = "topicaudit.corpus-cache-mac/1"  # what an integrity key's MAC over an entry is a MAC of
 # Where the text-to-counts code lives: its source is part of every key, so an edit to it is never served stale counts.
@@ -171,11 +172,21 @@ def _arrays(corpus: Corpus, notes: list[tuple[str, str]]) -> dict[str, np.ndarra
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:
-    digest = hashlib.sha256()
+    """SHA-256 of the arrays, every field framed by its length (the count, then each name, dtype, shape and
+    bytes), so no two sets of arrays share an encoding. The framing of schema 1 (``name:dtype:shape`` then the
+    bytes, no lengths) was not injective: {"a": b"q", "b": B} and {"a:|u1:(1,)qb": B} hashed alike."""
+    digest = hashlib.sha256(DIGEST_DOMAIN.encode() + b"\0")
+
+    def field(data: bytes) -> None:
+        digest.update(len(data).to_bytes(8, "little") + data)
+
+    field(str(len(arrays)).encode())
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
-        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        digest.update(a.tobytes())
+        field(name.encode("utf-8", "surrogatepass"))
+        field(a.dtype.str.encode())
+        field(",".join(map(str, a.shape)).encode())
+        field(a.tobytes())
     return digest.hexdigest()
 
 

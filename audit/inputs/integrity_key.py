@@ -10,7 +10,8 @@ damage but not a forger who recomputes the hashes
 Where the key comes from, the first that is set:
 
 1. ``TOPICAUDIT_INTEGRITY_KEY`` (the primary mechanism, e.g. a CI secret): its
-   value is the key. ``off`` (or empty) means no key, and the key file is not read.
+   value is the key. ``off`` (or empty) means no key, and the key file is not read; blanks alone are refused
+   (a CI secret that expanded to spaces was a silent "no key").
 2. The key file ``$XDG_CONFIG_HOME/topicaudit/integrity.key`` (default
    ``~/.config/topicaudit/integrity.key``): a regular file (not a link) owned by
    the user and readable by no one else (``chmod 600``); its content, without
@@ -74,6 +75,9 @@ def integrity_key() -> Key | None:
     """The configured key, or None; a key that is set but unusable is a UserError naming where it is."""
     value = os.environ.get(ENVIRONMENT_VARIABLE)
     if value is not None:
+        if value and not value.strip():  # a CI secret that expanded to blanks was a silent "no key"
+            raise UserError(f"{ENVIRONMENT_VARIABLE} is set to {len(value)} blank character(s), which is no key: "
+                            "set it to the key, or to off (or empty) for no key")
         value = value.strip()
         if value.lower() in (OFF, ""):
             return None
@@ -89,7 +93,8 @@ def integrity_key() -> Key | None:
 
 def _key(secret: bytes, source: str) -> Key:
     if len(secret) < MIN_LENGTH:
-        raise UserError(f"the integrity key in {source} is {len(secret)} characters long; a key is at least "
+        long = "empty (or blank)" if not secret else f"{len(secret)} characters long"
+        raise UserError(f"the integrity key in {source} is {long}; a key is at least "
                         f"{MIN_LENGTH} (make one with `{_HOW_TO_MAKE}`), or set {ENVIRONMENT_VARIABLE}={OFF} for "
                         "no key")
     return Key(secret, source)

@@ -7,7 +7,6 @@ import hashlib
 import os
 import stat
 import tempfile
-import threading
 from pathlib import Path
 
 try:
@@ -16,32 +15,6 @@ except ImportError:  # pragma: no cover — Windows
     resource = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
-
-
-# What this process last wrote to each file (its directory's real path joined with its name → SHA-256 of the
-# bytes renamed into place), for ``manifest.record``: it hashed the file found on disk after the rename, so with
-# an integrity key a forger without it who renamed a file over check.json (or canary_scores.npz) in that moment
-# had the forged bytes listed and MAC'd, and ``report`` drew a claim ``check`` was never given.
-_WRITTEN: dict[str, str] = {}
-_WRITTEN_LOCK = threading.Lock()
-
-
-def _where(path: Path) -> str:
-    """The key of a written file: its directory resolved, its own name not (a link put there is not followed)."""
-    path = Path(path)
-    return os.path.join(os.path.realpath(path.parent), path.name)
-
-
-def _remember(path: Path, digest: str) -> None:
-    with _WRITTEN_LOCK:
-        _WRITTEN[_where(path)] = digest
-
-
-def written_digest(path: Path) -> str | None:
-    """SHA-256 of the bytes this process last wrote to ``path`` with the writers below (forgotten once asked);
-    None when it wrote none there."""
-    with _WRITTEN_LOCK:
-        return _WRITTEN.pop(_where(path), None)
 
 
 def fsync_directory(path: Path) -> None:
@@ -58,8 +31,10 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, writer) -> None:
-    """Write through a temporary file in the same directory, fsync it, rename, fsync the directory.
+def atomic_write_bytes(path: Path, writer) -> str:
+    """Write through a temporary file in the same directory, fsync it, rename, fsync the directory; the SHA-256
+    (hex) of the bytes written, for the manifest (``manifest.record``'s ``written``): hashing the file found on
+    disk after the rename listed, and with a key MAC'd, whatever a forger renamed over it in that moment.
 
     After a crash or power loss the file is either the old one or the whole new
     one, never empty or torn.
@@ -81,20 +56,21 @@ def atomic_write_bytes(path: Path, writer) -> None:
                 digest.update(block)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
         os.replace(tmp, path)
-        _remember(path, digest.hexdigest())
     except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, OSError) and disk_full(error, path):
             raise disk_full(error, path) from None
         raise
     fsync_directory(path.parent)
+    return digest.hexdigest()
 
 
-def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
+def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
     """``atomic_write_bytes`` of several files, all or none: each is written and fsynced beside its place
     first, and renamed over it only once every one is written. ``check`` wrote check.json into the run
     directory and then failed on a full disk for its --junit file: the run kept a check.json its manifest
-    did not match (so ``report`` refused it) after a command that said it had failed."""
+    did not match (so ``report`` refused it) after a command that said it had failed. Returns each file's
+    SHA-256 (hex) of the bytes written, by path, as ``atomic_write_bytes`` does."""
     staged: list[tuple[str, Path]] = []
     try:
         for path, data in contents:
@@ -110,15 +86,15 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> None:
                 os.chmod(tmp, 0o666 & ~_umask())
             except OSError as error:  # named by the file it was writing, not by its temporary
                 raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
-        for (tmp, path), (_, data) in zip(staged, contents):
+        for tmp, path in staged:
             os.replace(tmp, path)
-            _remember(path, hashlib.sha256(data).hexdigest())
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
         raise
     for parent in dict.fromkeys(path.parent for _, path in staged):
         fsync_directory(parent)
+    return {Path(path): hashlib.sha256(data).hexdigest() for path, data in contents}
 
 
 def refuse_replacing(path: Path, what: str = "") -> None:
@@ -175,5 +151,6 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))
+def atomic_write_text(path: Path, text: str) -> str:
+    """``atomic_write_bytes`` of ``text`` in UTF-8; the SHA-256 of those bytes."""
+    return atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))

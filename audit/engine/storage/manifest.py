@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from topicaudit.engine.storage.durable_write import written_digest
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
@@ -158,6 +158,32 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
                             "or resume reads; give a path outside that directory's own files")
 
 
+# Files whose topicaudit schema marks a directory as topicaudit's: a run's, an audit's, a sweep's.
+MARKED = (NAME, "results.json", "audit.json", "sweep.json")
+_SCHEMA_MARK = re.compile(rb'"schema":\s*"topicaudit\.')
+_MARK_BYTES = 2**20
+
+
+def topicaudit_directories(path: Path) -> list[Path]:
+    """The directories above ``path`` that a topicaudit command wrote (a run, sweep or audit directory: one of
+    MARKED there carries a topicaudit schema in its first MiB), nearest first."""
+    return [parent for parent in Path(path).absolute().parents if any(_marked(parent / name) for name in MARKED)]
+
+
+def _marked(path: Path) -> bool:
+    """A regular file (not followed through a link, never blocking on a FIFO) naming a topicaudit schema."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and bool(_SCHEMA_MARK.search(os.read(fd, _MARK_BYTES)))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _read_regular(path: Path) -> bytes:
     """The manifest's bytes: a regular file, opened without following a link or blocking on a FIFO, bounded."""
     if os.path.islink(path):
@@ -172,7 +198,7 @@ def _read_regular(path: Path) -> bytes:
         if info.st_size > MAX_BYTES:
             raise UserError(f"{path} is larger than {MAX_BYTES // 2**20} MiB, which no manifest topicaudit writes "
                             f"is; {RERUN}")
-        return handle.read(MAX_BYTES + 1)
+        return handle.read(info.st_size + 1)  # not MAX_BYTES + 1: a read allocates its size first (64 MiB)
 
 
 LOCK_SECONDS = 30.0  # a manifest update holds the lock for milliseconds; a check, for two writes and one update
@@ -225,20 +251,31 @@ def directory_lock(run_dir: Path, seconds: float = LOCK_SECONDS):
             os.close(fd)  # releases the lock
 
 
-def record(run_dir: Path, *names: str, write_text) -> None:
+def record(run_dir: Path, *names: str, write_text, written: Mapping[str, str] | None = None) -> None:
     """Add (or update) the hashes of ``names``, files just written in ``run_dir``; a missing one is dropped.
 
-    write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``). The read, the
-    update and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer) never loses
-    them.
+    written: name → SHA-256 of the bytes this process wrote there (what ``durable_write``'s writers return),
+    listed as given: hashing the file on disk after the rename listed, and with a key MAC'd, whatever a forger
+    renamed over it in that moment. A name not in it (a file written by another command, or a test's) is hashed
+    from disk. write_text: the atomic writer of the run directory (``durable_write.atomic_write_text``). The
+    read, the update and the write happen under ``directory_lock``: a concurrent ``check`` (or another writer)
+    never loses them.
     """
     run_dir = Path(run_dir)
     key = integrity_key()  # a key set but unusable is exit 2 before the manifest is touched
     with directory_lock(run_dir):
-        _record(run_dir, names, key, write_text)
+        _record(run_dir, names, dict(written or {}), key, write_text)
 
 
-def _record(run_dir: Path, names, key, write_text) -> None:
+def listed_digest(path: Path, written: str | None) -> str | None:
+    """The hash a manifest update lists for ``path``: ``written`` (what this process wrote) when given, else the
+    file's on disk; None when there is no file."""
+    if written is not None:
+        return written
+    return file_sha256(path) if path.is_file() else None
+
+
+def _record(run_dir: Path, names, written: dict[str, str], key, write_text) -> None:
     try:
         files = entries(run_dir) or {}
     except UserError:
@@ -246,12 +283,9 @@ def _record(run_dir: Path, names, key, write_text) -> None:
         # nothing it listed is carried over, so every other file is unlisted and refused or refitted.
         files = {}
     for name in names:
-        path = run_dir / name
-        written = written_digest(path)  # what this process wrote there, not what a forger renamed over it since
-        if written is not None:
-            files[name] = written
-        elif path.is_file():
-            files[name] = file_sha256(path)
+        digest = listed_digest(run_dir / name, written.get(name))
+        if digest is not None:
+            files[name] = digest
         else:
             files.pop(name, None)
     content: dict = {"schema": SCHEMA, "algorithm": "sha256", "files": files}

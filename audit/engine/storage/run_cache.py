@@ -35,7 +35,7 @@ from typing import Any
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
-from topicaudit.inputs.cache import cache_directory
+from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_directory
 from topicaudit.inputs.files import file_sha256
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
@@ -124,8 +124,16 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
     root = resolve_root(cache)
     if root is None:
         return None
-    if root.exists() and not root.is_dir():
-        raise UserError(f"the run cache {root} is not a directory; give a directory (--cache DIR) or off")
+    existing = root  # the nearest part of the path that is there: a file or device above the cache is no place
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if os.path.lexists(existing) and not existing.is_dir():
+        chosen = os.environ.get(ENVIRONMENT_VARIABLE) if cache in (None, True) else None
+        raise UserError(f"cannot keep the run cache in {root}"
+                        + (f" ({ENVIRONMENT_VARIABLE}={chosen})" if chosen is not None else "")
+                        + f": {existing} is not a directory; "
+                        + (f"set {ENVIRONMENT_VARIABLE} to a directory, or to off" if chosen is not None
+                           else "give a directory (--cache DIR) or off"))
     if (cache is None or cache is True) and root.is_symlink():  # the default's runs/: named by the cache, not the user
         raise UserError(f"the run cache folder {root} is a symbolic link (to {os.readlink(root)}), not the cache's own "
                         "folder: topicaudit never writes cached runs through one (they were written into the "

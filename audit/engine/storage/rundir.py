@@ -126,17 +126,19 @@ class RunDirectory:
         if created:
             fsync_directory(self.path.parent)
         listed = manifest.entries(self.path)
-        if (self.path / "config.toml").exists() and (listed is None or "config.toml" not in listed):
-            self.record("config.toml")  # interrupted before the manifest listed it (its config hash matched)
-        if not (self.path / "config.toml").exists():
-            # The mark says this run keeps a manifest: without one it is refused (engine/storage/integrity.py).
-            atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": {
+        if not (self.path / "config.toml").exists() or listed is None or "config.toml" not in listed:
+            # Written afresh also when present but unlisted (a start interrupted before the manifest listed it;
+            # its config hash matched): listing it as found on disk listed, and with a key MAC'd, any edit made
+            # to it since. The mark says this run keeps a manifest: without one it is refused
+            # (engine/storage/integrity.py).
+            digest = atomic_write_text(self.path / "config.toml", to_toml({**config_dict, "provenance": {
                 **provenance, manifest.MARK: manifest.SCHEMA}}))
-            self.record("config.toml")
+            self.record("config.toml", written={"config.toml": digest})
 
-    def record(self, *names: str) -> None:
-        """Add files just written to the manifest (``topicaudit.engine.storage.manifest``)."""
-        manifest.record(self.path, *names, write_text=atomic_write_text)
+    def record(self, *names: str, written: dict[str, str] | None = None) -> None:
+        """Add files just written to the manifest (``topicaudit.engine.storage.manifest``); ``written``: the
+        SHA-256 of the bytes written to each, as the writer returned it (the manifest lists that, not the disk)."""
+        manifest.record(self.path, *names, write_text=atomic_write_text, written=written)
 
     # -- models ---------------------------------------------------------------
     def model_path(self, index: int | str | None) -> Path:
@@ -155,11 +157,12 @@ class RunDirectory:
         if node:
             extra["node"] = np.str_(node)
         path = self.model_path(index)
-        atomic_write_bytes(path, lambda handle: np.savez(
+        digest = atomic_write_bytes(path, lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
             config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), model=np.str_(path.stem), **extra,
         ))
-        self.record(path.relative_to(self.path).as_posix())
+        name = path.relative_to(self.path).as_posix()
+        self.record(name, written={name: digest})
 
     def load_model(self, index: int | str | None, config_hash: str, n_topics: int | None = None,
                    n_words: int | None = None) -> tuple[Release, float] | None:
@@ -230,7 +233,9 @@ class RunDirectory:
             raise UserError(f"{path} is not the plan of this configuration; delete {path} and rerun the same "
                             "command to rewrite it, or delete the directory to start over")
         if name not in (manifest.entries(self.path) or {}):
-            self.record(name)  # equal to the recomputed plan, but written before the manifest listed it
+            # Equal to the recomputed plan, but written before the manifest listed it: written again, so the
+            # manifest lists the bytes written, never what is on disk after the comparison.
+            self.save_arrays(name, arrays)
 
     def models_by_node(self) -> dict[str, int]:
         """How many of the saved models each Ray node fitted (files from before nodes were recorded: "")."""
@@ -246,12 +251,12 @@ class RunDirectory:
 
     # -- results --------------------------------------------------------------
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
-        atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
-        self.record(name)
+        digest = atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
+        self.record(name, written={name: digest})
 
     def save_results(self, results: RunResults) -> None:
-        atomic_write_text(self.path / "results.json", json.dumps(results.to_json(), indent=2) + "\n")
-        self.record("results.json")
+        digest = atomic_write_text(self.path / "results.json", json.dumps(results.to_json(), indent=2) + "\n")
+        self.record("results.json", written={"results.json": digest})
 
 
 def check_release(path: Path, release: Release, n_topics: int | None = None, n_words: int | None = None) -> None:
