@@ -8,7 +8,14 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+
+from topicaudit.engine.check import assert_privacy
+from topicaudit.errors import UserError
+from topicaudit.inputs import integrity_key
+from topicaudit.inputs.user_model import load_user_model
+from topicaudit.targets.learners.lda import VariationalLDA
 
 # The supervised stand-in for `check`: after ~3 s it gives a VIOLATED verdict (exit 1), unless stopped first.
 SESSION_LEADER = textwrap.dedent("""
@@ -53,3 +60,34 @@ def test_a_terminal_hang_up_stops_a_command_whose_supervisor_leads_the_session()
     ended = subprocess.run([sys.executable, "-c", TERMINAL, SESSION_LEADER], capture_output=True, text=True,
                            timeout=60)
     assert ended.stdout.strip() == "130", (ended.stdout, ended.stderr)
+
+
+class LearnerWithAFailingAssert(VariationalLDA):
+    """A user's learner whose own sanity check fails in its fit."""
+
+    def fit(self, X, seed):
+        assert X.shape[0] < 0, "the learner's own sanity check failed"
+        return super().fit(X, seed)
+
+
+def test_a_learners_own_failing_assert_is_no_violated_verdict_from_assert_privacy(tmp_path, monkeypatch):
+    """`assert_privacy` raises AssertionError for VIOLATED, and the docs say so: a learner's `assert` failing inside
+    its fit came out as that same AssertionError (in pytest, the privacy test failing as if the claim were refuted;
+    to code catching AssertionError, a refuted claim). Now an error that says no verdict was given."""
+    monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
+    config = {"target": {"k": 3}, "attack": {"shadows": 0, "canaries": {"count": 20}}}
+    with pytest.raises(Exception) as raised:
+        assert_privacy(config, epsilon=50, learner=LearnerWithAFailingAssert(k=3), cache=False,
+                       output=tmp_path / "run")
+    assert not isinstance(raised.value, AssertionError), raised.value
+    assert "no verdict" in str(raised.value) and "sanity check" in str(raised.value)
+
+
+@pytest.mark.parametrize("tolerance", [float("inf"), float("nan"), 0.0, -1.0])
+def test_an_infinite_row_sum_tolerance_is_refused(tmp_path, tolerance):
+    """`audit --tolerance inf` turned the row-sum check off: any non-negative matrix was taken as Φ."""
+    phi = np.full((2, 3), 5.0)  # rows sum to 15
+    np.save(tmp_path / "phi.npy", phi)
+    (tmp_path / "vocab.txt").write_text("a\nb\nc\n")
+    with pytest.raises(UserError, match="tolerance"):
+        load_user_model(tmp_path / "phi.npy", tmp_path / "vocab.txt", tolerance=tolerance)
