@@ -11,10 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 
+from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
 from topicaudit.errors import UserError
 from topicaudit.inputs import integrity_key
 from topicaudit.inputs.user_model import load_user_model
+from topicaudit.inputs.vocabulary_file import read_vocabulary
 from topicaudit.targets.learners.lda import VariationalLDA
 
 # The supervised stand-in for `check`: after ~3 s it gives a VIOLATED verdict (exit 1), unless stopped first.
@@ -91,3 +93,16 @@ def test_an_infinite_row_sum_tolerance_is_refused(tmp_path, tolerance):
     (tmp_path / "vocab.txt").write_text("a\nb\nc\n")
     with pytest.raises(UserError, match="tolerance"):
         load_user_model(tmp_path / "phi.npy", tmp_path / "vocab.txt", tolerance=tolerance)
+
+
+def test_a_json_corpus_or_vocabulary_holding_a_5000_digit_number_is_one_line_not_an_internal_error(tmp_path):
+    """Python refuses to read an integer of over 4,300 digits (a ValueError that is no JSONDecodeError): a JSON
+    corpus with one in any field was exit 3, "internal error (a bug)"."""
+    corpus = tmp_path / "c.json"
+    corpus.write_text('{"text": ["alpha beta", "gamma delta"], "n": ' + "9" * 5000 + "}")
+    assert main(["run", "--corpus", str(corpus), "--no-preprocess", "--shadows", "0", "--canaries", "20", "--k", "2",
+                 "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    vocabulary = tmp_path / "v.json"
+    vocabulary.write_text('["alpha", ' + "9" * 5000 + "]")
+    with pytest.raises(UserError, match="v.json"):
+        read_vocabulary(vocabulary)
