@@ -273,7 +273,10 @@ def _wait(pid: int) -> tuple[int, bool]:
         interrupted = True
         if deadline is None and forced is None:
             deadline = time.monotonic() + STOP_GRACE
-        if info.si_code != _SI_KERNEL:  # a terminal's Ctrl-C (or hang-up) reached the child already
+        # A terminal's Ctrl-C (SI_KERNEL, sent to the foreground group) reached the child already; its hang-up did
+        # not: the kernel sends that SIGHUP to the session leader alone, which this parent is under `setsid`,
+        # `pty.fork` or `ssh -t HOST topicaudit …`. Not passed on, the command ran to its end on a closed terminal.
+        if info.si_code != _SI_KERNEL or info.si_signo == getattr(signal, "SIGHUP", None):
             # SIGHUP, SIGQUIT, SIGUSR1…: the command is stopped as by SIGTERM (it unwinds, Ray stops)
             _signal_child(pid, signal.SIGTERM if info.si_signo in STOPS else info.si_signo)
 

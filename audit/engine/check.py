@@ -260,6 +260,22 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     if not auto and (power is not None or budget is not None):
         raise UserError('power and budget size the canary audit: give them with canaries="auto"')
     output = arguments.optional_path(output, "output")
+    try:
+        result = _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto, learner, cache, power,
+                                  budget)
+    except AssertionError as error:
+        # AssertionError is the verdict VIOLATED, and nothing else: a learner's own `assert` failing in its fit (or
+        # one of ours, a bug) read as a refuted claim to code catching it, and in pytest as the privacy test failing.
+        raise RuntimeError(f"the audit failed before any verdict (AssertionError: {error}); this is no verdict "
+                           "on the claim") from error
+    if result.violated:
+        raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it
+    return result
+
+
+def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool, learner, cache, power,
+                     budget) -> CheckResult:
+    """``assert_privacy``'s audit: sized (``auto``), run or reused from the cache, and checked."""
     if config is None:
         config = Config()
     elif isinstance(config, dict):
@@ -287,6 +303,4 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     if sizing is not None:
         sizing.took = round(time.perf_counter() - started, 1)
         result = dataclasses.replace(result, sizing=sizing.to_json())
-    if result.violated:
-        raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it
     return result

@@ -112,7 +112,7 @@ def read_safetensors(path: Path, raw: bytes | None = None) -> dict[str, np.ndarr
                                                                    else ""))
     try:
         header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, or an integer of over 4,300 digits (it was exit 3)
         raise _damaged(path, f"its safetensors header is not UTF-8 JSON ({error})") from None
     if not isinstance(header, dict):
         raise _damaged(path, f"its safetensors header is a JSON {type(header).__name__}, not an object")
@@ -196,6 +196,8 @@ def _json(path: Path, what: str, raws: dict[str, bytes] | None = None) -> Any:
         raise _damaged(path, f"not UTF-8 (byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise _damaged(path, f"invalid JSON at line {error.lineno}, column {error.colno} ({error.msg})") from None
+    except ValueError as error:  # an integer of over 4,300 digits (Python's int_max_str_digits): it was exit 3
+        raise _damaged(path, f"invalid JSON ({error})") from None
 
 
 def _find_keys(obj: Any, keys: tuple[str, ...], where: str = "") -> list[str]:

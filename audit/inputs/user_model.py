@@ -58,8 +58,8 @@ def load_user_model(phi_path, vocabulary_path=None, trust_pickle: bool = False, 
                     tolerance: float = DEFAULT_ROW_SUM_TOLERANCE) -> UserModel:
     """Load and validate Φ and its vocabulary; columns sorted by word."""
     phi_path = Path(phi_path)
-    if not tolerance > 0:
-        raise UserError(f"the row-sum tolerance must be a positive number (got {tolerance})")
+    if not 0 < tolerance < float("inf"):  # inf turned the row-sum check off: any non-negative matrix was Φ
+        raise UserError(f"the row-sum tolerance must be a positive finite number (got {tolerance})")
     fmt = phi_format(phi_path)
     if fmt in ("tomotopy", "gensim"):
         return _load_library_model(phi_path, fmt, vocabulary_path, trust_pickle, tolerance)

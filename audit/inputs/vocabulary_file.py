@@ -54,6 +54,9 @@ def read_vocabulary(path: Path) -> list[str]:
                 f"{path}, line {error.lineno}, column {error.colno}: invalid JSON ({error.msg}); the vocabulary "
                 'is a JSON list of words, e.g. ["apple", "banana"]'
             ) from None
+        except ValueError as error:  # an integer of over 4,300 digits (Python's int_max_str_digits): it was exit 3
+            raise UserError(f"{path}: not readable JSON ({error}); the vocabulary is a JSON list of words, e.g. "
+                            '["apple", "banana"]') from None
         words = _json_words(path, obj)
         where, offset = "entry", 0
     if not words:

@@ -25,6 +25,8 @@ def read_json(path: Path, text_field: str = "text") -> tuple[list[str], str]:
         ) from None
     except RecursionError:
         raise UserError(f"{path}: JSON nested too deeply; a JSON corpus looks like {_JSON_EXAMPLE}") from None
+    except ValueError as e:  # an integer of over 4,300 digits (Python's int_max_str_digits): it was exit 3
+        raise UserError(f"{path}: not readable JSON ({e}); a JSON corpus looks like {_JSON_EXAMPLE}") from None
     if not isinstance(obj, dict):
         raise UserError(
             f"{path}: the top level is a JSON {_json_type(obj)}, but an object with a "
