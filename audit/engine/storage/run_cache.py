@@ -35,7 +35,7 @@ from typing import Any
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
-from topicaudit.inputs.cache import cache_directory
+from topicaudit.inputs.cache import cache_directory, linked_folder
 from topicaudit.inputs.files import file_sha256
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
@@ -126,10 +126,11 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
         return None
     if root.exists() and not root.is_dir():
         raise UserError(f"the run cache {root} is not a directory; give a directory (--cache DIR) or off")
-    if (cache is None or cache is True) and root.is_symlink():  # the default's runs/: named by the cache, not the user
-        raise UserError(f"the run cache folder {root} is a symbolic link (to {os.readlink(root)}), not the cache's own "
-                        "folder: topicaudit never writes cached runs through one (they were written into the "
-                        "link's target, outside the cache); remove the link, or give --cache DIR")
+    linked = linked_folder(root.parent, root.name) if cache is None or cache is True else None
+    if linked is not None:  # the default's runs/ (and ~/.cache/topicaudit): named by the cache, not the user
+        raise UserError(f"the run cache folder {linked} is a symbolic link (to {os.readlink(linked)}), not the "
+                        "cache's own folder: topicaudit never writes cached runs through one (they were written into "
+                        "the link's target, outside the cache); remove the link, or give --cache DIR")
     run_dir = cached_run_dir(config, root)
     if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
         raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "

@@ -1,0 +1,56 @@
+"""Hardening XI (issue 32, hostile pass XI): what it found. Every case it ran is in tests/hostile_xi_cases.md.
+
+With ``TOPICAUDIT_CACHE_DIR`` unset, the cache's default folder (``$XDG_CACHE_HOME/topicaudit`` or
+``~/.cache/topicaudit``) as a symbolic link had whole cached runs and corpus entries written into the folder it
+named (X1, X1c): pass X refused a linked ``runs`` and skipped a linked ``corpora``, one level below.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import topicaudit.engine.storage.run_corpus as run_corpus
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.storage.run_cache import use_cache
+from topicaudit.errors import UserError
+from topicaudit.inputs import cache
+
+
+@pytest.fixture
+def linked_default_cache(tmp_path, monkeypatch):
+    """``$XDG_CACHE_HOME/topicaudit`` a link to a user's folder, TOPICAUDIT_CACHE_DIR unset; the user's folder."""
+    users = tmp_path / "users-folder"
+    users.mkdir()
+    (users / "keep.txt").write_text("mine")
+    (tmp_path / "xdg").mkdir()
+    (tmp_path / "xdg" / "topicaudit").symlink_to(users)
+    monkeypatch.delenv(cache.ENVIRONMENT_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return users
+
+
+def test_check_config_writes_no_run_through_a_linked_default_cache_folder(linked_default_cache, tmp_path):
+    with pytest.raises(UserError, match="topicaudit is a symbolic link"):
+        use_cache(Config(), None)
+    assert [p.name for p in linked_default_cache.iterdir()] == ["keep.txt"]
+    assert use_cache(Config(), tmp_path / "xdg" / "topicaudit" / "runs") is not None  # named by the user
+
+
+def test_the_corpus_cache_writes_nothing_through_a_linked_default_cache_folder(linked_default_cache, tmp_path):
+    corpus = tmp_path / "docs.json"
+    corpus.write_text(json.dumps({"text": ["dogs bark at cats", "cats sleep all day", "mice run from cats"] * 4}))
+    config = Config()
+    config.corpus.path = str(corpus)
+    config.corpus.preprocess = False
+    with pytest.warns(UserWarning, match="topicaudit is a symbolic link"):
+        assert run_corpus.load_audit_corpus(config).X.shape[0] == 12
+    assert [p.name for p in linked_default_cache.iterdir()] == ["keep.txt"]  # corpora/<key>.npz was written there
+
+
+def test_a_cache_folder_the_user_named_may_be_a_link(tmp_path, monkeypatch):
+    """$TOPICAUDIT_CACHE_DIR itself a link stays the user's choice (pass VIII's K5)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "named").symlink_to(tmp_path / "real")
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "named"))
+    assert use_cache(Config(), None) is not None
