@@ -54,3 +54,22 @@ def test_a_cache_folder_the_user_named_may_be_a_link(tmp_path, monkeypatch):
     (tmp_path / "named").symlink_to(tmp_path / "real")
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "named"))
     assert use_cache(Config(), None) is not None
+
+
+# -- non-critical findings fixed ----------------------------------------------------------------------------------
+def test_a_refused_run_leaves_an_existing_output_and_the_users_folder_with_their_times(tmp_path):
+    """E1, E2: `run --output EMPTY` (or USER/new/run) refused left EMPTY (or USER) with a new modification time."""
+    import os
+
+    from topicaudit.engine.storage.lock import writer_lock
+
+    empty, user = tmp_path / "empty", tmp_path / "user"
+    empty.mkdir()
+    user.mkdir()
+    for folder in (empty, user):
+        os.utime(folder, ns=(10**18, 10**18))
+    for output in (empty, user / "new" / "run"):
+        with pytest.raises(UserError), writer_lock(output):
+            raise UserError("refused")
+    assert [os.stat(p).st_mtime_ns for p in (empty, user)] == [10**18, 10**18]
+    assert list(empty.iterdir()) == [] and list(user.iterdir()) == []
