@@ -73,3 +73,25 @@ def test_a_refused_run_leaves_an_existing_output_and_the_users_folder_with_their
             raise UserError("refused")
     assert [os.stat(p).st_mtime_ns for p in (empty, user)] == [10**18, 10**18]
     assert list(empty.iterdir()) == [] and list(user.iterdir()) == []
+
+
+def test_a_folder_named_like_staging_with_an_impossible_pid_is_kept(tmp_path):
+    """R3: `.rep.tmp-99999999999999999999-abc` beside the output was exit 3 (OverflowError in os.kill)."""
+    from topicaudit.reports.build import _remove_stale_staging
+
+    mine = tmp_path / ".rep.tmp-99999999999999999999-abc"
+    mine.mkdir()
+    (mine / "report.html").write_text("mine")
+    _remove_stale_staging(tmp_path / "rep")
+    assert (mine / "report.html").read_text() == "mine"
+
+
+def test_probing_where_a_file_will_be_written_leaves_the_folders_time(tmp_path):
+    """R3b: `report RUN -o USER/rep` refused (the run does not verify) left USER with a new mtime from the probe."""
+    import os
+
+    from topicaudit.engine.configuration.validation import check_output_file
+
+    os.utime(tmp_path, ns=(10**18, 10**18))
+    check_output_file(tmp_path / "check.json", "--json")
+    assert os.stat(tmp_path).st_mtime_ns == 10**18 and list(tmp_path.iterdir()) == []
