@@ -95,3 +95,17 @@ def test_probing_where_a_file_will_be_written_leaves_the_folders_time(tmp_path):
     os.utime(tmp_path, ns=(10**18, 10**18))
     check_output_file(tmp_path / "check.json", "--json")
     assert os.stat(tmp_path).st_mtime_ns == 10**18 and list(tmp_path.iterdir()) == []
+
+
+def test_check_json_may_not_replace_a_sweeps_index(tmp_path):
+    """swA: `check SWEEP/k=3/rep-0 --json SWEEP/sweep.json` replaced the index; the sweep was refused after."""
+    from topicaudit.engine.check import check_report_paths
+
+    run = tmp_path / "k=3" / "rep-0"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    (tmp_path / "sweep.json").write_text("{}")
+    for name in ("sweep.json", "Sweep.JSON"):
+        with pytest.raises(UserError, match="(?i)sweep.json of"):
+            check_report_paths(run, {"--json": str(tmp_path / name)})
+    check_report_paths(run, {"--json": str(tmp_path / "k=3" / "verdict.json")})  # a new name in the sweep: fine

@@ -140,7 +140,9 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
         # Another run's (or audit's) own files: `--json OTHER/manifest.json` replaced that run's manifest, and the
         # run was refused by every later command (its evidence could no longer be verified).
-        others = [parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)]
+        # A sweep's too: `--json SWEEP/sweep.json` replaced the sweep's index, and the sweep was refused.
+        others = [parent for parent in target.parents if parent != root and (
+            os.path.lexists(parent / manifest.NAME) or os.path.lexists(parent / "sweep.json"))]
         manifest.refuse_over_read_names(target, others, flag)
 
 
