@@ -109,3 +109,30 @@ def test_check_json_may_not_replace_a_sweeps_index(tmp_path):
         with pytest.raises(UserError, match="(?i)sweep.json of"):
             check_report_paths(run, {"--json": str(tmp_path / name)})
     check_report_paths(run, {"--json": str(tmp_path / "k=3" / "verdict.json")})  # a new name in the sweep: fine
+
+
+def test_check_files_of_the_run_only_under_their_own_flag(tmp_path):
+    """cj1: `--junit RUN/check.json --json RUN/check.junit.xml` recorded XML as check.json; report's card then
+    dropped the claim the user gave (NO CLAIM) without a note."""
+    from topicaudit.engine.check import check_report_paths
+
+    (tmp_path / "manifest.json").write_text("{}")
+    for flag, name in (("--junit", "check.json"), ("--json", "check.junit.xml"), ("--json", "CHECK.JUNIT.XML")):
+        with pytest.raises(UserError, match="where check writes its"):
+            check_report_paths(tmp_path, {flag: str(tmp_path / name)})
+    check_report_paths(tmp_path, {"--json": str(tmp_path / "check.json"), "--junit": str(tmp_path / "check.junit.xml")})
+
+
+def test_a_listed_check_json_that_cannot_be_read_is_noted(tmp_path, monkeypatch):
+    import hashlib
+    from types import SimpleNamespace
+
+    from topicaudit.reports.verdict import _recorded_claim
+
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    body = b'<?xml version="1.0"?><testsuite/>'
+    (tmp_path / "check.json").write_bytes(body)
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema": "topicaudit.manifest/1", "algorithm": "sha256",
+                                                        "files": {"check.json": hashlib.sha256(body).hexdigest()}}))
+    with pytest.warns(UserWarning, match="cannot be read as the document"):
+        assert _recorded_claim(SimpleNamespace(path=tmp_path)) is None

@@ -134,6 +134,13 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
         name = target.relative_to(root).as_posix() if target.is_relative_to(root) else None
         # Compared case-folded: on a case-insensitive file system (macOS, Windows) RUN/Results.json is results.json.
         folded = name.casefold() if name is not None else None
+        # The run's own check files, each under its own flag only: `--junit RUN/check.json` recorded the XML as
+        # check.json, which report could not read, and its card dropped the claim without a word.
+        own = {"--json": manifest.CHECK_FILES[0], "--junit": manifest.CHECK_FILES[1]}.get(flag)
+        if folded in {name.casefold() for name in manifest.CHECK_FILES} and folded != (own or "").casefold():
+            raise UserError(f"cannot write {flag} {path}: it is {name} of the run directory {run_dir}, where check "
+                            f"writes its {'JUnit XML' if folded.endswith('xml') else 'JSON'} document; leave the "
+                            "flag out (both are written there), or give a path outside the run")
         if folded is not None and (folded in _RUN_FILES_FOLDED or folded.startswith("models/")):
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
