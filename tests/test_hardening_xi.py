@@ -136,3 +136,34 @@ def test_a_listed_check_json_that_cannot_be_read_is_noted(tmp_path, monkeypatch)
                                                         "files": {"check.json": hashlib.sha256(body).hexdigest()}}))
     with pytest.warns(UserWarning, match="cannot be read as the document"):
         assert _recorded_claim(SimpleNamespace(path=tmp_path)) is None
+
+
+# -- pass XI, critical: --canaries auto kept its sizing through the linked cache folder pass X refused -------------
+MECHANISM = {"attack": {"shadows": 0, "canaries": {"count": 60}}, "target": {"k": 3, "learner": "dp-cgs"}}
+
+
+def test_canaries_auto_writes_no_sizing_through_a_linked_runs_folder(tmp_path, monkeypatch):
+    """SZ1: `check CONFIG --canaries auto` wrote runs/sizing/<key>.json into the folder a linked runs/ named, and
+    only then refused the link (pass X's CC8 check came after the sizing)."""
+    from topicaudit.engine.check import assert_privacy
+
+    users = tmp_path / "users-folder"
+    users.mkdir()
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "runs").symlink_to(users)
+    monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
+    with pytest.raises(UserError, match="runs is a symbolic link"):
+        assert_privacy(MECHANISM, epsilon=1.0, canaries="auto", budget=60)
+    assert list(users.iterdir()) == []
+
+
+def test_a_sizing_is_neither_read_nor_written_through_a_linked_sizing_folder(tmp_path):
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.sizing import size_canaries
+
+    users = tmp_path / "users-folder"
+    users.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "sizing").symlink_to(users)
+    sizing = size_canaries(config_from_dict(MECHANISM), 1.0, budget=60.0, cache_root=tmp_path / "runs")
+    assert sizing.kept is None and list(users.iterdir()) == []

@@ -27,7 +27,7 @@ from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.bounded_read import read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
@@ -257,7 +257,7 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
     if auto:
         sizing = size_canaries(config, epsilon, delta, alpha, check_power(power),
                                parse_budget(DEFAULT_BUDGET if budget is None else budget),
-                               cache_root=None if config.output else resolve_root(cache))
+                               cache_root=None if config.output else checked_root(cache))
         config.attack.canaries.count = sizing.count
     cached = use_cache(config, cache)
     started = time.perf_counter()

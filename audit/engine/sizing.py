@@ -39,6 +39,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -296,6 +297,9 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         key = json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha],
                           "power": target_power, "budget": budget}, sort_keys=True, default=str)
         kept = Path(cache_root) / "sizing" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if kept is not None and (os.path.islink(kept.parent) or os.path.islink(kept)):
+        kept = None  # nothing read or written through a link (a sizing went into the folder it named)
+    if kept is not None:
         try:
             found = Sizing.from_json(json.loads(kept.read_text()))
             found.kept = str(kept)
