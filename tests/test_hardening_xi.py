@@ -167,3 +167,20 @@ def test_a_sizing_is_neither_read_nor_written_through_a_linked_sizing_folder(tmp
     (tmp_path / "runs" / "sizing").symlink_to(users)
     sizing = size_canaries(config_from_dict(MECHANISM), 1.0, budget=60.0, cache_root=tmp_path / "runs")
     assert sizing.kept is None and list(users.iterdir()) == []
+
+
+def test_with_a_key_a_planted_sizing_is_not_used(tmp_path, monkeypatch):
+    """SZ2: a sizing planted in the cache (5 canaries, "100%") made a VIOLATED claim CONSISTENT at 0% power; with
+    an integrity key configured only a sizing it MAC'd is read back."""
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.sizing import size_canaries
+
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "k" * 40)
+    config, root = config_from_dict(MECHANISM), tmp_path / "runs"
+    first = size_canaries(config, 1.0, budget=60.0, cache_root=root)
+    (entry,) = (root / "sizing").iterdir()
+    assert size_canaries(config, 1.0, budget=60.0, cache_root=root).kept == str(entry)  # its own: read back
+    forged = json.loads(entry.read_text())
+    forged.update(count=5, needed=5)
+    entry.write_text(json.dumps(forged))
+    assert size_canaries(config, 1.0, budget=60.0, cache_root=root).count == first.count
