@@ -184,3 +184,17 @@ def test_with_a_key_a_planted_sizing_is_not_used(tmp_path, monkeypatch):
     forged.update(count=5, needed=5)
     entry.write_text(json.dumps(forged))
     assert size_canaries(config, 1.0, budget=60.0, cache_root=root).count == first.count
+
+
+def test_a_check_refused_for_its_second_file_stages_nothing(tmp_path):
+    """cd1: RUN/check.junit.xml a directory of the user's: check was refused (2), but only after check.json's
+    temporary was made and removed, which left the run directory with a new modification time."""
+    import os
+
+    from topicaudit.engine.storage.durable_write import atomic_write_all
+
+    (tmp_path / "check.junit.xml").mkdir()
+    os.utime(tmp_path, ns=(10**18, 10**18))
+    with pytest.raises(UserError, match="it is a directory"):
+        atomic_write_all([(tmp_path / "check.json", b"{}"), (tmp_path / "check.junit.xml", b"<x/>")])
+    assert os.stat(tmp_path).st_mtime_ns == 10**18 and sorted(os.listdir(tmp_path)) == ["check.junit.xml"]
