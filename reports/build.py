@@ -120,9 +120,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (OverflowError, ValueError):  # no process has it, so no report staged it: a name, kept (was exit 3)
-        return True
-    except PermissionError:
+    except (PermissionError, OverflowError, ValueError):  # Overflow: no process has it, so no report staged it
         return True
     return True
 
