@@ -198,3 +198,18 @@ def test_a_check_refused_for_its_second_file_stages_nothing(tmp_path):
     with pytest.raises(UserError, match="it is a directory"):
         atomic_write_all([(tmp_path / "check.json", b"{}"), (tmp_path / "check.junit.xml", b"<x/>")])
     assert os.stat(tmp_path).st_mtime_ns == 10**18 and sorted(os.listdir(tmp_path)) == ["check.junit.xml"]
+
+
+def test_a_kept_sizing_that_is_a_directory_costs_a_new_sizing_only(tmp_path):
+    """SZ3: the kept sizing's place a directory: `check --canaries auto` was exit 2 after sizing."""
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.sizing import size_canaries
+
+    config, root = config_from_dict(MECHANISM), tmp_path / "runs"
+    size_canaries(config, 1.0, budget=60.0, cache_root=root)
+    (entry,) = (root / "sizing").iterdir()
+    entry.unlink()
+    entry.mkdir()
+    (entry / "mine.txt").write_text("mine")
+    assert size_canaries(config, 1.0, budget=60.0, cache_root=root).kept is None
+    assert (entry / "mine.txt").read_text() == "mine"

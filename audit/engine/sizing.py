@@ -372,7 +372,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
             if secret is not None:
                 body["mac"] = secret.mac(SIZING_MAC_DOMAIN, _mac_payload(key, body))
             atomic_write_text(kept, json.dumps(body, indent=2) + "\n")
-        except OSError:
+        except (OSError, UserError):  # (UserError: the entry is a directory or FIFO, which is never replaced)
             pass  # a cache that cannot be written costs a new sizing next time, nothing else
     return sizing
 
