@@ -213,3 +213,27 @@ def test_a_kept_sizing_that_is_a_directory_costs_a_new_sizing_only(tmp_path):
     (entry / "mine.txt").write_text("mine")
     assert size_canaries(config, 1.0, budget=60.0, cache_root=root).kept is None
     assert (entry / "mine.txt").read_text() == "mine"
+
+
+@pytest.fixture(scope="module")
+def canary_run(tmp_path_factory):
+    """A small canary-only run (no Ray)."""
+    import topicaudit
+
+    out = tmp_path_factory.mktemp("xi") / "run"
+    topicaudit.run({"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
+                    "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": str(out)}, quiet=True)
+    return out
+
+
+def test_report_into_the_working_directory_is_staged_beside_it(canary_run, tmp_path, monkeypatch):
+    """dot: `report RUN -o .` in an empty folder staged its report inside that folder (`..tmp-PID-…`), built it,
+    then refused the folder as holding that staging (exit 2)."""
+    from topicaudit.cli.main import main
+
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["report", str(canary_run), "-o", ".", "--quiet"]) == 0
+    assert (tmp_path / "empty" / "report.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # no staging left beside it
