@@ -120,7 +120,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (PermissionError, OverflowError, ValueError):  # Overflow: no process has it, so no report staged it
         return True
     return True
 
@@ -305,6 +305,7 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         output = Path(output) if output is not None else collection.inputs[0] / "report"
         read_from = [*collection.inputs, *(run.path for run in collection.runs)]
     # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
+    output = Path(os.path.abspath(output)) if output.name in ("", "..") else output  # `-o .` staged inside itself
     manifest.refuse_over_read_names(output, read_from, "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")

@@ -95,7 +95,9 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
     try:
         recorded = CheckResult.from_json(read_json(path), str(path))
         return float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha)
-    except (UserError, TypeError, ValueError):
+    except (UserError, TypeError, ValueError) as error:  # (was silent: the claim the user gave dropped unsaid)
+        warnings.warn(f"{path} cannot be read as the document `topicaudit check` writes ({error}); the verdict "
+                      "card tests the target's own claim", stacklevel=2)
         return None
 
 

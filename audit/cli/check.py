@@ -18,7 +18,7 @@ from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
@@ -111,7 +111,7 @@ def execute(args) -> int:
             budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
             with phase("sizing"):
                 sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
-                                       budget, cache_root=None if args.output else resolve_root(args.cache))
+                                       budget, cache_root=None if args.output else checked_root(args.cache))
             say(f"topicaudit: {sizing.message()}")
             config.attack.canaries.count = sizing.count
         cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key

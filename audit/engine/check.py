@@ -27,7 +27,7 @@ from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, resolve_root, use_cache
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, use_cache
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.bounded_read import read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
@@ -141,13 +141,22 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
         name = target.relative_to(root).as_posix() if target.is_relative_to(root) else None
         # Compared case-folded: on a case-insensitive file system (macOS, Windows) RUN/Results.json is results.json.
         folded = name.casefold() if name is not None else None
+        # The run's own check files, each under its own flag only: `--junit RUN/check.json` recorded the XML as
+        # check.json, which report could not read, and its card dropped the claim without a word.
+        own = {"--json": manifest.CHECK_FILES[0], "--junit": manifest.CHECK_FILES[1]}.get(flag)
+        if folded in {name.casefold() for name in manifest.CHECK_FILES} and folded != (own or "").casefold():
+            raise UserError(f"cannot write {flag} {path}: it is {name} of the run directory {run_dir}, where check "
+                            f"writes its {'JUnit XML' if folded.endswith('xml') else 'JSON'} document; leave the "
+                            "flag out (both are written there), or give a path outside the run")
         if folded is not None and (folded in _RUN_FILES_FOLDED or folded.startswith("models/")):
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
         # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest
-        # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence.
-        others = {parent for parent in target.parents if parent != root and os.path.lexists(parent / manifest.NAME)}
+        # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence,
+        # `--json SWEEP/sweep.json` replaced the sweep's index.
+        others = {parent for parent in target.parents if parent != root and (
+            os.path.lexists(parent / manifest.NAME) or os.path.lexists(parent / "sweep.json"))}
         others |= {d for d in manifest.topicaudit_directories(target) if d.resolve() != root}
         manifest.refuse_over_read_names(Path(path), sorted(others), flag)
 
@@ -294,7 +303,7 @@ def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool
     if auto:
         sizing = size_canaries(config, epsilon, delta, alpha, check_power(power),
                                parse_budget(DEFAULT_BUDGET if budget is None else budget),
-                               cache_root=None if config.output else resolve_root(cache))
+                               cache_root=None if config.output else checked_root(cache))
         config.attack.canaries.count = sizing.count
     cached = use_cache(config, cache)
     started = time.perf_counter()

@@ -39,6 +39,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,7 @@ from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise
@@ -90,6 +92,14 @@ MEASURED_OPTIMISTIC = {
 }
 # Canaries of the pilot fit that measures a Gaussian step's contribution (thousands of sampled shares).
 PILOT = 2_000
+
+
+SIZING_MAC_DOMAIN = "topicaudit.sizing-mac/1"  # what an integrity key's MAC over a kept sizing is a MAC of
+
+
+def _mac_payload(key: str, body: dict[str, Any]) -> bytes:
+    """What a kept sizing's MAC covers: its cache key (configuration, claim, power, budget) and its content."""
+    return f"{key}\0{json.dumps(body, sort_keys=True, default=str)}".encode()
 
 
 @dataclass
@@ -296,11 +306,20 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         key = json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha],
                           "power": target_power, "budget": budget}, sort_keys=True, default=str)
         kept = Path(cache_root) / "sizing" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if kept is not None and (os.path.islink(kept.parent) or os.path.islink(kept)):
+        kept = None  # nothing read or written through a link (a sizing went into the folder it named)
+    secret = integrity_key()
+    if kept is not None:
         try:
-            found = Sizing.from_json(json.loads(kept.read_text()))
-            found.kept = str(kept)
-            return found
-        except (OSError, ValueError, TypeError):
+            data = json.loads(kept.read_text())
+            mac = data.pop("mac", None)
+            # With a key, only a sizing it MAC'd: a planted one (5 canaries, "100%" power) made a VIOLATED
+            # claim CONSISTENT at 0% power, under a sizing line stating power the audit did not have.
+            if secret is None or secret.verifies(SIZING_MAC_DOMAIN, _mac_payload(key, data), mac):
+                found = Sizing.from_json(data)
+                found.kept = str(kept)
+                return found
+        except (OSError, ValueError, TypeError, AttributeError):
             pass
     started = time.perf_counter()
     corpus = load_audit_corpus(config)
@@ -349,8 +368,11 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     if kept is not None:
         try:
             kept.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(kept, json.dumps(sizing.to_json(), indent=2) + "\n")
-        except OSError:
+            body = sizing.to_json()
+            if secret is not None:
+                body["mac"] = secret.mac(SIZING_MAC_DOMAIN, _mac_payload(key, body))
+            atomic_write_text(kept, json.dumps(body, indent=2) + "\n")
+        except (OSError, UserError):  # (UserError: the entry is a directory or FIFO, which is never replaced)
             pass  # a cache that cannot be written costs a new sizing next time, nothing else
     return sizing
 

@@ -82,6 +82,19 @@ def cache_directory() -> Path | None:
     return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "topicaudit"
 
 
+def linked_folder(directory: Path, sub: str) -> Path | None:
+    """The first of the cache's own folders holding ``directory / sub`` that is a symbolic link, or None.
+
+    ``sub`` (corpora, runs) is always the cache's own; so is ``directory`` itself unless the user named it
+    (``$TOPICAUDIT_CACHE_DIR``): the default ``~/.cache/topicaudit`` (or ``$XDG_CACHE_HOME/topicaudit``) as a link
+    had entries and whole runs written into the folder it named, as a linked ``corpora`` or ``runs`` did."""
+    named = os.environ.get(ENVIRONMENT_VARIABLE) is not None
+    for folder in ([] if named else [directory]) + [directory / sub]:
+        if os.path.islink(folder):
+            return folder
+    return None
+
+
 @lru_cache(maxsize=1)
 def _code_digest() -> str:
     digest = hashlib.sha256()
@@ -116,10 +129,11 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
     if directory is None or key is None:
         return load()
     folder = directory / "corpora"
-    if os.path.islink(folder):
+    linked = linked_folder(directory, "corpora")
+    if linked is not None:
         # Entries were written through it into whatever folder it named (a user's, or another user's), and read
         # from there: the cache's own folder is a real one, as a run's models/ is.
-        warnings.warn(f"the corpus cache folder {folder} is a symbolic link, so the cache is not used (nothing is "
+        warnings.warn(f"the corpus cache folder {linked} is a symbolic link, so the cache is not used (nothing is "
                       "read or written through it); remove the link, or point TOPICAUDIT_CACHE_DIR at the folder "
                       "itself", UserWarning, stacklevel=2)
         return load()

@@ -153,6 +153,7 @@ def check_output_file(path, flag: str) -> Path:
 
 def _probe(directory: Path, what: str) -> None:
     try:
+        before = os.stat(directory)
         fd, name = tempfile.mkstemp(dir=directory, prefix=".topicaudit-probe-")
         os.close(fd)
         os.unlink(name)
@@ -162,6 +163,10 @@ def _probe(directory: Path, what: str) -> None:
             error.errno, error.strerror or str(error))
         raise UserError(f"cannot write {what}: {directory} is not writable ({reason}); choose another place") \
             from None
+    try:  # the folder as it was found: a command refused afterwards (a run that does not verify) left a new mtime
+        os.utime(directory, ns=(before.st_atime_ns, before.st_mtime_ns))
+    except OSError:
+        pass  # (a folder of another owner, writable to all: /tmp)
 
 
 def check_run_config(config) -> None:

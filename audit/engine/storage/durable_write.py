@@ -72,10 +72,11 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
     did not match (so ``report`` refused it) after a command that said it had failed. Returns each file's
     SHA-256 (hex) of the bytes written, by path, as ``atomic_write_bytes`` does."""
     staged: list[tuple[str, Path]] = []
+    for path, _ in contents:  # all refused before any is staged: a refused check left its folder a new mtime
+        refuse_replacing(Path(path))
     try:
         for path, data in contents:
             path = Path(path)
-            refuse_replacing(path)
             try:
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
                 staged.append((tmp, path))

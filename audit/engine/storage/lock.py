@@ -153,8 +153,11 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
     created = not path.exists()
+    found = None if created else _listing(path)
     # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
     new_parents = [parent for parent in path.parents if not parent.exists()]
+    above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
+    found_above = _listing(above) if created and above is not None else None
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, former, times = _open_lock(path, flag)
@@ -174,6 +177,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             yield
         except BaseException:
             _restore(path / NAME, fd, former, times)
+            _put_back_times(path, found)
             raise
         finally:
             if created and holds_only_the_lock(path):
@@ -183,6 +187,8 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
                         parent.rmdir()
                     except OSError:
                         break
+                if above is not None:
+                    _put_back_times(above, found_above)
     finally:
         handle.close()
 
@@ -198,5 +204,25 @@ def _restore(lock: Path, fd: int, former: bytes | None, times: tuple[int, int] |
             os.pwrite(fd, former, 0)
             if times is not None:
                 os.utime(fd, ns=times)
+    except OSError:
+        pass
+
+
+def _listing(path: Path) -> tuple[list[str], tuple[int, int]] | None:
+    """An existing directory's entry names and times (access, modification, in ns)."""
+    try:
+        info = os.stat(path)
+        return sorted(os.listdir(path)), (info.st_atime_ns, info.st_mtime_ns)
+    except OSError:
+        return None
+
+
+def _put_back_times(path: Path, found: tuple[list[str], tuple[int, int]] | None) -> None:
+    """A refused run into an existing directory (``--output`` an empty folder of the user's), or into a new one
+    inside the user's folder, left that folder holding what it held but with a new modification time, from the
+    ``.lock`` (or the run directory) made and removed again: put it back."""
+    try:
+        if found is not None and sorted(os.listdir(path)) == found[0]:
+            os.utime(path, ns=found[1])
     except OSError:
         pass

@@ -48,6 +48,7 @@ CHECK_FILES = ("check.json", "check.junit.xml")
 READ_NAMES = frozenset({"config.toml", "results.json", "plan.npz", "scores.npz", "statistics.npz", "canaries.npz",
                         "canary_scores.npz", NAME, *CHECK_FILES, ".lock", "roc.png", "sweep.json", "models",
                         "audit.json", "scores.csv", "exposure.npz"})
+_READ_NAMES_FOLDED = frozenset(name.casefold() for name in READ_NAMES)
 MAX_BYTES = 64 * 2**20  # far above any manifest (~100 bytes per file); a larger one is not one topicaudit wrote
 
 fcntl: Any
@@ -153,7 +154,7 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         if target == root or not target.is_relative_to(root):
             continue
         first = target.relative_to(root).parts[0]
-        if first in READ_NAMES:
+        if first.casefold() in _READ_NAMES_FOLDED:  # RUN/Results.json is results.json on macOS and Windows
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
 

@@ -35,7 +35,7 @@ from typing import Any
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
-from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_directory
+from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_directory, linked_folder
 from topicaudit.inputs.files import file_sha256
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
@@ -121,6 +121,21 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
     that directory, or None when no cache is used."""
     if config.output:
         return None
+    root = checked_root(cache)
+    if root is None:
+        return None
+    run_dir = cached_run_dir(config, root)
+    if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
+        raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "
+                        "the cache holds: topicaudit never writes a cached run through one (it wrote the run into "
+                        "the link's target, outside the cache); remove the link, or give --output")
+    config.output = str(run_dir)
+    return run_dir
+
+
+def checked_root(cache: str | os.PathLike | bool | None) -> Path | None:
+    """``resolve_root``, refused when it is not a directory or (the default) a folder of the cache's own is a
+    link: asked before anything is written there (``--canaries auto`` kept its sizing in it first)."""
     root = resolve_root(cache)
     if root is None:
         return None
@@ -134,14 +149,9 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
                         + f": {existing} is not a directory; "
                         + (f"set {ENVIRONMENT_VARIABLE} to a directory, or to off" if chosen is not None
                            else "give a directory (--cache DIR) or off"))
-    if (cache is None or cache is True) and root.is_symlink():  # the default's runs/: named by the cache, not the user
-        raise UserError(f"the run cache folder {root} is a symbolic link (to {os.readlink(root)}), not the cache's own "
-                        "folder: topicaudit never writes cached runs through one (they were written into the "
-                        "link's target, outside the cache); remove the link, or give --cache DIR")
-    run_dir = cached_run_dir(config, root)
-    if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
-        raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "
-                        "the cache holds: topicaudit never writes a cached run through one (it wrote the run into "
-                        "the link's target, outside the cache); remove the link, or give --output")
-    config.output = str(run_dir)
-    return run_dir
+    linked = linked_folder(root.parent, root.name) if cache is None or cache is True else None
+    if linked is not None:  # the default's runs/ (and ~/.cache/topicaudit): named by the cache, not the user
+        raise UserError(f"the run cache folder {linked} is a symbolic link (to {os.readlink(linked)}), not the "
+                        "cache's own folder: topicaudit never writes cached runs through one (they were written into "
+                        "the link's target, outside the cache); remove the link, or give --cache DIR")
+    return root
