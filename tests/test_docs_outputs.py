@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from topicaudit.engine.execution.progress import ACTIVITIES
+
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```\n?", re.M | re.S)
 VERDICT = re.compile(r"^(VIOLATED|CONSISTENT|NO SIGNAL|NO CLAIM)\b")
@@ -93,6 +95,19 @@ def report_lines(shown: list[str]) -> list[str]:
 def seconds_masked(line: str) -> str:
     """A line with its counts of seconds (``3 s elapsed``, ``~11 s left``) masked: they vary with the machine."""
     return re.sub(r"~?\b\d+ s\b", "N s", hidden(line))
+
+
+def shape(line: str) -> str:
+    """A line with every number and every run-cache path masked: what the sizing and cache lines of `check`
+    say, without the times, counts and places that vary with the machine."""
+    line = re.sub(r"(?:~|/)[^\s\]):]*/runs/[^\s\]):]*", "<cache>", line)
+    return re.sub(r"\d[\d,]*(?:\.\d+)?", "N", line)
+
+
+def progress_label(line: str) -> str | None:
+    """The activity a heartbeat line (``  … ACTIVITY: N s so far (…)``) names, None for any other line."""
+    found = re.match(r"  … (.*): \d+ s so far \(\d+ s since the command started\)$", line)
+    return found.group(1) if found else None
 
 
 def keeping_the_pages_directory(shown: str, printed: str) -> str:
@@ -181,6 +196,19 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
                     at[where[0]] = streams[where[0]].index(masked, at[where[0]]) + 1
                     compared += 1
                 continue
+            # the other lines shown (a check's sizing, cache and timing lines), by their shape, in the order printed;
+            # a heartbeat line by its activity, printed only when that activity outlasts its interval
+            streams, at = [[shape(p) for p in out.splitlines()] for out in (done.stdout, done.stderr)], [0, 0]
+            for line in shown:
+                if VERDICT.match(line) or line.strip() in ("", "…"):
+                    continue
+                if (label := progress_label(line)) is not None:
+                    assert label in ACTIVITIES.values(), (page.name, command, line)
+                    continue
+                where = [i for i in (0, 1) if shape(line) in streams[i][at[i]:]]
+                assert where, (page.name, command, line, printed)
+                at[where[0]] = streams[where[0]].index(shape(line), at[where[0]]) + 1
+                compared += 1
             got = [p for p in printed if VERDICT.match(p)]
             for line in shown:
                 if VERDICT.match(line):
