@@ -235,6 +235,12 @@ def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path, capsys
     cases["no manifest, flipped truth"] = lambda d: (pre_manifest(d),
                                                      rewrite(d / "scores.npz", is_member=lambda m: ~m))
     in_a_process = {"untouched", "no directory", "flipped is_member", "results.json is a FIFO"}
+    # A claim no outcome of this audit could refute: just above its ceiling (1000 made each process search up
+    # to a million canaries for a count that could refute it, ~10 CPU-s).
+    shutil.copytree(finished, tmp_path / "ceiling")
+    assert main(["check", str(tmp_path / "ceiling"), "--epsilon", CLAIM]) == 1
+    above = f"{json.loads((tmp_path / 'ceiling' / 'check.json').read_text())['ceiling'] * 1.25 + 0.01:.2f}"
+    capsys.readouterr()
     checks = []
     for i, (name, damage) in enumerate(cases.items()):
         run_dir = tmp_path / f"r{i}"
@@ -242,14 +248,14 @@ def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path, capsys
         damage(run_dir)
         # A damaged directory is refused before any bound, whatever the claim: only the claim the intact run
         # violates could bring a wrong exit 1, so it alone is checked there.
-        checks += [(name, claim, run_dir) for claim in ((CLAIM, "1000") if name == "untouched" else (CLAIM,))]
+        checks += [(name, claim, run_dir) for claim in ((CLAIM, above) if name == "untouched" else (CLAIM,))]
     codes = {}
     for name, claim, run_dir in checks:
         code = main(["check", str(run_dir), "--epsilon", claim])
         out = capsys.readouterr().out
         assert (code == 1) == out.startswith("VIOLATED") and code in (0, 1, 2), (name, claim, code, out)
         codes[name, claim] = code
-    assert codes["untouched", CLAIM] == 1 and codes["untouched", "1000"] == 0
+    assert codes["untouched", CLAIM] == 1 and codes["untouched", above] == 0
     assert sum(code == 1 for code in codes.values()) == 1
     processes = [c for c in checks if c[0] in in_a_process]
     # Each is its own process on its own copy (check writes check.json beside the files): one per core.
