@@ -5,6 +5,10 @@ order, in a fresh directory beside the shared data, after the ```python block di
 printed, and so must every line an `audit` or `sweep` command shows (seeded; only the seconds vary, and are
 masked).
 
+Then the blocks ``AFTERWARDS`` names run in the directory and cache those commands left: check.md's pytest block
+(the plugin's fixture reuses the cached run), its inline `check RUN --json -`, and user-audit.md's Python API block
+(the audit resumed, the page made). tests/test_docs_blocks.py accounts for every other block.
+
 Verdict lines and audit reports are held to the letter; progress, timing and sizing lines vary with the machine and
 are left to the prose around them. The run cache's place and key are hidden: the place
 differs between machines, and the key changes with topicaudit's own source. docs/adding-a-learner.md's commands
@@ -15,6 +19,7 @@ tests/test_docs_outputs.py` writes the printed lines into the pages; review the 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +27,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from topicaudit.engine.execution.progress import ACTIVITIES
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```\n?", re.M | re.S)
@@ -90,6 +97,19 @@ def seconds_masked(line: str) -> str:
     return re.sub(r"~?\b\d+ s\b", "N s", hidden(line))
 
 
+def shape(line: str) -> str:
+    """A line with every number and every run-cache path masked: what the sizing and cache lines of `check`
+    say, without the times, counts and places that vary with the machine."""
+    line = re.sub(r"(?:~|/)[^\s\]):]*/runs/[^\s\]):]*", "<cache>", line)
+    return re.sub(r"\d[\d,]*(?:\.\d+)?", "N", line)
+
+
+def progress_label(line: str) -> str | None:
+    """The activity a heartbeat line (``  … ACTIVITY: N s so far (…)``) names, None for any other line."""
+    found = re.match(r"  … (.*): \d+ s so far \(\d+ s since the command started\)$", line)
+    return found.group(1) if found else None
+
+
 def keeping_the_pages_directory(shown: str, printed: str) -> str:
     """The printed line with the run directory the page shows (``~/.cache/…`` rather than a test's temporary
     cache) when both name the same run."""
@@ -97,6 +117,39 @@ def keeping_the_pages_directory(shown: str, printed: str) -> str:
     if page and run and hidden(page.group(0)) == hidden(run.group(0)):
         return printed[:run.start()] + page.group(0) + printed[run.end():]
     return printed
+
+
+# A page's blocks that run after its console blocks, in the directory and cache they left (found by how they
+# begin): a pytest module (the plugin's fixture) or a script over the files the commands wrote; and the commands its
+# prose quotes inline, with RUN the page's first run directory (``--json -``: the JSON alone on standard output).
+AFTERWARDS = {"check.md": ("def test_our_released_topic_model_keeps_its_promise(assert_privacy):",
+                           "topicaudit check RUN --json - | jq .verdict"),
+              "user-audit.md": ("import topicaudit\n",)}
+
+
+def afterwards(page: Path, work: Path, env: dict) -> None:
+    """Run what ``AFTERWARDS`` names for ``page`` in ``work``; each must be on the page and do what it says."""
+    text = page.read_text()
+    for start in AFTERWARDS.get(page.name, ()):
+        if start.startswith("topicaudit check RUN"):
+            assert f"`{start}`" in text, (page.name, start)
+            run_dir = re.search(r"--output (\S+)", text).group(1)
+            claim = re.search(rf"check {re.escape(run_dir)} (--epsilon \S+ --delta \S+)", text).group(1)
+            (work / run_dir / "check.junit.xml").unlink()  # the other file, written as usual
+            done = subprocess.run([".venv/bin/topicaudit", "check", run_dir, *claim.split(), "--json", "-"],
+                                  cwd=work, env=env, capture_output=True, text=True, timeout=300)
+            assert json.loads(done.stdout)["verdict"] == "VIOLATED" and done.returncode == 1, done.stderr[-2000:]
+            assert done.stderr.startswith("VIOLATED: ") and (work / run_dir / "check.junit.xml").is_file()
+            continue
+        [code] = [m.group(2) for m in FENCE.finditer(text) if m.group(1) == "python" and m.group(2).startswith(start)]
+        if code.startswith("def test_"):
+            (work / "test_page.py").write_text(code)
+            command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_page.py"]
+        else:
+            (work / "page_after.py").write_text(code)
+            command = [sys.executable, "page_after.py"]
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (page.name, start, done.stdout[-2000:], done.stderr[-2000:])
 
 
 PAGES = sorted(page for page in (ROOT / "docs").glob("*.md")
@@ -143,6 +196,19 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
                     at[where[0]] = streams[where[0]].index(masked, at[where[0]]) + 1
                     compared += 1
                 continue
+            # the other lines shown (a check's sizing, cache and timing lines), by their shape, in the order printed;
+            # a heartbeat line by its activity, printed only when that activity outlasts its interval
+            streams, at = [[shape(p) for p in out.splitlines()] for out in (done.stdout, done.stderr)], [0, 0]
+            for line in shown:
+                if VERDICT.match(line) or line.strip() in ("", "…"):
+                    continue
+                if (label := progress_label(line)) is not None:
+                    assert label in ACTIVITIES.values(), (page.name, command, line)
+                    continue
+                where = [i for i in (0, 1) if shape(line) in streams[i][at[i]:]]
+                assert where, (page.name, command, line, printed)
+                at[where[0]] = streams[where[0]].index(shape(line), at[where[0]]) + 1
+                compared += 1
             got = [p for p in printed if VERDICT.match(p)]
             for line in shown:
                 if VERDICT.match(line):
@@ -152,6 +218,7 @@ def test_quoted_verdict_lines_are_what_the_commands_print(page, tmp_path, shared
                         assert hidden(line) in [hidden(p) for p in got], (page.name, command, line, got)
                     compared += 1
     assert compared, f"{page.name}: no verdict line or audit report quoted"
+    afterwards(page, work, env)
     if rewrites:  # TOPICAUDIT_REWRITE_DOCS=1: the page now quotes what ran (review the diff before committing)
         text = page.read_text()
         for old, new in rewrites.items():

@@ -224,33 +224,48 @@ def console(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path):
-    """Every failure path of `check` (run as the console script): exit 1 exactly when VIOLATED is printed."""
+def test_exit_1_never_comes_without_the_violated_line(finished, tmp_path, capsys):
+    """Every failure path of `check`: exit 1 exactly when VIOLATED is printed. Each case runs in this process;
+    one of each exit code (0, 1, 2: an edit the manifest catches, a FIFO, no directory) also as the console
+    script, in its own process under the supervisor, whose mapping of how the process ended is the point."""
     cases = {"untouched": lambda d: None, "no directory": lambda d: shutil.rmtree(d)}
     cases.update({name: (lambda d, n=name: TAMPERS[n][1](d / TAMPERS[n][0])) for name in TAMPERS})
     cases.update({name: (lambda d, n=name: rewrite(d / DAMAGE[n][0], **DAMAGE[n][1])) for name in DAMAGE})
     cases["results.json is a FIFO"] = lambda d: ((d / "results.json").unlink(), os.mkfifo(d / "results.json"))
     cases["no manifest, flipped truth"] = lambda d: (pre_manifest(d),
                                                      rewrite(d / "scores.npz", is_member=lambda m: ~m))
+    in_a_process = {"untouched", "no directory", "flipped is_member", "results.json is a FIFO"}
+    # A claim no outcome of this audit could refute: just above its ceiling (1000 made each process search up
+    # to a million canaries for a count that could refute it, ~10 CPU-s).
+    shutil.copytree(finished, tmp_path / "ceiling")
+    assert main(["check", str(tmp_path / "ceiling"), "--epsilon", CLAIM]) == 1
+    above = f"{json.loads((tmp_path / 'ceiling' / 'check.json').read_text())['ceiling'] * 1.25 + 0.01:.2f}"
+    capsys.readouterr()
     checks = []
     for i, (name, damage) in enumerate(cases.items()):
         run_dir = tmp_path / f"r{i}"
         shutil.copytree(finished, run_dir)
         damage(run_dir)
         # A damaged directory is refused before any bound, whatever the claim: only the claim the intact run
-        # violates could bring a wrong exit 1, so it alone is checked there (each check is a process start).
-        checks += [(name, claim, run_dir) for claim in ((CLAIM, "1000") if name == "untouched" else (CLAIM,))]
-    # Each check is its own process on its own copy: run them side by side, one per core.
+        # violates could bring a wrong exit 1, so it alone is checked there.
+        checks += [(name, claim, run_dir) for claim in ((CLAIM, above) if name == "untouched" else (CLAIM,))]
+    codes = {}
+    for name, claim, run_dir in checks:
+        code = main(["check", str(run_dir), "--epsilon", claim])
+        out = capsys.readouterr().out
+        assert (code == 1) == out.startswith("VIOLATED") and code in (0, 1, 2), (name, claim, code, out)
+        codes[name, claim] = code
+    assert codes["untouched", CLAIM] == 1 and codes["untouched", above] == 0
+    assert sum(code == 1 for code in codes.values()) == 1
+    processes = [c for c in checks if c[0] in in_a_process]
+    # Each is its own process on its own copy (check writes check.json beside the files): one per core.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        finished_checks = pool.map(lambda c: console("check", c[2], "--epsilon", c[1], timeout=120), checks)
-        codes = {}
-        for (name, claim, _), done in zip(checks, finished_checks):
+        done_checks = pool.map(lambda c: console("check", c[2], "--epsilon", c[1], timeout=120), processes)
+        for (name, claim, _), done in zip(processes, done_checks):
             violated = done.stdout.startswith("VIOLATED")
             assert (done.returncode == 1) == violated, (name, claim, done.returncode, done.stdout, done.stderr)
-            assert done.returncode in (0, 1, 2), (name, claim, done.stderr)
-            codes[name, claim] = done.returncode
-    assert codes["untouched", CLAIM] == 1 and codes["untouched", "1000"] == 0
-    assert sum(code == 1 for code in codes.values()) == 1
+            assert done.returncode == codes[name, claim], (name, claim, done.returncode, done.stderr)
+    assert {codes[name, claim] for name, claim, _ in processes} == {0, 1, 2}
 
 
 SUPERVISED = """

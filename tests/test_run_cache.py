@@ -24,6 +24,10 @@ from topicaudit.errors import UserError
 
 CANARY_ONLY = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
                "attack": {"shadows": 0, "canaries": {"count": 60}}}
+# A claim these audits never refute: above the ceiling of 60 canaries (ε ≈ 2.2: no outcome proves more), and
+# near it, so the verdict's search for a count that could refute it stops at a few thousand canaries (ε = 50 made
+# every new process search to a million, ~10 CPU-s).
+CLAIM = 5
 
 LEARNER = '''"""A plug-in learner kept as one file, not installed as a distribution."""
 import numpy as np
@@ -94,9 +98,9 @@ def test_a_changed_corpus_is_refitted_in_a_new_entry_not_refused(tmp_path):
     settings = {"corpus": {"path": str(corpus), "preprocess": False}, "target": {"k": 3},
                 "attack": {"shadows": 0, "canaries": {"count": 40}}}
     cache = tmp_path / "cache"
-    first = assert_privacy(settings, epsilon=50, cache=cache)
+    first = assert_privacy(settings, epsilon=CLAIM, cache=cache)
     write(1)  # the same path, other documents
-    second = assert_privacy(settings, epsilon=50, cache=cache)
+    second = assert_privacy(settings, epsilon=CLAIM, cache=cache)
     assert first.run_dir != second.run_dir and not (second.run_dir / "results.json").read_text() == \
         (first.run_dir / "results.json").read_text()
 
@@ -110,16 +114,16 @@ def test_editing_a_plug_in_learners_file_refits_and_an_unchanged_one_is_reused(t
     settings = {**CANARY_ONLY, "target": {"k": 3, "learner": "ourlearner:Counts"}}
     cache = tmp_path / "cache"
     try:
-        first = assert_privacy(settings, epsilon=50, cache=cache)
+        first = assert_privacy(settings, epsilon=CLAIM, cache=cache)
         source = json.loads((first.run_dir / "results.json").read_text())["target"]["learner_source"]
         assert source["class"] == "ourlearner:Counts" and len(source["source_sha256"]) == 64
         fitted = fitted_at(first.run_dir)
-        assert assert_privacy(settings, epsilon=50, cache=cache).run_dir == first.run_dir
+        assert assert_privacy(settings, epsilon=CLAIM, cache=cache).run_dir == first.run_dir
         assert fitted_at(first.run_dir) == fitted  # unchanged: reused
 
         (site / "ourlearner.py").write_text(LEARNER.replace("phi = counts + self.smoothing",
                                                             "phi = counts + 2 * self.smoothing"))
-        changed = assert_privacy(settings, epsilon=50, cache=cache)
+        changed = assert_privacy(settings, epsilon=CLAIM, cache=cache)
         assert changed.run_dir != first.run_dir and (changed.run_dir / "models" / "canary-target.npz").exists()
     finally:
         sys.modules.pop("ourlearner", None)
@@ -131,12 +135,12 @@ def test_another_version_of_a_plug_in_distribution_refits(tmp_path, monkeypatch)
     settings = {**CANARY_ONLY, "target": {"k": 3, "learner": "split-counts"}}
     cache = tmp_path / "cache"
     try:
-        first = assert_privacy(settings, epsilon=50, cache=cache)
-        assert assert_privacy(settings, epsilon=50, cache=cache).run_dir == first.run_dir
+        first = assert_privacy(settings, epsilon=CLAIM, cache=cache)
+        assert assert_privacy(settings, epsilon=CLAIM, cache=cache).run_dir == first.run_dir
         shutil.move(site / "tinytopics-0.3.dist-info", site / "tinytopics-0.4.dist-info")
         (site / "tinytopics-0.4.dist-info" / "METADATA").write_text(
             "Metadata-Version: 2.1\nName: tinytopics\nVersion: 0.4\n")
-        upgraded = assert_privacy(settings, epsilon=50, cache=cache)
+        upgraded = assert_privacy(settings, epsilon=CLAIM, cache=cache)
         assert upgraded.run_dir != first.run_dir
         recorded = json.loads((upgraded.run_dir / "results.json").read_text())["target"]["learner_source"]
         assert recorded["version"] == "0.4" and "source_sha256" not in recorded  # a version identifies it
@@ -203,11 +207,11 @@ def test_a_finished_run_is_returned_at_once_and_another_attack_list_rescored(tmp
 def test_the_fixture_reuses_its_cached_run(assert_privacy, tmp_path):
     """The plugin's fixture keeps its run in the cache (here the session's $TOPICAUDIT_CACHE_DIR/runs)."""
     settings = {**CANARY_ONLY, "seed": 4242}
-    first = assert_privacy(settings, epsilon=50)
+    first = assert_privacy(settings, epsilon=CLAIM)
     assert first.run_dir.parent == resolve_root(None)
     fitted = fitted_at(first.run_dir)
-    assert assert_privacy(settings, epsilon=50).run_dir == first.run_dir and fitted_at(first.run_dir) == fitted
-    assert assert_privacy(settings, epsilon=50, cache=tmp_path / "own").run_dir.parent == tmp_path / "own"
+    assert assert_privacy(settings, epsilon=CLAIM).run_dir == first.run_dir and fitted_at(first.run_dir) == fitted
+    assert assert_privacy(settings, epsilon=CLAIM, cache=tmp_path / "own").run_dir.parent == tmp_path / "own"
 
 
 def test_the_fixture_takes_its_cache_from_the_pytest_command_line(tmp_path):
@@ -217,7 +221,7 @@ def test_the_fixture_takes_its_cache_from_the_pytest_command_line(tmp_path):
 
     (tmp_path / "test_privacy.py").write_text(
         "def test_gate(assert_privacy):\n"
-        f"    assert_privacy({CANARY_ONLY!r}, epsilon=50)\n")
+        f"    assert_privacy({CANARY_ONLY!r}, epsilon={CLAIM})\n")
     cache = tmp_path / "ci-cache"
     env = {**os.environ, "TOPICAUDIT_CACHE_DIR": "off"}  # only the option places it
     for _ in range(2):

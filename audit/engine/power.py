@@ -3,6 +3,7 @@ the canary counts that would reach ``TARGET_POWER`` or lift a ceiling that stopp
 ``check`` suggests and ``--canaries auto`` sizes)."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Any
@@ -159,8 +160,13 @@ def canaries_for_power(power_at, count: int, target: float = TARGET_POWER) -> di
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def canary_ceiling(m: int, delta: float, alpha_each: float) -> float:
-    """The ceiling of an audit of m canaries, half of them in, at α_each per test: what a perfect attack proves."""
+    """The ceiling of an audit of m canaries, half of them in, at α_each per test: what a perfect attack proves.
+
+    Kept per (m, δ, α): a claim no outcome of the audit could refute searches 2×, 4×, … its canaries up to
+    POWER_SEARCH_LIMIT, seconds of one-run bounds over large m, and every verdict of a run (the summary, check,
+    each later check in the same process) searched the same counts again."""
     return bound_ceiling(np.arange(m) % 2 == 0, delta, alpha_each)
 
 

@@ -62,6 +62,7 @@ ones runs have recorded, so it is not used here.)
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -327,9 +328,14 @@ def compute_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, d
     return ACCOUNTANTS[accountant](noise_multiplier, sampling_rate, steps, delta)
 
 
+@functools.lru_cache(maxsize=1024)
 def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int,
                                accountant: str = "rdp", *, rtol: float = 1e-4) -> float:
     """The smallest noise multiplier z (to relative precision rtol) whose ε is ≤ epsilon.
+
+    Kept per arguments (a pure function): each bisection step composes the accountant over every step, seconds
+    per calibration, and a run builds its learner more than once (the target, a planted bug's variant, the
+    guarantee `check` reads back, the power search's learners).
 
     Bisection on z, in log space, over the named accountant's ε(z), which is
     non-increasing in z: bracket [lo, hi] with ε(lo) > epsilon ≥ ε(hi) by
