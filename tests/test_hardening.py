@@ -112,7 +112,7 @@ def test_check_never_exits_1_on_a_failure(capsys, tmp_path):
     (SystemExit(1), 3, "internal error"),
     (KeyboardInterrupt(), 130, "interrupted"),
     (cli.Terminated(), 130, "interrupted"),
-    (MemoryError(), 3, "internal error"),
+    (MemoryError(), 2, "out of memory"),  # not a bug of ours: exit 2 naming memory and the fix
     (ValueError("a bug of ours"), 3, "internal error"),  # only UserError means bad input
     (UserError("[attack] alpha must be in (0, 1)"), 2, "error: [attack] alpha must be in (0, 1)"),
 ])
