@@ -4,11 +4,14 @@ Each finding, and what was done, is in tests/hostile_x2_cases.md ("Not fixed, wi
 """
 from __future__ import annotations
 
-from pathlib import Path
+import tomllib
 
+import numpy as np
 import pytest
 
 from topicaudit import api
+from topicaudit.engine.check import assert_privacy
+from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
 
 
@@ -43,3 +46,36 @@ def test_a_path_like_is_read_once_and_the_value_checked_is_the_value_used(tmp_pa
         api.check(shifting, epsilon=1.0)
     assert shifting.calls == 1
     assert "NUL" not in str(caught.value)  # the first value was the one checked and used
+
+
+def test_a_dict_configuration_takes_numpy_numbers_as_the_keywords_do():
+    """N9: ``{"target": {"k": np.int64(5)}}`` was refused as not an integer, where ``k=np.int64(5)`` is taken."""
+    config = api.as_config({"seed": np.int32(3), "target": {"k": np.int64(5)},
+                            "attack": {"alpha": np.float32(0.25), "tol": np.float64(1e-6)}})
+    assert (config.seed, config.target.k) == (3, 5) and type(config.target.k) is int
+    assert config.attack.alpha == pytest.approx(0.25) and type(config.attack.alpha) is float
+    assert type(config.attack.tol) is float
+
+
+def test_a_dict_configuration_still_refuses_bools_and_non_finite_numpy_numbers():
+    """N9: a bool is not a number there, NumPy's no more than Python's."""
+    for bad, key in (({"target": {"k": np.bool_(True)}}, "k"), ({"target": {"k": True}}, "k"),
+                     ({"attack": {"alpha": np.bool_(False)}}, "alpha"), ({"attack": {"alpha": np.float64("nan")}},
+                                                                         "alpha"),
+                     ({"target": {"k": np.float64(5)}}, "k")):
+        with pytest.raises(UserError, match=key):
+            api.as_config(bad)
+
+
+def test_numpy_numbers_in_a_free_table_are_written_back_as_toml_numbers():
+    """N9: [target.params] passed np.int64(5) on, and config.toml wrote it as the string "5"."""
+    config = api.as_config({"target": {"params": {"max_iter": np.int64(5), "rates": [np.float64(0.5)]}}})
+    assert tomllib.loads(to_toml(config.to_dict()))["target"]["params"] == {"max_iter": 5, "rates": [0.5]}
+
+
+def test_assert_privacy_and_run_read_a_dict_with_numpy_numbers_past_them():
+    """N9: both stopped at ``k``; the unknown key after it is now the first thing refused."""
+    config = {"target": {"k": np.int64(3)}, "seed": np.int64(1), "bogus": 1}
+    for call in (lambda: assert_privacy(config, epsilon=1.0), lambda: api.run(config)):
+        with pytest.raises(UserError, match="bogus"):
+            call()
