@@ -4,6 +4,9 @@ Each finding, and what was done, is in tests/hostile_x2_cases.md ("Not fixed, wi
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import tomllib
 
 import numpy as np
@@ -79,3 +82,43 @@ def test_assert_privacy_and_run_read_a_dict_with_numpy_numbers_past_them():
     for call in (lambda: assert_privacy(config, epsilon=1.0), lambda: api.run(config)):
         with pytest.raises(UserError, match="bogus"):
             call()
+
+
+# With no file descriptor left to open (`ulimit -n` just above those already open), write as `check` does and probe
+# an output directory as every command does first.
+NO_DESCRIPTORS = textwrap.dedent("""
+    import os, resource, sys
+    from pathlib import Path
+    from topicaudit.engine.configuration.validation import check_output_directory
+    from topicaudit.engine.storage.durable_write import atomic_write_all
+    from topicaudit.errors import UserError
+    folder = Path(sys.argv[1])
+    highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    held = []
+    try:
+        while True:  # the gaps below the highest one
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for attempt in (lambda: atomic_write_all([(folder / "check.json", b"{}")]),
+                    lambda: check_output_directory(folder / "run", "--output")):
+        try:
+            attempt()
+        except UserError as error:
+            print(error)
+        else:
+            print("written")
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd lists the open descriptors")
+def test_too_many_open_files_says_raise_ulimit_n_not_choose_another_place(tmp_path):
+    """N8: `ulimit -n 5` made `check` say "cannot write check.json: Too many open files; choose another place"."""
+    result = subprocess.run([sys.executable, "-c", NO_DESCRIPTORS, str(tmp_path)], capture_output=True, text=True,
+                            timeout=120)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and len(lines) == 2, result.stdout + result.stderr
+    for line in lines:
+        assert "too many open files" in line and "ulimit -n" in line and "another place" not in line, line
+    assert "check.json" in lines[0] and "--output" in lines[1]

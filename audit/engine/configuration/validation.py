@@ -13,6 +13,7 @@ import unicodedata
 import warnings
 from pathlib import Path
 
+from topicaudit.engine.storage.durable_write import too_many_open_files
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 from topicaudit.targets.params import MAX_TOPICS
@@ -158,6 +159,8 @@ def _probe(directory: Path, what: str) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as error:
+        if too_many_open_files(error, what):
+            raise too_many_open_files(error, what) from None
         reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
                   errno.EPERM: "operation not permitted", errno.ENOSPC: "no space left on device"}.get(
             error.errno, error.strerror or str(error))
