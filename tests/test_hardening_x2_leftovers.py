@@ -16,6 +16,9 @@ from topicaudit import api
 from topicaudit.engine.check import assert_privacy
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
+from topicaudit.inputs.bertopic_model import _json as bertopic_json
+from topicaudit.inputs.formats.json_file import read_json
+from topicaudit.inputs.vocabulary_file import read_vocabulary
 
 
 class _BytesPath:
@@ -122,3 +125,30 @@ def test_too_many_open_files_says_raise_ulimit_n_not_choose_another_place(tmp_pa
     for line in lines:
         assert "too many open files" in line and "ulimit -n" in line and "another place" not in line, line
     assert "check.json" in lines[0] and "--output" in lines[1]
+
+
+def test_a_json_corpus_with_its_text_key_twice_is_refused_naming_the_file_and_key(tmp_path):
+    """N14: ``{"text": [...], "text": [...]}`` was read from its second list, silently."""
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text('{"text": ["first document here"], "text": ["another one entirely"]}')
+    with pytest.raises(UserError, match="corpus.json") as caught:
+        read_json(corpus)
+    assert "'text'" in str(caught.value) and "twice" in str(caught.value)
+
+
+def test_a_json_vocabulary_with_a_word_twice_names_that_word(tmp_path):
+    """N14: the word → column object kept the last index, and the refusal then named another word."""
+    vocabulary = tmp_path / "vocabulary.json"
+    vocabulary.write_text('{"apple": 0, "banana": 1, "apple": 1}')
+    with pytest.raises(UserError, match="vocabulary.json") as caught:
+        read_vocabulary(vocabulary)
+    assert "'apple'" in str(caught.value) and "banana" not in str(caught.value)
+
+
+def test_a_bertopic_json_file_with_a_key_twice_is_refused_naming_it(tmp_path):
+    """N14: BERTopic's topics.json and configs: the same rule."""
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topic_sizes": {"0": 3}, "topic_sizes": {"0": 4}}')
+    with pytest.raises(UserError, match="topics.json") as caught:
+        bertopic_json(topics, "BERTopic topics file")
+    assert "'topic_sizes'" in str(caught.value)
