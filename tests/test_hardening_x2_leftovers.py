@@ -4,6 +4,7 @@ Each finding, and what was done, is in tests/hostile_x2_cases.md ("Not fixed, wi
 """
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
 from topicaudit.inputs.bertopic_model import _json as bertopic_json
 from topicaudit.inputs.formats.json_file import read_json
+from topicaudit.inputs.user_model import load_user_model
 from topicaudit.inputs.vocabulary_file import read_vocabulary
 
 
@@ -152,3 +154,17 @@ def test_a_bertopic_json_file_with_a_key_twice_is_refused_naming_it(tmp_path):
     with pytest.raises(UserError, match="topics.json") as caught:
         bertopic_json(topics, "BERTopic topics file")
     assert "'topic_sizes'" in str(caught.value)
+
+
+def test_a_npy_header_over_the_limit_is_refused_without_advising_allow_pickle(tmp_path):
+    """N15: NumPy's own refusal was relayed, telling the user to "fully trust the file using allow_pickle=True"."""
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }"
+    header = (header + " " * (20_000 - len(header)) + "\n").encode("ascii")
+    phi = tmp_path / "phi.npy"
+    phi.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(header)) + header + np.full(6, 1 / 3).tobytes())
+    vocabulary = tmp_path / "words.txt"
+    vocabulary.write_text("a\nb\nc\n")
+    with pytest.raises(UserError, match="phi.npy") as caught:
+        load_user_model(phi, vocabulary)
+    message = str(caught.value)
+    assert "allow_pickle" not in message and "header" in message and "too large" in message
