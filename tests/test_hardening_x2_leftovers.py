@@ -168,3 +168,15 @@ def test_a_npy_header_over_the_limit_is_refused_without_advising_allow_pickle(tm
         load_user_model(phi, vocabulary)
     message = str(caught.value)
     assert "allow_pickle" not in message and "header" in message and "too large" in message
+
+
+def test_a_npz_holding_both_phi_and_components_is_refused_naming_both(tmp_path):
+    """N12: ``phi`` was read and ``components_`` ignored, and nothing said which of two models was audited."""
+    archive = tmp_path / "model.npz"
+    np.savez(archive, phi=np.full((2, 3), 1 / 3), components_=np.ones((2, 3)))
+    vocabulary = tmp_path / "words.txt"
+    vocabulary.write_text("a\nb\nc\n")
+    with pytest.raises(UserError, match="model.npz") as caught:
+        load_user_model(archive, vocabulary)
+    message = str(caught.value)
+    assert "'phi'" in message and "'components_'" in message and "numpy.savez" in message
