@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from topicaudit import api
+from topicaudit.engine import run as engine_run
 from topicaudit.engine.check import assert_privacy
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.errors import UserError
@@ -180,3 +181,32 @@ def test_a_npz_holding_both_phi_and_components_is_refused_naming_both(tmp_path):
         load_user_model(archive, vocabulary)
     message = str(caught.value)
     assert "'phi'" in message and "'components_'" in message and "numpy.savez" in message
+
+
+@pytest.mark.parametrize("name", [" ", " lda", "lda ", "lda\u00a0"])
+def test_a_run_name_with_leading_or_trailing_blanks_is_refused(name, tmp_path, monkeypatch):
+    """N11: ``name = " "`` made a run directory named one space, taken as a plain name."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="blank"):
+        api.run({"name": name})
+    assert list(tmp_path.iterdir()) == []
+
+
+class _StopAfterTheLine(Exception):
+    """Raised where the run would start its work, once its progress line is printed."""
+
+
+def test_the_progress_line_prints_where_the_run_directory_really_is(tmp_path, monkeypatch, capsys):
+    """N11: ``output = "~"`` makes a folder named ~ (TOML does not expand it), and the line printed "→ ~"."""
+    monkeypatch.chdir(tmp_path)
+
+    def stop(*_, **__):
+        raise _StopAfterTheLine
+
+    monkeypatch.setattr(engine_run, "_Prepared", stop)
+    config = api.as_config({"output": "~", "synthetic": {"n_docs": 40, "n_words": 60, "mean_length": 10},
+                            "target": {"k": 2}, "attack": {"shadows": 2}})
+    with pytest.raises(_StopAfterTheLine):
+        engine_run.execute_run(config, quiet=False)
+    line = next(line for line in capsys.readouterr().err.splitlines() if "→" in line)
+    assert line.rsplit("→ ", 1)[1] == str(tmp_path.resolve() / "~")

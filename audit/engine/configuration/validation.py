@@ -66,6 +66,9 @@ def check_name(name) -> None:
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
                         f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
+    if name != name.strip():  # " " or "lda " made a run directory whose name hides its blanks
+        raise UserError(f"name (--name) {shown} begins or ends with a blank; a run name may not: give it without "
+                        f"them (e.g. {name.strip() or 'lda-pheme'!r})")
     if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
             any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):  # controls, bidi marks
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
