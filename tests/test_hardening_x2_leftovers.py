@@ -4,6 +4,7 @@ Each finding, and what was done, is in tests/hostile_x2_cases.md ("Not fixed, wi
 """
 from __future__ import annotations
 
+import argparse
 import struct
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 
 from topicaudit import api
+from topicaudit.cli import main as cli_main
+from topicaudit.cli.main import main
 from topicaudit.engine import run as engine_run
 from topicaudit.engine.check import assert_privacy
 from topicaudit.engine.configuration.toml_writer import to_toml
@@ -210,3 +213,24 @@ def test_the_progress_line_prints_where_the_run_directory_really_is(tmp_path, mo
         engine_run.execute_run(config, quiet=False)
     line = next(line for line in capsys.readouterr().err.splitlines() if "→" in line)
     assert line.rsplit("→ ", 1)[1] == str(tmp_path.resolve() / "~")
+
+
+@pytest.mark.parametrize("argv", [["check", "RUN_DIR", "--eps", "1"], ["run", "--att", "lira_online"],
+                                  ["--vers"]])
+def test_a_flag_is_taken_only_whole_never_by_its_prefix(argv, tmp_path, monkeypatch, capsys):
+    """N16: argparse's prefix matching took ``--eps 1`` as ``--epsilon 1``: a later flag beginning --eps… would
+    change what an old script means. A prefix is now an unknown flag (exit 2, named)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert argv[-2 if len(argv) > 1 else -1] in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_parser_refuses_prefixes():
+    """N16: the subcommands' parsers too (argparse gives each its own allow_abbrev)."""
+    parser = cli_main._build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert parser.allow_abbrev is False
+    assert all(sub.allow_abbrev is False for sub in commands.choices.values())
