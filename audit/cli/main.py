@@ -61,10 +61,20 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, taken through the same clean path as Ctrl-C (a CI timeout is not a verdict)."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser without argparse's prefix matching, for every command (subparsers are made of the same class):
+    ``--eps 1`` was taken as ``--epsilon 1``, so a later flag beginning ``--eps`` would change what old scripts
+    mean, or make them fail."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def _build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; ``command`` (a known subcommand): only that one's module is imported and
     registered (the others' imports cost a command that does not use them), else every one."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="topicaudit",
         description="Measure how much a released topic model reveals about its training documents.",
         epilog="exit codes: 0 success/consistent, 1 claim refuted (check), 2 bad input, 3 internal error, "

@@ -94,7 +94,7 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
     if not quiet:
         print(f"{'resuming' if resuming else 'auditing'} {model.phi_path} (k={model.k}, {model.vocabulary.size} words): "
               f"{n_c} candidates, {ref.n_docs} reference documents; {m.learner} k={m.k}, "
-              f"{n_shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path}",
+              f"{n_shadows} shadow models on {plan.n_docs // 2} documents each → {experiment.run.path.resolve()}",
               file=sys.stderr)
         print(settings_line(inputs.settings_from, m.params), file=sys.stderr)
     outcome = execute(experiment, quiet)

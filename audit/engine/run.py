@@ -228,7 +228,7 @@ def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:
                 f" ({len(canaries.shadow_in)} shadow canary releases)" if canaries.shadow_in is not None else ""))
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
-              f"k={config.target.k}, {' and '.join(parts)} → {experiment.run.path}", file=sys.stderr)
+              f"k={config.target.k}, {' and '.join(parts)} → {experiment.run.path.resolve()}", file=sys.stderr)
     return _Prepared(corpus, target, guarantee, canaries, plan, observe, fingerprint, experiment, resuming)
 
 

@@ -67,7 +67,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import open_regular, read_user_file
+from topicaudit.inputs.files import DuplicateKey, open_regular, read_user_file, unique_keys
 from topicaudit.inputs.sizes import ARRAY_COPIES, check_bytes
 
 # safetensors dtypes numpy holds as they are (BF16 and the F8 kinds have no numpy dtype: refused by name).
@@ -111,7 +111,9 @@ def read_safetensors(path: Path, raw: bytes | None = None) -> dict[str, np.ndarr
                              f"{len(raw) - 8} after the length" + (" (the limit is 100 MiB)" if n > MAX_HEADER_BYTES
                                                                    else ""))
     try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
+        header = json.loads(raw[8:8 + n].decode("utf-8"), object_pairs_hook=unique_keys)
+    except DuplicateKey as error:
+        raise _damaged(path, f"its safetensors header: {error}") from None
     except ValueError as error:  # not UTF-8, not JSON, or an integer of over 4,300 digits (it was exit 3)
         raise _damaged(path, f"its safetensors header is not UTF-8 JSON ({error})") from None
     if not isinstance(header, dict):
@@ -191,7 +193,9 @@ def _json(path: Path, what: str, raws: dict[str, bytes] | None = None) -> Any:
     if raws is not None:
         raws[path.name] = raw
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys)
+    except DuplicateKey as error:
+        raise _damaged(path, str(error)) from None
     except UnicodeDecodeError as error:
         raise _damaged(path, f"not UTF-8 (byte {error.start})") from None
     except json.JSONDecodeError as error:

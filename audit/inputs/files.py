@@ -13,6 +13,26 @@ from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 
 
+class DuplicateKey(ValueError):
+    """A JSON object naming one key twice. ``json.loads`` keeps the last silently (a corpus's "text" given twice
+    was read from its second list), and other JSON readers keep the first: the file means different things."""
+
+    def __init__(self, key: str):
+        shown = repr(key) if len(repr(key)) <= 80 else repr(key)[:77] + "..."
+        super().__init__(f"the key {shown} appears twice in one JSON object; keep one of them (JSON readers "
+                         "differ on which one counts)")
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``object_pairs_hook`` for ``json.loads``: the object as a dict, or DuplicateKey."""
+    obj: dict[str, object] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
 def open_regular(path: Path, what: str):
     """``path`` opened for binary reading, or a UserError when it is not a regular file.
 

@@ -114,7 +114,12 @@ def _pick_npz_array(path: Path, archive) -> np.ndarray:
     keys = list(archive.files)
     if not keys:
         raise UserError(f"{path}: the .npz archive is empty; save Φ in it, e.g. numpy.savez(path, phi=phi)")
-    chosen = keys[0] if len(keys) == 1 else next((k for k in NPZ_KEYS if k in keys), None)
+    named = [k for k in NPZ_KEYS if k in keys]
+    if len(named) > 1:  # the first was read and nothing said which: they may be different models
+        raise UserError(f"{path}: the .npz archive holds both {' and '.join(repr(k) for k in named)}, and "
+                        "topicaudit cannot tell which is the released Φ; save only the one to audit, e.g. "
+                        "numpy.savez(path, phi=phi)")
+    chosen = keys[0] if len(keys) == 1 else (named[0] if named else None)
     if chosen is None:
         raise UserError(
             f"{path}: the .npz archive holds {len(keys)} arrays ({', '.join(keys[:8])}) and none is named "

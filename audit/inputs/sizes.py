@@ -49,16 +49,34 @@ def memory_cap() -> int:
 
 
 # -- .npy and .npz ------------------------------------------------------------------------
+# The longest .npy header read (NumPy's own default limit): numpy.save writes one of a few hundred bytes.
+MAX_NPY_HEADER = 10_000
+
+
 def _npy_header(stream, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
-    """The shape, order and dtype a .npy stream declares, read from its header only."""
+    """The shape, order and dtype a .npy stream declares, read from its header only.
+
+    The header's length is checked here first: NumPy's refusal of a longer one advised ``allow_pickle=True``,
+    which a user must never be told to do for a file they were handed."""
     try:
         version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
+        if version not in ((1, 0), (2, 0), (3, 0)):
             raise ValueError(f"unsupported .npy version {version}")
+        length_field = stream.read(2 if version == (1, 0) else 4)
+        if len(length_field) < (2 if version == (1, 0) else 4):
+            raise EOFError("the file ends inside its header")
+        length = int.from_bytes(length_field, "little")
+        if length > MAX_NPY_HEADER:
+            raise UserError(f"{where}: its .npy header is {length} bytes long, too large for a Φ file (at most "
+                            f"{MAX_NPY_HEADER}; numpy.save writes a few hundred): the file is damaged or not an "
+                            "array numpy.save wrote; save the array again with numpy.save")
+        header = io.BytesIO(length_field + stream.read(length))
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(header)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(header)
+    except UserError:
+        raise
     except (ValueError, SyntaxError, TypeError, EOFError, OSError) as error:
         raise UserError(f"{where}: not a readable NumPy array ({error}); save it with numpy.save") from None
     if dtype.hasobject:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.files import DuplicateKey, read_user_file, unique_keys
 
 
 def read_vocabulary(path: Path) -> list[str]:
@@ -48,7 +48,9 @@ def read_vocabulary(path: Path) -> list[str]:
         offset = 1
     else:
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, object_pairs_hook=unique_keys)
+        except DuplicateKey as error:
+            raise UserError(f"{path}: {error}") from None
         except json.JSONDecodeError as error:
             raise UserError(
                 f"{path}, line {error.lineno}, column {error.colno}: invalid JSON ({error.msg}); the vocabulary "

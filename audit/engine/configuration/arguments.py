@@ -52,8 +52,15 @@ def path(value: Any, name: str) -> str | Path:
     """A file or directory path: a str or a path object, never an array, bytes or a number."""
     if not isinstance(value, (str, os.PathLike)):
         raise UserError(f"{name} must be a path (a str or pathlib.Path; got {_shown(value)})")
-    check_path_text(value, name)  # a NUL (ValueError) or a name over 255 bytes (OSError), as the flags refuse them
-    return value if isinstance(value, str) else Path(value)
+    try:  # once: a path-like may give another value each time, and the one checked must be the one used
+        text = os.fspath(value)
+    except TypeError as error:  # its __fspath__ gave neither str nor bytes
+        raise UserError(f"{name} could not be read as a path ({type(error).__name__}: {error})") from None
+    if not isinstance(text, str):
+        raise UserError(f"{name} must be a path given as text (its __fspath__ gave {type(text).__name__}); "
+                        "pass a str or pathlib.Path")
+    check_path_text(text, name)  # a NUL (ValueError) or a name over 255 bytes (OSError), as the flags refuse them
+    return value if isinstance(value, str) else Path(text)
 
 
 def optional_path(value: Any, name: str) -> str | Path | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,34 @@ MAX_STRING = 4096
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
+def _plain(value: Any) -> Any:
+    """A number of another type (NumPy's ``np.int64(3)``, ``np.float32``) as the int or float a keyword argument
+    would take it as; a bool (Python's or NumPy's) stays what it is, to be refused where a number is wanted."""
+    if isinstance(value, bool) or type(value) in (int, float) or not isinstance(value, numbers.Real):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return value  # refused below, as it is
+
+
+def _plain_table(table: dict[Any, Any]) -> dict[Any, Any]:
+    """A free table ([target.params]) with its numbers as ``_plain`` gives them: config.toml wrote
+    ``np.int64(5)`` as the string "5" and ``np.float64(0.5)`` as its repr, which TOML cannot read back."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else value
+        return _plain(value)
+    return plain(dict(table))
+
+
 def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
     kinds = [k for k in (bool, int, float, str) if k.__name__ in annotation]
+    value = _plain(value)
     if value is None and "None" in annotation:
         return value
     if isinstance(value, bool) and bool not in kinds:
@@ -67,7 +94,7 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
         if (section, key) in variant.FREE_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
-            setattr(obj, key, dict(value))
+            setattr(obj, key, _plain_table(value))
             continue
         if (section, key) in variant.NESTED_TABLES:
             if not isinstance(value, dict):

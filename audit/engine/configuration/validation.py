@@ -13,6 +13,7 @@ import unicodedata
 import warnings
 from pathlib import Path
 
+from topicaudit.engine.storage.durable_write import too_many_open_files
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 from topicaudit.targets.params import MAX_TOPICS
@@ -65,6 +66,9 @@ def check_name(name) -> None:
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         raise UserError(f"name (--name) is {len(name.encode('utf-8', 'surrogatepass'))} bytes long ({shown}); a run "
                         f"name must be at most {MAX_NAME_BYTES} bytes (UTF-8): give a shorter one")
+    if name != name.strip():  # " " or "lda " made a run directory whose name hides its blanks
+        raise UserError(f"name (--name) {shown} begins or ends with a blank; a run name may not: give it without "
+                        f"them (e.g. {name.strip() or 'lda-pheme'!r})")
     if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
             any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):  # controls, bidi marks
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
@@ -158,6 +162,8 @@ def _probe(directory: Path, what: str) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as error:
+        if too_many_open_files(error, what):
+            raise too_many_open_files(error, what) from None
         reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
                   errno.EPERM: "operation not permitted", errno.ENOSPC: "no space left on device"}.get(
             error.errno, error.strerror or str(error))

@@ -117,7 +117,10 @@ def refuse_replacing(path: Path, what: str = "") -> None:
 
 def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
     """A write refused for room — a full disk or exhausted quota (ENOSPC, EDQUOT), a file over the size limit
-    (EFBIG: ``ulimit -f``, or the file system's largest file) — as a UserError naming the file; else None."""
+    (EFBIG: ``ulimit -f``, or the file system's largest file), or no file descriptor left (``too_many_open_files``)
+    — as a UserError naming the file; else None."""
+    if getattr(error, "errno", None) in (errno.EMFILE, errno.ENFILE):
+        return too_many_open_files(error, path)
     if getattr(error, "errno", None) not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
         return None
     named = path or getattr(error, "filename", None)
@@ -132,6 +135,25 @@ def disk_full(error: OSError, path: Path | str | None) -> UserError | None:
     what = "no space left" if error.errno == errno.ENOSPC else "the disk quota is exhausted"
     return UserError(f"cannot write {path if named else 'a file'}: {what} on the disk mounted at {mount}; free "
                      "some space there (or choose another output directory) and rerun the same command")
+
+
+def too_many_open_files(error: OSError, path: Path | str | None) -> UserError | None:
+    """EMFILE or ENFILE as what it is: no file descriptor left, in this process (``ulimit -n``) or in the whole
+    system; the place is not at fault (the message said "choose another place"). Else None."""
+    if getattr(error, "errno", None) not in (errno.EMFILE, errno.ENFILE):
+        return None
+    named = path or getattr(error, "filename", None)
+    what = f"cannot write {named}" if named else "cannot open a file"
+    if error.errno == errno.ENFILE:
+        return UserError(f"{what}: the system has too many open files (its limit of open files is reached); close "
+                         "some programs, or raise the system's limit (fs.file-max), and rerun the same command")
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        limit = f" (its limit is {soft}, `ulimit -n`)" if soft != resource.RLIM_INFINITY else ""
+    except (AttributeError, OSError, ValueError):  # no resource module (Windows)
+        limit = ""
+    return UserError(f"{what}: this process has too many open files{limit}; raise the limit (`ulimit -n 4096`) "
+                     "and rerun the same command")
 
 
 def _size_limit() -> str:

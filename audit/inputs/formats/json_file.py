@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import read_user_file
+from topicaudit.inputs.files import DuplicateKey, read_user_file, unique_keys
 from topicaudit.inputs.formats.decoding import decode
 
 _JSON_EXAMPLE = '{"text": ["first document", "second document", ...]}'
@@ -17,7 +17,9 @@ def read_json(path: Path, text_field: str = "text") -> tuple[list[str], str]:
     raw = read_user_file(path, "JSON corpus file")
     text = decode(raw, path, "utf-8-sig", "save the file as UTF-8 (JSON text must be UTF-8)")
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as e:
+        raise UserError(f"{path}: {e}") from None
     except json.JSONDecodeError as e:
         raise UserError(
             f"{path}, line {e.lineno}, column {e.colno}: invalid JSON ({e.msg}); "
