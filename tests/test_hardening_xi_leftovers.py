@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 
 import pytest
 
@@ -39,3 +40,28 @@ def test_report_notes_a_later_check_written_elsewhere_that_disagrees(canary_run,
     assert main(["report", str(run), "-o", str(tmp_path / "rep"), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "check.junit.xml" in err and "ε = 0.5" in err and "ε = 1000" in err
+
+
+def test_the_phase_trace_appends_to_no_run_file_nor_through_a_link(canary_run, tmp_path, monkeypatch):
+    """X' N13: TOPICAUDIT_PHASE_TRACE appended to whatever file it named, a run's results.json included."""
+    from topicaudit.engine.execution import phases
+
+    run = _copy(canary_run, tmp_path)
+    results = (run / "results.json").read_bytes()
+    (tmp_path / "mine.txt").write_text("mine")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "mine.txt")
+    for named in (run / "results.json", run / "trace.jsonl", tmp_path / "link.jsonl"):
+        monkeypatch.setenv(phases.ENVIRONMENT_VARIABLE, str(named))
+        with pytest.warns(UserWarning, match="is ignored"):
+            with phases.phase("one"):
+                pass
+        with warnings.catch_warnings():  # one warning per path
+            warnings.simplefilter("error")
+            with phases.phase("two"):
+                pass
+    assert (run / "results.json").read_bytes() == results and not (run / "trace.jsonl").exists()
+    assert (tmp_path / "mine.txt").read_text() == "mine"
+    monkeypatch.setenv(phases.ENVIRONMENT_VARIABLE, str(tmp_path / "trace.jsonl"))
+    with phases.phase("kept"):
+        pass
+    assert '"kept"' in (tmp_path / "trace.jsonl").read_text()
