@@ -11,14 +11,17 @@ import pytest
 from topicaudit.cli.main import main
 
 
+SMALL = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
+         "attack": {"shadows": 0, "canaries": {"count": 20}}}
+
+
 @pytest.fixture(scope="module")
 def canary_run(tmp_path_factory):
     """A small canary-only run (no Ray); tests that change a run work on a copy."""
     import topicaudit
 
     out = tmp_path_factory.mktemp("xi-leftovers") / "run"
-    topicaudit.run({"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
-                    "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": str(out)}, quiet=True)
+    topicaudit.run({**SMALL, "output": str(out)}, quiet=True)
     return out
 
 
@@ -65,3 +68,25 @@ def test_the_phase_trace_appends_to_no_run_file_nor_through_a_link(canary_run, t
     with phases.phase("kept"):
         pass
     assert '"kept"' in (tmp_path / "trace.jsonl").read_text()
+
+
+def test_a_resume_refused_partway_leaves_the_run_files_and_times(canary_run, tmp_path):
+    """XI F1 (md2): a resume refused at a model that is a folder had rewritten canaries.npz and manifest.json
+    with the same content first: the refused run directory had new modification times."""
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    run = _copy(canary_run, tmp_path)
+    model = run / "models" / "canary-target.npz"
+    assert model.is_file()
+    model.unlink()
+    model.mkdir()
+    (model / "mine.txt").write_text("mine")
+    watched = [run, run / "canaries.npz", run / "manifest.json"]
+    for path in watched:
+        os.utime(path, ns=(10**18, 10**18))
+    inodes = [os.stat(p).st_ino for p in watched]
+    with pytest.raises(UserError, match="is a directory"):
+        topicaudit.run({**SMALL, "output": str(run)}, quiet=True)
+    assert [os.stat(p).st_mtime_ns for p in watched] == [10**18] * 3
+    assert [os.stat(p).st_ino for p in watched] == inodes and (model / "mine.txt").read_text() == "mine"
