@@ -90,3 +90,23 @@ def test_a_resume_refused_partway_leaves_the_run_files_and_times(canary_run, tmp
         topicaudit.run({**SMALL, "output": str(run)}, quiet=True)
     assert [os.stat(p).st_mtime_ns for p in watched] == [10**18] * 3
     assert [os.stat(p).st_ino for p in watched] == inodes and (model / "mine.txt").read_text() == "mine"
+
+
+def test_a_failed_report_leaves_the_users_folder_with_its_time(canary_run, tmp_path, monkeypatch):
+    """XI F5: a report whose build failed (a full disk) removed the folders it made, but the user's folder above
+    them kept a new modification time."""
+    import errno
+
+    import topicaudit.reports.build as build
+
+    def full(report):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(build, "render_markdown", full)
+    user = tmp_path / "user"
+    user.mkdir()
+    for output in (user / "new" / "deeper" / "rep", user / "rep"):
+        os.utime(user, ns=(10**18, 10**18))
+        with pytest.raises((OSError, build.UserError)):
+            build.build_report([canary_run], output, quiet=True)
+        assert list(user.iterdir()) == [] and os.stat(user).st_mtime_ns == 10**18
