@@ -110,3 +110,60 @@ def test_a_failed_report_leaves_the_users_folder_with_its_time(canary_run, tmp_p
         with pytest.raises((OSError, build.UserError)):
             build.build_report([canary_run], output, quiet=True)
         assert list(user.iterdir()) == [] and os.stat(user).st_mtime_ns == 10**18
+
+
+def _nearly_full_nonblocking_stdout(monkeypatch):
+    """Standard output a non-blocking pipe of 4 KiB holding 4,000 bytes already; its reading end."""
+    import fcntl
+    import io
+    import sys
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    os.set_blocking(write_end, False)
+    os.write(write_end, b"x" * 4000)
+    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 4096), encoding="utf-8")  # as Python opens a pipe
+    monkeypatch.setattr(sys, "stdout", stream)
+    return read_end, stream
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/sys/fs/pipe-max-size"), reason="sizes a pipe as Linux does")
+def test_check_json_into_a_full_nonblocking_stdout_is_whole_or_noted(canary_run, tmp_path, monkeypatch, capsys):
+    """X' N5: `check --json -` into a non-blocking stdout that fills: 4,096 of 4,498 bytes written, no note.
+    The command's own process (Python's standard output as it opens a pipe), its reader slow to start."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    import topicaudit.cli.check as check_command
+
+    run = _copy(canary_run, tmp_path)
+    read_end, write_end = os.pipe()
+    fcntl_module = pytest.importorskip("fcntl")
+    fcntl_module.fcntl(write_end, getattr(fcntl_module, "F_SETPIPE_SZ", 1031), 4096)
+    os.set_blocking(write_end, False)
+    os.write(write_end, b"x" * 3000)
+    received = bytearray()
+
+    def reader():
+        time.sleep(1.0)
+        while chunk := os.read(read_end, 65536):
+            received.extend(chunk)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    done = subprocess.run([sys.executable, "-m", "topicaudit.cli.main", "check", str(run), "--epsilon", "1000",
+                           "--json", "-", "--quiet"], stdout=write_end, stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    thread.join()
+    os.close(read_end)
+    assert done.returncode == 0 and json.loads(received[3000:])["verdict"] == "CONSISTENT", done.stderr
+
+    monkeypatch.setattr(check_command, "STALL_SECONDS", 0.2, raising=False)
+    read_end, stream = _nearly_full_nonblocking_stdout(monkeypatch)  # nobody reads
+    assert main(["check", str(run), "--epsilon", "1000", "--json", "-", "--quiet"]) == 0
+    assert "could not be printed" in capsys.readouterr().err
+    stream.close()
+    os.close(read_end)
