@@ -127,7 +127,8 @@ def _junit_disagreement(run, status: str, epsilon: float | None) -> None:
     if recorded != status or epsilon is None or found.group(1) != f"{epsilon:g}":
         warnings.warn(f"{path} records a check of ε = {found.group(1)} that found {recorded}, but the verdict "
                       f"card says {card} (the claim of the run's check.json, or the target's own without one): a "
-                      "check whose check.json was written elsewhere (--json PATH) or deleted disagrees with the card — run `topicaudit check "
+                      "check whose check.json was written elsewhere (--json PATH) or deleted disagrees with the "
+                      "card — run `topicaudit check "
                       f"{run.path} --epsilon E` without --json to record the claim the card should test",
                       stacklevel=2)
 

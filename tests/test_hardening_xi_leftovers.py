@@ -122,7 +122,8 @@ def _nearly_full_nonblocking_stdout(monkeypatch):
     fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
     os.set_blocking(write_end, False)
     os.write(write_end, b"x" * 4000)
-    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 4096), encoding="utf-8")  # as Python opens a pipe
+    # a buffer of the pipe's block size, as Python opens a pipe
+    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 4096), encoding="utf-8")
     monkeypatch.setattr(sys, "stdout", stream)
     return read_end, stream
 
