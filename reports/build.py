@@ -22,6 +22,7 @@ from topicaudit.engine.execution.progress import Progress
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import CorpusInfo
 from topicaudit.engine.storage.durable_write import disk_full
+from topicaudit.engine.storage.lock import listing, remove_made
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk, user_audit
@@ -311,6 +312,8 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     check_output_directory(output, "-o/--output")
     # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
     new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # nearest first
+    above = (new_parents[-1] if new_parents else output).parent  # the user's: its times put back on failure
+    found = listing(above)
     staging = None
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -331,11 +334,7 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     except BaseException as error:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        for parent in new_parents:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        remove_made(new_parents, above, found)
         full = disk_full(error, output) if isinstance(error, OSError) else None
         if full is not None:
             raise full from None

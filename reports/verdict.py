@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import check_run, own_claim_check
 from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence, integrity_phrase
 from topicaudit.engine.storage.results import RunResults
-from topicaudit.engine.storage.bounded_read import read_json
+from topicaudit.engine.storage.bounded_read import read_json, read_regular
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
 from topicaudit.engine.power import TARGET_POWER
 from topicaudit.errors import UserError
@@ -32,6 +33,9 @@ OBSERVED = {
     "canaries": "canaries on the released Φ",
 }
 STATUSES = ("VIOLATED", "CONSISTENT", "NO CLAIM", "NO SIGNAL")
+JUNIT_BYTES = 2**20  # check.junit.xml holds one test case; its failure text is one check.json (kilobytes)
+# The claim and outcome check.junit.xml records (CheckResult.to_junit): the case's name, its failure or skip.
+JUNIT_CLAIM = re.compile(r'<testcase classname="topicaudit" name="epsilon &lt;= ([^ "]+) ')
 
 
 @dataclass
@@ -101,6 +105,34 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
         return None
 
 
+def _junit_disagreement(run, status: str, epsilon: float | None) -> None:
+    """Note a listed check.junit.xml recording another claim or verdict than the card's: ``check --json
+    ELSEWHERE`` writes its check.json elsewhere and its JUnit XML into the run, beside an earlier check's
+    check.json (or none), which is the claim the card tests — the run then holds two checks that disagree."""
+    path = run.path / manifest.CHECK_FILES[1]
+    listed = manifest.entries(run.path)
+    if not os.path.lexists(path) or (listed is not None and path.name not in listed):
+        return
+    try:
+        if listed is not None:
+            manifest.verify(run.path, [path.name])
+        text = read_regular(path, JUNIT_BYTES, "not the JUnit XML `topicaudit check` writes").decode("utf-8")
+    except (UserError, UnicodeDecodeError):
+        return  # collect.read_run refused an edited listed file already; an unreadable one says nothing here
+    found = JUNIT_CLAIM.search(text)
+    if found is None:
+        return
+    recorded = ("VIOLATED" if "<failure " in text else "NO SIGNAL" if "<skipped " in text else "CONSISTENT")
+    card = f"{status}" + (f" at ε = {epsilon:g}" if epsilon is not None else "")
+    if recorded != status or epsilon is None or found.group(1) != f"{epsilon:g}":
+        warnings.warn(f"{path} records a check of ε = {found.group(1)} that found {recorded}, but the verdict "
+                      f"card says {card} (the claim of the run's check.json, or the target's own without one): a "
+                      "check whose check.json was written elsewhere (--json PATH) or deleted disagrees with the "
+                      "card — run `topicaudit check "
+                      f"{run.path} --epsilon E` without --json to record the claim the card should test",
+                      stacklevel=2)
+
+
 def _strongest(results: RunResults) -> list[list[str]]:
     """The attack with the highest TPR at 0.1% FPR (then AUC) in each experiment of the run."""
     rows = []
@@ -148,6 +180,7 @@ def run_verdict(run) -> Verdict:
     if result is None:
         result, tested = own_verdict(run.path, suggest=True)
     status = _status(result, tested)
+    _junit_disagreement(run, status, result.claimed_epsilon if tested else None)
     level = f"{result.adjacency}-level, {confidence(result.alpha)} confidence, δ = {result.delta:g}"
     if tested:
         basis = guarantee.basis if recorded is None else "as given to `topicaudit check`"

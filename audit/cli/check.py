@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -135,8 +137,7 @@ def execute(args) -> int:
                 else result.to_junit() if args.junit == STDOUT else None)
     try:
         if document is not None:  # stdout takes the document alone, so it parses; the line goes to stderr
-            sys.stdout.write(document)
-            sys.stdout.flush()
+            _print_document(document)
             say(result.message())
         else:
             print(result.message(), flush=True)
@@ -144,6 +145,36 @@ def execute(args) -> int:
         _unprinted(error, written)
     # The verdict was computed and recorded in check.json: its code stands whether or not it could be printed.
     return supervisor.refuted() if result.violated else 0
+
+
+STALL_SECONDS = 30.0  # a non-blocking standard output that takes nothing for this long: the document is not printed
+
+
+def _print_document(document: str) -> None:
+    """Write ``document`` whole to standard output, or raise OSError. On a non-blocking descriptor Python's
+    buffered writer wrote 4,096 of 4,498 bytes into a full pipe and raised nothing (the document cut, unsaid):
+    the bytes go through the descriptor itself, waiting (``select``) while the reader catches up."""
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):  # not a descriptor (a caller's StringIO): its own writer
+        stream.write(document)
+        stream.flush()
+        return
+    stream.flush()
+    encoded = document.encode(getattr(stream, "encoding", None) or "utf-8")
+    data = memoryview(encoded)
+    while data:
+        try:
+            done = os.write(fd, data)
+        except BlockingIOError:
+            if not select.select([], [fd], [], STALL_SECONDS)[1]:
+                raise OSError(errno.EAGAIN, f"it took nothing for {STALL_SECONDS:g} s; "
+                              f"{len(data):,} of {len(encoded):,} bytes were not written") from None
+            continue
+        if done <= 0:
+            raise OSError(errno.EIO, "a write took no bytes")
+        data = data[done:]
 
 
 def _unprinted(error: Exception, written: dict[Path, str]) -> None:

@@ -191,7 +191,7 @@ def execute(exp: Experiment, quiet: bool = False, starting: StartingSession | No
             "versions": outcome.versions, "seeds": exp.seeds,
         })
         if exp.canaries is not None:
-            run.save_arrays("canaries.npz", exp.canaries.arrays())
+            run.keep_arrays("canaries.npz", exp.canaries.arrays())
             t = time.perf_counter()
             with phase("canary_fits"):
                 outcome.canary_release, outcome.canary_shadows, outcome.timings["canary_fit_cpu"] = \

@@ -8,19 +8,39 @@ and ``cpu`` the CPU seconds of the thread that ran the phase. ``mark`` records
 an instant with the process's CPU so far (the imports, whose start is the
 process's own). Phases may overlap: Ray starts in the background while the
 corpus loads.
+
+The trace is only ever appended to a regular file outside every topicaudit run, sweep or audit directory,
+opened without following a link: it once appended to whatever the variable named, a run's results.json
+included (the run was then refused as edited). Any other path is ignored with one warning.
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
+import warnings
 import time
 from contextlib import contextmanager
 
 from topicaudit.engine.execution.progress import enter_activity, leave_activity
+from topicaudit.engine.storage import manifest
 
 ENVIRONMENT_VARIABLE = "TOPICAUDIT_PHASE_TRACE"
 _lock = threading.Lock()
+_refused: set[str] = set()  # paths already warned about: one warning each
+
+
+def _refusal(path: str) -> str | None:
+    """Why the trace may not be appended to ``path`` (None: it may)."""
+    if os.path.islink(path):
+        return "it is a symbolic link"
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        return "it is not a regular file"
+    inside = manifest.topicaudit_directories(path)
+    if inside:
+        return f"it is inside {inside[0]}, a topicaudit directory whose files a check, report or resume verifies"
+    return None
 
 
 def _append(record: dict) -> None:
@@ -29,10 +49,27 @@ def _append(record: dict) -> None:
         return
     with _lock:
         try:
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+            reason = _refusal(path)
+            if reason is None:
+                _write(path, (json.dumps(record) + "\n").encode("utf-8"))
         except OSError:
-            pass  # a trace is never worth failing a run for
+            return  # a trace is never worth failing a run for
+        if reason is not None and path not in _refused:
+            _refused.add(path)
+            warnings.warn(f"{ENVIRONMENT_VARIABLE}={path} is ignored: {reason}; name a new file elsewhere",
+                          stacklevel=3)
+
+
+def _write(path: str, line: bytes) -> None:
+    """Append ``line`` to ``path``, a regular file (created if missing; a link is not followed)."""
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags, 0o644)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check: left alone
+            os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 @contextmanager

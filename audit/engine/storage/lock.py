@@ -153,11 +153,11 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
     created = not path.exists()
-    found = None if created else _listing(path)
+    found = None if created else listing(path)
     # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
     new_parents = [parent for parent in path.parents if not parent.exists()]
     above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
-    found_above = _listing(above) if created and above is not None else None
+    found_above = listing(above) if created and above is not None else None
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, former, times = _open_lock(path, flag)
@@ -177,18 +177,12 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             yield
         except BaseException:
             _restore(path / NAME, fd, former, times)
-            _put_back_times(path, found)
+            put_back_times(path, found)
             raise
         finally:
             if created and holds_only_the_lock(path):
                 shutil.rmtree(path, ignore_errors=True)
-                for parent in new_parents:  # nearest first
-                    try:
-                        parent.rmdir()
-                    except OSError:
-                        break
-                if above is not None:
-                    _put_back_times(above, found_above)
+                remove_made(new_parents, above, found_above)
     finally:
         handle.close()
 
@@ -208,7 +202,7 @@ def _restore(lock: Path, fd: int, former: bytes | None, times: tuple[int, int] |
         pass
 
 
-def _listing(path: Path) -> tuple[list[str], tuple[int, int]] | None:
+def listing(path: Path) -> tuple[list[str], tuple[int, int]] | None:
     """An existing directory's entry names and times (access, modification, in ns)."""
     try:
         info = os.stat(path)
@@ -217,7 +211,7 @@ def _listing(path: Path) -> tuple[list[str], tuple[int, int]] | None:
         return None
 
 
-def _put_back_times(path: Path, found: tuple[list[str], tuple[int, int]] | None) -> None:
+def put_back_times(path: Path, found: tuple[list[str], tuple[int, int]] | None) -> None:
     """A refused run into an existing directory (``--output`` an empty folder of the user's), or into a new one
     inside the user's folder, left that folder holding what it held but with a new modification time, from the
     ``.lock`` (or the run directory) made and removed again: put it back."""
@@ -226,3 +220,15 @@ def _put_back_times(path: Path, found: tuple[list[str], tuple[int, int]] | None)
             os.utime(path, ns=found[1])
     except OSError:
         pass
+
+
+def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None) -> None:
+    """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), then
+    put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
+    for parent in made:
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+    if above is not None:
+        put_back_times(above, found)

@@ -292,7 +292,13 @@ def _record(run_dir: Path, names, written: dict[str, str], key, write_text) -> N
     content: dict = {"schema": SCHEMA, "algorithm": "sha256", "files": files}
     if key is not None:
         content["mac"] = {"algorithm": ALGORITHM, "key_id": key.id, "value": key.mac(MAC_DOMAIN, payload(files))}
-    write_text(run_dir / NAME, json.dumps(content, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(content, indent=1, sort_keys=True) + "\n"
+    try:
+        if _read_regular(run_dir / NAME) == text.encode("utf-8"):
+            return  # unchanged: not rewritten, so a refused resume leaves the directory's times as they were
+    except (UserError, OSError):
+        pass  # missing or unreadable: written
+    write_text(run_dir / NAME, text)
 
 
 def verify(run_dir: Path, names: list[str] | None = None) -> None:

@@ -250,6 +250,20 @@ class RunDirectory:
         return counts
 
     # -- results --------------------------------------------------------------
+    def keep_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        """Write ``name`` unless the run already holds exactly these arrays, as its manifest lists them: a
+        resume refused partway (a model that is a folder) had rewritten canaries.npz and the manifest with the
+        same content first, leaving the refused directory with new modification times."""
+        path = self.path / name
+        try:
+            same = (not path.is_symlink() and path.is_file()
+                    and (manifest.entries(self.path) or {}).get(name) == files.file_sha256(path)
+                    and _equal(load_arrays(path), arrays))
+        except (*UNREADABLE_NPZ, UserError, OSError):
+            same = False  # unreadable: rewritten
+        if not same:
+            self.save_arrays(name, arrays)
+
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         digest = atomic_write_bytes(self.path / name, lambda handle: np.savez(handle, **arrays))
         self.record(name, written={name: digest})
@@ -257,6 +271,12 @@ class RunDirectory:
     def save_results(self, results: RunResults) -> None:
         digest = atomic_write_text(self.path / "results.json", json.dumps(results.to_json(), indent=2) + "\n")
         self.record("results.json", written={"results.json": digest})
+
+
+def _equal(stored: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> bool:
+    """The same names, each array of the same dtype, shape and values."""
+    return set(stored) == set(arrays) and all(
+        stored[k].dtype == np.asarray(arrays[k]).dtype and np.array_equal(stored[k], arrays[k]) for k in arrays)
 
 
 def check_release(path: Path, release: Release, n_topics: int | None = None, n_words: int | None = None) -> None:
