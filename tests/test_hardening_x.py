@@ -24,6 +24,8 @@ from topicaudit.errors import UserError
 from topicaudit.inputs import cache
 from topicaudit.reports.build import _remove_stale_staging
 
+from linked_cache import small_json_corpus_config, users_folder_linked_at
+
 
 def dead_pid() -> int:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -57,27 +59,16 @@ def test_a_staging_folder_holding_a_link_is_not_removed(tmp_path):
 
 
 def test_the_corpus_cache_writes_nothing_through_a_linked_corpora_folder(tmp_path, monkeypatch):
-    users = tmp_path / "users-folder"
-    users.mkdir()
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "corpora").symlink_to(users)
+    users = users_folder_linked_at(tmp_path / "cache" / "corpora")
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
-    corpus = tmp_path / "docs.json"
-    corpus.write_text(json.dumps({"text": ["dogs bark at cats", "cats sleep all day", "mice run from cats"] * 4}))
-    config = Config()
-    config.corpus.path = str(corpus)
-    config.corpus.preprocess = False
     with pytest.warns(UserWarning, match="corpora is a symbolic link"):
-        loaded = run_corpus.load_audit_corpus(config)
+        loaded = run_corpus.load_audit_corpus(small_json_corpus_config(tmp_path))
     assert loaded.X.shape[0] == 12
-    assert list(users.iterdir()) == []  # an entry was written there
+    assert [p.name for p in users.iterdir()] == ["keep.txt"]  # an entry was written there
 
 
 def test_check_config_writes_no_cached_run_through_a_linked_runs_folder(tmp_path, monkeypatch):
-    users = tmp_path / "users-folder"
-    users.mkdir()
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "runs").symlink_to(users)
+    users_folder_linked_at(tmp_path / "cache" / "runs")
     monkeypatch.setenv(cache.ENVIRONMENT_VARIABLE, str(tmp_path / "cache"))
     with pytest.raises(UserError, match="runs is a symbolic link"):
         use_cache(Config(), None)

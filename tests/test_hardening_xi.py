@@ -16,15 +16,13 @@ from topicaudit.engine.storage.run_cache import use_cache
 from topicaudit.errors import UserError
 from topicaudit.inputs import cache
 
+from linked_cache import small_json_corpus_config, users_folder_linked_at
+
 
 @pytest.fixture
 def linked_default_cache(tmp_path, monkeypatch):
     """``$XDG_CACHE_HOME/topicaudit`` a link to a user's folder, TOPICAUDIT_CACHE_DIR unset; the user's folder."""
-    users = tmp_path / "users-folder"
-    users.mkdir()
-    (users / "keep.txt").write_text("mine")
-    (tmp_path / "xdg").mkdir()
-    (tmp_path / "xdg" / "topicaudit").symlink_to(users)
+    users = users_folder_linked_at(tmp_path / "xdg" / "topicaudit")
     monkeypatch.delenv(cache.ENVIRONMENT_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     return users
@@ -38,13 +36,8 @@ def test_check_config_writes_no_run_through_a_linked_default_cache_folder(linked
 
 
 def test_the_corpus_cache_writes_nothing_through_a_linked_default_cache_folder(linked_default_cache, tmp_path):
-    corpus = tmp_path / "docs.json"
-    corpus.write_text(json.dumps({"text": ["dogs bark at cats", "cats sleep all day", "mice run from cats"] * 4}))
-    config = Config()
-    config.corpus.path = str(corpus)
-    config.corpus.preprocess = False
     with pytest.warns(UserWarning, match="topicaudit is a symbolic link"):
-        assert run_corpus.load_audit_corpus(config).X.shape[0] == 12
+        assert run_corpus.load_audit_corpus(small_json_corpus_config(tmp_path)).X.shape[0] == 12
     assert [p.name for p in linked_default_cache.iterdir()] == ["keep.txt"]  # corpora/<key>.npz was written there
 
 
