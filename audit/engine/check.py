@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,10 +154,8 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
         # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest
         # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence,
         # `--json SWEEP/sweep.json` replaced the sweep's index.
-        others = {parent for parent in target.parents if parent != root and (
-            os.path.lexists(parent / manifest.NAME) or os.path.lexists(parent / "sweep.json"))}
-        others |= {d for d in manifest.topicaudit_directories(target) if d.resolve() != root}
-        manifest.refuse_over_read_names(Path(path), sorted(others), flag)
+        others = [d for d in manifest.topicaudit_directories(target) if d.resolve() != root]
+        manifest.refuse_over_read_names(Path(path), others, flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES

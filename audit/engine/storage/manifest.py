@@ -148,7 +148,7 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
     resume ("not listed in manifest.json")."""
     target = Path(output).resolve()
     if directories is None:
-        directories = [parent for parent in target.parents if os.path.lexists(parent / NAME)]
+        directories = topicaudit_directories(target)
     for directory in directories:
         root = Path(directory).resolve()
         if target == root or not target.is_relative_to(root):
@@ -166,9 +166,12 @@ _MARK_BYTES = 2**20
 
 
 def topicaudit_directories(path: Path) -> list[Path]:
-    """The directories above ``path`` that a topicaudit command wrote (a run, sweep or audit directory: one of
-    MARKED there carries a topicaudit schema in its first MiB), nearest first."""
-    return [parent for parent in Path(path).absolute().parents if any(_marked(parent / name) for name in MARKED)]
+    """The directories above ``path`` that a topicaudit command wrote, nearest first: a run, sweep or audit
+    directory holds a manifest.json or sweep.json (whatever it now holds: a damaged one still names a run or
+    sweep), or one of MARKED there carries a topicaudit schema in its first MiB."""
+    return [parent for parent in Path(path).absolute().parents
+            if any(os.path.lexists(parent / name) for name in (NAME, "sweep.json"))
+            or any(_marked(parent / name) for name in MARKED)]
 
 
 def _marked(path: Path) -> bool:
