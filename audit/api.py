@@ -21,6 +21,7 @@ from topicaudit.engine.configuration.loading import config_from_dict, load_confi
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
+from topicaudit.errors import UserError
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
@@ -66,6 +67,13 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     phi = arguments.phi(phi)
     candidates = arguments.optional_path(candidates, "candidates")
     reference = arguments.optional_path(reference, "reference")
+    for name in ("output", "vocabulary"):  # output=5 was a TypeError from deep inside
+        if settings.get(name) is not None:
+            settings[name] = arguments.path(settings[name], name)
+    for name in ("params", "candidates_options", "reference_options"):  # params="max_iter=3": a raw ValueError
+        if settings.get(name) is not None and not isinstance(settings[name], dict):
+            raise UserError(f"{name} must be a dict of NAME: value (got {type(settings[name]).__name__}), e.g. "
+                            "params={'max_iter': 20}")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)
     return execute_audit(config, quiet=quiet)
 

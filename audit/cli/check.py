@@ -88,6 +88,10 @@ def execute(args) -> int:
             check_output_file(path, flag)  # before an audit runs, not after
     files = {"--json": None if args.json == STDOUT else args.json,
              "--junit": None if args.junit == STDOUT else args.junit}
+    if None not in files.values() and Path(args.json).resolve() == Path(args.junit).resolve():
+        # both were written to it, one over the other: the JSON document asked for was replaced by the XML
+        raise UserError(f"--json {args.json} and --junit {args.junit} name the same file, which can hold one "
+                        "document; give each its own path")
     target = Path(args.target)
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
@@ -137,8 +141,11 @@ def execute(args) -> int:
                 else result.to_junit() if args.junit == STDOUT else None)
     try:
         if document is not None:  # stdout takes the document alone, so it parses; the line goes to stderr
-            _print_document(document)
-            say(result.message())
+            # characters its encoding lacks as references the format reads back (ASCII stdout: ε is &#949; in XML)
+            try:
+                _print_document(document, "backslashreplace" if args.json == STDOUT else "xmlcharrefreplace")
+            finally:  # the line on stderr whether or not stdout took the document
+                say(result.message())
         else:
             print(result.message(), flush=True)
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
@@ -150,10 +157,12 @@ def execute(args) -> int:
 STALL_SECONDS = 30.0  # a non-blocking standard output that takes nothing for this long: the document is not printed
 
 
-def _print_document(document: str) -> None:
+def _print_document(document: str, errors: str = "strict") -> None:
     """Write ``document`` whole to standard output, or raise OSError. On a non-blocking descriptor Python's
     buffered writer wrote 4,096 of 4,498 bytes into a full pipe and raised nothing (the document cut, unsaid):
-    the bytes go through the descriptor itself, waiting (``select``) while the reader catches up."""
+    the bytes go through the descriptor itself, waiting (``select``) while the reader catches up. errors: how
+    characters stdout's encoding cannot take are written (``--junit -`` to an ASCII stdout was "could not be
+    printed", and its verdict line went unsaid with it)."""
     stream = sys.stdout
     try:
         fd = stream.fileno()
@@ -162,7 +171,7 @@ def _print_document(document: str) -> None:
         stream.flush()
         return
     stream.flush()
-    encoded = document.encode(getattr(stream, "encoding", None) or "utf-8")
+    encoded = document.encode(getattr(stream, "encoding", None) or "utf-8", errors)
     data = memoryview(encoded)
     while data:
         try:

@@ -329,9 +329,8 @@ def _run_command(argv: list[str] | None) -> int:
             supervisor.tell(supervisor.SAID_INTERRUPTED)
             return EXIT_INTERRUPTED
         except SystemExit as exit_:
-            # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's.
-            if exit_.code in (None, 0):
-                return EXIT_OK
+            # Only argparse (before this block) may exit on its own; anything else exiting is a bug, or Ray's. Not
+            # even sys.exit(0): a learner calling it mid-fit made `check CONFIG` exit 0 with no verdict.
             return _internal_error(exit_)
         except Exception as error:  # noqa: BLE001 — the one place every unexpected failure becomes exit 3
             memory = out_of_memory(error)

@@ -10,6 +10,10 @@ child runs the command; this small parent waits for it and maps its end:
 - exit 1 counts only when the child said, through a pipe, that it gave a
   VIOLATED verdict (printed, or recorded in check.json when stdout could not
   take it); any other exit 1 becomes 4 (Ray was in use) or 3;
+- exit 0 counts only when the child said that its command returned (or argparse
+  ended it: --help, --version): code the command ran (a learner's ``os._exit(0)``,
+  a native library's ``exit(0)``) ended `check CONFIG` with exit 0 and no verdict;
+  it becomes 4 (Ray was in use) or 3;
 - a closed standard descriptor is /dev/null before anything runs, so a closed
   stderr (``2>&-``) can no longer crash this parent into exit 1;
 - death by SIGINT or SIGTERM (even before the child's own handlers are in
@@ -37,9 +41,9 @@ import signal
 import sys
 import time
 
-EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
-RAY_IN_USE, VERDICT, SAID_INTERRUPTED = b"R", b"V", b"I"  # what the child tells the parent
+RAY_IN_USE, VERDICT, SAID_INTERRUPTED, FINISHED = b"R", b"V", b"I", b"F"  # what the child tells the parent
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent to a whole process group (a terminal's Ctrl-C)
 _PR_SET_PDEATHSIG = 1
 # After a Ctrl-C or SIGTERM reached the command, its clean stop (Ray shut down, models kept) has STOP_GRACE
@@ -188,8 +192,10 @@ def _run_child(command_main, write_fd: int, mask) -> None:
         _status_fd = write_fd
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         code = command_main()
+        tell(FINISHED)  # an exit 0 the parent sees without it was not the command's own
     except SystemExit as exit_:  # only from argparse: its code is kept
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+        tell(FINISHED)
     except KeyboardInterrupt:  # before main's own handler was in place
         # The code first, then no more signals: a second SIGINT (one sent to the process group is passed on by
         # the parent too) interrupted the print, and the child exited 3 with the line cut.
@@ -312,16 +318,14 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
         if code == EXIT_INTERRUPTED and interrupted and SAID_INTERRUPTED not in states:
             # A second signal (one sent to the process group arrives twice) cut the child's line short.
             return _interrupted(command)
+        if code == EXIT_OK and FINISHED not in states:
+            # Ended by what the command ran (a learner's os._exit(0), a library's exit(0)): no verdict, no result.
+            return _interrupted(command) if interrupted else _ended_early(ray, 0)
         if code != EXIT_REFUTED or VERDICT in states:
             return code
         if interrupted:
             return _interrupted(command)
-        if ray:
-            return _say(EXIT_RAY_FAILED, "the Ray runtime ended the process with exit 1 (e.g. its GCS server or "
-                                         "raylet died); this is no verdict — finished models are kept, rerun the "
-                                         "same command to resume")
-        return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 "
-                                         "without a verdict", prefix="topicaudit: ")
+        return _ended_early(ray, code)
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     if sig in (signal.SIGINT, signal.SIGTERM) or sig in STOPS or interrupted:
         return _interrupted(command)
@@ -333,6 +337,20 @@ def _exit_code(status: int, states: bytes, command: str | None, interrupted: boo
                                      "command to resume")
     return _say(EXIT_INTERNAL_ERROR, f"internal error (a bug, please report it): the process was killed by {name}",
                 prefix="topicaudit: ")
+
+
+def _ended_early(ray: bool, code: int) -> int:
+    """An exit ``code`` (0 or 1) the command did not give: Ray's runtime (exit 4) or a bug (exit 3), no verdict."""
+    if ray:
+        return _say(EXIT_RAY_FAILED, f"the Ray runtime ended the process with exit {code} (e.g. its GCS server or "
+                                     "raylet died); this is no verdict — finished models are kept, rerun the same "
+                                     "command to resume")
+    if code == 0:
+        return _say(EXIT_INTERNAL_ERROR, "internal error: the process exited 0 before the command finished (code it "
+                                         "ran, such as a learner or a native library, ended it); this is no verdict "
+                                         "and no result — finished models are kept", prefix="topicaudit: ")
+    return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 without a "
+                                     "verdict", prefix="topicaudit: ")
 
 
 def _interrupted(command: str | None) -> int:

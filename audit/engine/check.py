@@ -274,6 +274,10 @@ def assert_privacy(config=None, epsilon: float | None = None, delta: float | Non
         # one of ours, a bug) read as a refuted claim to code catching it, and in pytest as the privacy test failing.
         raise RuntimeError(f"the audit failed before any verdict (AssertionError: {error}); this is no verdict "
                            "on the claim") from error
+    except SystemExit as error:
+        # A learner's sys.exit(0) mid-fit ended a script's `assert_privacy(...)` with exit 0, read as a pass.
+        raise RuntimeError(f"the audit was ended by sys.exit({error.code!r}) before any verdict (called by the "
+                           "learner or a library it uses); this is no verdict on the claim") from error
     if result.violated:
         raise AssertionError(result.message())  # not a bare assert: ``python -O`` would strip it
     return result

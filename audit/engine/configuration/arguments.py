@@ -34,7 +34,10 @@ def real(value: Any, name: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise UserError(f"{name} must be a number (got {_shown(value)})")
     try:
-        return float(value)
+        # A float or int subclass by its own value: float() asks its __float__, which may say anything (a float
+        # subclass holding 1.0 whose __float__ said 100 was tested as a claim of 100).
+        return float.__float__(value) if isinstance(value, float) else (
+            float(int.__index__(value)) if isinstance(value, int) else float(value))
     except OverflowError:
         raise UserError(f"{name} must be a finite number (got {_shown(value)})") from None
 
@@ -60,7 +63,8 @@ def path(value: Any, name: str) -> str | Path:
         raise UserError(f"{name} must be a path given as text (its __fspath__ gave {type(text).__name__}); "
                         "pass a str or pathlib.Path")
     check_path_text(text, name)  # a NUL (ValueError) or a name over 255 bytes (OSError), as the flags refuse them
-    return value if isinstance(value, str) else Path(text)
+    # The text checked, as a plain str: a str subclass's own __str__ (which Path calls) may give another path.
+    return str.__str__(text) if isinstance(text, str) else Path(text)
 
 
 def optional_path(value: Any, name: str) -> str | Path | None:
