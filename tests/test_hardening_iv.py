@@ -304,8 +304,10 @@ def test_a_ctrl_c_to_the_process_group_at_start_up_is_130_with_one_line():
 def test_the_console_script_holds_the_signals_from_its_entry_module():
     import tomllib
 
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["topicaudit"] == "topicaudit.cli.console:main"
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    # the `topicaudit` command is the shell launcher, which runs this console script (tests/test_launcher.py)
+    assert pyproject["project"]["scripts"]["topicaudit-python"] == "topicaudit.cli.console:main"
+    assert pyproject["tool"]["setuptools"]["script-files"] == ["audit/cli/topicaudit"]
     source = (REPO / "audit" / "cli" / "console.py").read_text()
     assert source.index("pthread_sigmask") < source.index("def main")  # on import, before anything else
 

@@ -60,6 +60,7 @@ def test_the_wheel_holds_every_module_its_data_and_complete_metadata(dist):
         info = f"topicaudit-{__version__}.dist-info"
         metadata = Parser().parsestr(z.read(f"{info}/METADATA").decode())
         entry_points = z.read(f"{info}/entry_points.txt").decode()
+        launcher = z.read(f"topicaudit-{__version__}.data/scripts/topicaudit")  # the `topicaudit` command
     for folder, package in FOLDERS.items():
         for path in (REPO / folder).rglob("*.py"):
             assert f"{package}/{path.relative_to(REPO / folder).as_posix()}" in names, path
@@ -75,7 +76,8 @@ def test_the_wheel_holds_every_module_its_data_and_complete_metadata(dist):
     assert "Programming Language :: Python :: 3.11" in classifiers
     assert metadata["Description-Content-Type"] == "text/markdown" and metadata.get_payload().strip()
     assert any(r.startswith("numpy") for r in metadata.get_all("Requires-Dist"))
-    assert "topicaudit = topicaudit.cli.console:main" in entry_points
+    assert "topicaudit-python = topicaudit.cli.console:main" in entry_points
+    assert launcher == (REPO / "audit" / "cli" / "topicaudit").read_bytes()
 
 
 def test_the_sdist_holds_what_a_wheel_is_built_from(dist):
