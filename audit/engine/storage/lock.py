@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shutil
 import stat
 import time
 import warnings
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
+from topicaudit.owned_folders import Folder, holding, open_folder
 
 NAME = ".lock"
 
@@ -97,27 +97,26 @@ def _dying(pid: int) -> bool:
 _PID_LINE = re.compile(rb"\d*\n?")  # what a topicaudit lock holds: its holder's PID, or nothing yet
 
 
-def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int] | None]:
-    """The lock file's descriptor, never through a link or onto a FIFO, device or directory; its former
-    content (None: this call created it) and times (access, modification, in ns). A file that is no topicaudit
-    lock is refused untouched."""
-    lock = path / NAME
+def _open_lock(folder: Folder, flag: str) -> tuple[int, bytes | None, tuple[int, int] | None]:
+    """The lock file's descriptor, opened in the run directory's own descriptor, never through a link or onto
+    a FIFO, device or directory; its former content (None: this call created it) and times (access,
+    modification, in ns). A file that is no topicaudit lock is refused untouched."""
+    lock = folder.path / NAME
     refuse = (f"{lock} is {{what}}, not a topicaudit lock file; remove or rename that .lock (or choose another "
               f"{flag}): the writer lock is never taken through it")
-    flags = os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_NONBLOCK
     try:
-        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666), None, None
+        return folder.open(NAME, flags | os.O_CREAT | os.O_EXCL, 0o666), None, None
     except FileExistsError:
         pass
-    if os.path.islink(lock):
-        raise UserError(refuse.format(what=f"a symbolic link (to {os.readlink(lock)})"))
     try:
-        fd = os.open(lock, flags)
+        fd = folder.open(NAME, flags)
     except IsADirectoryError:
         raise UserError(refuse.format(what="a directory")) from None
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise UserError(refuse.format(what="a symbolic link")) from None
+        if error.errno == errno.ELOOP or stat.S_ISLNK(folder.lstat(NAME).st_mode):
+            target = _readlink(folder, NAME)
+            raise UserError(refuse.format(what="a symbolic link" + (f" (to {target})" if target else ""))) from None
         raise
     try:
         info = os.fstat(fd)
@@ -133,6 +132,40 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int
         os.close(fd)
         raise
     return fd, former, (info.st_atime_ns, info.st_mtime_ns)
+
+
+def _readlink(folder: Folder, name: str) -> str | None:
+    try:
+        return os.readlink(name, dir_fd=folder.fd) if folder.fd is not None else os.readlink(folder.path / name)
+    except OSError:
+        return None
+
+
+def _holds_only_the_lock(folder: Folder) -> bool:
+    """``holds_only_the_lock`` of the folder held open: what it holds, looked up by its descriptor."""
+    try:
+        for name in folder.names():
+            if name == "models" and stat.S_ISDIR(folder.lstat(name).st_mode):
+                with folder.child(name) as models:
+                    if models.names():
+                        return False
+            elif name != NAME:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _remove_own(folder: Folder) -> None:
+    """Remove what the lock's block made in the folder (``.lock``, an empty ``models/``), by its descriptor,
+    then the folder itself by name (a name that is now a link is never followed: ``rmdir`` refuses it)."""
+    try:
+        folder.unlink(NAME, missing_ok=True)
+        if folder.exists("models"):
+            folder.rmdir("models")
+        os.rmdir(folder.path)
+    except OSError:
+        pass
 
 
 @contextmanager
@@ -159,11 +192,19 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
     found_above = listing(above) if created and above is not None else None
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, former, times = _open_lock(path, flag)
+        folder = open_folder(path, create=True)  # below an anchor (a cache's entry): no link followed
     except OSError as error:
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
+    try:
+        fd, former, times = _open_lock(folder, flag)
+    except OSError as error:
+        folder.close()
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    except BaseException:
+        folder.close()
+        raise
     handle = os.fdopen(fd, "r+b", buffering=0)
     try:
         if fcntl is not None and not _acquire(handle, wait):
@@ -174,25 +215,27 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
-            yield
+            with holding(path, folder):  # every write below ``path`` goes through this descriptor
+                yield
         except BaseException:
-            _restore(path / NAME, fd, former, times)
+            _restore(folder, fd, former, times)
             put_back_times(path, found)
             raise
         finally:
-            if created and holds_only_the_lock(path):
-                shutil.rmtree(path, ignore_errors=True)
+            if created and _holds_only_the_lock(folder):
+                _remove_own(folder)
                 remove_made(new_parents, above, found_above)
     finally:
         handle.close()
+        folder.close()
 
 
-def _restore(lock: Path, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
+def _restore(folder: Folder, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
     """Leave ``.lock`` as the failed block found it: gone if it was made for it, else its former content and
     times (a refused resume changed the lock's modification time, which tools that watch it saw as a write)."""
     try:
         if former is None:
-            lock.unlink(missing_ok=True)
+            folder.unlink(NAME, missing_ok=True)
         else:
             os.ftruncate(fd, 0)
             os.pwrite(fd, former, 0)
