@@ -144,12 +144,15 @@ def test_a_cached_run_swapped_for_a_link_after_use_cache_is_not_written_through(
     config.target.k = 3
     entry = use_cache(config, None)
     assert entry is not None
+    empty = tmp_path / "empty-victim"  # empty: a run would be made in it
+    empty.mkdir()
+    os.utime(empty, ns=(10**18, 10**18))
     entry.parent.mkdir(parents=True)
-    entry.symlink_to(victim)  # planted after the cache's checks, before the run's lock
-    before = snapshot(victim)
+    entry.symlink_to(empty)  # planted after the cache's checks, before the run's lock
+    before = snapshot(empty)
     with pytest.raises(UserError, match="symbolic link"):
         execute_run(config, quiet=True)
-    assert snapshot(victim) == before
+    assert snapshot(empty) == before
 
 
 def test_the_corpus_cache_writes_its_entry_into_the_folder_it_opened(tmp_path, monkeypatch, victim):
