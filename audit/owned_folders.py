@@ -21,6 +21,7 @@ import errno
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 import threading
 from contextlib import contextmanager
@@ -101,6 +102,19 @@ class Folder:
     def rmdir(self, name: str) -> None:
         where, at = self._at(name)
         os.rmdir(where, **at)
+
+    def remove_tree(self, name: str) -> None:
+        """Remove the entry ``name``: a real folder with everything in it (``rmtree`` by descriptor, which never
+        follows a link), else the file or link itself."""
+        try:
+            if not stat.S_ISDIR(self.lstat(name).st_mode):
+                self.unlink(name, missing_ok=True)
+            elif self.fd is not None:
+                shutil.rmtree(name, ignore_errors=True, dir_fd=self.fd)
+            else:
+                shutil.rmtree(self.path / name, ignore_errors=True)
+        except OSError:
+            pass
 
     def names(self) -> list[str]:
         return os.listdir(self.fd if self.fd is not None else self.path)
@@ -258,17 +272,3 @@ def open_folder(path: Path, create: bool = False) -> Folder:
         raise
     folder.path = shown  # messages name the path as the caller gave it
     return folder
-
-
-def parent_of(path: Path, create: bool = False) -> tuple[Folder, str]:
-    """The folder holding ``path``, opened by ``open_folder``, and ``path``'s name in it."""
-    path = Path(path)
-    return open_folder(path.parent, create), path.name
-
-
-def is_link_or_other(path: Path) -> bool:
-    """Whether ``path``'s own entry is something other than a real folder (a link, a file); absent: False."""
-    try:
-        return not stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False

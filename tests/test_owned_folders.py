@@ -216,3 +216,18 @@ def test_the_command_writes_nothing_through_a_linked_cache_folder(tmp_path, monk
         assert main(["check", str(toml), "--epsilon", "100", "--quiet"]) == 2
         assert "runs is a symbolic link" in capsys.readouterr().err
     assert snapshot(victim) == before
+
+
+def test_a_failed_start_empties_the_directory_it_locked_not_the_link_put_in_its_place(tmp_path, victim):
+    """A start that fails before any model is saved empties its run directory (``removed_on_user_error``): by
+    the lock's descriptor, so a directory swapped for a link meanwhile never has the link's target emptied."""
+    from topicaudit.engine.execution.experiment import removed_on_user_error
+
+    run = tmp_path / "run"
+    before = snapshot(victim)
+    with pytest.raises(UserError, match="refused"), writer_lock(run), removed_on_user_error(run):
+        atomic_write_text(run / "config.toml", "x = 1\n")
+        moved = swap_for_link(run, victim)
+        raise UserError("refused")
+    assert snapshot(victim) == before
+    assert [p.name for p in moved.iterdir()] == []  # emptied; the lock's holder removed its .lock
