@@ -180,38 +180,38 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     """
     path = Path(path)
     manifest.refuse_over_read_names(path, None, flag)  # not a run made inside another run's own files
-    if path.is_symlink() and not path.exists():
-        raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
-                        f"remove the link, or choose another {flag}")
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
-    created = not path.exists()
-    found = None if created else listing(path)
-    # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
-    new_parents = [parent for parent in path.parents if not parent.exists()]
-    above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
-    found_above = listing(above) if created and above is not None else None
-    try:
-        folder = open_folder(path, create=True)  # below an anchor (a cache's entry): no link followed
-    except OSError as error:
-        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
-                        f"choose another {flag}") from None
-    try:
-        fd, former, times = _open_lock(folder, flag)
-    except OSError as error:
+    for _ in range(100):  # again when the holder waited for removed the directory it had made (and its lock)
+        if path.is_symlink() and not path.exists():
+            raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                            f"remove the link, or choose another {flag}")
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
+        created = not path.exists()
+        found = None if created else listing(path)
+        # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
+        new_parents = [parent for parent in path.parents if not parent.exists()]
+        above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
+        found_above = listing(above) if created and above is not None else None
+        folder, fd, former, times = _open_locked(path, flag)
+        handle = os.fdopen(fd, "r+b", buffering=0)
+        try:
+            if fcntl is not None and not _acquire(handle, wait):
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+                who = f"process {holder}" if holder.isdigit() else "another process"
+                raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it "
+                                f"to finish, or choose another {flag}")
+        except BaseException:
+            handle.close()
+            folder.close()
+            raise
+        if _in_place(path, folder, fd):
+            break
+        handle.close()
         folder.close()
-        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
-                        f"choose another {flag}") from None
-    except BaseException:
-        folder.close()
-        raise
-    handle = os.fdopen(fd, "r+b", buffering=0)
+    else:
+        raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
+                        f"are making and removing it); wait for them to finish, or choose another {flag}")
     try:
-        if fcntl is not None and not _acquire(handle, wait):
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-            who = f"process {holder}" if holder.isdigit() else "another process"
-            raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
-                            f"finish, or choose another {flag}")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
@@ -228,6 +228,38 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     finally:
         handle.close()
         folder.close()
+
+
+def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tuple[int, int] | None]:
+    """The directory opened (made when absent; below a cache's anchor no link is followed) and its lock file."""
+    try:
+        folder = open_folder(path, create=True)
+    except OSError as error:
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    try:
+        return (folder, *_open_lock(folder, flag))
+    except OSError as error:
+        folder.close()
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    except BaseException:
+        folder.close()
+        raise
+
+
+def _in_place(path: Path, folder: Folder, fd: int) -> bool:
+    """Whether the directory locked is still the one at ``path`` and its ``.lock`` the file locked: a holder
+    that made the directory removes it when it leaves nothing in it, and the lock taken after it was on a
+    removed file (two waiters each held "the" lock), its directory gone."""
+    if folder.fd is None:
+        return True
+    try:
+        with open_folder(path) as now:
+            same = os.path.samestat(os.fstat(folder.fd), os.fstat(now.fd))
+            return same and os.path.samestat(now.lstat(NAME), os.fstat(fd))
+    except (OSError, UserError):
+        return False
 
 
 def _restore(folder: Folder, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
