@@ -103,6 +103,34 @@ class Folder:
         where, at = self._at(name)
         os.rmdir(where, **at)
 
+    def make_folder(self, prefix: str) -> str:
+        """A new folder ``PREFIX`` + 8 hex digits here (``mkdtemp`` by descriptor, with the usual permissions
+        rather than mkdtemp's 0700); its name."""
+        for _ in range(100):
+            name = f"{prefix}{secrets.token_hex(4)}"
+            try:
+                self.mkdir(name)
+            except FileExistsError:
+                continue
+            return name
+        raise FileExistsError(errno.EEXIST, "no unused folder name", str(self.path / prefix))
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write ``data`` as the file ``name`` (made or emptied; never through a link, nor into a FIFO) without
+        the rename and fsyncs of ``write``: for a folder no one reads before it is complete (a report's staging)."""
+        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK)
+        with os.fdopen(fd, "wb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", str(self.path / name))
+            handle.write(data)
+
+    def move(self, name: str, into: Folder, new_name: str) -> None:
+        """Rename the entry ``name`` to ``new_name`` in ``into`` (a link is moved as a link)."""
+        if self.fd is None or into.fd is None:
+            os.replace(self.path / name, into.path / new_name)
+        else:
+            os.replace(name, new_name, src_dir_fd=self.fd, dst_dir_fd=into.fd)
+
     def remove_tree(self, name: str) -> None:
         """Remove the entry ``name``: a real folder with everything in it (``rmtree`` by descriptor, which never
         follows a link), else the file or link itself."""
@@ -153,10 +181,7 @@ class Folder:
                 raise
 
     def replace(self, source: str, name: str) -> None:
-        if self.fd is None:
-            os.replace(self.path / source, self.path / name)
-        else:
-            os.replace(source, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        self.move(source, self, name)
 
     def stage(self, name: str) -> tuple[str, BinaryIO]:
         """A new temporary file beside ``name`` (``.NAME.XXXXXXXX.tmp``, the usual permissions), open for
@@ -272,3 +297,22 @@ def open_folder(path: Path, create: bool = False) -> Folder:
         raise
     folder.path = shown  # messages name the path as the caller gave it
     return folder
+
+
+def new_folder(parent: Path, prefix: str) -> Path:
+    """A new folder ``PREFIX`` + 8 hex digits made in ``parent`` by its descriptor, and declared topicaudit's
+    own below it (a report's staging): what is written in it never goes through a link put in its place."""
+    with open_folder(parent) as folder:
+        made = Path(parent) / folder.make_folder(prefix)
+    declare(made, Path(parent))
+    return made
+
+
+def remove(path: Path) -> None:
+    """Remove the entry at ``path`` (a real folder with all it holds, else the file or link itself) by the
+    descriptor of its folder; nothing there, or a folder that cannot be opened: nothing done."""
+    try:
+        with open_folder(Path(path).parent) as folder:
+            folder.remove_tree(Path(path).name)
+    except (OSError, LinkedFolder):
+        pass

@@ -231,3 +231,23 @@ def test_a_failed_start_empties_the_directory_it_locked_not_the_link_put_in_its_
         raise UserError("refused")
     assert snapshot(victim) == before
     assert [p.name for p in moved.iterdir()] == []  # emptied; the lock's holder removed its .lock
+
+
+def test_a_reports_staging_swapped_for_a_link_is_never_written_through(tmp_path, victim):
+    """``report`` stages its output in a folder it makes beside ``-o`` (``owned_folders.new_folder``): its
+    figures and pages are written below it by descriptor, so a staging replaced by a link is refused."""
+    from topicaudit.reports.figures import save_figure
+    import matplotlib.pyplot as plt
+
+    users = tmp_path / "users"
+    users.mkdir()
+    staging = owned_folders.new_folder(users, ".rep.tmp-1-")
+    swap_for_link(staging, victim)
+    before = snapshot(victim)
+    fig = plt.figure()
+    try:
+        with pytest.raises(UserError, match="symbolic link"):
+            save_figure(fig, staging / "figures", "01-roc")
+    finally:
+        plt.close(fig)
+    assert snapshot(victim) == before
