@@ -5,6 +5,10 @@ models and leave a config.toml that matches neither. The lock is
 ``fcntl.flock`` on ``.lock`` in the directory, which the kernel releases when
 the holder exits, however it ends (``kill -9`` included), so a stale lock
 never blocks a resume. The file holds the holder's PID for the message.
+
+The lock opens the directory once and holds it open for the block (``topicaudit.owned_folders.holding``):
+every file written, deleted or made below it goes through that descriptor, never through a link put in its
+place, and ``.lock`` itself is opened there without following a link.
 """
 from __future__ import annotations
 
