@@ -13,8 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
@@ -33,6 +31,7 @@ from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
+from topicaudit.owned_folders import new_folder, open_folder, remove
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -113,7 +112,7 @@ def _remove_stale_staging(output: Path) -> None:
         match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-[A-Za-z0-9_]+", entry.name)
         if match and not entry.is_symlink() and entry.is_dir() and not _alive(int(match.group(2))) and all(
                 not p.is_symlink() and _STAGED.fullmatch(p.relative_to(entry).as_posix()) for p in entry.rglob("*")):
-            shutil.rmtree(entry, ignore_errors=True)
+            remove(entry)
 
 
 def _alive(pid: int) -> bool:
@@ -318,22 +317,20 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_staging(output)
-        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would make the report unreadable to others
+        staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")  # written by descriptor
         if collection is None:
             report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
         else:
             report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
-        (staging / "report.html").write_text(render_html(report), encoding="utf-8")
-        (staging / "report.md").write_text(render_markdown(report), encoding="utf-8")
-        written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
-        (staging / MARKER).write_text("".join(f"{name}\n" for name in written), encoding="utf-8")
+        with open_folder(staging) as folder:
+            folder.put("report.html", render_html(report).encode("utf-8"))
+            folder.put("report.md", render_markdown(report).encode("utf-8"))
+            written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
+            folder.put(MARKER, "".join(f"{name}\n" for name in written).encode("utf-8"))
         _swap_in(staging, output)
     except BaseException as error:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove(staging)
         remove_made(new_parents, above, found)
         full = disk_full(error, output) if isinstance(error, OSError) else None
         if full is not None:
@@ -343,14 +340,18 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
 
 
 def _swap_in(staging: Path, output: Path) -> None:
-    old = None
-    if output.exists():
-        _target_dir(output)  # still a report (checked again just before replacing it)
-        old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-{os.getpid()}-"))
-        os.replace(output, old / "report")
-    os.replace(staging, output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    """The staged report in ``output``'s place, the report it replaces moved aside and removed (an ``-o`` that
+    is a link: the link), all by the descriptor of their folder."""
+    with open_folder(output.parent) as folder:
+        old = None
+        if output.exists():
+            _target_dir(output)  # still a report (checked again just before replacing it)
+            old = folder.make_folder(f".{output.name}.old-{os.getpid()}-")
+            with folder.child(old) as aside:
+                folder.move(output.name, aside, "report")
+        folder.move(staging.name, folder, output.name)
+        if old is not None:
+            folder.remove_tree(old)
 
 
 def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, show_text: bool,

@@ -19,6 +19,7 @@ from topicaudit.attacks.metrics import roc_curve
 from topicaudit.bounds.dp_region import claim_of, dp_tpr_bound
 from topicaudit.engine.presentation import roc_figure
 from topicaudit.engine.check import canary_evidence  # the one reader of canary files
+from topicaudit.owned_folders import open_folder
 from topicaudit.engine.presentation.roc_figure import chance, corners, draw_roc, loglog, new_figure, render, roc_floor
 
 
@@ -389,8 +390,8 @@ def draw_zeta_examples(data: dict[str, dict[str, Any]], title: str):
 
 def save_figure(fig, directory: Path, stem: str) -> dict[str, bytes]:
     """Write ``stem.png`` and ``stem.svg`` into ``directory``; returns the bytes of each."""
-    directory.mkdir(parents=True, exist_ok=True)
     encoded = {fmt: render(fig, fmt) for fmt in ("png", "svg")}
-    for fmt, data in encoded.items():
-        (directory / f"{stem}.{fmt}").write_bytes(data)
+    with open_folder(directory, create=True) as folder:  # a report's own folder: never through a link
+        for fmt, data in encoded.items():
+            folder.put(f"{stem}.{fmt}", data)
     return encoded

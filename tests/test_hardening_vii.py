@@ -313,17 +313,18 @@ def test_a_sigterm_between_check_json_and_the_manifest_leaves_them_agreeing(plai
 def test_a_report_refused_for_a_full_disk_removes_the_folders_it_made(plain_run, tmp_path, capsys, monkeypatch):
     """`report RUN -o FULL/x/y/rep` on a full disk (a 100 KiB tmpfs): exit 2, but x/ and x/y/ were left."""
     import errno
-    import tempfile
+
+    from topicaudit.owned_folders import Folder
 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
-    real = tempfile.mkdtemp
+    real = Folder.make_folder
 
-    def no_space(*args, prefix=None, **kwargs):
-        if prefix and prefix.startswith(".rep.tmp-"):
+    def no_space(self, prefix):  # the staging folder cannot be made (report stages by its folder's descriptor)
+        if prefix.startswith(".rep.tmp-"):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(*args, prefix=prefix, **kwargs)
+        return real(self, prefix)
 
-    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    monkeypatch.setattr(Folder, "make_folder", no_space)
     place = tmp_path / "place"
     place.mkdir()
     assert main(["report", str(plain_run), "-o", str(place / "x" / "y" / "rep")]) == 2

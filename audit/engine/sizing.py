@@ -40,6 +40,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -66,6 +67,7 @@ from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import integrity_key
+from topicaudit.owned_folders import LinkedFolder, anchor_of, declare, open_folder
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise
@@ -306,12 +308,12 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         key = json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha],
                           "power": target_power, "budget": budget}, sort_keys=True, default=str)
         kept = Path(cache_root) / "sizing" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-    if kept is not None and (os.path.islink(kept.parent) or os.path.islink(kept)):
-        kept = None  # nothing read or written through a link (a sizing went into the folder it named)
+        if not anchor_of(Path(cache_root))[1]:  # not below the cache's anchor (``checked_root``): its own
+            declare(Path(cache_root), Path(cache_root))
     secret = integrity_key()
     if kept is not None:
-        try:
-            data = json.loads(kept.read_text())
+        try:  # nothing read or written through a link (a sizing went into the folder it named): owned_folders
+            data = json.loads(_read_kept(kept))
             mac = data.pop("mac", None)
             # With a key, only a sizing it MAC'd: a planted one (5 canaries, "100%" power) made a VIOLATED
             # claim CONSISTENT at 0% power, under a sizing line stating power the audit did not have.
@@ -319,7 +321,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                 found = Sizing.from_json(data)
                 found.kept = str(kept)
                 return found
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (OSError, ValueError, TypeError, AttributeError, LinkedFolder):
             pass
     started = time.perf_counter()
     corpus = load_audit_corpus(config)
@@ -367,7 +369,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         sizing.fit_estimate += f"; the {config.attack.shadows} shadow models come on top of these estimates"
     if kept is not None:
         try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
+            open_folder(kept.parent, create=True).close()
             body = sizing.to_json()
             if secret is not None:
                 body["mac"] = secret.mac(SIZING_MAC_DOMAIN, _mac_payload(key, body))
@@ -375,6 +377,17 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         except (OSError, UserError):  # (UserError: the entry is a directory or FIFO, which is never replaced)
             pass  # a cache that cannot be written costs a new sizing next time, nothing else
     return sizing
+
+
+def _read_kept(kept: Path) -> str:
+    """A kept sizing's text, read by the descriptor of its folder (opened below the cache's anchor without
+    following a link), never through a link nor from a FIFO."""
+    with open_folder(kept.parent) as folder:
+        fd = folder.open(kept.name, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{kept} is not a regular file")
+        return handle.read(1 << 20).decode("utf-8")
 
 
 __all__ = ["AUTO", "DEFAULT_BUDGET", "Sizing", "check_power", "nice_count", "parse_budget", "size_canaries"]

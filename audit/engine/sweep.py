@@ -39,6 +39,7 @@ from topicaudit.engine.storage.bounded_read import read_json
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
+from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 
@@ -263,15 +264,18 @@ def save_index(index_path: Path, index: dict[str, Any]) -> None:
 
 def _check_no_links(output: Path, runs) -> None:
     """A sweep writes its runs inside its own directory, never through a link: a run's folder (or its value's)
-    replaced by a symbolic link to a folder elsewhere was written into, through the link, on resume."""
+    replaced by a symbolic link to a folder elsewhere was written into, through the link, on resume. Each is
+    opened as the runs will be (``topicaudit.owned_folders``, below the directory the sweep's lock holds), so
+    that every link is refused before the first run writes anything."""
     for run in runs:
-        place = output
-        for part in Path(run.relative_path).parts:
-            place = place / part
-            if place.is_symlink():
-                raise UserError(f"{place} is a symbolic link: a sweep writes its runs only inside its own directory, "
-                                "never through a link; remove the link (its target is left as it is) and rerun the "
-                                "same command, or choose another output (--output)")
+        try:
+            open_folder(output / run.relative_path).close()
+        except FileNotFoundError:
+            continue  # made without following a link when its run is locked
+        except LinkedFolder as linked:
+            raise UserError(f"{linked.path} is a symbolic link: a sweep writes its runs only inside its own "
+                            "directory, never through a link; remove the link (its target is left as it is) and "
+                            "rerun the same command, or choose another output (--output)") from None
 
 
 def load_sweep(path: Path) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import stat
 import warnings
 from collections.abc import Callable
 from functools import lru_cache
@@ -57,6 +57,7 @@ from topicaudit.inputs.counting import check_vocabulary
 from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.inputs.sizes import BoundedNpz
+from topicaudit.owned_folders import CLOEXEC, NOFOLLOW, Folder, LinkedFolder, declare, open_folder
 from topicaudit.targets.counts import check_counts
 from topicaudit.version import __version__
 
@@ -82,17 +83,16 @@ def cache_directory() -> Path | None:
     return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "topicaudit"
 
 
-def linked_folder(directory: Path, sub: str) -> Path | None:
-    """The first of the cache's own folders holding ``directory / sub`` that is a symbolic link, or None.
-
-    ``sub`` (corpora, runs) is always the cache's own; so is ``directory`` itself unless the user named it
-    (``$TOPICAUDIT_CACHE_DIR``): the default ``~/.cache/topicaudit`` (or ``$XDG_CACHE_HOME/topicaudit``) as a link
-    had entries and whole runs written into the folder it named, as a linked ``corpora`` or ``runs`` did."""
+def cache_anchor(directory: Path) -> Path:
+    """Where the cache's own folders start: ``directory`` itself when the user named it
+    (``$TOPICAUDIT_CACHE_DIR``, which may be a link), else the XDG base above the default
+    ``~/.cache/topicaudit`` (or ``$XDG_CACHE_HOME/topicaudit``), which is then the cache's own folder too: as a
+    link it had entries and whole runs written into the folder it named. Every folder below the anchor is opened
+    without following a link (``topicaudit.owned_folders``), and declared so here."""
     named = os.environ.get(ENVIRONMENT_VARIABLE) is not None
-    for folder in ([] if named else [directory]) + [directory / sub]:
-        if os.path.islink(folder):
-            return folder
-    return None
+    anchor = directory if named else directory.parent
+    declare(directory, anchor)
+    return anchor
 
 
 @lru_cache(maxsize=1)
@@ -128,32 +128,37 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
     key = cache_key(path, format, settings) if directory is not None else None
     if directory is None or key is None:
         return load()
-    folder = directory / "corpora"
-    linked = linked_folder(directory, "corpora")
-    if linked is not None:
+    cache_anchor(directory)
+    name = f"{key}.npz"
+    try:
+        folder = open_folder(directory / "corpora", create=True)
+    except LinkedFolder as linked:
         # Entries were written through it into whatever folder it named (a user's, or another user's), and read
         # from there: the cache's own folder is a real one, as a run's models/ is.
-        warnings.warn(f"the corpus cache folder {linked} is a symbolic link, so the cache is not used (nothing is "
+        what = "a symbolic link" if linked.target is not None else "not a directory"
+        warnings.warn(f"the corpus cache folder {linked.path} is {what}, so the cache is not used (nothing is "
                       "read or written through it); remove the link, or point TOPICAUDIT_CACHE_DIR at the folder "
                       "itself", UserWarning, stacklevel=2)
         return load()
-    entry = folder / f"{key}.npz"
-    found = read_entry(entry, key)
-    if found is not None:
-        corpus, notes = found
-    else:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            corpus = load()
-        notes = [(w.category.__name__, str(w.message)) for w in caught]
-        # The key hashed the file before load() read it again: stored only if the file did not change between.
-        # A file rewritten in that window (a CI step regenerating it) was stored under the key of content it no
-        # longer had, MAC'd with a key, and served to every later run of the original file.
-        if cache_key(path, format, settings) == key:
-            write_entry(entry, key, corpus, notes)
+    except OSError:
+        return load()  # a cache that cannot be made is skipped
+    with folder:
+        found = read_entry(folder.path / name, key, folder)
+        if found is not None:
+            corpus, notes = found
         else:
-            warnings.warn(f"the corpus file {path} changed while it was read; this run uses what was read, and "
-                          "its counts are not cached", UserWarning, stacklevel=2)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                corpus = load()
+            notes = [(w.category.__name__, str(w.message)) for w in caught]
+            # The key hashed the file before load() read it again: stored only if the file did not change
+            # between. A file rewritten in that window (a CI step regenerating it) was stored under the key of
+            # content it no longer had, MAC'd with a key, and served to every later run of the original file.
+            if cache_key(path, format, settings) == key:
+                write_entry(folder.path / name, key, corpus, notes, folder)
+            else:
+                warnings.warn(f"the corpus file {path} changed while it was read; this run uses what was read, "
+                              "and its counts are not cached", UserWarning, stacklevel=2)
     for category, message in notes:
         warnings.warn(message, _WARNINGS.get(category, UserWarning), stacklevel=2)
     return corpus
@@ -209,8 +214,10 @@ def _mac_payload(key: str, digest: str) -> bytes:
     return f"{key}\0{digest}".encode()
 
 
-def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, str]]) -> None:
-    """Store the corpus under ``key``, atomically; a cache that cannot be written is skipped. With an integrity
+def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, str]],
+                folder: Folder | None = None) -> None:
+    """Store the corpus under ``key``, atomically, by the descriptor of ``folder`` (the cache's, opened by
+    ``cached_corpus``; None: ``entry``'s folder); a cache that cannot be written is skipped. With an integrity
     key configured the entry carries its MAC."""
     secret = integrity_key()
     arrays = _arrays(corpus, notes)
@@ -219,29 +226,34 @@ def write_entry(entry: Path, key: str, corpus: Corpus, notes: list[tuple[str, st
     arrays["digest"] = np.frombuffer(digest.encode(), dtype=np.uint8)
     if secret is not None:
         arrays["mac"] = np.frombuffer(secret.mac(MAC_DOMAIN, _mac_payload(key, digest)).encode(), dtype=np.uint8)
-    tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stubs: no key here is allow_pickle
-        os.replace(tmp, entry)
+        if folder is None:
+            with open_folder(entry.parent, create=True) as own:
+                own.write(entry.name, lambda handle: np.savez(handle, **arrays))
+        else:
+            folder.write(entry.name, lambda handle: np.savez(handle, **arrays))
     except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        pass
 
 
-def read_entry(entry: Path, key: str) -> tuple[Corpus, list[tuple[str, str]]] | None:
-    """The corpus and the loader's notes stored under ``key``; None when the entry is missing or damaged, or (with
-    an integrity key configured) when its MAC is missing or wrong."""
+def read_entry(entry: Path, key: str, folder: Folder | None = None) -> tuple[Corpus, list[tuple[str, str]]] | None:
+    """The corpus and the loader's notes stored under ``key`` (read by the descriptor of ``folder`` when given);
+    None when the entry is missing or damaged, or (with an integrity key configured) when its MAC is missing or
+    wrong."""
     secret = integrity_key()  # a key set but unusable is exit 2, not a silently unauthenticated cache
-    try:
-        if os.path.islink(entry) or not entry.is_file():  # a link is never read (a rebuilt entry replaces it)
-            return None
-    except OSError:  # a cache directory that cannot be looked in (a name too long for the file system): skipped
+    try:  # a link is never read (a rebuilt entry replaces it), nor a FIFO or device
+        if folder is None:
+            fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW | CLOEXEC)
+        else:
+            fd = folder.open(entry.name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:  # missing, a link, or a cache directory that cannot be looked in: skipped
+        return None
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
         return None
     try:
-        with BoundedNpz(entry, str(entry)) as z:
+        with BoundedNpz(handle, str(entry)) as z:
             arrays = {name: np.array(z[name]) for name in z.files}  # copies: writable, like a fresh load's
         stored_key = arrays.pop("key").tobytes().decode()
         stored_digest = arrays.pop("digest").tobytes().decode()

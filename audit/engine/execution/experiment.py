@@ -39,6 +39,7 @@ from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.execution.plan import Plan
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.execution.tasks import warm_up
+from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__, source_digest
 
@@ -128,13 +129,32 @@ def removed_on_user_error(path: Path):
     try:
         yield
     except Exception:  # a UserError, or a crash before anything worth resuming
-        if not existed and not any(path.glob("models/*.npz")):
-            for entry in path.iterdir() if path.is_dir() else ():
-                if entry.name != LOCK_NAME:  # the lock's holder removes the directory itself
-                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
-            if not path.is_dir() or not any(path.iterdir()):
-                shutil.rmtree(path, ignore_errors=True)
+        if not existed:
+            _remove_unsaved(path)
         raise
+
+
+def _remove_unsaved(path: Path) -> None:
+    """Empty the run directory of a start that saved no model, by the descriptor its writer lock holds
+    (``topicaudit.owned_folders``): a directory swapped for a link meanwhile is never emptied through it."""
+    try:
+        folder = open_folder(path)
+    except (OSError, LinkedFolder):  # nothing is deleted through a link
+        return
+    with folder:
+        try:
+            if "models" in folder.names():
+                with folder.child("models") as models:
+                    if any(name.endswith(".npz") for name in models.names()):
+                        return
+        except (OSError, LinkedFolder):
+            return
+        for name in folder.names():
+            if name != LOCK_NAME:  # the lock's holder removes the directory itself
+                folder.remove_tree(name)
+        empty = not folder.names()
+    if empty:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _object_store_bytes(X: sp.csr_matrix | None) -> int:

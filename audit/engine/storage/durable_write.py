@@ -6,7 +6,6 @@ import errno
 import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 try:
@@ -15,10 +14,15 @@ except ImportError:  # pragma: no cover — Windows
     resource = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
+from topicaudit.owned_folders import Folder, open_folder
 
 
-def fsync_directory(path: Path) -> None:
-    """Make a rename or a new entry in ``path`` durable (POSIX: the directory's own fsync)."""
+def fsync_directory(path: Path | Folder) -> None:
+    """Make a rename or a new entry in ``path`` durable (POSIX: the directory's own fsync); a ``Folder`` by its
+    descriptor."""
+    if isinstance(path, Folder):
+        path.fsync()
+        return
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
@@ -36,33 +40,23 @@ def atomic_write_bytes(path: Path, writer) -> str:
     (hex) of the bytes written, for the manifest (``manifest.record``'s ``written``): hashing the file found on
     disk after the rename listed, and with a key MAC'd, whatever a forger renamed over it in that moment.
 
-    After a crash or power loss the file is either the old one or the whole new
-    one, never empty or torn.
+    After a crash or power loss the file is either the old one or the whole new one, never empty or torn. The
+    directory is opened once (``topicaudit.owned_folders``: the folders topicaudit owns never through a link)
+    and the file is made, renamed and its directory fsynced by that descriptor.
     """
     path = Path(path)
-    refuse_replacing(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        folder = open_folder(path.parent)
     except OSError as error:
         raise disk_full(error, path) or error from None
-    try:
-        with os.fdopen(fd, "w+b") as handle:
-            writer(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.seek(0)  # the digest of our own file's bytes, read through our descriptor (not by name)
-            digest = hashlib.sha256()
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a run directory keeps the usual permissions
-        os.replace(tmp, path)
-    except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(error, OSError) and disk_full(error, path):
-            raise disk_full(error, path) from None
-        raise
-    fsync_directory(path.parent)
-    return digest.hexdigest()
+    with folder:
+        refuse_replacing(path, folder=folder)
+        try:
+            digest = folder.write(path.name, writer, fsync=False)
+        except OSError as error:
+            raise disk_full(error, path) or error from None
+        fsync_directory(folder)
+    return digest
 
 
 def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
@@ -71,39 +65,51 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
     directory and then failed on a full disk for its --junit file: the run kept a check.json its manifest
     did not match (so ``report`` refused it) after a command that said it had failed. Returns each file's
     SHA-256 (hex) of the bytes written, by path, as ``atomic_write_bytes`` does."""
-    staged: list[tuple[str, Path]] = []
-    for path, _ in contents:  # all refused before any is staged: a refused check left its folder a new mtime
-        refuse_replacing(Path(path))
+    folders: dict[Path, Folder] = {}
+    staged: list[tuple[Folder, str, Path]] = []
     try:
-        for path, data in contents:
+        for path, _ in contents:  # all refused before any is staged: a refused check left its folder a new mtime
             path = Path(path)
-            try:
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-                staged.append((tmp, path))
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, 0o666 & ~_umask())
-            except OSError as error:  # named by the file it was writing, not by its temporary
-                raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    for parent in dict.fromkeys(path.parent for _, path in staged):
-        fsync_directory(parent)
+            if path.parent not in folders:
+                try:
+                    folders[path.parent] = open_folder(path.parent)
+                except OSError as error:
+                    raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+            refuse_replacing(path, folder=folders[path.parent])
+        try:
+            for path, data in contents:
+                path = Path(path)
+                folder = folders[path.parent]
+                try:
+                    temporary, handle = folder.stage(path.name)
+                    staged.append((folder, temporary, path))
+                    with handle:
+                        handle.write(data)
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                except OSError as error:  # named by the file it was writing, not by its temporary
+                    raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+            for folder, temporary, path in staged:
+                folder.replace(temporary, path.name)
+        except BaseException:
+            for folder, temporary, _ in staged:
+                folder.unlink(temporary, missing_ok=True)
+            raise
+        for folder in folders.values():
+            fsync_directory(folder)
+    finally:
+        for folder in folders.values():
+            folder.close()
     return {Path(path): hashlib.sha256(data).hexdigest() for path, data in contents}
 
 
-def refuse_replacing(path: Path, what: str = "") -> None:
-    """A file is written by renaming a new one over ``path``: refuse when something other than a regular file or a
-    symbolic link is there. The rename would replace a FIFO or a device with a regular file (``check --junit
-    /dev/null`` run as root replaced the system's /dev/null), and cannot replace a directory (IsADirectoryError)."""
+def refuse_replacing(path: Path, what: str = "", folder: Folder | None = None) -> None:
+    """A file is written by renaming a new one over ``path`` (looked up in ``folder`` when given): refuse when
+    something other than a regular file or a symbolic link is there. The rename would replace a FIFO or a device
+    with a regular file (``check --junit /dev/null`` run as root replaced the system's /dev/null), and cannot
+    replace a directory (IsADirectoryError)."""
     try:
-        mode = os.lstat(path).st_mode
+        mode = (folder.lstat(Path(path).name) if folder is not None else os.lstat(path)).st_mode
     except OSError:
         return  # nothing there (or nothing we can see): the write says what is wrong
     if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
@@ -166,12 +172,6 @@ def _size_limit() -> str:
     if soft is None:
         return "the largest file this file system holds"
     return f"the file size limit of this process (`ulimit -f`, RLIMIT_FSIZE = {soft} bytes)"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def atomic_write_text(path: Path, text: str) -> str:

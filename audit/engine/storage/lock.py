@@ -5,13 +5,16 @@ models and leave a config.toml that matches neither. The lock is
 ``fcntl.flock`` on ``.lock`` in the directory, which the kernel releases when
 the holder exits, however it ends (``kill -9`` included), so a stale lock
 never blocks a resume. The file holds the holder's PID for the message.
+
+The lock opens the directory once and holds it open for the block (``topicaudit.owned_folders.holding``):
+every file written, deleted or made below it goes through that descriptor, never through a link put in its
+place, and ``.lock`` itself is opened there without following a link.
 """
 from __future__ import annotations
 
 import errno
 import os
 import re
-import shutil
 import stat
 import time
 import warnings
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
+from topicaudit.owned_folders import Folder, holding, open_folder
 
 NAME = ".lock"
 
@@ -97,27 +101,26 @@ def _dying(pid: int) -> bool:
 _PID_LINE = re.compile(rb"\d*\n?")  # what a topicaudit lock holds: its holder's PID, or nothing yet
 
 
-def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int] | None]:
-    """The lock file's descriptor, never through a link or onto a FIFO, device or directory; its former
-    content (None: this call created it) and times (access, modification, in ns). A file that is no topicaudit
-    lock is refused untouched."""
-    lock = path / NAME
+def _open_lock(folder: Folder, flag: str) -> tuple[int, bytes | None, tuple[int, int] | None]:
+    """The lock file's descriptor, opened in the run directory's own descriptor, never through a link or onto
+    a FIFO, device or directory; its former content (None: this call created it) and times (access,
+    modification, in ns). A file that is no topicaudit lock is refused untouched."""
+    lock = folder.path / NAME
     refuse = (f"{lock} is {{what}}, not a topicaudit lock file; remove or rename that .lock (or choose another "
               f"{flag}): the writer lock is never taken through it")
-    flags = os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_NONBLOCK
     try:
-        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666), None, None
+        return folder.open(NAME, flags | os.O_CREAT | os.O_EXCL, 0o666), None, None
     except FileExistsError:
         pass
-    if os.path.islink(lock):
-        raise UserError(refuse.format(what=f"a symbolic link (to {os.readlink(lock)})"))
     try:
-        fd = os.open(lock, flags)
+        fd = folder.open(NAME, flags)
     except IsADirectoryError:
         raise UserError(refuse.format(what="a directory")) from None
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise UserError(refuse.format(what="a symbolic link")) from None
+        if error.errno == errno.ELOOP or stat.S_ISLNK(folder.lstat(NAME).st_mode):
+            target = _readlink(folder, NAME)
+            raise UserError(refuse.format(what="a symbolic link" + (f" (to {target})" if target else ""))) from None
         raise
     try:
         info = os.fstat(fd)
@@ -135,6 +138,40 @@ def _open_lock(path: Path, flag: str) -> tuple[int, bytes | None, tuple[int, int
     return fd, former, (info.st_atime_ns, info.st_mtime_ns)
 
 
+def _readlink(folder: Folder, name: str) -> str | None:
+    try:
+        return os.readlink(name, dir_fd=folder.fd) if folder.fd is not None else os.readlink(folder.path / name)
+    except OSError:
+        return None
+
+
+def _holds_only_the_lock(folder: Folder) -> bool:
+    """``holds_only_the_lock`` of the folder held open: what it holds, looked up by its descriptor."""
+    try:
+        for name in folder.names():
+            if name == "models" and stat.S_ISDIR(folder.lstat(name).st_mode):
+                with folder.child(name) as models:
+                    if models.names():
+                        return False
+            elif name != NAME:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _remove_own(folder: Folder) -> None:
+    """Remove what the lock's block made in the folder (``.lock``, an empty ``models/``), by its descriptor,
+    then the folder itself by name (a name that is now a link is never followed: ``rmdir`` refuses it)."""
+    try:
+        folder.unlink(NAME, missing_ok=True)
+        if folder.exists("models"):
+            folder.rmdir("models")
+        os.rmdir(folder.path)
+    except OSError:
+        pass
+
+
 @contextmanager
 def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     """Hold the directory's writer lock for the block (creating the directory; removed again if the block
@@ -147,52 +184,94 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     """
     path = Path(path)
     manifest.refuse_over_read_names(path, None, flag)  # not a run made inside another run's own files
-    if path.is_symlink() and not path.exists():
-        raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
-                        f"remove the link, or choose another {flag}")
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
-    created = not path.exists()
-    found = None if created else listing(path)
-    # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
-    new_parents = [parent for parent in path.parents if not parent.exists()]
-    above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
-    found_above = listing(above) if created and above is not None else None
+    for _ in range(100):  # again when the holder waited for removed the directory it had made (and its lock)
+        if path.is_symlink() and not path.exists():
+            raise UserError(f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                            f"remove the link, or choose another {flag}")
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{flag} {path} exists and is not a directory; choose another {flag}")
+        created = not path.exists()
+        found = None if created else listing(path)
+        # The parents this creates too (e.g. runs/ for the default runs/NAME), removed with it when left empty.
+        new_parents = [parent for parent in path.parents if not parent.exists()]
+        above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
+        found_above = listing(above) if created and above is not None else None
+        folder, fd, former, times = _open_locked(path, flag)
+        handle = os.fdopen(fd, "r+b", buffering=0)
+        try:
+            if fcntl is not None and not _acquire(handle, wait):
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+                who = f"process {holder}" if holder.isdigit() else "another process"
+                raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it "
+                                f"to finish, or choose another {flag}")
+        except BaseException:
+            handle.close()
+            folder.close()
+            raise
+        if _in_place(path, folder, fd):
+            break
+        handle.close()
+        folder.close()
+    else:
+        raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
+                        f"are making and removing it); wait for them to finish, or choose another {flag}")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, former, times = _open_lock(path, flag)
-    except OSError as error:
-        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
-                        f"choose another {flag}") from None
-    handle = os.fdopen(fd, "r+b", buffering=0)
-    try:
-        if fcntl is not None and not _acquire(handle, wait):
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-            who = f"process {holder}" if holder.isdigit() else "another process"
-            raise UserError(f"{path} is being written by another topicaudit command ({who}); wait for it to "
-                            f"finish, or choose another {flag}")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
-            yield
+            with holding(path, folder):  # every write below ``path`` goes through this descriptor
+                yield
         except BaseException:
-            _restore(path / NAME, fd, former, times)
+            _restore(folder, fd, former, times)
             put_back_times(path, found)
             raise
         finally:
-            if created and holds_only_the_lock(path):
-                shutil.rmtree(path, ignore_errors=True)
+            if created and _holds_only_the_lock(folder):
+                _remove_own(folder)
                 remove_made(new_parents, above, found_above)
     finally:
         handle.close()
+        folder.close()
 
 
-def _restore(lock: Path, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
+def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tuple[int, int] | None]:
+    """The directory opened (made when absent; below a cache's anchor no link is followed) and its lock file."""
+    try:
+        folder = open_folder(path, create=True)
+    except OSError as error:
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    try:
+        return (folder, *_open_lock(folder, flag))
+    except OSError as error:
+        folder.close()
+        raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
+                        f"choose another {flag}") from None
+    except BaseException:
+        folder.close()
+        raise
+
+
+def _in_place(path: Path, folder: Folder, fd: int) -> bool:
+    """Whether the directory locked is still the one at ``path`` and its ``.lock`` the file locked: a holder
+    that made the directory removes it when it leaves nothing in it, and the lock taken after it was on a
+    removed file (two waiters each held "the" lock), its directory gone."""
+    if folder.fd is None:
+        return True
+    try:
+        with open_folder(path) as now:
+            same = os.path.samestat(os.fstat(folder.fd), os.fstat(now.fd))
+            return same and os.path.samestat(now.lstat(NAME), os.fstat(fd))
+    except (OSError, UserError):
+        return False
+
+
+def _restore(folder: Folder, fd: int, former: bytes | None, times: tuple[int, int] | None = None) -> None:
     """Leave ``.lock`` as the failed block found it: gone if it was made for it, else its former content and
     times (a refused resume changed the lock's modification time, which tools that watch it saw as a write)."""
     try:
         if former is None:
-            lock.unlink(missing_ok=True)
+            folder.unlink(NAME, missing_ok=True)
         else:
             os.ftruncate(fd, 0)
             os.pwrite(fd, former, 0)

@@ -35,8 +35,9 @@ from typing import Any
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
-from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_directory, linked_folder
+from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_anchor, cache_directory
 from topicaudit.inputs.files import file_sha256
+from topicaudit.owned_folders import LinkedFolder, declare, open_folder
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
 
@@ -124,11 +125,7 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | 
     root = checked_root(cache)
     if root is None:
         return None
-    run_dir = cached_run_dir(config, root)
-    if run_dir.is_symlink():  # the cache names this path, not the user: its run is written nowhere else
-        raise UserError(f"the run cache entry {run_dir} is a symbolic link (to {os.readlink(run_dir)}), not a run "
-                        "the cache holds: topicaudit never writes a cached run through one (it wrote the run into "
-                        "the link's target, outside the cache); remove the link, or give --output")
+    run_dir = cached_run_dir(config, root)  # below the cache's anchor: the writer lock opens it without links
     config.output = str(run_dir)
     return run_dir
 
@@ -149,9 +146,17 @@ def checked_root(cache: str | os.PathLike | bool | None) -> Path | None:
                         + f": {existing} is not a directory; "
                         + (f"set {ENVIRONMENT_VARIABLE} to a directory, or to off" if chosen is not None
                            else "give a directory (--cache DIR) or off"))
-    linked = linked_folder(root.parent, root.name) if cache is None or cache is True else None
-    if linked is not None:  # the default's runs/ (and ~/.cache/topicaudit): named by the cache, not the user
-        raise UserError(f"the run cache folder {linked} is a symbolic link (to {os.readlink(linked)}), not the "
+    if cache is None or cache is True:  # the default's runs/ (and ~/.cache/topicaudit): the cache's own folders
+        cache_anchor(root.parent)
+    else:  # --cache DIR: the user's folder, and each entry below it the cache's own
+        declare(root, root)
+    try:
+        open_folder(root).close()
+    except LinkedFolder as linked:
+        what = f"a symbolic link (to {linked.target})" if linked.target is not None else "not a directory"
+        raise UserError(f"the run cache folder {linked.path} is {what}, not the "
                         "cache's own folder: topicaudit never writes cached runs through one (they were written into "
-                        "the link's target, outside the cache); remove the link, or give --cache DIR")
+                        "the link's target, outside the cache); remove the link, or give --cache DIR") from None
+    except OSError:
+        pass  # not there yet: made without following a link when the run is locked
     return root

@@ -44,6 +44,7 @@ from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError
 from topicaudit.inputs import files
 from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
+from topicaudit.owned_folders import Folder, LinkedFolder, open_folder
 from topicaudit.targets.base import Release
 from topicaudit.targets.mechanisms import LaplaceNoise, Transcript, mechanism_from_json
 
@@ -94,11 +95,20 @@ class RunDirectory:
     def _check_models_folder(self) -> None:
         """models/ must be the run's own folder: through a link a resume deleted a user's files it could not read
         as models ("refitting") and wrote models among them; a file or FIFO there was an internal error."""
-        if os.path.islink(self.models) or (os.path.lexists(self.models) and not self.models.is_dir()):
-            what = "a symbolic link" if os.path.islink(self.models) else "not a directory"
+        try:
+            self._models_folder().close()
+        except FileNotFoundError:
+            pass
+
+    def _models_folder(self, create: bool = False) -> Folder:
+        """models/ opened below the run directory without following a link (``topicaudit.owned_folders``)."""
+        try:
+            return open_folder(self.models, create)
+        except LinkedFolder as linked:
+            what = "a symbolic link" if linked.target is not None else "not a directory"
             raise UserError(f"{self.models} is {what}, not this run's models folder: the run directory was "
                             "altered, and nothing is written or deleted through it; move it away, or rerun the "
-                            "audit into a new directory (--output)")
+                            "audit into a new directory (--output)") from None
 
     def _check_manifest_kept(self) -> None:
         """A run that keeps a manifest resumes only with it (readable), else its models could not be verified;
@@ -120,9 +130,8 @@ class RunDirectory:
                             "without it the run's models cannot be verified; " + manifest.RERUN)
 
     def create(self, config_dict: dict[str, Any], provenance: dict[str, Any]) -> None:
-        self._check_models_folder()
-        created = not self.models.exists()  # the directory itself may be only the writer lock's so far
-        self.models.mkdir(parents=True, exist_ok=True)
+        created = not os.path.lexists(self.models)  # the directory itself may be only the writer lock's so far
+        self._models_folder(create=True).close()
         if created:
             fsync_directory(self.path.parent)
         listed = manifest.entries(self.path)
@@ -194,7 +203,7 @@ class RunDirectory:
         except (*UNREADABLE_NPZ, UserError) as error:
             # A torn file (power loss before files were fsynced, a full disk): refit that model.
             warnings.warn(f"{path} is unreadable ({type(error).__name__}); refitting that model", stacklevel=2)
-            path.unlink(missing_ok=True)
+            self._remove_model(path)
             return None
         if made_by != config_hash:
             raise UserError(f"{path} was made by a different configuration; delete it to refit")
@@ -202,7 +211,7 @@ class RunDirectory:
         if listed is not None and path.relative_to(self.path).as_posix() not in listed:
             # Written, then interrupted before the manifest listed it: it cannot be verified, so it is refitted.
             warnings.warn(f"{path} is not listed in {manifest.NAME}; refitting that model", stacklevel=2)
-            path.unlink(missing_ok=True)
+            self._remove_model(path)
             return None
         manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
         if slot != path.stem:
@@ -210,6 +219,11 @@ class RunDirectory:
                             "delete it to refit that model")
         check_release(path, release, n_topics, n_words)
         return release, seconds
+
+    def _remove_model(self, path: Path) -> None:
+        """Delete a model file that is refitted, by the models folder's descriptor (never through a link)."""
+        with self._models_folder() as folder:
+            folder.unlink(path.name, missing_ok=True)
 
     # -- plan -----------------------------------------------------------------
     def keep_plan(self, arrays: dict[str, np.ndarray], name: str = "plan.npz") -> None:

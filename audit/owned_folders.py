@@ -1,0 +1,318 @@
+"""The folders topicaudit owns, opened as directory descriptors and never through a symbolic link.
+
+Three hostile passes each found one more place where a file was written through a link into a user's folder
+(a linked ``corpora``, ``runs``, ``~/.cache/topicaudit``, ``sizing``, a run's ``models/``), and the fixes were
+``islink`` checks made before the write: a folder swapped for a link between the check and the write was still
+written through. Here a folder is opened once, from an *anchor* the user named (``--output``, ``report -o``,
+``$TOPICAUDIT_CACHE_DIR``, ``--cache``; a link there is the user's choice and is followed), and every component
+below the anchor is opened with ``O_NOFOLLOW`` relative to its parent's descriptor (made with ``mkdir`` relative
+to it when absent). Files are then written, renamed, removed and made relative to the folder's descriptor: a
+folder renamed away and replaced by a link after it was opened is still the folder written, and a component
+that is a link when it is opened is refused (``LinkedFolder``: what, where, how to fix).
+
+Which anchor a path has: a folder held open for a block (``holding``: the writer lock holds its directory for
+the whole command, so every write below it goes through that descriptor), else a folder declared topicaudit's
+own below an anchor (``declare``: the caches), else the path itself (the user named it). On platforms without
+``dir_fd`` (Windows) the same calls fall back to paths, as before.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import shutil
+import stat
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterator
+
+from topicaudit.errors import UserError
+
+# Descriptor-relative calls (POSIX); elsewhere each call takes the folder's path.
+BY_DESCRIPTOR = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
+                 and {os.open, os.mkdir, os.rmdir, os.unlink, os.rename, os.stat} <= os.supports_dir_fd)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | CLOEXEC
+
+
+class LinkedFolder(UserError):
+    """A folder topicaudit owns is a symbolic link (or not a folder): nothing is written through it."""
+
+    def __init__(self, path: Path, target: str | None):
+        self.path, self.target = path, target
+        what = f"a symbolic link (to {target})" if target is not None else "not a directory"
+        super().__init__(f"{path} is {what}, not topicaudit's own folder: nothing is written, read or deleted "
+                         "through it; move it away (or remove the link) and rerun the same command")
+
+
+class Folder:
+    """An open folder: its descriptor (None without ``dir_fd``) and the path it was opened by, for messages."""
+
+    def __init__(self, path: Path, fd: int | None):
+        self.path, self.fd = Path(path), fd
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _at(self, name: str) -> tuple[str, dict]:
+        """``name`` as a descriptor-relative name, or (no ``dir_fd``) as a path."""
+        if self.fd is None:
+            return str(self.path / name), {}
+        return name, {"dir_fd": self.fd}
+
+    # -- folders -------------------------------------------------------------
+    def child(self, name: str, create: bool = False) -> Folder:
+        """The folder ``name`` in this one, never through a link (made when absent and ``create``)."""
+        if name in ("", ".", "..") or "/" in name or os.sep in name:
+            raise ValueError(f"not a folder name: {name!r}")
+        where, at = self._at(name)
+        if create:
+            try:
+                os.mkdir(where, **at)
+            except FileExistsError:
+                pass
+        if self.fd is None:  # no dir_fd: the check before use is all there is
+            if os.path.islink(where) or not os.path.isdir(where):
+                if not os.path.lexists(where):
+                    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), where)
+                raise LinkedFolder(self.path / name, _link_target(self, name))
+            return Folder(self.path / name, None)
+        try:
+            return Folder(self.path / name, os.open(name, _DIRECTORY | NOFOLLOW, dir_fd=self.fd))
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise LinkedFolder(self.path / name, _link_target(self, name)) from None
+            raise
+
+    def mkdir(self, name: str) -> None:
+        where, at = self._at(name)
+        os.mkdir(where, **at)
+
+    def rmdir(self, name: str) -> None:
+        where, at = self._at(name)
+        os.rmdir(where, **at)
+
+    def make_folder(self, prefix: str) -> str:
+        """A new folder ``PREFIX`` + 8 hex digits here (``mkdtemp`` by descriptor, with the usual permissions
+        rather than mkdtemp's 0700); its name."""
+        for _ in range(100):
+            name = f"{prefix}{secrets.token_hex(4)}"
+            try:
+                self.mkdir(name)
+            except FileExistsError:
+                continue
+            return name
+        raise FileExistsError(errno.EEXIST, "no unused folder name", str(self.path / prefix))
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write ``data`` as the file ``name`` (made or emptied; never through a link, nor into a FIFO) without
+        the rename and fsyncs of ``write``: for a folder no one reads before it is complete (a report's staging)."""
+        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK)
+        with os.fdopen(fd, "wb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", str(self.path / name))
+            handle.write(data)
+
+    def move(self, name: str, into: Folder, new_name: str) -> None:
+        """Rename the entry ``name`` to ``new_name`` in ``into`` (a link is moved as a link)."""
+        if self.fd is None or into.fd is None:
+            os.replace(self.path / name, into.path / new_name)
+        else:
+            os.replace(name, new_name, src_dir_fd=self.fd, dst_dir_fd=into.fd)
+
+    def remove_tree(self, name: str) -> None:
+        """Remove the entry ``name``: a real folder with everything in it (``rmtree`` by descriptor, which never
+        follows a link), else the file or link itself."""
+        try:
+            if not stat.S_ISDIR(self.lstat(name).st_mode):
+                self.unlink(name, missing_ok=True)
+            elif self.fd is not None:
+                shutil.rmtree(name, ignore_errors=True, dir_fd=self.fd)
+            else:
+                shutil.rmtree(self.path / name, ignore_errors=True)
+        except OSError:
+            pass
+
+    def names(self) -> list[str]:
+        return os.listdir(self.fd if self.fd is not None else self.path)
+
+    def fsync(self) -> None:
+        """Make a rename or a new entry durable (POSIX: the directory's own fsync)."""
+        try:
+            if self.fd is not None:
+                os.fsync(self.fd)
+        except OSError:
+            pass
+
+    # -- entries -------------------------------------------------------------
+    def lstat(self, name: str) -> os.stat_result:
+        where, at = self._at(name)
+        return os.stat(where, follow_symlinks=False, **at)
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.lstat(name)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def open(self, name: str, flags: int, mode: int = 0o666) -> int:
+        """``os.open`` of ``name`` in this folder; ``O_NOFOLLOW`` always: a link there is never opened."""
+        where, at = self._at(name)
+        return os.open(where, flags | NOFOLLOW | CLOEXEC, mode, **at)
+
+    def unlink(self, name: str, missing_ok: bool = False) -> None:
+        where, at = self._at(name)
+        try:
+            os.unlink(where, **at)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def replace(self, source: str, name: str) -> None:
+        self.move(source, self, name)
+
+    def stage(self, name: str) -> tuple[str, BinaryIO]:
+        """A new temporary file beside ``name`` (``.NAME.XXXXXXXX.tmp``, the usual permissions), open for
+        reading and writing: ``mkstemp`` takes no directory descriptor."""
+        for _ in range(100):
+            temporary = f".{name}.{secrets.token_hex(4)}.tmp"
+            try:
+                fd = self.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            return temporary, os.fdopen(fd, "w+b")
+        raise FileExistsError(errno.EEXIST, "no unused temporary name", str(self.path / name))
+
+    def write(self, name: str, writer: Callable[[BinaryIO], object], fsync: bool = True) -> str:
+        """Write ``name`` whole or not at all: a temporary file fsynced, renamed over it, the folder fsynced
+        (unless ``fsync`` is False: the caller does it).
+        Returns the SHA-256 (hex) of the bytes written, read back through the temporary's own descriptor."""
+        temporary, handle = self.stage(name)
+        try:
+            with handle:
+                writer(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.seek(0)
+                digest = hashlib.sha256()
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            self.replace(temporary, name)
+        except BaseException:
+            self.unlink(temporary, missing_ok=True)
+            raise
+        if fsync:
+            self.fsync()
+        return digest.hexdigest()
+
+
+def _link_target(folder: Folder, name: str) -> str | None:
+    """What the link ``name`` names; None when it is no link (a file where a folder belongs)."""
+    try:
+        if folder.fd is None:
+            return os.readlink(folder.path / name)
+        return os.readlink(name, dir_fd=folder.fd)
+    except OSError:
+        return None
+
+
+# -- which anchor a path has ---------------------------------------------------------
+_LOCK = threading.Lock()
+_HELD: dict[str, list[Folder]] = {}  # folders held open for a block, by absolute path
+_DECLARED: dict[str, Path] = {}  # folders declared topicaudit's own, by absolute path → their anchor
+
+
+def _key(path: Path | str) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+def declare(path: Path, anchor: Path) -> None:
+    """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
+    the XDG base): the folders between them are opened without following links."""
+    if _key(path) != _key(anchor) and Path(_key(anchor)) not in Path(_key(path)).parents:
+        raise ValueError(f"{anchor} does not hold {path}")
+    with _LOCK:
+        _DECLARED[_key(path)] = Path(anchor)
+
+
+@contextmanager
+def holding(path: Path, folder: Folder) -> Iterator[None]:
+    """For the block, every folder below ``path`` is opened from ``folder``'s descriptor (the writer lock's)."""
+    key = _key(path)
+    with _LOCK:
+        _HELD.setdefault(key, []).append(folder)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD[key].remove(folder)
+            if not _HELD[key]:
+                del _HELD[key]
+
+
+def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
+    """The anchor ``path`` is opened from (followed as the user named it) and its own components below it."""
+    key = Path(_key(path))
+    with _LOCK:
+        for candidate in (key, *key.parents):
+            if str(candidate) in _HELD or str(candidate) in _DECLARED:
+                base = candidate if str(candidate) in _HELD else Path(_key(_DECLARED[str(candidate)]))
+                return base, key.relative_to(base).parts
+    return key, ()
+
+
+def open_folder(path: Path, create: bool = False) -> Folder:
+    """``path`` opened as a folder: its anchor as named, every component below it without following a link
+    (made when absent and ``create``; the anchor itself is made by path, parents included, as the user's
+    ``mkdir -p`` would). Raises ``LinkedFolder`` for a component that is a link, FileNotFoundError for one
+    that is absent."""
+    base, parts = anchor_of(path)
+    shown = Path(path)
+    with _LOCK:
+        held = _HELD.get(str(base))
+        folder = Folder(base, os.dup(held[-1].fd)) if held and held[-1].fd is not None else None
+    if folder is None:
+        if create:
+            base.mkdir(parents=True, exist_ok=True)
+        folder = Folder(base, os.open(base, _DIRECTORY) if BY_DESCRIPTOR else None)
+    try:
+        for part in parts:
+            inner = folder.child(part, create)
+            folder.close()
+            folder = inner
+    except BaseException:
+        folder.close()
+        raise
+    folder.path = shown  # messages name the path as the caller gave it
+    return folder
+
+
+def new_folder(parent: Path, prefix: str) -> Path:
+    """A new folder ``PREFIX`` + 8 hex digits made in ``parent`` by its descriptor, and declared topicaudit's
+    own below it (a report's staging): what is written in it never goes through a link put in its place."""
+    with open_folder(parent) as folder:
+        made = Path(parent) / folder.make_folder(prefix)
+    declare(made, Path(parent))
+    return made
+
+
+def remove(path: Path) -> None:
+    """Remove the entry at ``path`` (a real folder with all it holds, else the file or link itself) by the
+    descriptor of its folder; nothing there, or a folder that cannot be opened: nothing done."""
+    try:
+        with open_folder(Path(path).parent) as folder:
+            folder.remove_tree(Path(path).name)
+    except (OSError, LinkedFolder):
+        pass
