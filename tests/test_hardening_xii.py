@@ -152,3 +152,24 @@ def test_audit_model_names_a_setting_of_the_wrong_type(tmp_path, setting, value)
 
     with pytest.raises(UserError, match=setting):
         topicaudit.audit_model(tmp_path / "phi.npy", candidates=tmp_path / "c.json", **{setting: value})
+
+
+@pytest.mark.parametrize("umask", [0o277, 0o777])
+def test_an_output_made_without_rights_to_its_own_lock_is_removed_again(tmp_path, umask):
+    """Pass XII's F1: a umask that leaves the owner no write or search right on the folder `run` makes (and no
+    CAP_DAC_OVERRIDE) refused the run at its .lock (exit 2) and left the new, empty folder behind."""
+    import os
+    import shutil
+
+    drop = []
+    if os.geteuid() == 0:  # root would write the folder anyway: run without its capabilities
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv cannot drop CAP_DAC_OVERRIDE")
+        drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    launcher = Path(sys.executable).parent / "topicaudit"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([*drop, "sh", "-c", f'umask {umask:o}; exec "$0" "$@"', str(launcher), "run",
+                           "--shadows", "0", "--canaries", "60", "--k", "3", "--output", "deep/out", "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "--output" in done.stderr, (done.returncode, done.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # neither out/ nor the deep/ made for it

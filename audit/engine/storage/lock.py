@@ -196,7 +196,12 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         new_parents = [parent for parent in path.parents if not parent.exists()]
         above = next((parent for parent in path.parents if parent.exists()), None)  # the user's, left as found
         found_above = listing(above) if created and above is not None else None
-        folder, fd, former, times = _open_locked(path, flag)
+        try:
+            folder, fd, former, times = _open_locked(path, flag)
+        except BaseException:  # a folder made without rights to its own .lock (umask 0277): removed again
+            if created:
+                remove_made([p for p in (path, *new_parents) if os.path.lexists(p)], above, found_above)
+            raise
         handle = os.fdopen(fd, "r+b", buffering=0)
         try:
             if fcntl is not None and not _acquire(handle, wait):
