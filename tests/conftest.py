@@ -25,11 +25,12 @@ import copy
 import os
 import shutil
 import tempfile
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
+from topicaudit.engine import power
 from topicaudit.engine.execution import parallel
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.loading import config_from_dict
@@ -112,6 +113,26 @@ def make_small_config(directory: Path, name: str = "small", **extra) -> Config:
             data[key] = value
     data["output"] = str(Path(directory) / name)
     return config_from_dict(data)
+
+
+@contextmanager
+def power_search_cut_short():
+    """While it lasts, the search for the canary count a CONSISTENT (or underpowered) mechanism audit suggests stops
+    after the first count it simulates: ``check`` otherwise simulates ever larger designs for up to
+    ``POWER_SEARCH_SECONDS`` (10 s, more with the last simulation), all of it advice no test of the verdict reads.
+    The verdict, its bounds and its power estimate are the same; only the suggestion reads "the search … stopped
+    at". Tests of the search itself (tests/test_guidance.py, tests/test_sizing.py, docs/check.md's quoted line)
+    run it whole."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(power, "POWER_SEARCH_SECONDS", 0.0)
+        yield
+
+
+@pytest.fixture
+def short_power_search():
+    """``power_search_cut_short`` for one test."""
+    with power_search_cut_short():
+        yield
 
 
 @pytest.fixture(scope="session")

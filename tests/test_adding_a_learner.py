@@ -229,7 +229,8 @@ def test_the_pages_new_kind_of_release_scores_as_computed_by_hand(new_kind, kind
     assert simulated["mechanism"].shape == (canaries.count,)
 
 
-def test_a_plug_in_kind_is_audited_and_checked_in_a_process_that_never_imported_it(new_kind, tmp_path):
+def test_a_plug_in_kind_is_audited_and_checked_in_a_process_that_never_imported_it(new_kind, tmp_path,
+                                                                                    short_power_search):
     """A fresh `check` of the run imports the recorded plug-in's module: the kind and its scorer come back, and so
     does the verdict's power estimate."""
     scorers = list(scoring.SCORERS)

@@ -16,6 +16,9 @@ from topicaudit.engine.storage import manifest
 from topicaudit.inputs import files, integrity_key
 
 KEY = "d" * 16 + "0123456789abcdef" * 3  # 64 characters
+# A claim the 60-canary runs never refute (no outcome proves more than ε ≈ 2.2), near enough that the verdict's
+# search for a count whose ceiling passes it stops at a few thousand canaries (ε = 10: 150,000, ~3 CPU-s).
+GENEROUS = "5"
 
 
 def canary_run(output: Path, *extra: str) -> int:
@@ -156,7 +159,7 @@ def test_a_check_refused_for_its_junit_file_leaves_the_run_as_it_was(plain_run, 
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
     run = tmp_path / "run"
     shutil.copytree(plain_run, run)
-    assert main(["check", str(run), "--epsilon", "10"]) == 0
+    assert main(["check", str(run), "--epsilon", GENEROUS]) == 0
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     full = tmp_path / "full"
     full.mkdir()
@@ -291,7 +294,7 @@ def test_a_sigterm_between_check_json_and_the_manifest_leaves_them_agreeing(plai
     monkeypatch.setenv(integrity_key.ENVIRONMENT_VARIABLE, "off")
     run = tmp_path / "run"
     shutil.copytree(plain_run, run)
-    assert main(["check", str(run), "--epsilon", "10"]) == 0
+    assert main(["check", str(run), "--epsilon", GENEROUS]) == 0
     real = manifest.record
 
     def terminated_first(*args, **kwargs):

@@ -340,7 +340,8 @@ def _gate(tmp_path, name, learner, params, bug="", count=400, k=3):
     # One release whose Laplace noise carries almost all of the claim ε_g = 3.02 (C/β small).
     ("hdp-lda", {"epsilon_l": 3.0, "n_iter": 1, "clip": 0.01, "beta": 1.0}, ["no-noise"]),
 ])
-def test_the_gate_passes_correct_learners_and_catches_planted_bugs(tmp_path, capsys, learner, params, bugs):
+def test_the_gate_passes_correct_learners_and_catches_planted_bugs(tmp_path, capsys, learner, params, bugs,
+                                                                   short_power_search):
     assert _gate(tmp_path, "ok", learner, params) == 0
     for bug in bugs:
         assert _gate(tmp_path, bug, learner, params, bug) == 1, bug
@@ -445,7 +446,8 @@ def test_the_delta_tail_needs_two_releases_a_single_delta_event_is_what_the_clai
     assert delta_tail_bound(2, 500, 1e-2, 0.01).epsilon == 0.0  # Markov: 500·δ/4 = 1.25 > α
 
 
-def test_a_gaussian_vocabulary_step_is_tested_as_the_gaussian_mechanism_on_its_anchored_canaries(tmp_path, capsys):
+def test_a_gaussian_vocabulary_step_is_tested_as_the_gaussian_mechanism_on_its_anchored_canaries(tmp_path, capsys,
+                                                                                                short_power_search):
     execute_run(config_from_dict({
         **SMALL_CORPUS, "output": str(tmp_path / "g"),
         "target": {"learner": "lda", "k": 3, "vocabulary": "dpsu-gaussian", "vocabulary_params": {"epsilon": 2.0}},
@@ -494,7 +496,7 @@ def test_a_dp_svi_transcript_written_before_top_topics_scores_the_same():
 
 
 @pytest.mark.parametrize("bug", ["record-mismatch-no-noise", None])
-def test_a_model_built_from_other_than_its_record_is_refuted_by_its_own_release(tmp_path, bug):
+def test_a_model_built_from_other_than_its_record_is_refuted_by_its_own_release(tmp_path, bug, short_power_search):
     """The record shows a correctly noised draw while Φ comes from a noiseless one: the mechanism's test sees
     nothing wrong, the released Φ's test (α split with it) refutes the claim and the verdict says why; a correct
     learner's Φ stays within its claim."""

@@ -127,12 +127,18 @@ def _excess_mass_profile(m, k, c, tau, epsilons, deltas, scale):
     cap = k / m
     r = tau * c / m
     h = tau * (k - c) / m
+    # e^{±ε_i} once per call, not once per guess: the same numbers, a fraction of the time (a power search calls
+    # this tens of thousands of times, over thousands of guesses each).
+    n = epsilons.shape[0]
+    e_minus, e_plus = np.empty(n), np.empty(n)
+    for j in range(n):
+        e = scale * epsilons[j]
+        e_minus[j], e_plus[j] = math.exp(-e), math.exp(e)
     for i in range(c - 1, -1, -1):
         need = 0.0
-        for j in range(epsilons.shape[0]):
-            e = scale * epsilons[j]
+        for j in range(n):
             d = deltas[j]
-            need = max(need, (r - d) * math.exp(-e), 1.0 - d - math.exp(e) * (1.0 - r))
+            need = max(need, (r - d) * e_minus[j], 1.0 - d - e_plus[j] * (1.0 - r))
         if need <= h:
             break
         r += i / (k - i) * (need - h)

@@ -114,15 +114,17 @@ def nice_count(m: float) -> int:
 
 
 def search_count(power_at, start: int, target: float, limit: int = POWER_SEARCH_LIMIT,
-                 seconds: float = POWER_SEARCH_SECONDS, refine: int = 2) -> tuple[int | None, dict[int, float]]:
+                 seconds: float | None = None, refine: int = 2) -> tuple[int | None, dict[int, float]]:
     """The smallest count found whose simulated power reaches ``target``: doubling from ``start``, then
     ``refine`` bisections between the last count short of it and the first that reaches it.
 
     power_at(m): the simulated power of the design at m canaries. Stops past ``limit`` canaries or after
-    ``seconds`` of simulation; returns (the count, or None when none was found, and every count tried → its
-    power). The power is a share of ``POWER_REPLICATES`` simulated audits, so it is not exactly monotone: the
-    count returned is one whose own simulation reached the target.
+    ``seconds`` of simulation (None: ``POWER_SEARCH_SECONDS`` as it is when called, so a test that asserts
+    nothing of the search can shorten it); returns (the count, or None when none was found, and every count
+    tried → its power). The power is a share of ``POWER_REPLICATES`` simulated audits, so it is not exactly
+    monotone: the count returned is one whose own simulation reached the target.
     """
+    seconds = POWER_SEARCH_SECONDS if seconds is None else seconds
     tried: dict[int, float] = {}
     started = time.perf_counter()
     m, low = nice_count(start), None
