@@ -69,14 +69,14 @@ def violated_run(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("streams", ["open", "stdout closed", "stderr closed", "both closed"])
+@pytest.mark.parametrize("streams", ["open", "stdout closed", "stderr closed"])
 def test_a_refuted_claim_is_exit_1_and_a_kept_one_0_through_the_launcher(violated_run, streams, tmp_path):
     """exec keeps the one process: the supervisor's mapping of streams and verdicts is what the caller sees."""
     run = tmp_path / "run"
     subprocess.run(["cp", "-a", str(violated_run), str(run)], check=True)
-    closes = {"stdout closed": "1>&-", "stderr closed": "2>&-", "both closed": "1>&- 2>&-"}.get(streams, "")
+    closes = {"stdout closed": "1>&-", "stderr closed": "2>&-"}.get(streams, "")
     env = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off"}
-    for claim, code, verdict in ((CLAIM, 1, "VIOLATED"), ("50", 0, "CONSISTENT")):
+    for claim, code, verdict in ((CLAIM, 1, "VIOLATED"), ("5", 0, "CONSISTENT")):  # 5: above its ceiling, 2.2
         done = subprocess.run(f'"{LAUNCHER}" check "{run}" --epsilon {claim} {closes}', shell=True,
                               capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == code, (claim, streams, done.returncode, done.stderr)
@@ -148,10 +148,10 @@ def test_a_ctrl_c_in_the_first_milliseconds_is_never_exit_1():
     launcher a Ctrl-C is 130 with the interrupted line, a death by SIGINT before its first instruction, or lost
     while the new interpreter starts (the command goes on; pressed again, it stops)."""
     ends = []
-    for trial in range(60):
+    for trial in range(30):
         process = subprocess.Popen([str(LAUNCHER), "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
-        time.sleep((trial % 30) * 0.003)
+        time.sleep(trial * 0.004)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
         ends.append((process.returncode, err))
