@@ -308,6 +308,23 @@ def new_folder(parent: Path, prefix: str) -> Path:
     return made
 
 
+def remove_empty(path: Path, same_as: Folder | None = None) -> bool:
+    """Remove the empty folder ``path`` by the descriptor of its parent, opened as every owned folder is (below
+    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open): ``rmdir`` and
+    ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``), and removed the
+    user's folder of the same name there. Whether it was removed."""
+    path = Path(path)
+    try:
+        with open_folder(path.parent) as parent:
+            if same_as is not None and same_as.fd is not None and parent.fd is not None and \
+                    not os.path.samestat(parent.lstat(path.name), os.fstat(same_as.fd)):
+                return False
+            parent.rmdir(path.name)
+            return True
+    except (OSError, ValueError, LinkedFolder):
+        return False
+
+
 def remove(path: Path) -> None:
     """Remove the entry at ``path`` (a real folder with all it holds, else the file or link itself) by the
     descriptor of its folder; nothing there, or a folder that cannot be opened: nothing done."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import shutil
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.execution.plan import Plan
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.execution.tasks import warm_up
-from topicaudit.owned_folders import LinkedFolder, open_folder
+from topicaudit.owned_folders import LinkedFolder, open_folder, remove_empty
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__, source_digest
 
@@ -152,9 +151,8 @@ def _remove_unsaved(path: Path) -> None:
         for name in folder.names():
             if name != LOCK_NAME:  # the lock's holder removes the directory itself
                 folder.remove_tree(name)
-        empty = not folder.names()
-    if empty:
-        shutil.rmtree(path, ignore_errors=True)
+        if not folder.names():  # by its parent's descriptor, and only this folder (rmtree by path went through
+            remove_empty(path, same_as=folder)  # a cache's runs/ swapped for a link: a user's folder deleted)
 
 
 def _object_store_bytes(X: sp.csr_matrix | None) -> int:

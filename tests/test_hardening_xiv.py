@@ -1,0 +1,93 @@
+"""Hardening XIV (issue 32, hostile pass XIV): what it found. Every case it ran is in tests/hostile_xiv_cases.md.
+
+Critical (a user folder deleted): a run that failed inside a cached entry (``check CONFIG`` with the run cache)
+removed the entry it had made by *path* — ``os.rmdir`` in the writer lock, ``shutil.rmtree`` when the entry held
+nothing, not even ``.lock`` — after the cache's ``runs/`` had been swapped for a link to a user's folder: the
+user's folder of the entry's name was removed there, with what it held. The entry is now removed by its parent's
+descriptor (``owned_folders.remove_empty``: below the anchor no link is followed) and only while it is still the
+folder the lock held. Also: the phase trace appended to a hard link of a run's results.json (the run was then
+refused as edited).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from topicaudit.cli.main import main
+
+# An lda whose fit swaps the cache's runs/ for a link to the user's folder (which holds a folder of the entry's
+# name), then fails: the race between the run and its clean-up, made deterministic.
+LEARNER = textwrap.dedent("""
+    import os, pathlib
+    from topicaudit.targets.learners.lda import VariationalLDA
+
+    class Swaps(VariationalLDA):
+        def fit(self, X, seed):
+            cache, users = pathlib.Path(os.environ["TOPICAUDIT_CACHE_DIR"]), pathlib.Path(os.environ["USERS"])
+            entry = next((cache / "runs").iterdir())
+            (users / entry.name).mkdir()
+            if os.environ.get("DROP_LOCK"):  # the entry then holds nothing at all once emptied: rmtree
+                (entry / ".lock").unlink()
+                (users / entry.name / "thesis.tex").write_text("mine")
+            (cache / "runs").rename(cache / "runs-moved")
+            (cache / "runs").symlink_to(users)
+            raise RuntimeError("the learner failed")
+""")
+CONFIG = ('[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\nlearner = "swapping_learner:Swaps"\n'
+          '[attack]\nshadows = 0\n[attack.canaries]\ncount = 40\n')
+
+
+def snapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder`` (the folder itself included, links not followed): type and mode, size, mtime,
+    SHA-256, link count, link target."""
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = os.lstat(path)
+        regular = path.is_file() and not path.is_symlink()
+        found[path.relative_to(folder).as_posix()] = (
+            info.st_mode, info.st_size if regular else 0, info.st_mtime_ns, info.st_nlink,
+            hashlib.sha256(path.read_bytes()).hexdigest() if regular else "",
+            os.readlink(path) if path.is_symlink() else "")
+    return found
+
+
+@pytest.mark.parametrize("drop_lock", [False, True], ids=["rmdir", "rmtree"])
+def test_a_failed_cached_run_never_removes_the_users_folder_its_runs_link_names(tmp_path, monkeypatch, capsys,
+                                                                                  drop_lock):
+    (tmp_path / "swapping_learner.py").write_text(LEARNER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "keep.txt").write_text("mine")
+    monkeypatch.setenv("USERS", str(users))
+    monkeypatch.setenv("TOPICAUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    if drop_lock:
+        monkeypatch.setenv("DROP_LOCK", "1")
+    config = tmp_path / "swaps.toml"
+    config.write_text(CONFIG)
+    code = main(["check", str(config), "--epsilon", "1"])
+    assert code == 3, capsys.readouterr().err  # the learner's failure: no verdict
+    entries = [p for p in users.iterdir() if p.name != "keep.txt"]
+    assert len(entries) == 1 and entries[0].is_dir()  # was removed (rmdir; rmtree: with the thesis in it)
+    assert not drop_lock or (entries[0] / "thesis.tex").read_text() == "mine"
+    assert (tmp_path / "cache" / "runs").is_symlink()
+
+
+def test_the_phase_trace_never_appends_to_a_hard_link_of_a_runs_evidence(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "small.toml"
+    config.write_text(CONFIG.replace('learner = "swapping_learner:Swaps"\n', ""))
+    run = tmp_path / "run"
+    assert main(["run", str(config), "--output", str(run)]) == 0
+    evidence = hashlib.sha256((run / "results.json").read_bytes()).hexdigest()
+    os.link(run / "results.json", tmp_path / "trace.txt")  # a name outside the run for the run's evidence
+    monkeypatch.setenv("TOPICAUDIT_PHASE_TRACE", str(tmp_path / "trace.txt"))
+    capsys.readouterr()
+    assert main(["check", str(run), "--epsilon", "1000"]) == 0
+    assert "hard link" in capsys.readouterr().err
+    assert hashlib.sha256((run / "results.json").read_bytes()).hexdigest() == evidence  # was appended to
+    monkeypatch.delenv("TOPICAUDIT_PHASE_TRACE")
+    assert main(["check", str(run), "--epsilon", "1000"]) == 0  # still verifies (was refused as edited)
