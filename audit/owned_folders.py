@@ -243,8 +243,8 @@ def declare(path: Path, anchor: Path) -> None:
     the XDG base): the folders between them are opened without following links."""
     if _key(path) != _key(anchor) and Path(_key(anchor)) not in Path(_key(path)).parents:
         raise ValueError(f"{anchor} does not hold {path}")
-    with _LOCK:
-        _DECLARED[_key(path)] = Path(anchor)
+    with _LOCK:  # both absolute now: a relative anchor ($TOPICAUDIT_CACHE_DIR=cache) read after a chdir was
+        _DECLARED[_key(path)] = Path(_key(anchor))  # another folder, and every path below it a ValueError
 
 
 @contextmanager
@@ -268,7 +268,7 @@ def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
     with _LOCK:
         for candidate in (key, *key.parents):
             if str(candidate) in _HELD or str(candidate) in _DECLARED:
-                base = candidate if str(candidate) in _HELD else Path(_key(_DECLARED[str(candidate)]))
+                base = candidate if str(candidate) in _HELD else _DECLARED[str(candidate)]
                 return base, key.relative_to(base).parts
     return key, ()
 

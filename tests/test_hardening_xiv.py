@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from topicaudit import owned_folders
 from topicaudit.cli.main import main
 
 # An lda whose fit swaps the cache's runs/ for a link to the user's folder (which holds a folder of the entry's
@@ -91,3 +92,18 @@ def test_the_phase_trace_never_appends_to_a_hard_link_of_a_runs_evidence(tmp_pat
     assert hashlib.sha256((run / "results.json").read_bytes()).hexdigest() == evidence  # was appended to
     monkeypatch.delenv("TOPICAUDIT_PHASE_TRACE")
     assert main(["check", str(run), "--epsilon", "1000"]) == 0  # still verifies (was refused as edited)
+
+
+def test_a_relative_cache_anchor_declared_before_a_chdir_is_still_the_folder_it_named(tmp_path, monkeypatch):
+    """``$TOPICAUDIT_CACHE_DIR=relcache`` used, then ``os.chdir`` in the same Python session: the declared anchor
+    was kept relative, read against the new working directory, and every later path below the old cache was a
+    ValueError (a crash in the caller's script) instead of the cache's own folder."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    monkeypatch.chdir(tmp_path / "one")
+    owned_folders.declare(Path("relcache") / "runs", Path("relcache"))
+    monkeypatch.chdir(tmp_path / "two")
+    with owned_folders.open_folder(tmp_path / "one" / "relcache" / "runs" / "entry", create=True) as folder:
+        folder.write("x.json", lambda handle: handle.write(b"{}"))
+    assert (tmp_path / "one" / "relcache" / "runs" / "entry" / "x.json").read_bytes() == b"{}"
+    assert not (tmp_path / "two" / "relcache").exists()
