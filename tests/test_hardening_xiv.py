@@ -107,3 +107,17 @@ def test_a_relative_cache_anchor_declared_before_a_chdir_is_still_the_folder_it_
         folder.write("x.json", lambda handle: handle.write(b"{}"))
     assert (tmp_path / "one" / "relcache" / "runs" / "entry" / "x.json").read_bytes() == b"{}"
     assert not (tmp_path / "two" / "relcache").exists()
+
+
+@pytest.mark.parametrize("command", [["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output"],
+                                     ["report", "PA", "-o"]], ids=["run", "report"])
+def test_an_output_through_a_link_loop_is_one_message_not_a_crash(tmp_path, monkeypatch, capsys, command):
+    """``--output loop1/out`` with loop1 → loop2 → loop1 was exit 3 (RuntimeError "Symlink loop" from
+    ``Path.resolve``), a traceback for bad input."""
+    monkeypatch.chdir(tmp_path)
+    Path("loop1").symlink_to("loop2")
+    Path("loop2").symlink_to("loop1")
+    before = sorted(os.listdir(tmp_path))
+    code = main([str(tmp_path) if part == "PA" else part for part in command] + ["loop1/out"])
+    assert code == 2 and "loop" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == before
