@@ -115,9 +115,11 @@ def test_an_output_through_a_link_loop_is_one_message_not_a_crash(tmp_path, monk
     """``--output loop1/out`` with loop1 → loop2 → loop1 was exit 3 (RuntimeError "Symlink loop" from
     ``Path.resolve``), a traceback for bad input."""
     monkeypatch.chdir(tmp_path)
+    if "report" in command:
+        assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "PA"]) == 0
     Path("loop1").symlink_to("loop2")
     Path("loop2").symlink_to("loop1")
     before = sorted(os.listdir(tmp_path))
-    code = main([str(tmp_path) if part == "PA" else part for part in command] + ["loop1/out"])
+    code = main(command + ["loop1/out"])
     assert code == 2 and "loop" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == before
