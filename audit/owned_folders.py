@@ -144,6 +144,26 @@ class Folder:
         except OSError:
             pass
 
+    def holds(self, name: str, folder: Folder) -> bool:
+        """Whether the entry ``name`` here is still ``folder`` (held open): not a link or another folder put in
+        its place since it was opened (without descriptors: not a link)."""
+        try:
+            if self.fd is None or folder.fd is None:
+                return stat.S_ISDIR(self.lstat(name).st_mode)
+            return os.path.samestat(self.lstat(name), os.fstat(folder.fd))
+        except OSError:
+            return False
+
+    def link_target(self, name: str) -> str | None:
+        return _link_target(self, name)
+
+    def files(self) -> list[str]:
+        """The files below this folder (relative, ``/``-separated), listed by its descriptor: never through a link."""
+        if self.fd is None:
+            return sorted(p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if not p.is_dir())
+        return sorted(os.path.normpath(os.path.join(top, name)).replace(os.sep, "/")
+                      for top, _, files, _ in os.fwalk(".", dir_fd=self.fd) for name in files)
+
     def names(self) -> list[str]:
         return os.listdir(self.fd if self.fd is not None else self.path)
 
@@ -316,8 +336,7 @@ def remove_empty(path: Path, same_as: Folder | None = None) -> bool:
     path = Path(path)
     try:
         with open_folder(path.parent) as parent:
-            if same_as is not None and same_as.fd is not None and parent.fd is not None and \
-                    not os.path.samestat(parent.lstat(path.name), os.fstat(same_as.fd)):
+            if same_as is not None and not parent.holds(path.name, same_as):
                 return False
             parent.rmdir(path.name)
             return True

@@ -123,3 +123,30 @@ def test_an_output_through_a_link_loop_is_one_message_not_a_crash(tmp_path, monk
     code = main(command + ["loop1/out"])
     assert code == 2 and "loop" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_place(tmp_path, monkeypatch):
+    """The staging folder renamed away and a link to a user's folder put in its place while the report was
+    written: the link was renamed into -o's place and the report said written (-o then named the user's folder,
+    and the report's own file list was read through the link)."""
+    from topicaudit.reports import build
+
+    run = tmp_path / "run"
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", str(run)]) == 0
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "keep.txt").write_text("mine")
+    before = snapshot(users)
+    render = build.render_html
+
+    def swapping(*args, **kwargs):
+        staging = next(p for p in tmp_path.iterdir() if ".tmp-" in p.name)
+        staging.rename(tmp_path / "moved")
+        staging.symlink_to(users)
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(build, "render_html", swapping)
+    with pytest.raises(owned_folders.LinkedFolder):
+        build.build_report([run], tmp_path / "rep")
+    assert not os.path.lexists(tmp_path / "rep") and snapshot(users) == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
