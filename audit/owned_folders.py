@@ -116,13 +116,17 @@ class Folder:
         raise FileExistsError(errno.EEXIST, "no unused folder name", str(self.path / prefix))
 
     def put(self, name: str, data: bytes) -> None:
-        """Write ``data`` as the file ``name`` (made or emptied; never through a link, nor into a FIFO) without
-        the rename and fsyncs of ``write``: for a folder no one reads before it is complete (a report's staging)."""
-        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK)
-        with os.fdopen(fd, "wb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise IsADirectoryError(errno.EISDIR, "not a regular file", str(self.path / name))
-            handle.write(data)
+        """Write ``data`` as the file ``name`` without the fsyncs of ``write``: for a folder no one reads before it
+        is complete (a report's staging). A new file renamed over ``name``, never a write into what is there: a
+        hard link of a user's file put in the staging folder was truncated and overwritten in place."""
+        temporary, handle = self.stage(name)
+        try:
+            with handle:
+                handle.write(data)
+            self.replace(temporary, name)
+        except BaseException:
+            self.unlink(temporary, missing_ok=True)
+            raise
 
     def move(self, name: str, into: Folder, new_name: str) -> None:
         """Rename the entry ``name`` to ``new_name`` in ``into`` (a link is moved as a link)."""

@@ -150,3 +150,33 @@ def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_pla
         build.build_report([run], tmp_path / "rep")
     assert not os.path.lexists(tmp_path / "rep") and snapshot(users) == before
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("where", ["report.html", "figures"])
+def test_a_hard_link_put_in_a_reports_staging_folder_is_replaced_not_written_into(tmp_path, monkeypatch, where):
+    """A hard link of a user's file placed in the staging folder under a name the report then wrote
+    (report.html, a figure's PNG) was opened with O_TRUNC and overwritten: the user's file held the page."""
+    from topicaudit.reports import build, figures
+
+    run = tmp_path / "run"
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", str(run)]) == 0
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis")
+
+    def plant(name: str) -> None:
+        staging = next(p for p in tmp_path.iterdir() if ".tmp-" in p.name)
+        target = staging / name
+        target.parent.mkdir(exist_ok=True)
+        if not target.exists():
+            os.link(thesis, target)
+
+    if where == "report.html":
+        render = build.render_html
+        monkeypatch.setattr(build, "render_html", lambda *a, **k: (plant("report.html"), render(*a, **k))[1])
+    else:
+        save = figures.save_figure
+        monkeypatch.setattr(figures, "save_figure", lambda fig, directory, stem: (
+            plant(f"figures/{stem}.png"), save(fig, directory, stem))[1])
+    build.build_report([run], tmp_path / "rep")
+    assert thesis.read_text() == "my thesis"  # was the report's page (or PNG)
+    assert (tmp_path / "rep" / "report.html").stat().st_size > 1000
