@@ -180,3 +180,33 @@ def test_a_hard_link_put_in_a_reports_staging_folder_is_replaced_not_written_int
     build.build_report([run], tmp_path / "rep")
     assert thesis.read_text() == "my thesis"  # was the report's page (or PNG)
     assert (tmp_path / "rep" / "report.html").stat().st_size > 1000
+
+
+def test_the_writability_probe_of_a_cached_run_never_goes_through_a_runs_link(tmp_path, monkeypatch):
+    """The probe file of ``check_output_directory`` was made and removed by path in the cached entry: with the
+    cache's runs/ swapped for a link after the lock was taken, in the user's folder of the entry's name (its
+    times put back, its change time not)."""
+    from topicaudit.engine import run as engine_run
+    from topicaudit.engine.check import assert_privacy
+
+    config = tmp_path / "small.toml"
+    config.write_text(CONFIG.replace('learner = "swapping_learner:Swaps"\n', ""))
+    monkeypatch.setenv("TOPICAUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert_privacy(str(config), epsilon=1000)
+    runs = tmp_path / "cache" / "runs"
+    entry = next(runs.iterdir()).name
+    users = tmp_path / "users"
+    (users / entry).mkdir(parents=True)
+    (users / entry / "keep.txt").write_text("mine")
+    changed = os.stat(users / entry).st_ctime_ns
+    validate = engine_run.validate
+
+    def swapping(*args, **kwargs):
+        runs.rename(tmp_path / "cache" / "runs-moved")
+        runs.symlink_to(users)
+        return validate(*args, **kwargs)
+
+    monkeypatch.setattr(engine_run, "validate", swapping)
+    with pytest.raises(Exception):
+        assert_privacy(str(config), epsilon=1000)  # (refused: what the link names is no run)
+    assert os.stat(users / entry).st_ctime_ns == changed and sorted(os.listdir(users / entry)) == ["keep.txt"]
