@@ -37,6 +37,10 @@ LEARNER = textwrap.dedent("""
             (cache / "runs").rename(cache / "runs-moved")
             (cache / "runs").symlink_to(users)
             raise RuntimeError("the learner failed")
+
+    class Fails(VariationalLDA):
+        def fit(self, X, seed):
+            raise RuntimeError("the learner failed")
 """)
 CONFIG = ('[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\nlearner = "swapping_learner:Swaps"\n'
           '[attack]\nshadows = 0\n[attack.canaries]\ncount = 40\n')
@@ -210,3 +214,21 @@ def test_the_writability_probe_of_a_cached_run_never_goes_through_a_runs_link(tm
     with pytest.raises(Exception):
         assert_privacy(str(config), epsilon=1000)  # (refused: what the link names is no run)
     assert os.stat(users / entry).st_ctime_ns == changed and sorted(os.listdir(users / entry)) == ["keep.txt"]
+
+
+def test_a_crashed_start_leaves_the_users_output_holding_an_empty_models_folder_as_found(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """``--output D``, D the user's folder holding only an empty ``models/``: a start that crashed in the
+    learner's fit removed that folder (and D's times changed) as if an earlier interrupted start had left it."""
+    (tmp_path / "swapping_learner.py").write_text(LEARNER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "fails.toml"
+    config.write_text(CONFIG.replace("swapping_learner:Swaps", "swapping_learner:Fails"))
+    output = tmp_path / "D"
+    (output / "models").mkdir(parents=True)
+    os.utime(output / "models", ns=(10**18, 10**18))
+    os.utime(output, ns=(10**18, 10**18))
+    before = snapshot(output)
+    assert main(["check", str(config), "--epsilon", "1", "--output", str(output)]) == 3
+    assert "the learner failed" in capsys.readouterr().err
+    assert snapshot(output) == before
