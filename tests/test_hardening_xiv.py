@@ -1,12 +1,17 @@
 """Hardening XIV (issue 32, hostile pass XIV): what it found. Every case it ran is in tests/hostile_xiv_cases.md.
 
-Critical (a user folder deleted): a run that failed inside a cached entry (``check CONFIG`` with the run cache)
-removed the entry it had made by *path* — ``os.rmdir`` in the writer lock, ``shutil.rmtree`` when the entry held
-nothing, not even ``.lock`` — after the cache's ``runs/`` had been swapped for a link to a user's folder: the
-user's folder of the entry's name was removed there, with what it held. The entry is now removed by its parent's
-descriptor (``owned_folders.remove_empty``: below the anchor no link is followed) and only while it is still the
-folder the lock held. Also: the phase trace appended to a hard link of a run's results.json (the run was then
-refused as edited).
+Critical (a user file touched), each race made deterministic with a plug-in learner or a patched step:
+- T1/T2: a run that failed inside a cached entry (``check CONFIG`` with the run cache) removed the entry it had
+  made by *path* — ``os.rmdir`` in the writer lock, ``shutil.rmtree`` when the entry held nothing, not even
+  ``.lock`` — after the cache's ``runs/`` had been swapped for a link to a user's folder: the user's folder of the
+  entry's name was removed there, with what it held. Now removed by its parent's descriptor
+  (``owned_folders.remove_empty``) and only while it is still the folder the lock held.
+- RP2/RP3: a hard link of a user's file placed in a report's staging folder (as report.html, or a figure) was
+  opened with ``O_TRUNC`` and overwritten with the page: ``Folder.put`` now renames a new file over the name.
+- PR1: the writability probe of a cached run was made and removed by path, through a swapped ``runs/``.
+- PT1: the phase trace appended to a hard link of a run's results.json (the run was then refused as edited).
+Non-critical, fixed: a relative cache anchor read after a chdir (G1), link loops (exit 3), a report's staging
+folder swapped for a link renamed into place (RP1), a crashed start removing a user's empty ``models/`` (MD1).
 """
 from __future__ import annotations
 
