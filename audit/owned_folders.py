@@ -259,7 +259,15 @@ _DECLARED: dict[str, Path] = {}  # folders declared topicaudit's own, by absolut
 
 
 def _key(path: Path | str) -> str:
-    return os.path.abspath(os.fspath(path))
+    """``path`` absolute, with ``..`` taken as the system takes it: after the link before it. ``abspath`` removed
+    ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
+    rather than the folder the path names, and wrote the run's files into it over the user's own."""
+    absolute = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    parts = absolute.parts
+    if ".." not in parts:
+        return str(absolute)
+    last = len(parts) - 1 - parts[::-1].index("..")
+    return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
 
 
 def declare(path: Path, anchor: Path) -> None:

@@ -237,3 +237,20 @@ def test_a_crashed_start_leaves_the_users_output_holding_an_empty_models_folder_
     assert main(["check", str(config), "--epsilon", "1", "--output", str(output)]) == 3
     assert "the learner failed" in capsys.readouterr().err
     assert snapshot(output) == before
+
+
+def test_an_output_through_a_link_and_dotdot_is_the_folder_the_system_names(tmp_path, monkeypatch):
+    """``--output L/../out``, L a link to deep/dir: the system names deep/out, and every check before the run
+    looked there (nothing, so nothing refused); the folders were opened by ``abspath``, which drops ``L/..`` by the
+    text, so the run was written into the user's ./out, over its config.toml."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep" / "dir").mkdir(parents=True)
+    users = tmp_path / "out"
+    users.mkdir()
+    (users / "config.toml").write_text("# mine\n")
+    (users / "thesis.tex").write_text("mine")
+    Path("L").symlink_to("deep/dir")
+    before = snapshot(users)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "L/../out"]) == 0
+    assert snapshot(users) == before
+    assert (tmp_path / "deep" / "out" / "results.json").is_file()
