@@ -258,14 +258,15 @@ _HELD: dict[str, list[Folder]] = {}  # folders held open for a block, by absolut
 _DECLARED: dict[str, Path] = {}  # folders declared topicaudit's own, by absolute path → their anchor
 
 
-def _key(path: Path | str) -> str:
+def absolute(path: Path | str) -> str:
     """``path`` absolute, with ``..`` taken as the system takes it: after the link before it. ``abspath`` removed
     ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
-    rather than the folder the path names, and wrote the run's files into it over the user's own."""
-    absolute = Path(os.path.join(os.getcwd(), os.fspath(path)))
-    parts = absolute.parts
+    rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
+    read-once snapshot showed one run's files for the other)."""
+    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    parts = full.parts
     if ".." not in parts:
-        return str(absolute)
+        return str(full)
     last = len(parts) - 1 - parts[::-1].index("..")
     return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
 
@@ -273,16 +274,16 @@ def _key(path: Path | str) -> str:
 def declare(path: Path, anchor: Path) -> None:
     """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
     the XDG base): the folders between them are opened without following links."""
-    if _key(path) != _key(anchor) and Path(_key(anchor)) not in Path(_key(path)).parents:
+    if absolute(path) != absolute(anchor) and Path(absolute(anchor)) not in Path(absolute(path)).parents:
         raise ValueError(f"{anchor} does not hold {path}")
     with _LOCK:  # both absolute now: a relative anchor ($TOPICAUDIT_CACHE_DIR=cache) read after a chdir was
-        _DECLARED[_key(path)] = Path(_key(anchor))  # another folder, and every path below it a ValueError
+        _DECLARED[absolute(path)] = Path(absolute(anchor))  # another folder, and every path below it a ValueError
 
 
 @contextmanager
 def holding(path: Path, folder: Folder) -> Iterator[None]:
     """For the block, every folder below ``path`` is opened from ``folder``'s descriptor (the writer lock's)."""
-    key = _key(path)
+    key = absolute(path)
     with _LOCK:
         _HELD.setdefault(key, []).append(folder)
     try:
@@ -296,7 +297,7 @@ def holding(path: Path, folder: Folder) -> Iterator[None]:
 
 def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
     """The anchor ``path`` is opened from (followed as the user named it) and its own components below it."""
-    key = Path(_key(path))
+    key = Path(absolute(path))
     with _LOCK:
         for candidate in (key, *key.parents):
             if str(candidate) in _HELD or str(candidate) in _DECLARED:

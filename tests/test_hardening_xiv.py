@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -256,3 +257,19 @@ def test_an_output_through_a_link_and_dotdot_is_the_folder_the_system_names(tmp_
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "L/../out"]) == 0
     assert snapshot(users) == before
     assert (tmp_path / "deep" / "out" / "results.json").is_file()
+
+
+def test_a_report_of_a_run_named_through_a_link_and_dotdot_shows_that_runs_own_verdict(tmp_path, monkeypatch):
+    """``report RUN L/../RUN``: two runs (./RUN checked at ε = 1, VIOLATED; deep/RUN at ε = 1000, CONSISTENT).
+    The read-once snapshot keyed files by ``abspath``, which takes L/../RUN for ./RUN: both cards showed
+    ./RUN's VIOLATED, the second under deep/RUN's name."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    (tmp_path / "deep" / "dir").mkdir(parents=True)
+    shutil.copytree(tmp_path / "RUN", tmp_path / "deep" / "RUN")
+    Path("L").symlink_to("deep/dir")
+    main(["check", "RUN", "--epsilon", "0.001"])
+    assert main(["check", "deep/RUN", "--epsilon", "1000"]) == 0
+    assert main(["report", "RUN", "L/../RUN", "-o", "rep"]) == 0
+    page = (tmp_path / "rep" / "report.md").read_text()
+    assert "CONSISTENT: not refuted" in page and "VIOLATED: the claim" in page  # was VIOLATED twice
