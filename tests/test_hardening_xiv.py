@@ -10,8 +10,9 @@ Critical (a user file touched), each race made deterministic with a plug-in lear
   opened with ``O_TRUNC`` and overwritten with the page: ``Folder.put`` now renames a new file over the name.
 - PR1: the writability probe of a cached run was made and removed by path, through a swapped ``runs/``.
 - PT1: the phase trace appended to a hard link of a run's results.json (the run was then refused as edited).
-- LX1: ``--output L/../out`` (L a link elsewhere) was opened by ``abspath``, which drops ``L/..`` by the text:
-  the run was written into the user's ./out, over its config.toml.
+- LX1, RX1: ``--output L/../out`` (L a link elsewhere) was opened by ``abspath``, which drops ``L/..`` by the text:
+  the run was written into the user's ./out, over its config.toml; and a report of RUN and L/../RUN showed
+  RUN's verdict twice (a forged verdict: the read-once snapshot keyed files by ``abspath`` too).
 Non-critical, fixed: a relative cache anchor read after a chdir (G1), link loops (exit 3), a report's staging
 folder swapped for a link renamed into place (RP1), a crashed start removing a user's empty ``models/`` (MD1).
 """
