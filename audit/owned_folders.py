@@ -158,8 +158,10 @@ class Folder:
         except OSError:
             return False
 
-    def link_target(self, name: str) -> str | None:
-        return _link_target(self, name)
+    def expect(self, name: str, folder: Folder) -> None:
+        """Refuse (``LinkedFolder``) when the entry ``name`` here is no longer ``folder`` (``holds``)."""
+        if not self.holds(name, folder):
+            raise LinkedFolder(self.path / name, _link_target(self, name))
 
     def files(self) -> list[str]:
         """The files below this folder (relative, ``/``-separated), listed by its descriptor: never through a link."""

@@ -274,3 +274,19 @@ def test_a_report_of_a_run_named_through_a_link_and_dotdot_shows_that_runs_own_v
     assert main(["report", "RUN", "L/../RUN", "-o", "rep"]) == 0
     page = (tmp_path / "rep" / "report.md").read_text()
     assert "CONSISTENT: not refuted" in page and "VIOLATED: the claim" in page  # was VIOLATED twice
+
+
+def test_a_killed_reports_staging_holding_a_page_being_put_is_still_removed(tmp_path):
+    """Pages are now put as ``.NAME.XXXXXXXX.tmp`` renamed into place: a report killed in between leaves one, and
+    its staging folder must still read as a report's (removed by the next report), not as a user's (kept)."""
+    run = tmp_path / "run"
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", str(run)]) == 0
+    stale = tmp_path / ".rep.tmp-999999999-ab12cd34"
+    (stale / "figures").mkdir(parents=True)
+    (stale / "figures" / "01-x.png").write_bytes(b"png")
+    (stale / ".report.html.0a1b2c3d.tmp").write_text("<html")
+    kept = tmp_path / ".rep.tmp-999999999-mine"
+    kept.mkdir()
+    (kept / ".report.html.0a1b2c3d.tmp.bak").write_text("mine")
+    assert main(["report", str(run), "-o", str(tmp_path / "rep")]) == 0
+    assert not stale.exists() and (kept / ".report.html.0a1b2c3d.tmp.bak").read_text() == "mine"
