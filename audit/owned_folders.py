@@ -116,13 +116,17 @@ class Folder:
         raise FileExistsError(errno.EEXIST, "no unused folder name", str(self.path / prefix))
 
     def put(self, name: str, data: bytes) -> None:
-        """Write ``data`` as the file ``name`` (made or emptied; never through a link, nor into a FIFO) without
-        the rename and fsyncs of ``write``: for a folder no one reads before it is complete (a report's staging)."""
-        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK)
-        with os.fdopen(fd, "wb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise IsADirectoryError(errno.EISDIR, "not a regular file", str(self.path / name))
-            handle.write(data)
+        """Write ``data`` as the file ``name`` without the fsyncs of ``write``: for a folder no one reads before it
+        is complete (a report's staging). A new file renamed over ``name``, never a write into what is there: a
+        hard link of a user's file put in the staging folder was truncated and overwritten in place."""
+        temporary, handle = self.stage(name)
+        try:
+            with handle:
+                handle.write(data)
+            self.replace(temporary, name)
+        except BaseException:
+            self.unlink(temporary, missing_ok=True)
+            raise
 
     def move(self, name: str, into: Folder, new_name: str) -> None:
         """Rename the entry ``name`` to ``new_name`` in ``into`` (a link is moved as a link)."""
@@ -143,6 +147,28 @@ class Folder:
                 shutil.rmtree(self.path / name, ignore_errors=True)
         except OSError:
             pass
+
+    def holds(self, name: str, folder: Folder) -> bool:
+        """Whether the entry ``name`` here is still ``folder`` (held open): not a link or another folder put in
+        its place since it was opened (without descriptors: not a link)."""
+        try:
+            if self.fd is None or folder.fd is None:
+                return stat.S_ISDIR(self.lstat(name).st_mode)
+            return os.path.samestat(self.lstat(name), os.fstat(folder.fd))
+        except OSError:
+            return False
+
+    def expect(self, name: str, folder: Folder) -> None:
+        """Refuse (``LinkedFolder``) when the entry ``name`` here is no longer ``folder`` (``holds``)."""
+        if not self.holds(name, folder):
+            raise LinkedFolder(self.path / name, _link_target(self, name))
+
+    def files(self) -> list[str]:
+        """The files below this folder (relative, ``/``-separated), listed by its descriptor: never through a link."""
+        if self.fd is None:
+            return sorted(p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if not p.is_dir())
+        return sorted(os.path.normpath(os.path.join(top, name)).replace(os.sep, "/")
+                      for top, _, files, _ in os.fwalk(".", dir_fd=self.fd) for name in files)
 
     def names(self) -> list[str]:
         return os.listdir(self.fd if self.fd is not None else self.path)
@@ -234,23 +260,32 @@ _HELD: dict[str, list[Folder]] = {}  # folders held open for a block, by absolut
 _DECLARED: dict[str, Path] = {}  # folders declared topicaudit's own, by absolute path → their anchor
 
 
-def _key(path: Path | str) -> str:
-    return os.path.abspath(os.fspath(path))
+def absolute(path: Path | str) -> str:
+    """``path`` absolute, with ``..`` taken as the system takes it: after the link before it. ``abspath`` removed
+    ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
+    rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
+    read-once snapshot showed one run's files for the other)."""
+    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    parts = full.parts
+    if ".." not in parts:
+        return str(full)
+    last = len(parts) - 1 - parts[::-1].index("..")
+    return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
 
 
 def declare(path: Path, anchor: Path) -> None:
     """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
     the XDG base): the folders between them are opened without following links."""
-    if _key(path) != _key(anchor) and Path(_key(anchor)) not in Path(_key(path)).parents:
+    if absolute(path) != absolute(anchor) and Path(absolute(anchor)) not in Path(absolute(path)).parents:
         raise ValueError(f"{anchor} does not hold {path}")
-    with _LOCK:
-        _DECLARED[_key(path)] = Path(anchor)
+    with _LOCK:  # both absolute now: a relative anchor ($TOPICAUDIT_CACHE_DIR=cache) read after a chdir was
+        _DECLARED[absolute(path)] = Path(absolute(anchor))  # another folder, and every path below it a ValueError
 
 
 @contextmanager
 def holding(path: Path, folder: Folder) -> Iterator[None]:
     """For the block, every folder below ``path`` is opened from ``folder``'s descriptor (the writer lock's)."""
-    key = _key(path)
+    key = absolute(path)
     with _LOCK:
         _HELD.setdefault(key, []).append(folder)
     try:
@@ -264,11 +299,11 @@ def holding(path: Path, folder: Folder) -> Iterator[None]:
 
 def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
     """The anchor ``path`` is opened from (followed as the user named it) and its own components below it."""
-    key = Path(_key(path))
+    key = Path(absolute(path))
     with _LOCK:
         for candidate in (key, *key.parents):
             if str(candidate) in _HELD or str(candidate) in _DECLARED:
-                base = candidate if str(candidate) in _HELD else Path(_key(_DECLARED[str(candidate)]))
+                base = candidate if str(candidate) in _HELD else _DECLARED[str(candidate)]
                 return base, key.relative_to(base).parts
     return key, ()
 
@@ -306,6 +341,22 @@ def new_folder(parent: Path, prefix: str) -> Path:
         made = Path(parent) / folder.make_folder(prefix)
     declare(made, Path(parent))
     return made
+
+
+def remove_empty(path: Path, same_as: Folder | None = None) -> bool:
+    """Remove the empty folder ``path`` by the descriptor of its parent, opened as every owned folder is (below
+    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open): ``rmdir`` and
+    ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``), and removed the
+    user's folder of the same name there. Whether it was removed."""
+    path = Path(path)
+    try:
+        with open_folder(path.parent) as parent:
+            if same_as is not None and not parent.holds(path.name, same_as):
+                return False
+            parent.rmdir(path.name)
+            return True
+    except (OSError, ValueError, LinkedFolder):
+        return False
 
 
 def remove(path: Path) -> None:

@@ -31,7 +31,7 @@ from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
-from topicaudit.owned_folders import new_folder, open_folder, remove
+from topicaudit.owned_folders import Folder, new_folder, open_folder, remove
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -101,8 +101,9 @@ def _target_dir(output: Path) -> None:
                         "write; move it out (the report directory is replaced as a whole), or choose another -o")
 
 
-# All a killed report's staging can hold (tmp: the report being built; old: the one it replaced, in report/).
-_STAGED = re.compile(r"(report/)?(report\.html|report\.md|\.topicaudit-report|figures|figures/[A-Za-z0-9._-]+)|report")
+# All a killed report's staging can hold (tmp: the report being built, a page's .NAME.XXXXXXXX.tmp too; old: the
+_STAGED = re.compile(r"(report/)?(figures(/[A-Za-z0-9._-]+)?|(\.)?(report\.html|report\.md|\.topicaudit-report)"
+                     r"(?(4)\.[0-9a-f]{8}\.tmp))|report")  # one it replaced, in report/)
 
 
 def _remove_stale_staging(output: Path) -> None:
@@ -325,9 +326,8 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         with open_folder(staging) as folder:
             folder.put("report.html", render_html(report).encode("utf-8"))
             folder.put("report.md", render_markdown(report).encode("utf-8"))
-            written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
-            folder.put(MARKER, "".join(f"{name}\n" for name in written).encode("utf-8"))
-        _swap_in(staging, output)
+            folder.put(MARKER, "".join(f"{name}\n" for name in folder.files()).encode("utf-8"))  # by descriptor
+            _swap_in(staging, output, folder)
     except BaseException as error:
         if staging is not None:
             remove(staging)
@@ -339,10 +339,10 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     return output
 
 
-def _swap_in(staging: Path, output: Path) -> None:
-    """The staged report in ``output``'s place, the report it replaces moved aside and removed (an ``-o`` that
-    is a link: the link), all by the descriptor of their folder."""
+def _swap_in(staging: Path, output: Path, staged: Folder) -> None:
+    """By descriptor: the staged report (still ``staged``, not a link put there) in place, the old one removed."""
     with open_folder(output.parent) as folder:
+        folder.expect(staging.name, staged)  # LinkedFolder when a link (or another folder) was put in its place
         old = None
         if output.exists():
             _target_dir(output)  # still a report (checked again just before replacing it)

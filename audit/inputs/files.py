@@ -11,6 +11,7 @@ from typing import Callable
 
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
+from topicaudit.owned_folders import absolute
 
 
 class DuplicateKey(ValueError):
@@ -164,7 +165,7 @@ def read_once():
 def held(path: Path | str) -> "_Held | None":
     """Inside ``read_once()``, the large file ``path`` held open since it was hashed (None for any other)."""
     snapshot = _SNAPSHOT.get()
-    entry = None if snapshot is None else snapshot.get(os.path.abspath(path))
+    entry = None if snapshot is None else snapshot.get(absolute(path))
     return entry if isinstance(entry, _Held) else None
 
 
@@ -177,7 +178,7 @@ def present(path: Path | str) -> bool:
     snapshot = _SNAPSHOT.get()
     if snapshot is None:
         return os.path.lexists(path)
-    key = os.path.abspath(path)
+    key = absolute(path)
     if key not in snapshot:
         if os.path.lexists(path):
             return True  # its bytes are taken by its first read
@@ -192,7 +193,7 @@ def once(path: Path | str, read: Callable[[], bytes], limit: int | None = None) 
     snapshot = _SNAPSHOT.get()
     if snapshot is None:
         return read()
-    key = os.path.abspath(path)
+    key = absolute(path)
     if isinstance(snapshot.get(key), _Held):
         return snapshot[key].read(limit)  # type: ignore[union-attr]
     if key not in snapshot:
@@ -249,7 +250,7 @@ def file_sha256(path: Path) -> str:
     ``read_once()``, of the bytes every later read of the block gets."""
     snapshot = _SNAPSHOT.get()
     if snapshot is not None:
-        key = os.path.abspath(path)
+        key = absolute(path)
         if key not in snapshot:
             _take(path, key, snapshot)
         entry = snapshot[key]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 import unicodedata
 import warnings
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from topicaudit.engine.storage.durable_write import too_many_open_files
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
+from topicaudit.owned_folders import open_folder
 from topicaudit.targets.params import MAX_TOPICS
 
 # The plan stores the seed as int64 (plan.npz, results.json), so seeds live in [0, 2**63).
@@ -156,11 +156,20 @@ def check_output_file(path, flag: str) -> Path:
 
 
 def _probe(directory: Path, what: str) -> None:
+    """Make and remove a file in ``directory``, by its descriptor (``topicaudit.owned_folders``: below an anchor,
+    or in the run directory the writer lock holds, never through a link: the probe was made by path in the
+    user's folder a cache's runs/ swapped for a link named), and put back the folder's times."""
     try:
-        before = os.stat(directory)
-        fd, name = tempfile.mkstemp(dir=directory, prefix=".topicaudit-probe-")
-        os.close(fd)
-        os.unlink(name)
+        with open_folder(directory) as folder:
+            before = os.fstat(folder.fd) if folder.fd is not None else os.stat(directory)
+            name, handle = folder.stage(".topicaudit-probe")
+            handle.close()
+            folder.unlink(name)
+            try:  # the folder as it was found: a command refused afterwards left a new mtime
+                os.utime(folder.fd if folder.fd is not None else directory,
+                         ns=(before.st_atime_ns, before.st_mtime_ns))
+            except OSError:
+                pass  # (a folder of another owner, writable to all: /tmp)
     except OSError as error:
         if too_many_open_files(error, what):
             raise too_many_open_files(error, what) from None
@@ -169,10 +178,6 @@ def _probe(directory: Path, what: str) -> None:
             error.errno, error.strerror or str(error))
         raise UserError(f"cannot write {what}: {directory} is not writable ({reason}); choose another place") \
             from None
-    try:  # the folder as it was found: a command refused afterwards (a run that does not verify) left a new mtime
-        os.utime(directory, ns=(before.st_atime_ns, before.st_mtime_ns))
-    except OSError:
-        pass  # (a folder of another owner, writable to all: /tmp)
 
 
 def check_run_config(config) -> None:

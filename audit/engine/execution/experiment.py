@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import shutil
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.execution.plan import Plan
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.execution.tasks import warm_up
-from topicaudit.owned_folders import LinkedFolder, open_folder
+from topicaudit.owned_folders import LinkedFolder, open_folder, remove_empty
 from topicaudit.targets.base import Release
 from topicaudit.version import __version__, source_digest
 
@@ -126,17 +125,22 @@ def removed_on_user_error(path: Path):
     block the corrected configuration from using the same path.
     """
     existed = path.exists() and not holds_only_the_lock(path)  # a directory only locked is not the user's
+    try:  # what it held is kept: a user's --output holding only an empty models/ lost that folder on a crash
+        found = set(os.listdir(path)) if path.is_dir() else set()
+    except OSError:
+        found = set()
     try:
         yield
     except Exception:  # a UserError, or a crash before anything worth resuming
         if not existed:
-            _remove_unsaved(path)
+            _remove_unsaved(path, found)
         raise
 
 
-def _remove_unsaved(path: Path) -> None:
-    """Empty the run directory of a start that saved no model, by the descriptor its writer lock holds
-    (``topicaudit.owned_folders``): a directory swapped for a link meanwhile is never emptied through it."""
+def _remove_unsaved(path: Path, found: set[str] = frozenset()) -> None:
+    """Empty the run directory of a start that saved no model of what it made (not the names in ``found``), by
+    the descriptor its writer lock holds (``topicaudit.owned_folders``): a directory swapped for a link
+    meanwhile is never emptied through it."""
     try:
         folder = open_folder(path)
     except (OSError, LinkedFolder):  # nothing is deleted through a link
@@ -150,11 +154,10 @@ def _remove_unsaved(path: Path) -> None:
         except (OSError, LinkedFolder):
             return
         for name in folder.names():
-            if name != LOCK_NAME:  # the lock's holder removes the directory itself
+            if name != LOCK_NAME and name not in found:  # the lock's holder removes the directory itself
                 folder.remove_tree(name)
-        empty = not folder.names()
-    if empty:
-        shutil.rmtree(path, ignore_errors=True)
+        if not folder.names():  # by its parent's descriptor, and only this folder (rmtree by path went through
+            remove_empty(path, same_as=folder)  # a cache's runs/ swapped for a link: a user's folder deleted)
 
 
 def _object_store_bytes(X: sp.csr_matrix | None) -> int:

@@ -10,6 +10,7 @@ process's own). Phases may overlap: Ray starts in the background while the
 corpus loads.
 
 The trace is only ever appended to a regular file outside every topicaudit run, sweep or audit directory,
+with no other name (a hard link of a run's results.json was appended to, and the run refused as edited),
 opened without following a link: it once appended to whatever the variable named, a run's results.json
 included (the run was then refused as edited). Any other path is ignored with one warning.
 """
@@ -37,6 +38,8 @@ def _refusal(path: str) -> str | None:
         return "it is a symbolic link"
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         return "it is not a regular file"
+    if os.path.lexists(path) and os.lstat(path).st_nlink > 1:  # another name of a run's results.json, say
+        return f"it is a hard link ({os.lstat(path).st_nlink} names share its content)"
     inside = manifest.topicaudit_directories(path)
     if inside:
         return f"it is inside {inside[0]}, a topicaudit directory whose files a check, report or resume verifies"
@@ -66,7 +69,8 @@ def _write(path: str, line: bytes) -> None:
              | getattr(os, "O_CLOEXEC", 0))
     fd = os.open(path, flags, 0o644)
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check: left alone
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:  # swapped since the check: left alone
             os.write(fd, line)
     finally:
         os.close(fd)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import Folder, holding, open_folder
+from topicaudit.owned_folders import Folder, LinkedFolder, holding, open_folder, remove_empty
 
 NAME = ".lock"
 
@@ -162,14 +162,15 @@ def _holds_only_the_lock(folder: Folder) -> bool:
 
 def _remove_own(folder: Folder) -> None:
     """Remove what the lock's block made in the folder (``.lock``, an empty ``models/``), by its descriptor,
-    then the folder itself by name (a name that is now a link is never followed: ``rmdir`` refuses it)."""
+    then the folder itself by its parent's descriptor, only while it is still the folder held (``rmdir`` by
+    path went through a cache's ``runs/`` swapped for a link, and removed the user's folder of that name)."""
     try:
         folder.unlink(NAME, missing_ok=True)
         if folder.exists("models"):
             folder.rmdir("models")
-        os.rmdir(folder.path)
     except OSError:
-        pass
+        return
+    remove_empty(folder.path, same_as=folder)
 
 
 @contextmanager
@@ -228,7 +229,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
                 yield
         except BaseException:
             _restore(folder, fd, former, times)
-            put_back_times(path, found)
+            put_back_times(folder, found)
             raise
         finally:
             if created and _holds_only_the_lock(folder):
@@ -295,24 +296,32 @@ def listing(path: Path) -> tuple[list[str], tuple[int, int]] | None:
         return None
 
 
-def put_back_times(path: Path, found: tuple[list[str], tuple[int, int]] | None) -> None:
+def put_back_times(path: Path | Folder, found: tuple[list[str], tuple[int, int]] | None) -> None:
     """A refused run into an existing directory (``--output`` an empty folder of the user's), or into a new one
     inside the user's folder, left that folder holding what it held but with a new modification time, from the
-    ``.lock`` (or the run directory) made and removed again: put it back."""
+    ``.lock`` (or the run directory) made and removed again: put it back, by the folder's descriptor (a
+    ``Folder`` held, or the path opened as an owned folder: never the times of a folder a link put there names)."""
+    if found is None:
+        return
     try:
-        if found is not None and sorted(os.listdir(path)) == found[0]:
-            os.utime(path, ns=found[1])
+        folder = path if isinstance(path, Folder) else open_folder(path)
+    except (OSError, LinkedFolder):
+        return
+    try:
+        if sorted(folder.names()) == found[0]:
+            os.utime(folder.fd if folder.fd is not None else folder.path, ns=found[1])
     except OSError:
         pass
+    finally:
+        if folder is not path:
+            folder.close()
 
 
 def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None) -> None:
     """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), then
     put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
     for parent in made:
-        try:
-            parent.rmdir()
-        except OSError:
+        if not remove_empty(parent):  # by its parent's descriptor: never through a folder swapped for a link
             break
     if above is not None:
         put_back_times(above, found)

@@ -146,7 +146,11 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
     topicaudit directory above ``output``): a report folder or a run made at RUN/models/target.npz or
     RUN/scores.npz (canary-only runs have none) got RUN refused as edited by every later check, report and
     resume ("not listed in manifest.json")."""
-    target = Path(output).resolve()
+    try:
+        target = Path(output).resolve()
+    except (RuntimeError, OSError):  # a link loop on the way (Python < 3.13: RuntimeError), was exit 3
+        raise UserError(f"cannot write {flag} {output}: a symbolic link on that path leads back to itself (a "
+                        f"loop), so it names no folder; remove the loop, or choose another {flag}") from None
     if directories is None:
         directories = topicaudit_directories(target)
     for directory in directories:
