@@ -142,3 +142,15 @@ def test_the_conformance_suite_holds_no_assert_statement():
 
     tree = ast.parse((REPO / "audit" / "learner_checks.py").read_text())
     assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+
+
+# -- the launcher's interpreter check ran modules of the current directory ---------------------------------------
+def test_the_interpreter_check_does_not_import_from_the_current_directory(tmp_path):
+    """`python -c` puts the current directory first on sys.path, the console script its own folder: a signal.py or
+    __future__.py in the directory the command was started from was run by the check, and taken for an
+    interpreter that cannot start (exit 2), while the command itself would not have imported it."""
+    for name in ("signal.py", "__future__.py"):
+        (tmp_path / name).write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nraise SystemExit(1)\n")
+    done = _run([LAUNCHER, "--version"], cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("topicaudit "), done.stderr
+    assert not (tmp_path / "ran").exists()
