@@ -154,3 +154,17 @@ def test_the_interpreter_check_does_not_import_from_the_current_directory(tmp_pa
     done = _run([LAUNCHER, "--version"], cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("topicaudit "), done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_console_script_naming_a_program_that_is_not_python_is_exit_2(tmp_path):
+    """A console script whose first line names /bin/true passed the check (exit 0) and the command exited 0 with
+    nothing printed: a `check` exit 0 with no verdict."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "topicaudit").write_bytes(LAUNCHER.read_bytes())
+    body = ENTRY.read_text().split("\n", 1)[1]
+    (folder / "topicaudit-python").write_text(f"#!/bin/true\n{body}")
+    for path in folder.iterdir():
+        path.chmod(0o755)
+    done = _run([folder / "topicaudit", "check", tmp_path / "run", "--epsilon", "50"])
+    assert done.returncode == 2 and "/bin/true" in done.stderr and "no verdict" in done.stderr, done
