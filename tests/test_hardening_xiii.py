@@ -168,3 +168,31 @@ def test_a_console_script_naming_a_program_that_is_not_python_is_exit_2(tmp_path
         path.chmod(0o755)
     done = _run([folder / "topicaudit", "check", tmp_path / "run", "--epsilon", "50"])
     assert done.returncode == 2 and "/bin/true" in done.stderr and "no verdict" in done.stderr, done
+
+
+# -- a SIGINT its starter ignored (a script's background job) -----------------------------------------------------
+def test_a_sigint_ignored_by_whoever_started_the_command_stays_ignored(refuted_run, tmp_path):
+    """`topicaudit check … &` in a script: SIGINT is ignored, and the console script run directly keeps ignoring it.
+    Through the launcher Python's handler was put back, so a Ctrl-C meant for the script's foreground job stopped
+    the check (exit 130) instead of letting it give its verdict."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-a", str(refuted_run), str(run)], check=True)
+    process = subprocess.Popen([str(LAUNCHER), "check", str(run), "--epsilon", "0.01"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=ENV,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 1 and out.startswith("VIOLATED"), (process.returncode, err)
+
+
+# -- python -m topicaudit, which the documentation names -----------------------------------------------------------
+def test_python_m_topicaudit_runs_the_command_with_its_codes(tmp_path):
+    """There was no topicaudit.__main__: every `python -m topicaudit …` exited 1, the code of a refuted claim."""
+    version = _run([sys.executable, "-m", "topicaudit", "--version"], cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("topicaudit "), version.stderr
+    missing = _run([sys.executable, "-m", "topicaudit", "check", tmp_path / "no-such-run"], cwd=tmp_path)
+    assert missing.returncode == 2 and "no-such-run" in missing.stderr, missing.stderr
