@@ -33,6 +33,9 @@ Signals sent to the parent's PID (a CI timeout, ``kill``) are passed on to
 the child; a terminal's Ctrl-C already reaches both, so it is not passed twice.
 If the parent is killed with SIGKILL, the child gets SIGKILL too (Linux), as
 before there was a parent. Only the standard library is imported here.
+
+Longer than 400 lines because every way the process can end is mapped here,
+in the one module the parent runs, each with the case that made it needed.
 """
 from __future__ import annotations
 
@@ -133,7 +136,8 @@ def available() -> bool:
 
 def console(mask=None) -> int:
     """The ``topicaudit`` console script: signals are held from its first instruction, then the command runs
-    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143).
+    supervised (a SIGTERM during the ~1 s of imports is exit 130, not 143) and the process leaves with the code
+    its end maps to (``leave``: it does not return where a child can be forked).
 
     mask: the signal mask before ``topicaudit.cli.console`` held SIGINT, SIGTERM and SIGCHLD on its import
     (None: they are held here).
@@ -145,16 +149,37 @@ def console(mask=None) -> int:
         from topicaudit.cli.main import main  # imported after the signals are held, never before the fork
 
         return main()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
-    original = held if mask is None else mask
-    standard_streams()
 
     def command_main() -> int:
         from topicaudit.cli.main import run_command  # in the child: the parent stays free of the package
 
         return run_command(None)
 
-    return supervise(command_main, mask=original)
+    try:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+        standard_streams()
+        code = supervise(command_main, mask=held if mask is None else mask)
+    except BaseException as error:  # noqa: BLE001 — a traceback here was exit 1, the code of a refuted claim
+        code = _say(EXIT_INTERNAL_ERROR, f"internal error (a bug, please report it): the supervising process "
+                                         f"failed ({type(error).__name__}: {error}); this is no verdict",
+                    prefix="topicaudit: ")
+    leave(code)
+
+
+def leave(code: int) -> None:
+    """End the supervising process with ``code``, whatever the interpreter would make of a ``sys.exit``.
+
+    With ``PYTHONINSPECT`` set (or ``python -i``) the interpreter takes no ``SystemExit``: it printed a traceback,
+    read standard input as Python and exited 1, so every command — ``--version``, a CONSISTENT check, a bad path —
+    ended with the code of a refuted claim (hostile pass XIII). Nothing of the package runs in this process after
+    the child ended, so it leaves at once.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
 
 
 def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
@@ -165,13 +190,26 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED) if mask is None else mask
     signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)  # also when the caller held only some of them
     standard_streams()
-    read_fd, write_fd = os.pipe()
+    # Inherited as ignored (exec keeps SIG_IGN: a program that ignores SIGCHLD started us), the child was reaped by
+    # the kernel and no SIGCHLD came: this parent waited forever, through every SIGTERM (hostile pass XIII).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a broken or closed stream is the command's to report, not ours
             pass
-    pid = os.fork()
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError as error:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        return _cannot_start("a pipe", error)
+    try:
+        pid = os.fork()
+    except OSError as error:  # ulimit -u met (EAGAIN), or no memory: a traceback here was exit 1
+        for fd in (read_fd, write_fd):
+            os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        return _cannot_start("its process", error)
     if pid == 0:  # the child: runs the command, never returns
         os.close(read_fd)
         _run_child(command_main, write_fd, previous)
@@ -351,6 +389,15 @@ def _ended_early(ray: bool, code: int) -> int:
                                          "and no result — finished models are kept", prefix="topicaudit: ")
     return _say(EXIT_INTERNAL_ERROR, "internal error (a bug, please report it): the process exited 1 without a "
                                      "verdict", prefix="topicaudit: ")
+
+
+def _cannot_start(what: str, error: OSError) -> int:
+    """Exit 2: the command could not be started (no process or pipe to be had); no command ran."""
+    why = os.strerror(error.errno) if error.errno else str(error)
+    return _say(EXIT_USER_ERROR, f"cannot start the command: {what} could not be created ({why}: the limit of "
+                                 "processes of this user, `ulimit -u`, or of open files, `ulimit -n`, was met, or "
+                                 "the system is out of memory); no command ran and no verdict was given — raise "
+                                 "the limit or wait for other processes to end, and rerun the same command")
 
 
 def _interrupted(command: str | None) -> int:

@@ -241,7 +241,8 @@ def fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wor
         timings["statistics"] = time.perf_counter() - t
     assert target_release is not None
     complete = [row for row in rows if row is not None]
-    assert len(complete) == len(rows)  # every row was fitted, reloaded or scored above
+    if len(complete) != len(rows):  # not an assert (``python -O`` strips it): a missing row misaligns the evidence
+        raise RuntimeError(f"{len(rows) - len(complete)} shadow rows were neither fitted, reloaded nor scored")
     return target_release, {name: np.stack([row[name] for row in complete]) for name in complete[0]}, n_reused
 
 
