@@ -1,0 +1,62 @@
+"""Hardening XV (issue 32, hostile pass XV): what it found. Every case it ran is in tests/hostile_xv_cases.md.
+
+Critical (a user's folder touched):
+- R10: ``report RUN -o a/gone/../rep`` (``gone`` absent) made the folder ``a/gone`` and left it there after the
+  report was written in ``a/rep``: ``Path.mkdir(parents=True)`` of ``a/gone/..`` makes ``a/gone`` first, and the
+  folders it made are removed only on failure. ``run --output a/gone/../run`` made no such folder. The report's
+  output is now taken as the system names it (``owned_folders.absolute``) whenever it holds ``..``, which also
+  makes ``-o L/..`` (L a link into a report) that report rather than the folder holding L.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from topicaudit.cli.main import main
+
+
+def snapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder`` (itself included, links not followed): mode, size, mtime, links, SHA-256."""
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = os.lstat(path)
+        regular = path.is_file() and not path.is_symlink()
+        found[path.relative_to(folder).as_posix()] = (
+            info.st_mode, info.st_size if regular else 0, info.st_mtime_ns, info.st_nlink,
+            hashlib.sha256(path.read_bytes()).hexdigest() if regular else "")
+    return found
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    capsys.readouterr()
+    return tmp_path / "RUN"
+
+
+def test_a_report_output_through_an_absent_folder_and_dotdot_makes_no_folder_beside_it(run_dir, capsys):
+    """``-o a/gone/../rep``: the report in a/rep, and nothing else made in the user's ``a``."""
+    users = run_dir.parent / "a"
+    users.mkdir()
+    (users / "thesis.tex").write_text("mine")
+    assert main(["report", "RUN", "-o", "a/gone/../rep"]) == 0
+    assert sorted(os.listdir(users)) == ["rep", "thesis.tex"]
+    assert (users / "rep" / "report.html").is_file()
+
+
+def test_a_report_output_through_a_link_and_dotdot_is_the_report_the_system_names(run_dir, capsys):
+    """``-o L/..``, L a link to rep/figures: the system names rep (a finished report, replaced); the folder
+    holding L (the user's) is neither refused by mistake nor touched."""
+    assert main(["report", "RUN", "-o", "rep"]) == 0
+    Path("L").symlink_to("rep/figures")
+    (run_dir.parent / "thesis.tex").write_text("mine")
+    before = snapshot(run_dir.parent / "RUN")
+    assert main(["report", "RUN", "-o", "L/.."]) == 0
+    assert snapshot(run_dir.parent / "RUN") == before
+    assert (run_dir.parent / "rep" / "report.md").is_file()
+    assert (run_dir.parent / "thesis.tex").read_text() == "mine"
