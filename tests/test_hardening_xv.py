@@ -6,6 +6,7 @@ Critical (a user's folder touched):
   folders it made are removed only on failure. ``run --output a/gone/../run`` made no such folder. The report's
   output is now taken as the system names it (``owned_folders.absolute``) whenever it holds ``..``, which also
   makes ``-o L/..`` (L a link into a report) that report rather than the folder holding L.
+- G4: ``sweep --output a/gone/../sw`` did the same (``output.mkdir(parents=True)`` by path in ``run_sweep``).
 """
 from __future__ import annotations
 
@@ -60,3 +61,21 @@ def test_a_report_output_through_a_link_and_dotdot_is_the_report_the_system_name
     assert snapshot(run_dir.parent / "RUN") == before
     assert (run_dir.parent / "rep" / "report.md").is_file()
     assert (run_dir.parent / "thesis.tex").read_text() == "mine"
+
+
+SWEEP = ('[synthetic]\nn_docs = 120\nn_words = 200\nk = 2\n[target]\nk = 2\nlearner = "lda"\n'
+         '[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n')
+
+
+def test_a_sweep_output_through_an_absent_folder_and_dotdot_makes_no_folder_beside_it(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """G4: ``sweep --output a/gone/../sw`` made ``a/gone`` (``mkdir(parents=True)`` by path) and left it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    Path("c.toml").write_text(SWEEP)
+    users = tmp_path / "a"
+    users.mkdir()
+    (users / "thesis.tex").write_text("mine")
+    assert main(["sweep", "c.toml", "--param", "target.k", "--values", "2", "--output", "a/gone/../sw"]) == 0
+    assert sorted(os.listdir(users)) == ["sw", "thesis.tex"]
+    assert (users / "sw" / "sweep.json").is_file()
