@@ -7,11 +7,14 @@ Critical (a user's folder touched):
   output is now taken as the system names it (``owned_folders.absolute``) whenever it holds ``..``, which also
   makes ``-o L/..`` (L a link into a report) that report rather than the folder holding L.
 - G4: ``sweep --output a/gone/../sw`` did the same (``output.mkdir(parents=True)`` by path in ``run_sweep``).
+Non-critical, fixed: a plug-in learner that set ``sys.stdout = None`` had check exit 1 with its verdict only in
+check.json and no note saying so (``print`` writes nothing to None, silently), and exit 3 with ``--json -``.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,12 @@ def test_a_sweep_output_through_an_absent_folder_and_dotdot_makes_no_folder_besi
     assert main(["sweep", "c.toml", "--param", "target.k", "--values", "2", "--output", "a/gone/../sw"]) == 0
     assert sorted(os.listdir(users)) == ["sw", "thesis.tex"]
     assert (users / "sw" / "sweep.json").is_file()
+
+
+@pytest.mark.parametrize("extra", [[], ["--json", "-"]], ids=["line", "json"])
+def test_a_verdict_a_learner_left_no_stdout_for_is_said_to_be_unprinted(run_dir, monkeypatch, capsys, extra):
+    """X-stdoutnone: a plug-in that set ``sys.stdout = None``: print() wrote nothing and said nothing, exit 1 with
+    no VIOLATED anywhere on the streams and no note that it is only in check.json (``--json -``: exit 3)."""
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["check", "RUN", "--epsilon", "0.01", *extra]) == 1
+    assert "could not be printed" in capsys.readouterr().err
