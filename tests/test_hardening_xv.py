@@ -7,6 +7,8 @@ Critical (a user's folder touched):
   output is now taken as the system names it (``owned_folders.absolute``) whenever it holds ``..``, which also
   makes ``-o L/..`` (L a link into a report) that report rather than the folder holding L.
 - G4: ``sweep --output a/gone/../sw`` did the same (``output.mkdir(parents=True)`` by path in ``run_sweep``).
+- F5: a failed ``run --output P/y/z/..`` (z absent) left the folder it had made, P/y, and P's times changed: the
+  writer lock made it as the system names it and removed it by the text (``..`` cannot be removed).
 Non-critical, fixed: a plug-in learner that set ``sys.stdout = None`` had check exit 1 with its verdict only in
 check.json and no note saying so (``print`` writes nothing to None, silently), and exit 3 with ``--json -``.
 """
@@ -91,3 +93,26 @@ def test_a_verdict_a_learner_left_no_stdout_for_is_said_to_be_unprinted(run_dir,
     monkeypatch.setattr(sys, "stdout", None)
     assert main(["check", "RUN", "--epsilon", "0.01", *extra]) == 1
     assert "could not be printed" in capsys.readouterr().err
+
+
+FAILING = "from topicaudit.targets.learners.lda import VariationalLDA\n\n\nclass Fails(VariationalLDA):\n" \
+          "    def fit(self, X, seed):\n        raise RuntimeError('the learner failed')\n"
+
+
+@pytest.mark.parametrize("output", ["P/y/z/..", "P/x/../../P/y/z/.."])
+def test_a_failed_run_whose_output_ends_in_dotdot_leaves_the_users_folder_as_found(tmp_path, monkeypatch, capsys,
+                                                                                   output):
+    """F5: the run's folder was made as the system names it (P/y) but removed by the text (``P/y/z/..``, whose
+    last name ``..`` cannot be removed): P/y was left behind and P's times changed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    (tmp_path / "failing_learner.py").write_text(FAILING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    users = tmp_path / "P"
+    users.mkdir()
+    (users / "thesis.tex").write_text("mine")
+    os.utime(users, (1577836800, 1577836800))
+    before = snapshot(users)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--learner", "failing_learner:Fails",
+                 "--output", output]) == 3
+    assert snapshot(users) == before
