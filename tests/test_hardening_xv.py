@@ -9,7 +9,8 @@ Critical (a user's folder touched):
 - G4: ``sweep --output a/gone/../sw`` did the same (``output.mkdir(parents=True)`` by path in ``run_sweep``).
 - F5: a failed ``run --output P/y/z/..`` (z absent) left the folder it had made, P/y, and P's times changed: the
   writer lock made it as the system names it and removed it by the text (``..`` cannot be removed).
-Non-critical, fixed: a plug-in learner that set ``sys.stdout = None`` had check exit 1 with its verdict only in
+Non-critical, fixed: ``check CONFIG --output P/gone/../r`` wrote the run in P/r and then read ``P/gone/../r``
+(nothing): exit 2 "not a finished run" after the whole run (G3, F10). A plug-in learner that set ``sys.stdout = None`` had check exit 1 with its verdict only in
 check.json and no note saying so (``print`` writes nothing to None, silently), and exit 3 with ``--json -``.
 """
 from __future__ import annotations
@@ -116,3 +117,15 @@ def test_a_failed_run_whose_output_ends_in_dotdot_leaves_the_users_folder_as_fou
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--learner", "failing_learner:Fails",
                  "--output", output]) == 3
     assert snapshot(users) == before
+
+
+def test_a_check_whose_output_passes_through_an_absent_folder_gives_the_runs_verdict(tmp_path, monkeypatch, capsys):
+    """G3/F10: ``check CONFIG --output P/gone/../r``: the run was written in P/r, then read as ``P/gone/../r``
+    (nothing, P/gone absent): exit 2 "not a finished run" after the whole run; and P/r left."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    Path("c.toml").write_text(SWEEP)
+    (tmp_path / "P").mkdir()
+    assert main(["check", "c.toml", "--epsilon", "0.01", "--output", "P/gone/../r"]) == 1
+    assert "VIOLATED" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path / "P")) == ["r"]
