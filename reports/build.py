@@ -31,7 +31,7 @@ from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
-from topicaudit.owned_folders import Folder, new_folder, open_folder, remove
+from topicaudit.owned_folders import Folder, absolute, new_folder, open_folder, remove
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -306,7 +306,7 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         output = Path(output) if output is not None else collection.inputs[0] / "report"
         read_from = [*collection.inputs, *(run.path for run in collection.runs)]
     # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
-    output = Path(os.path.abspath(output)) if output.name in ("", "..") else output  # `-o .` staged inside itself
+    output = Path(absolute(output)) if output.name == "" or ".." in output.parts else output  # `.`; `a/gone/..`
     manifest.refuse_over_read_names(output, read_from, "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")

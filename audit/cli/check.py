@@ -146,6 +146,8 @@ def execute(args) -> int:
                 _print_document(document, "backslashreplace" if args.json == STDOUT else "xmlcharrefreplace")
             finally:  # the line on stderr whether or not stdout took the document
                 say(result.message())
+        elif sys.stdout is None:  # set so by code the command ran (a learner): print() wrote nothing, unsaid
+            raise ValueError("sys.stdout is None")
         else:
             print(result.message(), flush=True)
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
@@ -164,6 +166,8 @@ def _print_document(document: str, errors: str = "strict") -> None:
     characters stdout's encoding cannot take are written (``--junit -`` to an ASCII stdout was "could not be
     printed", and its verdict line went unsaid with it)."""
     stream = sys.stdout
+    if stream is None:  # set so by code the command ran
+        raise ValueError("sys.stdout is None")
     try:
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):  # not a descriptor (a caller's StringIO): its own writer

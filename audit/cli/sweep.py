@@ -7,6 +7,7 @@ from topicaudit.engine.configuration.config import run_config
 from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
 from topicaudit.engine.configuration.validation import check_output_directory
+from topicaudit.owned_folders import absolute
 from topicaudit.errors import UserError
 
 
@@ -41,6 +42,7 @@ def execute(args) -> int:
                         "runs/NAME-sweep-KEY-HASH")
     values = parse_values(args.values)
     output = Path(args.output) if args.output else default_output(config, args.param, values)
+    output = Path(absolute(output)) if ".." in output.parts else output  # as run_sweep writes it, read back
     check_output_directory(output, "--output")
     run_sweep(config, args.param, values, args.replicates, output, quiet=args.quiet)
     if args.quiet:

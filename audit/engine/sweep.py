@@ -39,7 +39,7 @@ from topicaudit.engine.storage.bounded_read import read_json
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import LinkedFolder, open_folder
+from topicaudit.owned_folders import LinkedFolder, absolute, open_folder
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 
@@ -177,8 +177,10 @@ def run_sweep(config: Config, parameter: str, values: list[Any], replicates: int
               quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) every audit of the sweep; returns ``sweep.json``'s content.
 
-    The sweep directory's writer lock is held throughout (and each run's own, by ``execute_run``).
+    The sweep directory's writer lock is held throughout (and each run's own, by ``execute_run``). An output
+    holding ``..`` is taken as the system names it: ``a/gone/../sw`` (gone absent) made ``a/gone`` and left it.
     """
+    output = Path(absolute(output)) if ".." in Path(output).parts else output
     with writer_lock(output):
         return _run_sweep(config, parameter, values, replicates, Path(output), quiet)
 

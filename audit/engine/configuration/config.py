@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from topicaudit.attacks.canaries import KINDS as canary_kinds
 from topicaudit.errors import UserError
+from topicaudit.owned_folders import absolute
 from topicaudit.targets import learner_settings, sources, vocabulary_of
 from topicaudit.targets.plugins import is_class_path
 
@@ -182,10 +183,12 @@ class Config(BaseConfig):
         """``output``, else a directory named after what is audited, so that two audits never share one.
 
         runs/<corpus or name>-<learner>-k<k>-s<seed>-<6 hex of the configuration>: the same
-        configuration (the same command) finds its directory again and resumes.
+        configuration (the same command) finds its directory again and resumes. An output holding ``..`` is
+        the folder the system names, where the run is written (``check --output P/gone/../r`` read it by the
+        text, which names nothing while P/gone is absent: "not a finished run" after the run was made).
         """
         if self.output:
-            return Path(self.output)
+            return Path(absolute(self.output)) if ".." in Path(self.output).parts else Path(self.output)
         return Path("runs") / (f"{self.stem}-{learner_label(self.target.learner)}-k{self.target.k}-s{self.seed}-"
                                f"{self.short_hash()}")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import Folder, LinkedFolder, holding, open_folder, remove_empty
+from topicaudit.owned_folders import Folder, LinkedFolder, absolute, holding, open_folder, remove_empty
 
 NAME = ".lock"
 
@@ -183,7 +183,9 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     block that fails (a directory refused as another run's, say) leaves ``.lock`` as it was found: removed
     if this call created it, its former content back otherwise.
     """
-    path = Path(path)
+    # as the system names it: `P/y/z/..` (absent) was made as P/y, and a failure, removing P/y/z/.. by that name,
+    # left P/y behind and P's times changed
+    path = Path(absolute(path)) if ".." in Path(path).parts else Path(path)
     manifest.refuse_over_read_names(path, None, flag)  # not a run made inside another run's own files
     for _ in range(100):  # again when the holder waited for removed the directory it had made (and its lock)
         if path.is_symlink() and not path.exists():
