@@ -20,6 +20,7 @@ manifest existed, is read without one, and its verdict says so.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -148,7 +149,9 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
     resume ("not listed in manifest.json")."""
     try:
         target = Path(output).resolve()
-    except (RuntimeError, OSError):  # a link loop on the way (Python < 3.13: RuntimeError), was exit 3
+    except (RuntimeError, OSError) as error:  # a link loop on the way (Python < 3.13: RuntimeError), was exit 3
+        if isinstance(error, OSError) and error.errno != errno.ELOOP:
+            raise  # not a loop: a deleted working directory, say, which the command line names as such
         raise UserError(f"cannot write {flag} {output}: a symbolic link on that path leads back to itself (a "
                         f"loop), so it names no folder; remove the loop, or choose another {flag}") from None
     if directories is None:
