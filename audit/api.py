@@ -9,6 +9,7 @@ gives the file's content, and the results also read as that mapping
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,24 @@ from topicaudit.engine.configuration.loading import config_from_dict, load_confi
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
-from topicaudit.errors import UserError
+from topicaudit.errors import UserError, deleted_working_directory
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
+
+
+def _named_errors(function):
+    """The API's boundary is the command line's: a working directory deleted under the call is the UserError the
+    command line prints (exit 2), not a bare FileNotFoundError from deep inside."""
+    @functools.wraps(function)
+    def named(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except FileNotFoundError as error:
+            deleted = deleted_working_directory(error)
+            if deleted is None:
+                raise
+            raise deleted from None
+    return named
 
 
 def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None = None) -> Config | AuditConfig:
@@ -38,6 +54,7 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
     return load_config(arguments.path(config, "config (a Config, AuditConfig, dict or TOML path)"))
 
 
+@_named_errors
 def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool = True,
         learner: Any = None) -> RunResults:
     """Train a target and its shadows as the configuration says and attack it (``topicaudit run``).
@@ -54,6 +71,7 @@ def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool 
     return execute_run(config, quiet=quiet)
 
 
+@_named_errors
 def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = None, reference: str | Path | None = None,
                 quiet: bool = True, **settings: Any) -> AuditResults:
     """Rank candidate documents by membership evidence against a released Φ (``topicaudit audit``).
@@ -78,6 +96,7 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     return execute_audit(config, quiet=quiet)
 
 
+@_named_errors
 def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None = None,
           alpha: float | None = None) -> CheckResult:
     """Hold a finished run against a privacy claim (``topicaudit check``); ``.violated`` says the verdict."""
@@ -86,6 +105,7 @@ def check(run_dir: str | Path, epsilon: float | None = None, delta: float | None
                      arguments.real(alpha, "alpha"))
 
 
+@_named_errors
 def report(paths: str | Path | list[str | Path], output: str | Path | None = None, *, attack: str = "lira_online",
            top: int = 20, show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
     """Build the report page of finished runs and sweeps (``topicaudit report``); returns its directory.

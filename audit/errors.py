@@ -1,4 +1,5 @@
 """The exception type for mistakes a user can fix, and the exit codes the command line maps outcomes to."""
+import os
 import unicodedata
 
 # docs/exit-codes.md: 1 only after a printed VIOLATED verdict; never for a crash.
@@ -14,6 +15,21 @@ class UserError(ValueError):
     Only the command line (``topicaudit.cli.main``) turns it into one message
     and exit 2; any other exception, a plain ValueError included, is a bug (exit 3).
     """
+
+
+def deleted_working_directory(error: BaseException) -> UserError | None:
+    """A FileNotFoundError raised because the working directory was removed under the command (``os.getcwd``
+    fails; every relative path then fails deep inside whatever resolved it first), as the one message the
+    command line and the Python API give; else None."""
+    if not isinstance(error, FileNotFoundError):
+        return None
+    try:
+        os.getcwd()
+        return None
+    except FileNotFoundError:
+        return UserError("the current working directory was deleted (or moved) while in use, so no relative path "
+                         "(the default runs/…, a relative --output or file) can be resolved; cd to a directory "
+                         "that exists and rerun the same command")
 
 
 # Libraries' notices about their own API (tomotopy's, numba's): for developers, never relayed to users as notes.

@@ -129,3 +129,19 @@ def test_a_check_whose_output_passes_through_an_absent_folder_gives_the_runs_ver
     assert main(["check", "c.toml", "--epsilon", "0.01", "--output", "P/gone/../r"]) == 1
     assert "VIOLATED" in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path / "P")) == ["r"]
+
+
+def test_the_api_in_a_deleted_working_directory_says_so_as_the_command_line_does(run_dir, tmp_path, monkeypatch):
+    """Pass XV's N3: `topicaudit.check("/abs/RUN", …)` from a deleted working directory raised a bare
+    FileNotFoundError; the command line says why (exit 2). The API now raises that message as a UserError."""
+    import topicaudit
+    from topicaudit.errors import UserError
+
+    absolute = Path(run_dir).resolve()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(UserError, match="working directory was deleted"):
+        topicaudit.check(absolute, 0.01)
+    assert main(["check", str(absolute), "--epsilon", "0.01"]) == 2

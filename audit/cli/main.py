@@ -35,6 +35,7 @@ from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
     DEVELOPER_WARNINGS,
+    deleted_working_directory,
     EXIT_INTERNAL_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -256,16 +257,6 @@ def _stdout_broken() -> bool:
         return False
 
 
-def _working_directory_exists() -> bool:
-    """False when the working directory was removed under the command (``os.getcwd`` fails): every relative
-    path then raises FileNotFoundError, deep inside whatever resolved it first (exit 3 before)."""
-    try:
-        os.getcwd()
-        return True
-    except FileNotFoundError:
-        return False
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line. As the console script (no ``argv``) it runs in a supervised child process
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
@@ -356,10 +347,8 @@ def _run_command(argv: list[str] | None) -> int:
                 say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "
                     "path")
                 return EXIT_USER_ERROR
-            if isinstance(error, FileNotFoundError) and not _working_directory_exists():
-                say("topicaudit: error: the current working directory was deleted (or moved) while in use, so no "
-                    "relative path (the default runs/…, a relative --output or file) can be resolved; cd to a "
-                    "directory that exists and rerun the same command")
+            if deleted_working_directory(error) is not None:
+                say(f"topicaudit: error: {deleted_working_directory(error)}")
                 return EXIT_USER_ERROR
             if isinstance(error, OSError) and error.errno in (errno.EPIPE, errno.EBADF):
                 say("topicaudit: error: the output stream was closed before the command finished (its reader "
