@@ -1,8 +1,11 @@
 """A cache folder turned into a link to a user's folder, and a corpus small enough to cache: shared by the
-hostile passes' tests of "nothing is written through a link" (tests/test_hardening_x.py, _xi.py)."""
+hostile passes' tests of "nothing is written through a link" (tests/test_hardening_x.py, _xi.py), and the snapshot
+they compare a folder by (_xiv.py, _xv.py)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 from topicaudit.engine.configuration.config import Config
@@ -26,3 +29,17 @@ def small_json_corpus_config(folder: Path) -> Config:
     config.corpus.path = str(corpus)
     config.corpus.preprocess = False
     return config
+
+
+def snapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder`` (the folder itself included, links not followed): type and mode, size, mtime,
+    SHA-256, link count, link target."""
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = os.lstat(path)
+        regular = path.is_file() and not path.is_symlink()
+        found[path.relative_to(folder).as_posix()] = (
+            info.st_mode, info.st_size if regular else 0, info.st_mtime_ns, info.st_nlink,
+            hashlib.sha256(path.read_bytes()).hexdigest() if regular else "",
+            os.readlink(path) if path.is_symlink() else "")
+    return found

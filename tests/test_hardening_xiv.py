@@ -29,6 +29,8 @@ import pytest
 from topicaudit import owned_folders
 from topicaudit.cli.main import main
 
+from linked_cache import snapshot
+
 # An lda whose fit swaps the cache's runs/ for a link to the user's folder (which holds a folder of the entry's
 # name), then fails: the race between the run and its clean-up, made deterministic.
 LEARNER = textwrap.dedent("""
@@ -53,20 +55,6 @@ LEARNER = textwrap.dedent("""
 """)
 CONFIG = ('[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\nlearner = "swapping_learner:Swaps"\n'
           '[attack]\nshadows = 0\n[attack.canaries]\ncount = 40\n')
-
-
-def snapshot(folder: Path) -> dict[str, tuple]:
-    """Every entry under ``folder`` (the folder itself included, links not followed): type and mode, size, mtime,
-    SHA-256, link count, link target."""
-    found = {}
-    for path in [folder, *sorted(folder.rglob("*"))]:
-        info = os.lstat(path)
-        regular = path.is_file() and not path.is_symlink()
-        found[path.relative_to(folder).as_posix()] = (
-            info.st_mode, info.st_size if regular else 0, info.st_mtime_ns, info.st_nlink,
-            hashlib.sha256(path.read_bytes()).hexdigest() if regular else "",
-            os.readlink(path) if path.is_symlink() else "")
-    return found
 
 
 @pytest.mark.parametrize("drop_lock", [False, True], ids=["rmdir", "rmtree"])

@@ -15,7 +15,6 @@ check.json and no note saying so (``print`` writes nothing to None, silently), a
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -24,17 +23,7 @@ import pytest
 
 from topicaudit.cli.main import main
 
-
-def snapshot(folder: Path) -> dict[str, tuple]:
-    """Every entry under ``folder`` (itself included, links not followed): mode, size, mtime, links, SHA-256."""
-    found = {}
-    for path in [folder, *sorted(folder.rglob("*"))]:
-        info = os.lstat(path)
-        regular = path.is_file() and not path.is_symlink()
-        found[path.relative_to(folder).as_posix()] = (
-            info.st_mode, info.st_size if regular else 0, info.st_mtime_ns, info.st_nlink,
-            hashlib.sha256(path.read_bytes()).hexdigest() if regular else "")
-    return found
+from linked_cache import snapshot
 
 
 @pytest.fixture
