@@ -55,9 +55,11 @@ except ImportError:  # Windows: no advisory locks here; one writer is then the u
 def holds_only_the_lock(path: Path) -> bool:
     """A directory holding nothing but what an interrupted start leaves: the lock, and an empty ``models/``
     (made just before config.toml). Such a directory is no one's work yet: it may be used, or removed."""
-    return path.is_dir() and all(entry.name == NAME or (entry.name == "models" and entry.is_dir() and
-                                                        not entry.is_symlink() and not any(entry.iterdir()))
-                                 for entry in path.iterdir())
+    try:
+        with open_folder(path) as folder:
+            return _holds_only_the_lock(folder)
+    except (OSError, UserError):  # absent, not a folder, or a link topicaudit does not follow
+        return False
 
 
 DYING_GRACE_SECONDS = 30.0  # how long a killed holder may take to exit (it may be inside a slow fsync)
@@ -146,7 +148,7 @@ def _readlink(folder: Folder, name: str) -> str | None:
 
 
 def _holds_only_the_lock(folder: Folder) -> bool:
-    """``holds_only_the_lock`` of the folder held open: what it holds, looked up by its descriptor."""
+    """What ``holds_only_the_lock`` asks, of a folder already open: looked up by its descriptor."""
     try:
         for name in folder.names():
             if name == "models" and stat.S_ISDIR(folder.lstat(name).st_mode):
