@@ -23,17 +23,20 @@ from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError, deleted_working_directory
+from topicaudit.folder_anchors import command_scope
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
 
 def _named_errors(function):
     """The API's boundary is the command line's: a working directory deleted under the call is the UserError the
-    command line prints (exit 2), not a bare FileNotFoundError from deep inside."""
+    command line prints (exit 2), not a bare FileNotFoundError from deep inside; and the folders the call declares
+    topicaudit's own (its caches) are its own only until it returns, as a command line's end with its process."""
     @functools.wraps(function)
     def named(*args, **kwargs):
         try:
-            return function(*args, **kwargs)
+            with command_scope():
+                return function(*args, **kwargs)
         except FileNotFoundError as error:
             deleted = deleted_working_directory(error)
             if deleted is None:

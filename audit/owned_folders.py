@@ -12,8 +12,8 @@ that is a link when it is opened is refused (``LinkedFolder``: what, where, how 
 
 Which anchor a path has: a folder held open for a block (``holding``: the writer lock holds its directory for
 the whole command, so every write below it goes through that descriptor), else a folder declared topicaudit's
-own below an anchor (``declare``: the caches), else the path itself (the user named it). On platforms without
-``dir_fd`` (Windows) the same calls fall back to paths, as before.
+own below an anchor (``declare``: the caches), else the path itself (the user named it): ``folder_anchors``.
+On platforms without ``dir_fd`` (Windows) the same calls fall back to paths, as before.
 """
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ import os
 import secrets
 import shutil
 import stat
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from topicaudit.errors import UserError
+from topicaudit.folder_anchors import anchor_of, declare, held_descriptor
 
 # Descriptor-relative calls (POSIX); elsewhere each call takes the folder's path.
 BY_DESCRIPTOR = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
@@ -254,60 +253,6 @@ def _link_target(folder: Folder, name: str) -> str | None:
         return None
 
 
-# -- which anchor a path has ---------------------------------------------------------
-_LOCK = threading.Lock()
-_HELD: dict[str, list[Folder]] = {}  # folders held open for a block, by absolute path
-_DECLARED: dict[str, Path] = {}  # folders declared topicaudit's own, by absolute path → their anchor
-
-
-def absolute(path: Path | str) -> str:
-    """``path`` absolute, with ``..`` taken as the system takes it: after the link before it. ``abspath`` removed
-    ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
-    rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
-    read-once snapshot showed one run's files for the other)."""
-    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
-    parts = full.parts
-    if ".." not in parts:
-        return str(full)
-    last = len(parts) - 1 - parts[::-1].index("..")
-    return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
-
-
-def declare(path: Path, anchor: Path) -> None:
-    """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
-    the XDG base): the folders between them are opened without following links."""
-    if absolute(path) != absolute(anchor) and Path(absolute(anchor)) not in Path(absolute(path)).parents:
-        raise ValueError(f"{anchor} does not hold {path}")
-    with _LOCK:  # both absolute now: a relative anchor ($TOPICAUDIT_CACHE_DIR=cache) read after a chdir was
-        _DECLARED[absolute(path)] = Path(absolute(anchor))  # another folder, and every path below it a ValueError
-
-
-@contextmanager
-def holding(path: Path, folder: Folder) -> Iterator[None]:
-    """For the block, every folder below ``path`` is opened from ``folder``'s descriptor (the writer lock's)."""
-    key = absolute(path)
-    with _LOCK:
-        _HELD.setdefault(key, []).append(folder)
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _HELD[key].remove(folder)
-            if not _HELD[key]:
-                del _HELD[key]
-
-
-def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
-    """The anchor ``path`` is opened from (followed as the user named it) and its own components below it."""
-    key = Path(absolute(path))
-    with _LOCK:
-        for candidate in (key, *key.parents):
-            if str(candidate) in _HELD or str(candidate) in _DECLARED:
-                base = candidate if str(candidate) in _HELD else _DECLARED[str(candidate)]
-                return base, key.relative_to(base).parts
-    return key, ()
-
-
 def open_folder(path: Path, create: bool = False) -> Folder:
     """``path`` opened as a folder: its anchor as named, every component below it without following a link
     (made when absent and ``create``; the anchor itself is made by path, parents included, as the user's
@@ -315,9 +260,8 @@ def open_folder(path: Path, create: bool = False) -> Folder:
     that is absent."""
     base, parts = anchor_of(path)
     shown = Path(path)
-    with _LOCK:
-        held = _HELD.get(str(base))
-        folder = Folder(base, os.dup(held[-1].fd)) if held and held[-1].fd is not None else None
+    held = held_descriptor(base)
+    folder = Folder(base, held) if held is not None else None
     if folder is None:
         if create:
             base.mkdir(parents=True, exist_ok=True)

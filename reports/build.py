@@ -31,7 +31,8 @@ from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
-from topicaudit.owned_folders import Folder, absolute, new_folder, open_folder, remove
+from topicaudit.folder_anchors import absolute
+from topicaudit.owned_folders import Folder, new_folder, open_folder, remove
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -275,9 +276,7 @@ def _group_section(group: Group, multiple: bool, figs: _Figures, corpora: Corpus
 def build_report(paths, output: str | Path | None = None, *, attack: str = "lira_online", top: int = 20,
                  show_text: bool = False, compare_vocabularies: bool = False, quiet: bool = True) -> Path:
     """Write the report of finished run and/or sweep directories, or of one ``topicaudit audit`` output directory
-    (:mod:`topicaudit.reports.user_audit`); returns the output directory.
-
-    Every run file is read from disk once (``inputs.files.read_once``): what its manifest verified is what the
+    (:mod:`topicaudit.reports.user_audit`); returns the output directory. Every run file is read from disk once (``inputs.files.read_once``): what its manifest verified is what the
     report shows, whatever is swapped into the directory meanwhile."""
     with read_once():
         return _build_report(paths, output, attack=attack, top=top, show_text=show_text,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from topicaudit import owned_folders
+from topicaudit import folder_anchors, owned_folders
 from topicaudit.cli.main import main
 
 from linked_cache import snapshot
@@ -102,7 +102,7 @@ def test_a_relative_cache_anchor_declared_before_a_chdir_is_still_the_folder_it_
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     monkeypatch.chdir(tmp_path / "one")
-    owned_folders.declare(Path("relcache") / "runs", Path("relcache"))
+    folder_anchors.declare(Path("relcache") / "runs", Path("relcache"))
     monkeypatch.chdir(tmp_path / "two")
     with owned_folders.open_folder(tmp_path / "one" / "relcache" / "runs" / "entry", create=True) as folder:
         folder.write("x.json", lambda handle: handle.write(b"{}"))

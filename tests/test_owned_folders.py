@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from topicaudit import owned_folders
+from topicaudit import folder_anchors, owned_folders
 from topicaudit.cli.main import main
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.run import execute_run
@@ -60,7 +60,7 @@ def swap_for_link(folder: Path, victim: Path) -> Path:
 # -- the race, at the module ------------------------------------------------------------------------------------
 def test_a_folder_swapped_for_a_link_after_it_was_opened_is_still_the_one_written(tmp_path, victim):
     anchor = tmp_path / "cache"
-    owned_folders.declare(anchor / "topicaudit" / "corpora", anchor)
+    folder_anchors.declare(anchor / "topicaudit" / "corpora", anchor)
     before = snapshot(victim)
     with owned_folders.open_folder(anchor / "topicaudit" / "corpora", create=True) as folder:
         moved = swap_for_link(anchor / "topicaudit" / "corpora", victim)
@@ -80,7 +80,7 @@ def test_an_owned_folder_that_is_a_link_when_opened_is_refused_and_the_anchor_ma
     real.mkdir()
     anchor = tmp_path / "named-cache"
     anchor.symlink_to(real)  # the user named it: followed
-    owned_folders.declare(anchor / "corpora", anchor)
+    folder_anchors.declare(anchor / "corpora", anchor)
     (real / "corpora").symlink_to(victim)
     before = snapshot(victim)
     with pytest.raises(UserError, match="corpora is a symbolic link") as refused:

@@ -7,7 +7,7 @@ from topicaudit.engine.configuration.config import run_config
 from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
 from topicaudit.engine.configuration.validation import check_output_directory
-from topicaudit.owned_folders import absolute
+from topicaudit.folder_anchors import absolute
 from topicaudit.errors import UserError
 
 

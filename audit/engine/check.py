@@ -33,6 +33,7 @@ from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_wri
 from topicaudit.engine.power import TARGET_POWER
 from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
 from topicaudit.errors import UserError
+from topicaudit.folder_anchors import in_command_scope
 from topicaudit.inputs.files import present, read_once
 from topicaudit.inputs.integrity_key import ENVIRONMENT_VARIABLE as KEY_VARIABLE, key_file
 
@@ -239,6 +240,7 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
     return written
 
 
+@in_command_scope  # the API's entry: what it declares ends with it (a pytest session is a long process)
 def assert_privacy(config=None, epsilon: float | None = None, delta: float | None = None, alpha: float | None = None,
                    output: str | Path | None = None, canaries: int | str | None = None, learner=None,
                    cache: str | Path | bool | None = None, power: float | None = None,

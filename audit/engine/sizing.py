@@ -67,7 +67,8 @@ from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import integrity_key
-from topicaudit.owned_folders import LinkedFolder, anchor_of, declare, open_folder
+from topicaudit.folder_anchors import anchor_of, declare
+from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise

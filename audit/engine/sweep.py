@@ -39,7 +39,8 @@ from topicaudit.engine.storage.bounded_read import read_json
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import LinkedFolder, absolute, open_folder
+from topicaudit.folder_anchors import absolute
+from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 

@@ -57,7 +57,8 @@ from topicaudit.inputs.counting import check_vocabulary
 from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.inputs.sizes import BoundedNpz
-from topicaudit.owned_folders import CLOEXEC, NOFOLLOW, Folder, LinkedFolder, declare, open_folder
+from topicaudit.folder_anchors import declare
+from topicaudit.owned_folders import CLOEXEC, NOFOLLOW, Folder, LinkedFolder, open_folder
 from topicaudit.targets.counts import check_counts
 from topicaudit.version import __version__
 

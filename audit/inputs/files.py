@@ -11,7 +11,7 @@ from typing import Callable
 
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
-from topicaudit.owned_folders import absolute
+from topicaudit.folder_anchors import absolute
 
 
 class DuplicateKey(ValueError):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from topicaudit.attacks.canaries import KINDS as canary_kinds
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import absolute
+from topicaudit.folder_anchors import absolute
 from topicaudit.targets import learner_settings, sources, vocabulary_of
 from topicaudit.targets.plugins import is_class_path
 

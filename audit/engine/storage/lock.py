@@ -6,7 +6,7 @@ models and leave a config.toml that matches neither. The lock is
 the holder exits, however it ends (``kill -9`` included), so a stale lock
 never blocks a resume. The file holds the holder's PID for the message.
 
-The lock opens the directory once and holds it open for the block (``topicaudit.owned_folders.holding``):
+The lock opens the directory once and holds it open for the block (``topicaudit.folder_anchors.holding``):
 every file written, deleted or made below it goes through that descriptor, never through a link put in its
 place, and ``.lock`` itself is opened there without following a link.
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import Folder, LinkedFolder, absolute, holding, open_folder, remove_empty
+from topicaudit.folder_anchors import absolute, holding
+from topicaudit.owned_folders import Folder, LinkedFolder, open_folder, remove_empty
 
 NAME = ".lock"
 

@@ -37,7 +37,8 @@ from topicaudit.engine.execution.experiment import package_versions
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_anchor, cache_directory
 from topicaudit.inputs.files import file_sha256
-from topicaudit.owned_folders import LinkedFolder, declare, open_folder
+from topicaudit.folder_anchors import declare
+from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
 

@@ -1,0 +1,116 @@
+"""Which anchor a path is opened from: where the user's choice (a link followed) ends and topicaudit's own
+folders (no link followed) begin.
+
+A folder is held open for a block (``holding``: the writer lock holds its run directory for the whole command, so
+every folder below it is opened from that descriptor), or declared topicaudit's own below an anchor the user named
+(``declare``: the caches, a report's staging folder); any other path is its own anchor (the user named it). A
+declaration lasts as long as the command that made it (``command_scope``): in a long Python session a later
+command's path below an earlier command's cache is the user's again, its links followed as in a fresh process.
+``topicaudit.owned_folders`` opens folders by these answers.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Iterator
+
+_LOCK = threading.Lock()
+_HELD: dict[str, list[Any]] = {}  # folders held open for a block, by absolute path
+_DECLARED: dict[str, list[Path]] = {}  # folders declared topicaudit's own, by absolute path → their anchors
+_SCOPE: ContextVar[list[tuple[str, Path]] | None] = ContextVar("folder_anchors_scope", default=None)
+
+
+def absolute(path: Path | str) -> str:
+    """``path`` absolute, with ``..`` taken as the system takes it: after the link before it. ``abspath`` removed
+    ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
+    rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
+    read-once snapshot showed one run's files for the other)."""
+    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    parts = full.parts
+    if ".." not in parts:
+        return str(full)
+    last = len(parts) - 1 - parts[::-1].index("..")
+    return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
+
+
+def declare(path: Path, anchor: Path) -> None:
+    """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
+    the XDG base): the folders between them are opened without following links."""
+    if absolute(path) != absolute(anchor) and Path(absolute(anchor)) not in Path(absolute(path)).parents:
+        raise ValueError(f"{anchor} does not hold {path}")
+    # Both absolute: a relative anchor ($TOPICAUDIT_CACHE_DIR=cache) read after a chdir was another folder, and
+    # every path below it a ValueError.
+    key, base = absolute(path), Path(absolute(anchor))
+    with _LOCK:
+        _DECLARED.setdefault(key, []).append(base)
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.append((key, base))
+
+
+@contextmanager
+def command_scope() -> Iterator[None]:
+    """The declarations made in the block (by this thread's context) end with it, counted per path: a cache
+    declared by one call of the API no longer changes how a later call opens a path the user named below it
+    (``run(output=proj/out/r1)``, ``proj/out`` the user's link, was refused after ``run`` with ``--cache proj``),
+    and two threads declaring one folder do not end each other's declaration. Declarations made outside any
+    scope last for the process, as a command line's do."""
+    made: list[tuple[str, Path]] = []
+    token = _SCOPE.set(made)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+        with _LOCK:
+            for key, base in reversed(made):
+                anchors = _DECLARED[key]
+                del anchors[len(anchors) - 1 - anchors[::-1].index(base)]  # this command's, not another's
+                if not anchors:
+                    del _DECLARED[key]
+
+
+def in_command_scope(function):
+    """``function`` run inside ``command_scope``: an entry point of the API (run, check, report, …)."""
+    @functools.wraps(function)
+    def scoped(*args, **kwargs):
+        with command_scope():
+            return function(*args, **kwargs)
+    return scoped
+
+
+@contextmanager
+def holding(path: Path, folder: Any) -> Iterator[None]:
+    """For the block, every folder below ``path`` is opened from ``folder``'s descriptor (the writer lock's)."""
+    key = absolute(path)
+    with _LOCK:
+        _HELD.setdefault(key, []).append(folder)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD[key].remove(folder)
+            if not _HELD[key]:
+                del _HELD[key]
+
+
+def anchor_of(path: Path) -> tuple[Path, tuple[str, ...]]:
+    """The anchor ``path`` is opened from (followed as the user named it) and its own components below it."""
+    key = Path(absolute(path))
+    with _LOCK:
+        for candidate in (key, *key.parents):
+            if str(candidate) in _HELD or str(candidate) in _DECLARED:
+                base = candidate if str(candidate) in _HELD else _DECLARED[str(candidate)][-1]
+                return base, key.relative_to(base).parts
+    return key, ()
+
+
+def held_descriptor(base: Path) -> int | None:
+    """A duplicate of the descriptor of the folder held open at ``base`` (the innermost block's); None when none
+    is held."""
+    with _LOCK:
+        held = _HELD.get(str(base))
+        return os.dup(held[-1].fd) if held and held[-1].fd is not None else None
