@@ -197,9 +197,9 @@ def _editable(dist: metadata.Distribution) -> bool:
 
 
 def _code_digest(path: str) -> dict[str, str]:
-    """``{"source_sha256": …}`` over the plug-in's top-level module or package (every ``.py`` file, so a helper
-    module it imports counts too), found without importing it; empty when it cannot be found (the target's
-    build then says why)."""
+    """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
+    (every ``.py`` file) and the modules and packages beside it, which it may import (``_beside``); empty when it
+    cannot be found (the target's build then says why)."""
     top = path.partition(":")[0].split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
@@ -222,4 +222,39 @@ def _code_digest(path: str) -> dict[str, str]:
             digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
         except OSError:
             continue
+    root = Path(spec.origin).parent if not spec.submodule_search_locations else base[0].parent
+    for file in _beside(root, set(files)):
+        try:
+            digest.update(b"beside\0" + file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+        except OSError:
+            continue
     return {"source_sha256": digest.hexdigest()}
+
+
+def _beside(root: Path, own: set[Path]) -> list[Path]:
+    """The ``.py`` files of the modules and packages importable from ``root`` (the folder that holds the plug-in's
+    top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was not in the
+    digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only the
+    modules directly in ``root``, and packages (folders with ``__init__.py``) there, recursively; none when ``root``
+    is an installed location (site-packages, the interpreter's prefix), where a distribution's version is read."""
+    try:
+        resolved = root.resolve()
+    except (OSError, RuntimeError):
+        return []
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    if resolved.name in ("site-packages", "dist-packages") or any(resolved.is_relative_to(p) for p in prefixes):
+        return []
+    found: list[Path] = []
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if entry.suffix == ".py" and entry.is_file():
+                found.append(entry)
+            elif entry.is_dir() and (entry / "__init__.py").is_file() and not entry.name.startswith("."):
+                found += sorted(f for f in entry.rglob("*.py") if "__pycache__" not in f.parts)
+        except OSError:
+            continue
+    return [f for f in found if f not in own]

@@ -58,6 +58,7 @@ from topicaudit.bounds.verdict import VALID_BOUNDS
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.configuration.validation import MAX_CANARIES
+from topicaudit.engine.execution.kept_state import kept_process_state
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
@@ -237,7 +238,8 @@ def _pilot_contribution(config: Config, corpus, target) -> list[float] | None:
     of ``PILOT`` canaries: the verdict simulates the audit with the shares its own canaries show, so the sizing
     must too (the whole contribution, which DP-SVI's E-step does not add, overstated its power)."""
     pilot = build_canaries(_with_count(config, PILOT), corpus.X, target, target.guarantee().adjacency)
-    release = target.fit(pilot.training_matrix(corpus.X), pilot.fit_seed, observe=pilot.observed_columns)
+    with kept_process_state():
+        release = target.fit(pilot.training_matrix(corpus.X), pilot.fit_seed, observe=pilot.observed_columns)
     return measured_contribution(release.transcript, pilot)
 
 
@@ -259,11 +261,13 @@ def _fit_time(target, X, seed: int) -> tuple[Callable[[float], float], str]:
 
     large = min(total, max(TIMED_TOKENS, total / 10))
     warm = np.sort(order[:min(20, X.shape[0])])
-    target.fit(X[warm], seed)
+    with kept_process_state():
+        target.fit(X[warm], seed)
     timed = []
     for rows in (rows_for(large / 2), rows_for(large)):
         started = time.perf_counter()
-        target.fit(X[rows], seed)
+        with kept_process_state():
+            target.fit(X[rows], seed)
         timed.append((float(lengths[rows].sum()), max(time.perf_counter() - started, 1e-6), rows.size))
     (t1, s1, n1), (t2, s2, n2) = timed
     exponent = min(max(math.log(s2 / s1) / math.log(t2 / t1), 0.0), 1.0) if t2 > t1 else 1.0

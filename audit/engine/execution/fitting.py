@@ -276,7 +276,7 @@ def fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: Work
                                                                       exp.observe)
         except ValueError as error:
             raise UserError(f"the learner could not fit the canary training set: {error}") from None
-        worker_warnings.add(messages)
+        worker_warnings.add(messages, "in the canary fit")
         run.save_model(name, releases[name], chash, fit_seconds, node)
         seconds += fit_seconds
     progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)

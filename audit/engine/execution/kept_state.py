@@ -1,0 +1,115 @@
+"""What a learner's fit may change in the process that runs it, put back when the fit returns.
+
+A learner is the user's code, run inside the command (the canary fit of a shadow-free audit, the fits of
+``--canaries auto``'s sizing, the target fit while Ray starts). What it changes in the process was then the
+command's: an ``os.chdir`` in its fit made the run write its model, scores and results into another run
+directory at the same relative path and check read that directory's canaries beside the new scores (a verdict
+from two runs' files; hostile pass XVI). So the state the command relies on after a fit is kept: the working
+directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the
+signals the command answers, and the environment variables topicaudit reads. Each changed one is put back, with
+a note naming it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import warnings
+from contextlib import contextmanager
+
+# Signals the command line answers (Ctrl-C, SIGTERM, the supervisor's stops) or relies on the default of.
+SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
+                                                   "SIGALRM", "SIGPIPE", "SIGCHLD") if hasattr(signal, name))
+# The environment topicaudit reads after a fit: its own variables and where caches, keys and temporaries go.
+ENVIRONMENT = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "TMPDIR")
+
+
+def _umask() -> int | None:
+    """The umask, read without setting it (``os.umask`` sets it: another thread would create files under the
+    placeholder); None where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _watched_environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items()
+            if name.startswith("TOPICAUDIT_") or name in ENVIRONMENT}
+
+
+@contextmanager
+def kept_process_state(who: str = "the learner"):
+    """Run the block (a fit) and put back what it changed of the process's state (see the module's docstring)."""
+    try:
+        cwd: int | None = os.open(".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        cwd = None  # a deleted working directory: the command names it itself
+    umask = _umask()
+    environment = _watched_environment()
+    streams = (sys.stdout, sys.stderr)
+    descriptors = {}
+    for fd in (1, 2):
+        found = _identity(fd)
+        if found is not None:
+            try:
+                descriptors[fd] = (found, os.dup(fd))
+            except OSError:
+                pass
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {sig: signal.getsignal(sig) for sig in SIGNALS} if main else {}
+    try:
+        yield
+    finally:
+        changed = []
+        if cwd is not None and _moved(cwd):
+            os.fchdir(cwd)
+            changed.append("working directory")
+        if umask is not None and _umask() not in (None, umask):
+            os.umask(umask)
+            changed.append("umask")
+        now = _watched_environment()
+        if now != environment:
+            names = sorted(name for name in set(now) | set(environment) if now.get(name) != environment.get(name))
+            for name in set(now) - set(environment):
+                del os.environ[name]
+            os.environ.update(environment)
+            changed.append(f"environment ({', '.join(names)})")
+        if sys.stdout is not streams[0] or sys.stderr is not streams[1]:
+            sys.stdout, sys.stderr = streams
+            changed.append("sys.stdout or sys.stderr")
+        for fd, (found, copy) in descriptors.items():
+            if _identity(fd) != found:
+                os.dup2(copy, fd)
+                changed.append(f"file descriptor {fd}")
+            os.close(copy)
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is not handler and handler is not None:
+                signal.signal(sig, handler)
+                changed.append(f"handler of {signal.Signals(sig).name}")
+        if cwd is not None:
+            os.close(cwd)
+        if changed:
+            warnings.warn(f"{who} changed the process's {', '.join(dict.fromkeys(changed))} in its fit; topicaudit "
+                          "put it back (a fit must leave the process as it found it)", RuntimeWarning, stacklevel=3)
+
+
+def _moved(cwd: int) -> bool:
+    """Whether the working directory is no longer the folder ``cwd`` holds open."""
+    try:
+        return _identity(cwd) != ((here := os.stat(".")).st_dev, here.st_ino)
+    except OSError:
+        return True
