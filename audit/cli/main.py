@@ -137,8 +137,10 @@ def _signals(command: str | None = None):
             return
         previous_hook(info)
 
-    # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds.
-    stops = [signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT") if hasattr(signal, n))]
+    # A hang-up (a closed terminal or SSH session) and Ctrl-\\ stop the command as SIGTERM does: it unwinds. A
+    # signal the command was started with ignored stays ignored (`nohup`'s SIGHUP: a closed terminal stopped the run).
+    stops = [s for s in (signal.SIGINT, signal.SIGTERM, *(getattr(signal, n) for n in ("SIGHUP", "SIGQUIT")
+                                                          if hasattr(signal, n))) if signal.getsignal(s) != signal.SIG_IGN]
     previous = {s: signal.signal(s, handler) for s in stops}
     previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     _ENDING.clear()

@@ -21,6 +21,9 @@ child runs the command; this small parent waits for it and maps its end:
   terminal), SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM (``STOPS``), which the
   parent passes on as SIGTERM — they killed the parent alone, and left the
   command running in the background;
+- a signal the command was started with ignored (``nohup``'s SIGHUP, a script's background job's SIGINT) stays
+  ignored: held, it stayed pending and was taken for a stop (exit 130 from ``nohup topicaudit run`` on a closed
+  terminal);
 - death by any other signal becomes 4 when Ray was in use, else 3;
 - after the command was interrupted (Ctrl-C, SIGTERM), a death by any signal
   or an exit 1 without a verdict is 130 too: Ray's C++ runtime can crash
@@ -189,6 +192,10 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
     """
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED) if mask is None else mask
     signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)  # also when the caller held only some of them
+    # Held, an ignored signal is kept pending (Linux never discards a blocked one) and sigwaitinfo took it for a
+    # stop; let go, what is pending is discarded and what comes later too.
+    ignored = {sig for sig in _WATCHED - {signal.SIGCHLD} if signal.getsignal(sig) == signal.SIG_IGN}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ignored)
     standard_streams()
     # Inherited as ignored (exec keeps SIG_IGN: a program that ignores SIGCHLD started us), the child was reaped by
     # the kernel and no SIGCHLD came: this parent waited forever, through every SIGTERM (hostile pass XIII).
@@ -215,7 +222,7 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
         _run_child(command_main, write_fd, previous)
     os.close(write_fd)
     try:
-        status, interrupted = _wait(pid)
+        status, interrupted = _wait(pid, _WATCHED - ignored)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     return _exit_code(status, _read_all(read_fd), _command(argv if argv is not None else sys.argv[1:]),
@@ -290,13 +297,12 @@ def _die_with_parent() -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-def _wait(pid: int) -> tuple[int, bool]:
-    """Wait for the child, passing on the signals sent to this process alone; its wait status, and whether
-    an interrupt (SIGINT, SIGTERM) reached the command meanwhile.
+def _wait(pid: int, watched: frozenset) -> tuple[int, bool]:
+    """Wait for the child, passing on the ``watched`` signals sent to this process alone; its wait status, and
+    whether an interrupt (SIGINT, SIGTERM) reached the command meanwhile.
 
     Once interrupted, the child has STOP_GRACE seconds to end; then the stop is forced (the signal again,
     then SIGKILL after KILL_GRACE), so a first interrupt always ends the command within a bounded time."""
-    watched = _WATCHED
     interrupted, deadline, forced = False, None, None
     info: signal.struct_siginfo | None  # sigtimedwait's is None when it timed out
     while True:
