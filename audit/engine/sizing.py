@@ -1,36 +1,28 @@
 """A canary audit sized for its power: ``check CONFIG --canaries auto`` (and ``assert_privacy(canaries="auto")``).
 
-The verdict of a mechanism audit states its power: the share of simulated
-audits of its design that refute a mechanism 2× less private than claimed
-(``engine.power.simulated_power``). That simulation needs only what the
-learner declares before any fit (``mechanism()``, a ``topicaudit.mechanisms``
-release), the canaries' kind and length, the claim and the number of tests α
-is split over. So the count can be chosen before the audit: the smallest one
-whose simulated power reaches the target (default 95%), found by doubling
-from 250 and two bisections (``verdict.search_count``), times ``MARGIN``
-(2: the power is a share of 20 simulated audits, so the first count to
-reach the target is often a lucky draw), within a time budget. A Gaussian
-step's canaries are simulated with the shares of their contribution that a
-pilot fit of ``PILOT`` canaries measured (``attacks.contribution``), as the
+The verdict of a mechanism audit states its power: the share of simulated audits of its design that refute a
+mechanism 2× less private than claimed (``engine.power.simulated_power``). That simulation needs only what the
+learner declares before any fit (``mechanism()``, a ``topicaudit.mechanisms`` release), the canaries' kind and
+length, the claim and the number of tests α is split over. So the count can be chosen before the audit: the
+smallest one whose simulated power reaches the target (default 95%), found by doubling from 250 and two bisections
+(``verdict.search_count``), times ``MARGIN`` (2: the power is a share of 20 simulated audits, so the first count to
+reach the target is often a lucky draw), within a time budget. A Gaussian step's canaries are simulated with the
+shares of their contribution that a pilot fit of ``PILOT`` canaries measured (``attacks.contribution``), as the
 verdict simulates them with its own canaries' shares.
 
 The time of an audit of m canaries is estimated as
 
     fit(m) + scoring(m) + 2 × simulation(m)
 
-- fit(m): two timed fits of the target on parts of the corpus (about a
-  tenth of its tokens, at least 20,000, and half that), after an untimed
-  warm-up fit of a few documents (the first fit of a process compiles its
-  kernels), give how the fit's time grows with its tokens (a power of
-  them, between 0 and 1), applied to the tokens of the canary release's
-  training set (the corpus and the canaries it trains on); ``check``
-  prints the estimate beside the time the audit took, so it can be judged.
+- fit(m): two timed fits of the target on parts of the corpus (about a tenth of its tokens, at least 20,000, and
+  half that), after an untimed warm-up fit of a few documents (the first fit of a process compiles its kernels),
+  give how the fit's time grows with its tokens (a power of them, between 0 and 1), applied to the tokens of the
+  canary release's training set (the corpus and the canaries it trains on); ``check`` prints the estimate beside
+  the time the audit took, so it can be judged.
 - scoring(m): ``SCORING_SECONDS_PER_CANARY`` per canary (measured on PHEME).
-- simulation(m): the power simulation at m as timed here; the run's own
-  verdict and ``check``'s each run it once.
+- simulation(m): the power simulation at m as timed here; the run's own verdict and ``check``'s each run it once.
 
-Only the canary release is estimated: shadow models (``[attack] shadows``)
-come on top, and are said to.
+Only the canary release is estimated: shadow models (``[attack] shadows``) come on top, and are said to.
 """
 from __future__ import annotations
 
@@ -58,6 +50,7 @@ from topicaudit.bounds.verdict import VALID_BOUNDS
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.configuration.validation import MAX_CANARIES
+from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.execution.kept_state import kept_process_state
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
@@ -233,13 +226,22 @@ def _design(config: Config, corpus, target, epsilon: float | None, delta: float 
     return mechanism, epsilon, delta, alpha / max(tests, 1), shape, [m for m in methods if m not in SHAPED], probe
 
 
+def _fit(target, *args, **kwargs):
+    """One fit of the sizing's, as a run's: the process put back as found, a refusal of the learner's (its
+    ValueError: a Φ that is no k × V matrix of distributions) one message naming it."""
+    try:
+        with kept_process_state():
+            return target.fit(*args, **kwargs)
+    except ValueError as error:
+        raise learner_refused(target, error, "a fit of the canary count's sizing") from None
+
+
 def _pilot_contribution(config: Config, corpus, target) -> list[float] | None:
     """A Gaussian step's measured shares of a canary's contribution (``attacks.contribution``), from one fit
     of ``PILOT`` canaries: the verdict simulates the audit with the shares its own canaries show, so the sizing
     must too (the whole contribution, which DP-SVI's E-step does not add, overstated its power)."""
     pilot = build_canaries(_with_count(config, PILOT), corpus.X, target, target.guarantee().adjacency)
-    with kept_process_state():
-        release = target.fit(pilot.training_matrix(corpus.X), pilot.fit_seed, observe=pilot.observed_columns)
+    release = _fit(target, pilot.training_matrix(corpus.X), pilot.fit_seed, observe=pilot.observed_columns)
     return measured_contribution(release.transcript, pilot)
 
 
@@ -261,13 +263,11 @@ def _fit_time(target, X, seed: int) -> tuple[Callable[[float], float], str]:
 
     large = min(total, max(TIMED_TOKENS, total / 10))
     warm = np.sort(order[:min(20, X.shape[0])])
-    with kept_process_state():
-        target.fit(X[warm], seed)
+    _fit(target, X[warm], seed)
     timed = []
     for rows in (rows_for(large / 2), rows_for(large)):
         started = time.perf_counter()
-        with kept_process_state():
-            target.fit(X[rows], seed)
+        _fit(target, X[rows], seed)
         timed.append((float(lengths[rows].sum()), max(time.perf_counter() - started, 1e-6), rows.size))
     (t1, s1, n1), (t2, s2, n2) = timed
     exponent = min(max(math.log(s2 / s1) / math.log(t2 / t1), 0.0), 1.0) if t2 > t1 else 1.0

@@ -54,13 +54,13 @@ class Pipeline:
                            info={"empty_vocabulary": True}, transcript=vocabulary_transcript)
         X = X[:, vocabulary].tocsr()
         if not records(self.learner.fit):
-            return Release(phi=self.learner.fit(X, learner_seed), vocabulary=vocabulary,
-                           transcript=vocabulary_transcript)
+            return Release(phi=released_phi(self.learner.fit(X, learner_seed), self.learner.k, X.shape[1]),
+                           vocabulary=vocabulary, transcript=vocabulary_transcript)
         # A private vocabulary step is the stage its canaries audit; else the learner's releases of the observed
         # columns the vocabulary kept (the others were never released).
         kept = observe[np.isin(observe, vocabulary)] if vocabulary_transcript is None else observe[:0]
         record = Recorder(np.searchsorted(vocabulary, kept))
-        phi = self.learner.fit(X, learner_seed, record=record)
+        phi = released_phi(self.learner.fit(X, learner_seed, record=record), self.learner.k, X.shape[1])
         transcript = record.transcript() if requested else None
         if transcript is not None:
             transcript.columns = kept
@@ -83,6 +83,35 @@ class Pipeline:
         the driver's working directory only, adds it before unpickling the plug-in."""
         path = worker_path(self.learner, self.vocabulary_step)
         return _rebuild, (path, pickle.dumps(self.__getstate__()) if path else self.__getstate__())
+
+
+# How far a row of Φ may sum from 1: float32 rounding over a large vocabulary, not a release of other numbers.
+ROW_SUM_TOLERANCE = 1e-2
+
+
+def released_phi(phi, k: int, n_words: int) -> np.ndarray:
+    """The learner's Φ, refused (ValueError: the run names the learner, exit 2) unless it is what every statistic
+    and bound assumes — k × n_words real floats, finite, non-negative, each row a distribution. A Φ of k + 1 rows,
+    all zeros, complex or boolean was audited and given a verdict; a transposed, ragged or sparse one ended in an
+    internal error (hostile pass XVI)."""
+    problem = None
+    if not isinstance(phi, np.ndarray):
+        problem = f"a {type(phi).__name__}, not a numpy array"
+    elif phi.dtype.kind != "f":
+        problem = f"an array of {phi.dtype}, not of floats"
+    elif phi.shape != (k, n_words):
+        problem = f"an array of shape {phi.shape}"
+    elif not np.all(np.isfinite(phi)) or phi.min(initial=0.0) < 0:
+        problem = "negative or non-finite entries"
+    else:
+        sums = phi.sum(axis=1, dtype=np.float64)
+        if sums.size and np.max(np.abs(sums - 1)) > ROW_SUM_TOLERANCE:
+            problem = f"rows that are not distributions (row sums {sums.min():.6g}..{sums.max():.6g})"
+    if problem is not None:
+        raise ValueError(f"its fit returned {problem}; fit must return Φ as a {k} × {n_words} array of floats (k "
+                         "topics over the columns of the counts it is given), finite and non-negative, each row "
+                         "summing to 1 (docs/adding-a-learner.md)")
+    return phi
 
 
 def _rebuild(path: list[str], state: dict | bytes) -> Pipeline:

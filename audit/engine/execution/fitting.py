@@ -42,7 +42,7 @@ class WorkerWarnings:
                 warnings.warn(f"{where}: {message}", RuntimeWarning, stacklevel=2)
 
 
-def learner_refused(target, error: ValueError) -> UserError:
+def learner_refused(target, error: ValueError, what: str = "this corpus") -> UserError:
     """A learner refusing the data (ValueError in its task) as a UserError naming the learner.
 
     Learners check what only the data can tell (e.g. a corpus too large for a
@@ -50,7 +50,7 @@ def learner_refused(target, error: ValueError) -> UserError:
     """
     cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
     learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
-    return UserError(f"the learner ({learner}) could not fit this corpus: {cause}")
+    return UserError(f"the learner ({learner}) could not fit {what}: {cause}")
 
 
 def _fitted(ray, ref, target, worker_warnings: WorkerWarnings) -> tuple[Release, float, str]:
@@ -275,7 +275,7 @@ def fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: Work
             releases[name], fit_seconds, node, messages = fit_release(exp.target, X_train, rows, seed, None,
                                                                       exp.observe)
         except ValueError as error:
-            raise UserError(f"the learner could not fit the canary training set: {error}") from None
+            raise learner_refused(exp.target, error, "the canary training set") from None
         worker_warnings.add(messages, "in the canary fit")
         run.save_model(name, releases[name], chash, fit_seconds, node)
         seconds += fit_seconds
