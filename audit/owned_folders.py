@@ -24,6 +24,7 @@ import secrets
 import shutil
 import stat
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
@@ -271,6 +272,32 @@ def absolute(path: Path | str) -> str:
         return str(full)
     last = len(parts) - 1 - parts[::-1].index("..")
     return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
+
+
+@contextmanager
+def working_directory_kept(what: str) -> Iterator[None]:
+    """Run code that is not topicaudit's (a plug-in's import, constructor, fit) and put the working directory
+    back if it changed it: a command names its folders relative to where it started (``--output out``), and a
+    learner that called ``os.chdir`` in its fit made the rest of the run write, and a failed start remove, the
+    folder of that name in the new directory (a user's folder emptied and deleted)."""
+    try:
+        here = os.open(".", _DIRECTORY)
+    except OSError:  # no working directory to keep (deleted): nothing named relative to it can work either
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            if not os.path.samestat(os.fstat(here), os.stat(".")):
+                moved = os.getcwd()
+                os.fchdir(here)
+                warnings.warn(f"{what} changed the working directory (to {moved}); it was put back, since this "
+                              "command names its files relative to where it started", UserWarning, stacklevel=3)
+        except OSError:  # the new one deleted meanwhile: back all the same
+            os.fchdir(here)
+        finally:
+            os.close(here)
 
 
 def declare(path: Path, anchor: Path) -> None:
