@@ -12,6 +12,7 @@ Critical (a user's folder touched):
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,62 @@ def test_a_learner_that_changes_the_working_directory_writes_and_removes_nothing
     if not fails:
         assert (users.parent / "out" / "results.json").is_file()
         assert "working directory" in capsys.readouterr().err
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    capsys.readouterr()
+    return tmp_path / "RUN"
+
+
+def _users_folder(tmp_path: Path) -> Path:
+    users = tmp_path / "P"
+    users.mkdir()
+    (users / "o.json").write_text('{"mine": 1}')
+    for path in (users / "o.json", users):
+        os.utime(path, (1577836800, 1577836800))
+    return users
+
+
+def test_a_check_whose_json_meets_a_full_disk_leaves_the_users_folder_as_found(run_dir, tmp_path, monkeypatch):
+    """FF2: ``check RUN --json P/o.json`` on a full disk: exit 2, o.json kept, and P's times as found (its staged
+    file was removed, but P kept the new mtime of that create and remove)."""
+    users = _users_folder(tmp_path)
+    before = snapshot(users)
+    real = os.fsync
+
+    def full(fd):
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(28, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(["check", "RUN", "--epsilon", "0.01", "--json", "P/o.json"]) == 2
+    assert snapshot(users) == before
+
+
+@pytest.mark.parametrize("output", ["P", "P/new"], ids=["users-empty-folder", "new-folder"])
+def test_a_run_whose_lock_cannot_be_written_leaves_the_users_folder_as_found(tmp_path, monkeypatch, capsys,
+                                                                             output):
+    """FF3, FF4: the holder's PID could not be written into ``.lock`` (a full disk): exit 2 with the ``.lock``
+    (and the folder made for the run) left in the user's folder, and its times changed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    users = tmp_path / "P"
+    users.mkdir()
+    os.utime(users, (1577836800, 1577836800))
+    before = snapshot(users)
+    real = os.pwrite
+
+    def full(fd, data, offset):
+        if data == f"{os.getpid()}\n".encode():
+            raise OSError(28, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", output]) == 2
+    assert ".lock" in capsys.readouterr().err
+    assert snapshot(users) == before

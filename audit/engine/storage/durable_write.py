@@ -66,6 +66,7 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
     did not match (so ``report`` refused it) after a command that said it had failed. Returns each file's
     SHA-256 (hex) of the bytes written, by path, as ``atomic_write_bytes`` does."""
     folders: dict[Path, Folder] = {}
+    found: dict[Path, tuple[list[str], tuple[int, int]] | None] = {}
     staged: list[tuple[Folder, str, Path]] = []
     try:
         for path, _ in contents:  # all refused before any is staged: a refused check left its folder a new mtime
@@ -75,6 +76,7 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
                     folders[path.parent] = open_folder(path.parent)
                 except OSError as error:
                     raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+                found[path.parent] = _listing(folders[path.parent])
             refuse_replacing(path, folder=folders[path.parent])
         try:
             for path, data in contents:
@@ -94,6 +96,8 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
         except BaseException:
             for folder, temporary, _ in staged:
                 folder.unlink(temporary, missing_ok=True)
+            for parent, folder in folders.items():  # a failed --json on a full disk left the user's folder
+                _put_back_times(folder, found[parent])  # holding it a new mtime
             raise
         for folder in folders.values():
             fsync_directory(folder)
@@ -101,6 +105,24 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
         for folder in folders.values():
             folder.close()
     return {Path(path): hashlib.sha256(data).hexdigest() for path, data in contents}
+
+
+def _listing(folder: Folder) -> tuple[list[str], tuple[int, int]] | None:
+    """A folder's entry names and times (access, modification, in ns), by its descriptor."""
+    try:
+        info = os.fstat(folder.fd) if folder.fd is not None else os.stat(folder.path)
+        return sorted(folder.names()), (info.st_atime_ns, info.st_mtime_ns)
+    except OSError:
+        return None
+
+
+def _put_back_times(folder: Folder, found: tuple[list[str], tuple[int, int]] | None) -> None:
+    """The folder's times as ``found`` when it holds the same names again (a write that failed and was undone)."""
+    try:
+        if found is not None and sorted(folder.names()) == found[0]:
+            os.utime(folder.fd if folder.fd is not None else folder.path, ns=found[1])
+    except OSError:
+        pass
 
 
 def refuse_replacing(path: Path, what: str = "", folder: Folder | None = None) -> None:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.errors import UserError
 from topicaudit.owned_folders import Folder, LinkedFolder, absolute, holding, open_folder, remove_empty
 
@@ -226,9 +227,8 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
                         f"are making and removing it); wait for them to finish, or choose another {flag}")
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
+        try:  # the PID's write inside: on a full disk it failed, and left the .lock it made (in a user's folder)
+            _write_pid(fd, path / NAME)
             with holding(path, folder):  # every write below ``path`` goes through this descriptor
                 yield
         except BaseException:
@@ -242,6 +242,15 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     finally:
         handle.close()
         folder.close()
+
+
+def _write_pid(fd: int, lock: Path) -> None:
+    """The holder's PID into the lock file; a full disk or a file size limit said as such, naming it."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as error:
+        raise disk_full(error, lock) or error from None
 
 
 def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tuple[int, int] | None]:
