@@ -1,12 +1,10 @@
 """``topicaudit report``: finished run and sweep directories → report.html, report.md, figures/.
 
-The output directory is built complete in a temporary directory beside it and
-renamed into place, so a failed report leaves nothing half-written and an
-older report is replaced only by a whole new one. A report directory holds a
-marker listing the files the report wrote: an existing directory is replaced
-only when it is empty or holds nothing else, so no file of the user's is ever
-deleted or overwritten. Staging directories left by a killed report are
-removed by the next one.
+The output directory is built complete in a temporary directory beside it and renamed into place, so a failed
+report leaves nothing half-written and an older report is replaced only by a whole new one. A report directory
+holds a marker listing the files the report wrote: an existing directory is replaced only when it is empty or
+holds nothing else, so no file of the user's is ever deleted or overwritten. Staging directories left by a
+killed report are removed by the next one.
 """
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from topicaudit.engine.execution.progress import Progress
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import CorpusInfo
 from topicaudit.engine.storage.durable_write import disk_full
-from topicaudit.engine.storage.lock import listing, remove_made
+from topicaudit.engine.storage.lock import listing, remove_made, uninterrupted
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk, user_audit
@@ -122,7 +120,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError, ValueError):  # Overflow: no process has it, so no report staged it
-        return True
+        pass
     return True
 
 
@@ -318,7 +316,8 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_staging(output)
-        staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")  # written by descriptor
+        with uninterrupted():  # made and named at once (written by descriptor)
+            staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")
         if collection is None:
             report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
         else:
@@ -327,14 +326,15 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
             folder.put("report.html", render_html(report).encode("utf-8"))
             folder.put("report.md", render_markdown(report).encode("utf-8"))
             folder.put(MARKER, "".join(f"{name}\n" for name in folder.files()).encode("utf-8"))  # by descriptor
-            _swap_in(staging, output, folder)
+            with uninterrupted():  # the old report aside and the new one in its place, both or neither
+                _swap_in(staging, output, folder)
     except BaseException as error:
-        if staging is not None:
-            remove(staging)
-        remove_made(new_parents, above, found)
-        full = disk_full(error, output) if isinstance(error, OSError) else None
-        if full is not None:
-            raise full from None
+        with uninterrupted():  # whole: one SIGTERM to the process group, taken twice, left the staging folder
+            if staging is not None:
+                remove(staging)
+            remove_made(new_parents, above, found)
+        if isinstance(error, OSError) and disk_full(error, output) is not None:
+            raise disk_full(error, output) from None
         raise
     return output
 

@@ -8,11 +8,20 @@ Critical (a user's folder touched):
   removed. A command names its folders relative to where it started (``--output out``, a relative cache), so
   code that is not topicaudit's (a plug-in's import, constructor, fit) now runs with the working directory put
   back after it (``owned_folders.working_directory_kept``), with a note.
+- FF2–FF4: on a full disk, ``run --output P`` (P the user's empty folder) left an empty ``.lock`` in P (the PID's
+  write failed outside the block that undoes the lock), and ``check --json P/o.json`` left P a new mtime.
+- KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
+  twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
+  the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
+  The supervisor now counts the stops it passes on (shared with the child), and the child takes one copy of a
+  stop passed on once as the same stop.
 """
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +136,32 @@ def test_a_run_whose_lock_cannot_be_written_leaves_the_users_folder_as_found(tmp
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", output]) == 2
     assert ".lock" in capsys.readouterr().err
     assert snapshot(users) == before
+
+
+GROUP_SIGTERM = """
+import os, signal, sys, time
+sys.argv = ["topicaudit", "report", "RUN", "-o", "P/rep"]
+from topicaudit.reports import build
+from topicaudit.cli import console
+
+def stopped(report):  # one SIGTERM to the whole process group, while the report is being built
+    os.killpg(0, signal.SIGTERM)
+    time.sleep(5)
+
+build.render_html = stopped
+sys.exit(console.main())
+"""
+
+
+def test_one_sigterm_to_the_process_group_leaves_the_users_folder_as_found(run_dir, tmp_path):
+    """KR: ``report RUN -o P/rep`` stopped by one SIGTERM to its process group: exit 130, and P (holding the
+    user's thesis.tex and an older report) exactly as found: no staging folder left, no new times."""
+    assert main(["report", "RUN", "-o", "P/rep"]) == 0
+    (tmp_path / "P" / "thesis.tex").write_text("mine")
+    os.utime(tmp_path / "P", (1577836800, 1577836800))
+    before = snapshot(tmp_path / "P")
+    process = subprocess.run([sys.executable, "-c", GROUP_SIGTERM], cwd=tmp_path, capture_output=True, text=True,
+                             start_new_session=True, timeout=120)
+    assert process.returncode == 130, process.stderr
+    assert process.stderr.count("interrupted") == 1, process.stderr
+    assert snapshot(tmp_path / "P") == before

@@ -232,13 +232,15 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             with holding(path, folder):  # every write below ``path`` goes through this descriptor
                 yield
         except BaseException:
-            _restore(folder, fd, former, times)
-            put_back_times(folder, found)
+            with uninterrupted():  # whole: a second signal here left the .lock in a user's folder
+                _restore(folder, fd, former, times)
+                put_back_times(folder, found)
             raise
         finally:
-            if created and _holds_only_the_lock(folder):
-                _remove_own(folder)
-                remove_made(new_parents, above, found_above)
+            with uninterrupted():
+                if created and _holds_only_the_lock(folder):
+                    _remove_own(folder)
+                    remove_made(new_parents, above, found_above)
     finally:
         handle.close()
         folder.close()
