@@ -213,8 +213,8 @@ class Folder:
     def stage(self, name: str) -> tuple[str, BinaryIO]:
         """A new temporary file beside ``name`` (``.NAME.XXXXXXXX.tmp``, the usual permissions), open for
         reading and writing: ``mkstemp`` takes no directory descriptor."""
-        for _ in range(100):
-            temporary = f".{name}.{secrets.token_hex(4)}.tmp"
+        for _ in range(100):  # NAME cut to 200 characters: `--json` named 250 was refused as "too long"
+            temporary = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
             try:
                 fd = self.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:

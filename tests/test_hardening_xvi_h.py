@@ -165,3 +165,12 @@ def test_one_sigterm_to_the_process_group_leaves_the_users_folder_as_found(run_d
     assert process.returncode == 130, process.stderr
     assert process.stderr.count("interrupted") == 1, process.stderr
     assert snapshot(tmp_path / "P") == before
+
+
+def test_a_json_file_named_near_the_longest_name_is_written(run_dir, tmp_path, capsys):
+    """N1: ``--json`` named with 250 characters (the file system takes 255) was refused "File name too long":
+    its temporary, ``.NAME.XXXXXXXX.tmp``, was 14 characters longer."""
+    name = "a" * 250
+    assert main(["check", "RUN", "--epsilon", "0.01", "--json", name]) == 1
+    assert (tmp_path / name).read_text().startswith("{")
+    assert [entry for entry in os.listdir(tmp_path) if entry.endswith(".tmp")] == []
