@@ -10,6 +10,10 @@ Critical (a user's folder touched):
   back after it (``owned_folders.working_directory_kept``), with a note.
 - FF2–FF4: on a full disk, ``run --output P`` (P the user's empty folder) left an empty ``.lock`` in P (the PID's
   write failed outside the block that undoes the lock), and ``check --json P/o.json`` left P a new mtime.
+- IM7, IM8, AP1: a user's append-only folder (``chattr +a``: new names, but no removal or rename) was given a
+  probe file (``check --json P/o.json``, ``report -o P/rep``) or a ``.lock`` (``run --output D``) that could not
+  be removed again, on the way to a refusal. Such a folder (and an immutable one) is refused before anything is
+  made in it.
 - KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
   twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
   the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
@@ -174,3 +178,33 @@ def test_a_json_file_named_near_the_longest_name_is_written(run_dir, tmp_path, c
     assert main(["check", "RUN", "--epsilon", "0.01", "--json", name]) == 1
     assert (tmp_path / name).read_text().startswith("{")
     assert [entry for entry in os.listdir(tmp_path) if entry.endswith(".tmp")] == []
+
+
+@pytest.fixture
+def append_only(tmp_path):
+    """A user's folder P holding thesis.tex, and P/D, both made append-only (root and chattr needed)."""
+    users = tmp_path / "P"
+    (users / "D").mkdir(parents=True)
+    (users / "thesis.tex").write_text("mine")
+    made = []
+    try:
+        for folder in (users / "D", users):
+            if subprocess.run(["chattr", "+a", str(folder)], capture_output=True).returncode != 0:
+                pytest.skip("chattr +a is not available here (root and a file system with attributes needed)")
+            made.append(folder)
+        yield users
+    finally:
+        for folder in made:
+            subprocess.run(["chattr", "-a", str(folder)], capture_output=True)
+
+
+@pytest.mark.parametrize("command", [["check", "RUN", "--epsilon", "0.01", "--json", "P/o.json"],
+                                     ["report", "RUN", "-o", "P/rep"],
+                                     ["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "P/D"]],
+                         ids=["json", "report", "run"])
+def test_an_append_only_folder_is_refused_with_nothing_made_in_it(run_dir, append_only, capsys, command):
+    """IM7, IM8, AP1: exit 2 naming the folder as append-only, and nothing left in it."""
+    before = snapshot(append_only)
+    assert main(command) == 2
+    assert "append-only" in capsys.readouterr().err
+    assert snapshot(append_only) == before

@@ -6,15 +6,24 @@ import errno
 import hashlib
 import os
 import stat
+import struct
 from pathlib import Path
 
 try:
     import resource  # POSIX only: what a file size limit (EFBIG) is
 except ImportError:  # pragma: no cover — Windows
     resource = None  # type: ignore[assignment]
+try:
+    import fcntl  # POSIX: a folder's attributes (chattr) on Linux
+except ImportError:  # pragma: no cover — Windows
+    fcntl = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
 from topicaudit.owned_folders import Folder, open_folder
+
+# Linux's FS_IOC_GETFLAGS, _IOR('f', 1, long), and its append-only and immutable flags (chattr +a, +i)
+_GETFLAGS = (2 << 30) | (struct.calcsize("l") << 16) | (ord("f") << 8) | 1
+_APPEND_ONLY, _IMMUTABLE = 0x20, 0x10
 
 
 def fsync_directory(path: Path | Folder) -> None:
@@ -123,6 +132,22 @@ def _put_back_times(folder: Folder, found: tuple[list[str], tuple[int, int]] | N
             os.utime(folder.fd if folder.fd is not None else folder.path, ns=found[1])
     except OSError:
         pass
+
+
+def refuse_append_only(folder: Folder, what: str) -> None:
+    """An append-only folder (``chattr +a``) takes new names but never removes or renames one: a probe or a
+    ``.lock`` made there before a refusal stayed in the user's folder, as would every temporary file topicaudit
+    renames into place. Refused (an immutable one too) before anything is made in it."""
+    if folder.fd is None or fcntl is None:
+        return
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(folder.fd, _GETFLAGS, bytes(struct.calcsize("l")))[:4])[0]
+    except OSError:  # a file system without these attributes
+        return
+    if flags & (_APPEND_ONLY | _IMMUTABLE):
+        kind = "append-only (chattr +a)" if flags & _APPEND_ONLY else "immutable (chattr +i)"
+        raise UserError(f"cannot write {what}: {folder.path} is {kind}, and topicaudit writes a file by renaming a "
+                        "new one into place; choose another place")
 
 
 def refuse_replacing(path: Path, what: str = "", folder: Folder | None = None) -> None:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from topicaudit.engine.storage import manifest
-from topicaudit.engine.storage.durable_write import disk_full
+from topicaudit.engine.storage.durable_write import disk_full, refuse_append_only
 from topicaudit.errors import UserError
 from topicaudit.owned_folders import Folder, LinkedFolder, absolute, holding, open_folder, remove_empty
 
@@ -263,6 +263,7 @@ def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tupl
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
     try:
+        refuse_append_only(folder, f"{flag} {path}")  # before its .lock is made there: it could not be removed
         return (folder, *_open_lock(folder, flag))
     except OSError as error:
         folder.close()
