@@ -14,6 +14,9 @@ Which anchor a path has: a folder held open for a block (``holding``: the writer
 the whole command, so every write below it goes through that descriptor), else a folder declared topicaudit's
 own below an anchor (``declare``: the caches), else the path itself (the user named it). On platforms without
 ``dir_fd`` (Windows) the same calls fall back to paths, as before.
+
+Longer than 400 lines because the folder, its anchors, what a failed command removes and the working directory
+every relative path is read against are one mechanism: split, each part's callers would need the others.
 """
 from __future__ import annotations
 
@@ -370,15 +373,31 @@ def new_folder(parent: Path, prefix: str) -> Path:
     return made
 
 
-def remove_empty(path: Path, same_as: Folder | None = None) -> bool:
+def ancestors(folder: Folder, count: int) -> list[os.stat_result | None]:
+    """The identities of the ``count`` folders above ``folder`` (nearest first), reached from its descriptor
+    (``..``), not by path: the folders a command made above its output, removed after a failure only while they
+    are still these (a user's empty folder reached through a link put in their place was removed)."""
+    found: list[os.stat_result | None] = []
+    for level in range(1, count + 1):
+        try:
+            found.append(os.stat("/".join([".."] * level), dir_fd=folder.fd) if folder.fd is not None else None)
+        except OSError:
+            found.append(None)
+    return found
+
+
+def remove_empty(path: Path, same_as: Folder | os.stat_result | None = None) -> bool:
     """Remove the empty folder ``path`` by the descriptor of its parent, opened as every owned folder is (below
-    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open): ``rmdir`` and
-    ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``), and removed the
-    user's folder of the same name there. Whether it was removed."""
+    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open, or its identity):
+    ``rmdir`` and ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``),
+    and removed the user's folder of the same name there. Whether it was removed."""
     path = Path(path)
     try:
         with open_folder(path.parent) as parent:
-            if same_as is not None and not parent.holds(path.name, same_as):
+            if isinstance(same_as, os.stat_result):
+                if not os.path.samestat(parent.lstat(path.name), same_as):
+                    return False
+            elif same_as is not None and not parent.holds(path.name, same_as):
                 return False
             parent.rmdir(path.name)
             return True

@@ -29,7 +29,7 @@ from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
-from topicaudit.owned_folders import Folder, absolute, new_folder, open_folder, remove
+from topicaudit.owned_folders import Folder, absolute, ancestors, new_folder, open_folder, remove
 from topicaudit.version import __version__
 
 MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
@@ -308,13 +308,13 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
     manifest.refuse_over_read_names(output, read_from, "-o/--output")
     _target_dir(output)
     check_output_directory(output, "-o/--output")
-    # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
-    new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # nearest first
+    new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # made: removed on failure
     above = (new_parents[-1] if new_parents else output).parent  # the user's: its times put back on failure
-    found = listing(above)
-    staging = None
+    found, staging, made = listing(above), None, None
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
+        with open_folder(output.parent) as parent:  # the folders made, by identity: removed on failure only if so
+            made = [os.fstat(parent.fd), *ancestors(parent, len(new_parents) - 1)] if parent.fd is not None else None
         _remove_stale_staging(output)
         with uninterrupted():  # made and named at once (written by descriptor)
             staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")
@@ -332,7 +332,7 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         with uninterrupted():  # whole: one SIGTERM to the process group, taken twice, left the staging folder
             if staging is not None:
                 remove(staging)
-            remove_made(new_parents, above, found)
+            remove_made(new_parents, above, found, made)
         if isinstance(error, OSError) and disk_full(error, output) is not None:
             raise disk_full(error, output) from None
         raise

@@ -14,6 +14,10 @@ Critical (a user's folder touched):
   probe file (``check --json P/o.json``, ``report -o P/rep``) or a ``.lock`` (``run --output D``) that could not
   be removed again, on the way to a refusal. Such a folder (and an immutable one) is refused before anything is
   made in it.
+- SW1: ``check CONFIG --output P/x/out`` (x new) whose learner, before failing, had P moved away and a link to
+  the user's V (holding an empty ``x/``) put in its place: the failed run's clean-up removed ``V/x``. The
+  folders a command makes above its output were removed by path; they are now removed only while they are
+  still the folders made (their identities, reached from the held folder's descriptor by ``..``).
 - KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
   twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
   the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
@@ -208,3 +212,33 @@ def test_an_append_only_folder_is_refused_with_nothing_made_in_it(run_dir, appen
     assert main(command) == 2
     assert "append-only" in capsys.readouterr().err
     assert snapshot(append_only) == before
+
+
+SWAPS = ("import os\nfrom topicaudit.targets.learners.lda import VariationalLDA\n\n\n"
+         "class Swaps(VariationalLDA):\n"
+         "    def fit(self, X, seed):\n"
+         "        folder, users = os.environ['XVI_SWAP'], os.environ['XVI_TO']\n"
+         "        os.rename(folder, folder + '-moved')\n        os.symlink(users, folder)\n"
+         "        raise RuntimeError('the learner failed')\n")
+
+
+def test_a_failed_run_removes_no_folder_put_where_it_made_one(tmp_path, monkeypatch, capsys):
+    """SW1: the folder made above the run (P/x) is removed after the failure only while it is still that folder:
+    here P was moved away and P now names the user's V, whose empty x/ was removed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    module = f"swapping_learner_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(SWAPS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "P").mkdir()
+    users = tmp_path / "V"
+    (users / "x").mkdir(parents=True)
+    for path in (users / "x", users):
+        os.utime(path, (1577836800, 1577836800))
+    before = snapshot(users)
+    monkeypatch.setenv("XVI_SWAP", str(tmp_path / "P"))
+    monkeypatch.setenv("XVI_TO", str(users))
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--learner", f"{module}:Swaps",
+                 "--output", "P/x/out"]) == 3
+    assert snapshot(users) == before
+    assert os.listdir(tmp_path / "P-moved") == ["x"]  # what the run made stays where it went, emptied

@@ -24,7 +24,7 @@ from pathlib import Path
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.durable_write import disk_full, refuse_append_only
 from topicaudit.errors import UserError
-from topicaudit.owned_folders import Folder, LinkedFolder, absolute, holding, open_folder, remove_empty
+from topicaudit.owned_folders import Folder, LinkedFolder, absolute, ancestors, holding, open_folder, remove_empty
 
 NAME = ".lock"
 
@@ -204,6 +204,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         found_above = listing(above) if created and above is not None else None
         try:
             folder, fd, former, times = _open_locked(path, flag)
+            made = ancestors(folder, len(new_parents)) if folder.fd is not None else None  # to remove on failure
         except BaseException:  # a folder made without rights to its own .lock (umask 0277): removed again
             if created:
                 remove_made([p for p in (path, *new_parents) if os.path.lexists(p)], above, found_above)
@@ -240,7 +241,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             with uninterrupted():
                 if created and _holds_only_the_lock(folder):
                     _remove_own(folder)
-                    remove_made(new_parents, above, found_above)
+                    remove_made(new_parents, above, found_above, made)
     finally:
         handle.close()
         folder.close()
@@ -333,11 +334,16 @@ def put_back_times(path: Path | Folder, found: tuple[list[str], tuple[int, int]]
             folder.close()
 
 
-def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None) -> None:
-    """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), then
-    put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
-    for parent in made:
-        if not remove_empty(parent):  # by its parent's descriptor: never through a folder swapped for a link
+def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None,
+                identities: list[os.stat_result | None] | None = None) -> None:
+    """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), each
+    only while it is still the folder made (``identities``, from ``owned_folders.ancestors``; one unknown stays),
+    then put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
+    for at, parent in enumerate(made):
+        same = identities[at] if identities is not None and at < len(identities) else None
+        if identities is not None and same is None:
+            break
+        if not remove_empty(parent, same_as=same):  # by its parent's descriptor, never through a link
             break
     if above is not None:
         put_back_times(above, found)
