@@ -18,6 +18,9 @@ Critical (a user's folder touched):
   the user's V (holding an empty ``x/``) put in its place: the failed run's clean-up removed ``V/x``. The
   folders a command makes above its output were removed by path; they are now removed only while they are
   still the folders made (their identities, reached from the held folder's descriptor by ``..``).
+- CC5: ``check CONFIG`` with ``HOME=/nonexistent`` (Debian's ``nobody``; CI containers) made ``/nonexistent``
+  itself, then ``.cache/topicaudit/runs/…`` in it: the default cache's anchor was made with ``mkdir -p``. With no
+  home directory the default cache is now off (a note says so; ``TOPICAUDIT_CACHE_DIR`` keeps one).
 - KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
   twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
   the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
@@ -242,3 +245,17 @@ def test_a_failed_run_removes_no_folder_put_where_it_made_one(tmp_path, monkeypa
                  "--output", "P/x/out"]) == 3
     assert snapshot(users) == before
     assert os.listdir(tmp_path / "P-moved") == ["x"]  # what the run made stays where it went, emptied
+
+
+def test_a_missing_home_directory_is_never_made_for_the_default_cache(tmp_path, monkeypatch, capsys):
+    """CC5: HOME names a folder that does not exist: the check runs (cache off, said), and HOME is not made."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    monkeypatch.delenv("TOPICAUDIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "nonexistent"))
+    Path("c.toml").write_text('[synthetic]\nn_docs = 120\nn_words = 200\nk = 2\n[target]\nk = 2\nlearner = "lda"\n'
+                              '[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n')
+    assert main(["check", "c.toml", "--epsilon", "0.01"]) == 1
+    assert not (tmp_path / "nonexistent").exists()
+    assert "does not exist" in capsys.readouterr().err
