@@ -5,9 +5,13 @@ report leaves nothing half-written and an older report is replaced only by a who
 holds a marker listing the files the report wrote: an existing directory is replaced only when it is empty or
 holds nothing else, so no file of the user's is ever deleted or overwritten. Staging directories left by a
 killed report are removed by the next one.
+
+Longer than 400 lines because the report's staging, its swap into place and the undoing of each step on failure
+are one sequence, read together.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -347,8 +351,15 @@ def _swap_in(staging: Path, output: Path, staged: Folder) -> None:
         if output.exists():
             _target_dir(output)  # still a report (checked again just before replacing it)
             old = folder.make_folder(f".{output.name}.old-{os.getpid()}-")
-            with folder.child(old) as aside:
-                folder.move(output.name, aside, "report")
+            try:
+                with folder.child(old) as aside:
+                    folder.move(output.name, aside, "report")
+            except OSError as error:  # the old report stays; the folder made for it is not left beside it
+                folder.rmdir(old)
+                if error.errno != errno.EBUSY:
+                    raise
+                raise UserError(f"cannot replace {output}: it is a mount point (or in use by the system), and a "
+                                "report replaces its folder by renaming; choose another -o") from None
         folder.move(staging.name, folder, output.name)
         if old is not None:
             folder.remove_tree(old)

@@ -21,6 +21,9 @@ Critical (a user's folder touched):
 - CC5: ``check CONFIG`` with ``HOME=/nonexistent`` (Debian's ``nobody``; CI containers) made ``/nonexistent``
   itself, then ``.cache/topicaudit/runs/…`` in it: the default cache's anchor was made with ``mkdir -p``. With no
   home directory the default cache is now off (a note says so; ``TOPICAUDIT_CACHE_DIR`` keeps one).
+- MP1: ``report -o P/rep``, rep a mount point (an empty file system's root): the old report could not be moved
+  aside (EBUSY), and the folder made for it, ``.rep.old-PID-…``, was left in P (exit 3, P's times changed). It is
+  removed again, and a mount point is exit 2 naming it.
 - KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
   twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
   the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
@@ -37,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from topicaudit import owned_folders
 from topicaudit.cli.main import main
 
 from linked_cache import snapshot
@@ -259,3 +263,22 @@ def test_a_missing_home_directory_is_never_made_for_the_default_cache(tmp_path, 
     assert main(["check", "c.toml", "--epsilon", "0.01"]) == 1
     assert not (tmp_path / "nonexistent").exists()
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_move_the_old_one_aside_leaves_nothing_beside_it(run_dir, tmp_path, monkeypatch,
+                                                                               capsys):
+    """MP1: the old report's rename fails (EBUSY: a mount point): exit 2, and P exactly as found."""
+    assert main(["report", "RUN", "-o", "P/rep"]) == 0
+    os.utime(tmp_path / "P", (1577836800, 1577836800))
+    before = snapshot(tmp_path / "P")
+    real = owned_folders.Folder.move
+
+    def busy(self, name, into, new_name):
+        if new_name == "report":
+            raise OSError(16, "Device or resource busy", name)
+        return real(self, name, into, new_name)
+
+    monkeypatch.setattr(owned_folders.Folder, "move", busy)
+    assert main(["report", "RUN", "-o", "P/rep"]) == 2
+    assert "mount point" in capsys.readouterr().err
+    assert snapshot(tmp_path / "P") == before

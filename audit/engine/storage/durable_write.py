@@ -101,7 +101,10 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
                 except OSError as error:  # named by the file it was writing, not by its temporary
                     raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
             for folder, temporary, path in staged:
-                folder.replace(temporary, path.name)
+                try:
+                    folder.replace(temporary, path.name)
+                except OSError as error:  # named by the file (an immutable one, a mount point), not its temporary
+                    raise OSError(error.errno, error.strerror, str(path)) from None
         except BaseException:
             for folder, temporary, _ in staged:
                 folder.unlink(temporary, missing_ok=True)
