@@ -33,6 +33,7 @@ Critical (a user's folder touched):
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -282,3 +283,29 @@ def test_a_report_that_cannot_move_the_old_one_aside_leaves_nothing_beside_it(ru
     assert main(["report", "RUN", "-o", "P/rep"]) == 2
     assert "mount point" in capsys.readouterr().err
     assert snapshot(tmp_path / "P") == before
+
+
+NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search,-fowner",
+          "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv, to drop the capabilities that ignore permission bits")
+@pytest.mark.parametrize("command", [["check", "RUN", "--epsilon", "0.01", "--json", "P/nox/o.json"],
+                                     ["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "P/nox/x"]],
+                         ids=["json", "run"])
+def test_a_folder_that_cannot_be_searched_is_a_refusal_not_an_internal_error(run_dir, tmp_path, command):
+    """NX2, NX6: a folder without search rights (``chmod a-x``) on the way to an output: exit 3 with a
+    PermissionError traceback; now exit 2 naming the path."""
+    (tmp_path / "P" / "nox").mkdir(parents=True)
+    (tmp_path / "P" / "nox").chmod(0o666)
+    before = snapshot(tmp_path / "P")
+    code = ("import sys; from topicaudit.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    process = subprocess.run([*NO_DAC, sys.executable, "-c", code, *command], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off"})
+    (tmp_path / "P" / "nox").chmod(0o755)
+    assert process.returncode == 2, process.stderr
+    assert "permission denied" in process.stderr and "P/nox" in process.stderr
+    (tmp_path / "P" / "nox").chmod(0o666)
+    assert snapshot(tmp_path / "P") == before
+    (tmp_path / "P" / "nox").chmod(0o755)

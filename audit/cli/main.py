@@ -353,6 +353,11 @@ def _run_command(argv: list[str] | None) -> int:
                 say(f"topicaudit: error: a file name is too long for the file system"
                     f"{': ' + (name if len(name) <= 80 else name[:77] + '...') if name else ''}; give a shorter path")
                 return EXIT_USER_ERROR
+            if isinstance(error, PermissionError) and isinstance(error.filename, str):  # a folder on the way that
+                say(f"topicaudit: error: cannot reach {printable(error.filename)}: permission denied (a folder on the "
+                    "way cannot be searched or written by this user); choose another place, or give the user "
+                    "those rights")  # cannot be searched (chmod a-x): was an internal error, exit 3
+                return EXIT_USER_ERROR
             if isinstance(error, ValueError) and str(error) == "embedded null byte":  # a path the user gave
                 say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "
                     "path")
