@@ -309,3 +309,16 @@ def test_a_folder_that_cannot_be_searched_is_a_refusal_not_an_internal_error(run
     (tmp_path / "P" / "nox").chmod(0o666)
     assert snapshot(tmp_path / "P") == before
     (tmp_path / "P" / "nox").chmod(0o755)
+
+
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_check_never_writes_its_document_over_the_configuration_it_reads(tmp_path, monkeypatch, capsys, flag):
+    """OD7: ``check my.toml --json my.toml`` replaced the user's configuration with the check's JSON document."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    text = '[synthetic]\nn_docs = 120\nn_words = 200\nk = 2\n[target]\nk = 2\nlearner = "lda"\n' \
+           '[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n'
+    Path("my.toml").write_text(text)
+    assert main(["check", "my.toml", "--epsilon", "0.01", "--output", "r", flag, "./my.toml"]) == 2
+    assert "configuration file" in capsys.readouterr().err
+    assert Path("my.toml").read_text() == text

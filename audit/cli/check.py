@@ -93,6 +93,10 @@ def execute(args) -> int:
         raise UserError(f"--json {args.json} and --junit {args.junit} name the same file, which can hold one "
                         "document; give each its own path")
     target = Path(args.target)
+    for flag, path in files.items():  # `check my.toml --json my.toml` replaced the configuration it had read
+        if path is not None and target.is_file() and os.path.exists(path) and os.path.samefile(path, target):
+            raise UserError(f"{flag} {path} is the configuration file this check reads ({target}); give the "
+                            "document its own path")
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
             raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
