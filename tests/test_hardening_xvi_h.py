@@ -24,6 +24,8 @@ Critical (a user's folder touched):
 - MP1: ``report -o P/rep``, rep a mount point (an empty file system's root): the old report could not be moved
   aside (EBUSY), and the folder made for it, ``.rep.old-PID-…``, was left in P (exit 3, P's times changed). It is
   removed again, and a mount point is exit 2 naming it.
+- OD7, OD9 (not critical: the user named the file): ``check my.toml --json my.toml`` replaced the configuration
+  the check had read, ``--json docs.json`` its corpus. Refused.
 - KR: one SIGTERM sent to the process group (``kill -- -PGID``, a CI runner cancelling a job) reaches the command
   twice, directly and passed on by the supervisor; the child took the copy for a second "stop now" and exited in
   the middle of undoing the first: ``report -o P/rep`` left an empty staging folder in P and P's times changed.
@@ -322,3 +324,17 @@ def test_a_check_never_writes_its_document_over_the_configuration_it_reads(tmp_p
     assert main(["check", "my.toml", "--epsilon", "0.01", "--output", "r", flag, "./my.toml"]) == 2
     assert "configuration file" in capsys.readouterr().err
     assert Path("my.toml").read_text() == text
+
+
+def test_a_check_never_writes_its_document_over_the_corpus_it_reads(tmp_path, monkeypatch, capsys):
+    """OD9: ``check c.toml --json docs.json``, docs.json the configuration's corpus: the corpus was replaced."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    corpus = '{"text": ' + str(["dogs bark at cats", "cats sleep all day", "mice run from cats"] * 40) \
+        .replace("'", '"') + "}"
+    Path("docs.json").write_text(corpus)
+    Path("c.toml").write_text('[corpus]\npath = "docs.json"\npreprocess = false\n[target]\nk = 2\n'
+                              'learner = "lda"\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 10\n')
+    assert main(["check", "c.toml", "--epsilon", "0.01", "--output", "r", "--json", "docs.json"]) == 2
+    assert "corpus file" in capsys.readouterr().err
+    assert Path("docs.json").read_text() == corpus
