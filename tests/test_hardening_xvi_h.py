@@ -338,3 +338,22 @@ def test_a_check_never_writes_its_document_over_the_corpus_it_reads(tmp_path, mo
     assert main(["check", "c.toml", "--epsilon", "0.01", "--output", "r", "--json", "docs.json"]) == 2
     assert "corpus file" in capsys.readouterr().err
     assert Path("docs.json").read_text() == corpus
+
+
+def test_the_phase_trace_is_never_appended_to_a_file_that_is_not_one(tmp_path, monkeypatch, capsys):
+    """OD10: ``TOPICAUDIT_PHASE_TRACE=c.toml run c.toml``: the configuration was appended to before it was read,
+    and the run then refused it as invalid TOML. A file that is not empty and not a trace is left alone (a note)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    text = '[synthetic]\nn_docs = 120\nn_words = 200\nk = 2\n[target]\nk = 2\nlearner = "lda"\n' \
+           '[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n'
+    Path("c.toml").write_text(text)
+    monkeypatch.setenv("TOPICAUDIT_PHASE_TRACE", str(tmp_path / "c.toml"))
+    assert main(["run", "c.toml", "--output", "r"]) == 0
+    assert Path("c.toml").read_text() == text
+    assert "phase trace" in capsys.readouterr().err
+    monkeypatch.setenv("TOPICAUDIT_PHASE_TRACE", str(tmp_path / "t.txt"))
+    assert main(["run", "c.toml", "--output", "r2"]) == 0
+    assert main(["run", "c.toml", "--output", "r3"]) == 0  # a trace already: appended to
+    lines = Path("t.txt").read_text().splitlines()
+    assert len(lines) > 2 and all('"phase"' in line for line in lines)
