@@ -378,11 +378,25 @@ def ancestors(folder: Folder, count: int) -> list[os.stat_result | None]:
     (``..``), not by path: the folders a command made above its output, removed after a failure only while they
     are still these (a user's empty folder reached through a link put in their place was removed)."""
     found: list[os.stat_result | None] = []
-    for level in range(1, count + 1):
-        try:
-            found.append(os.stat("/".join([".."] * level), dir_fd=folder.fd) if folder.fd is not None else None)
-        except OSError:
-            found.append(None)
+    here = os.dup(folder.fd) if folder.fd is not None and count > 0 else None
+    try:
+        for _ in range(count):  # one `..` at a time: a path of them would pass PATH_MAX in a deep tree
+            if here is None:
+                found.append(None)
+                continue
+            try:
+                above = os.open("..", _DIRECTORY, dir_fd=here)
+            except OSError:
+                os.close(here)
+                here = None
+                found.append(None)
+                continue
+            os.close(here)
+            here = above
+            found.append(os.fstat(here))
+    finally:
+        if here is not None:
+            os.close(here)
     return found
 
 
