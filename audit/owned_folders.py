@@ -24,7 +24,7 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable
 
 from topicaudit.errors import UserError
 from topicaudit.folder_anchors import anchor_of, declare, held_descriptor
@@ -211,8 +211,8 @@ class Folder:
     def stage(self, name: str) -> tuple[str, BinaryIO]:
         """A new temporary file beside ``name`` (``.NAME.XXXXXXXX.tmp``, the usual permissions), open for
         reading and writing: ``mkstemp`` takes no directory descriptor."""
-        for _ in range(100):
-            temporary = f".{name}.{secrets.token_hex(4)}.tmp"
+        for _ in range(100):  # NAME cut to 200 characters: `--json` named 250 was refused as "too long"
+            temporary = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
             try:
                 fd = self.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
@@ -287,15 +287,45 @@ def new_folder(parent: Path, prefix: str) -> Path:
     return made
 
 
-def remove_empty(path: Path, same_as: Folder | None = None) -> bool:
+def ancestors(folder: Folder, count: int) -> list[os.stat_result | None]:
+    """The identities of the ``count`` folders above ``folder`` (nearest first), reached from its descriptor
+    (``..``), not by path: the folders a command made above its output, removed after a failure only while they
+    are still these (a user's empty folder reached through a link put in their place was removed)."""
+    found: list[os.stat_result | None] = []
+    here = os.dup(folder.fd) if folder.fd is not None and count > 0 else None
+    try:
+        for _ in range(count):  # one `..` at a time: a path of them would pass PATH_MAX in a deep tree
+            if here is None:
+                found.append(None)
+                continue
+            try:
+                above = os.open("..", _DIRECTORY, dir_fd=here)
+            except OSError:
+                os.close(here)
+                here = None
+                found.append(None)
+                continue
+            os.close(here)
+            here = above
+            found.append(os.fstat(here))
+    finally:
+        if here is not None:
+            os.close(here)
+    return found
+
+
+def remove_empty(path: Path, same_as: Folder | os.stat_result | None = None) -> bool:
     """Remove the empty folder ``path`` by the descriptor of its parent, opened as every owned folder is (below
-    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open): ``rmdir`` and
-    ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``), and removed the
-    user's folder of the same name there. Whether it was removed."""
+    an anchor no link is followed), and only while it is still ``same_as`` (a folder held open, or its identity):
+    ``rmdir`` and ``rmtree`` by path went through a parent swapped for a link meanwhile (a cache's ``runs/``),
+    and removed the user's folder of the same name there. Whether it was removed."""
     path = Path(path)
     try:
         with open_folder(path.parent) as parent:
-            if same_as is not None and not parent.holds(path.name, same_as):
+            if isinstance(same_as, os.stat_result):
+                if not os.path.samestat(parent.lstat(path.name), same_as):
+                    return False
+            elif same_as is not None and not parent.holds(path.name, same_as):
                 return False
             parent.rmdir(path.name)
             return True

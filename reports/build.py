@@ -1,43 +1,26 @@
 """``topicaudit report``: finished run and sweep directories → report.html, report.md, figures/.
 
-The output directory is built complete in a temporary directory beside it and
-renamed into place, so a failed report leaves nothing half-written and an
-older report is replaced only by a whole new one. A report directory holds a
-marker listing the files the report wrote: an existing directory is replaced
-only when it is empty or holds nothing else, so no file of the user's is ever
-deleted or overwritten. Staging directories left by a killed report are
-removed by the next one.
+What the report says is composed here; where it is written (staged beside the output, swapped in whole, undone on
+failure) is ``reports.output_folder``'s.
 """
 from __future__ import annotations
 
-import glob
-import os
 import re
 from pathlib import Path
 
 from topicaudit.attacks.registry import ATTACKS
 from topicaudit.engine.execution.progress import Progress
-from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.results import CorpusInfo
-from topicaudit.engine.storage.durable_write import disk_full
-from topicaudit.engine.storage.lock import listing, remove_made
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.errors import UserError
 from topicaudit.reports import figures, ledger, risk, user_audit
 from topicaudit.reports.collect import Collection, Group, collect
 from topicaudit.reports.corpora import CorpusCache
 from topicaudit.reports.document import Definitions, FigureRef, Headline, Paragraph, Report, Section, Table
-from topicaudit.reports.html import render_html
-from topicaudit.reports.markdown import render_markdown
+from topicaudit.reports.output_folder import write_report
 from topicaudit.reports.verdict import run_verdict
 from topicaudit.inputs.files import read_once
-from topicaudit.folder_anchors import absolute
-from topicaudit.owned_folders import Folder, new_folder, open_folder, remove
 from topicaudit.version import __version__
-
-MARKER = ".topicaudit-report"  # the files a report wrote, one relative path a line
-MARKER_MAX_BYTES = 1 << 20  # far above any report's list of files; a larger "marker" is not one report wrote
-
 
 def _stem(*parts: str) -> str:
     """A file name from figure and group names: ASCII only, with ∞ spelled out (a sweep over ε ends there)."""
@@ -73,58 +56,6 @@ def _check_attack(collection: Collection, attack: str) -> None:
 def _natural(run) -> bool:
     """True when the run attacked natural documents (it has shadow models), not canaries only."""
     return bool(run.results.attacks)
-
-
-def _target_dir(output: Path) -> None:
-    """An existing output must be empty or a report this command wrote, holding nothing else."""
-    if output.is_symlink() and not output.exists():
-        raise UserError(f"output {output} is a symbolic link to a missing {os.readlink(output)}; remove the link "
-                        "or choose another -o")
-    if not output.exists():
-        return
-    if not output.is_dir():
-        raise UserError(f"output {output} exists and is not a directory; choose another -o")
-    # A link counts as what it is, not as its target: a link to a folder of the user's (`figures` → ~/photos)
-    # was a "folder", the output "empty", and the link was removed with the directory the report replaces.
-    entries = sorted(output.rglob("*"))
-    found = [p.relative_to(output).as_posix() for p in entries if p.is_symlink() or not p.is_dir()]
-    folders = [p.relative_to(output).as_posix() for p in entries if p.is_dir() and not p.is_symlink()]
-    if not found and not folders:
-        return
-    marker = output / MARKER
-    if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > MARKER_MAX_BYTES:
-        raise UserError(f"output directory {output} was not made by `topicaudit report` (it holds "
-                        f"{', '.join((found + folders)[:3])}); nothing in it is replaced: choose another -o")
-    written = set(marker.read_text(encoding="utf-8", errors="replace").splitlines()) | {MARKER}
-    extra = [name for name in found if name not in written] + [name for name in folders if name != "figures"]
-    if extra:
-        raise UserError(f"output directory {output} holds {', '.join(extra[:3])}, which `topicaudit report` did not "
-                        "write; move it out (the report directory is replaced as a whole), or choose another -o")
-
-
-# All a killed report's staging can hold (tmp: the report being built, a page's .NAME.XXXXXXXX.tmp too; old: the
-_STAGED = re.compile(r"(report/)?(figures(/[A-Za-z0-9._-]+)?|(\.)?(report\.html|report\.md|\.topicaudit-report)"
-                     r"(?(4)\.[0-9a-f]{8}\.tmp))|report")  # one it replaced, in report/)
-
-
-def _remove_stale_staging(output: Path) -> None:
-    """Staging directories of killed reports (their process gone) beside ``output``: real directories holding only
-    what a report writes. A user's folder named like one (``.out.tmp-999999-mine``) was deleted whole."""
-    for entry in output.parent.glob(f".{glob.escape(output.name)}.*-*"):
-        match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-[A-Za-z0-9_]+", entry.name)
-        if match and not entry.is_symlink() and entry.is_dir() and not _alive(int(match.group(2))) and all(
-                not p.is_symlink() and _STAGED.fullmatch(p.relative_to(entry).as_posix()) for p in entry.rglob("*")):
-            remove(entry)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):  # Overflow: no process has it, so no report staged it
-        return True
-    return True
 
 
 def _comparison(collection: Collection, figs: _Figures, attack: str, notes: list[str]) -> Section:
@@ -304,53 +235,11 @@ def _build_report(paths, output: str | Path | None, *, attack: str, top: int, sh
         _check_attack(collection, attack)
         output = Path(output) if output is not None else collection.inputs[0] / "report"
         read_from = [*collection.inputs, *(run.path for run in collection.runs)]
-    # not over a file or folder a reported directory is read from (the default, DIR/report, is not one)
-    output = Path(absolute(output)) if output.name == "" or ".." in output.parts else output  # `.`; `a/gone/..`
-    manifest.refuse_over_read_names(output, read_from, "-o/--output")
-    _target_dir(output)
-    check_output_directory(output, "-o/--output")
-    # The folders this creates above the report, removed again if it fails (a full disk left small/x/y behind).
-    new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # nearest first
-    above = (new_parents[-1] if new_parents else output).parent  # the user's: its times put back on failure
-    found = listing(above)
-    staging = None
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_staging(output)
-        staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")  # written by descriptor
-        if collection is None:
-            report = user_audit.compose(audits[0], _Figures(staging / "figures"), top, show_text)
-        else:
-            report = _compose(collection, staging / "figures", attack, top, show_text, quiet)
-        with open_folder(staging) as folder:
-            folder.put("report.html", render_html(report).encode("utf-8"))
-            folder.put("report.md", render_markdown(report).encode("utf-8"))
-            folder.put(MARKER, "".join(f"{name}\n" for name in folder.files()).encode("utf-8"))  # by descriptor
-            _swap_in(staging, output, folder)
-    except BaseException as error:
-        if staging is not None:
-            remove(staging)
-        remove_made(new_parents, above, found)
-        full = disk_full(error, output) if isinstance(error, OSError) else None
-        if full is not None:
-            raise full from None
-        raise
-    return output
-
-
-def _swap_in(staging: Path, output: Path, staged: Folder) -> None:
-    """By descriptor: the staged report (still ``staged``, not a link put there) in place, the old one removed."""
-    with open_folder(output.parent) as folder:
-        folder.expect(staging.name, staged)  # LinkedFolder when a link (or another folder) was put in its place
-        old = None
-        if output.exists():
-            _target_dir(output)  # still a report (checked again just before replacing it)
-            old = folder.make_folder(f".{output.name}.old-{os.getpid()}-")
-            with folder.child(old) as aside:
-                folder.move(output.name, aside, "report")
-        folder.move(staging.name, folder, output.name)
-        if old is not None:
-            folder.remove_tree(old)
+    if collection is None:
+        return write_report(output, read_from, lambda figure_dir: user_audit.compose(
+            audits[0], _Figures(figure_dir), top, show_text))
+    return write_report(output, read_from, lambda figure_dir: _compose(collection, figure_dir, attack, top,
+                                                                       show_text, quiet))
 
 
 def _compose(collection: Collection, figure_dir: Path, attack: str, top: int, show_text: bool,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from topicaudit.errors import UserError
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets.base import declared_mechanism, records
 from topicaudit.targets.mechanisms import Mechanism
 
@@ -66,7 +67,8 @@ def load_class(path: str, group: str, where: str) -> type:
     if not module_name or not attribute:
         raise UserError(f"{what} is not a \"package.module:Class\" path; write the module, a colon and the class")
     try:
-        module = importlib.import_module(module_name)
+        with kept_process_state(f"the import of {module_name!r}"):
+            module = importlib.import_module(module_name)
     except Exception as error:  # whatever the module raised while importing is the user's to see
         raise UserError(f"{what}: module {module_name!r} does not import ({type(error).__name__}: {error}); "
                         "install the package that provides it in this environment, or put its directory on "
@@ -101,6 +103,11 @@ def _accepts(cls: type, name: str) -> bool:
 def check_instance(obj, path: str, group: str, where: str, k: int | None = None) -> None:
     """A built plug-in stores ``k`` (learners) and pickles: Ray ships it to its workers."""
     what = f"{KIND[group]} {path!r} ({where})"
+    with kept_process_state(what):
+        _check_instance(obj, what, group, k)
+
+
+def _check_instance(obj, what: str, group: str, k: int | None) -> None:
     if k is not None and getattr(obj, "k", None) != k:
         raise UserError(f"{what}: the instance does not store k = {k} as its attribute k "
                         "(the engine reads learner.k); set self.k = k in the constructor")
@@ -140,7 +147,8 @@ def import_recorded(*sources: dict[str, str] | None) -> None:
         path = (found or {}).get("class", "")
         if is_class_path(path):
             try:
-                importlib.import_module(path.partition(":")[0])
+                with kept_process_state(f"the import of {path.partition(':')[0]!r}"):
+                    importlib.import_module(path.partition(":")[0])
             except Exception:  # whatever it raises: what needs its kind then names the kind unknown
                 continue
 

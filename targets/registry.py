@@ -12,6 +12,7 @@ import json
 import math
 
 from topicaudit.errors import UserError
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
 from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.params import check_topics
@@ -70,7 +71,8 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
             f"accepted: {', '.join(sorted(accepted)) or 'none'}"
         )
     try:
-        return cls(**fixed, **params)
+        with kept_process_state(f"the constructor of {what}"):
+            return cls(**fixed, **params)
     except (TypeError, ValueError) as error:
         raise UserError(f"bad parameter for {what} in {where}: {error}") from None
 

@@ -22,7 +22,7 @@ from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.storage.run_cache import use_cache
 from topicaudit.errors import UserError
 from topicaudit.inputs import cache
-from topicaudit.reports.build import _remove_stale_staging
+from topicaudit.reports.output_folder import remove_stale_staging as _remove_stale_staging
 
 from linked_cache import small_json_corpus_config, users_folder_linked_at
 

@@ -70,7 +70,7 @@ def test_a_refused_run_leaves_an_existing_output_and_the_users_folder_with_their
 
 def test_a_folder_named_like_staging_with_an_impossible_pid_is_kept(tmp_path):
     """R3: `.rep.tmp-99999999999999999999-abc` beside the output was exit 3 (OverflowError in os.kill)."""
-    from topicaudit.reports.build import _remove_stale_staging
+    from topicaudit.reports.output_folder import remove_stale_staging as _remove_stale_staging
 
     mine = tmp_path / ".rep.tmp-99999999999999999999-abc"
     mine.mkdir()

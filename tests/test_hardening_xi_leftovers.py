@@ -102,11 +102,12 @@ def test_a_failed_report_leaves_the_users_folder_with_its_time(canary_run, tmp_p
     import errno
 
     import topicaudit.reports.build as build
+    import topicaudit.reports.output_folder as output_folder
 
     def full(report):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(build, "render_markdown", full)
+    monkeypatch.setattr(output_folder, "render_markdown", full)
     user = tmp_path / "user"
     user.mkdir()
     for output in (user / "new" / "deeper" / "rep", user / "rep"):

@@ -130,7 +130,7 @@ def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_pla
     """The staging folder renamed away and a link to a user's folder put in its place while the report was
     written: the link was renamed into -o's place and the report said written (-o then named the user's folder,
     and the report's own file list was read through the link)."""
-    from topicaudit.reports import build
+    from topicaudit.reports import build, output_folder
 
     run = tmp_path / "run"
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", str(run)]) == 0
@@ -138,7 +138,7 @@ def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_pla
     users.mkdir()
     (users / "keep.txt").write_text("mine")
     before = snapshot(users)
-    render = build.render_html
+    render = output_folder.render_html
 
     def swapping(*args, **kwargs):
         staging = next(p for p in tmp_path.iterdir() if ".tmp-" in p.name)
@@ -146,7 +146,7 @@ def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_pla
         staging.symlink_to(users)
         return render(*args, **kwargs)
 
-    monkeypatch.setattr(build, "render_html", swapping)
+    monkeypatch.setattr(output_folder, "render_html", swapping)
     with pytest.raises(owned_folders.LinkedFolder):
         build.build_report([run], tmp_path / "rep")
     assert not os.path.lexists(tmp_path / "rep") and snapshot(users) == before
@@ -157,7 +157,7 @@ def test_a_report_whose_staging_folder_is_swapped_for_a_link_puts_nothing_in_pla
 def test_a_hard_link_put_in_a_reports_staging_folder_is_replaced_not_written_into(tmp_path, monkeypatch, where):
     """A hard link of a user's file placed in the staging folder under a name the report then wrote
     (report.html, a figure's PNG) was opened with O_TRUNC and overwritten: the user's file held the page."""
-    from topicaudit.reports import build, figures
+    from topicaudit.reports import build, figures, output_folder
 
     run = tmp_path / "run"
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", str(run)]) == 0
@@ -172,8 +172,8 @@ def test_a_hard_link_put_in_a_reports_staging_folder_is_replaced_not_written_int
             os.link(thesis, target)
 
     if where == "report.html":
-        render = build.render_html
-        monkeypatch.setattr(build, "render_html", lambda *a, **k: (plant("report.html"), render(*a, **k))[1])
+        render = output_folder.render_html
+        monkeypatch.setattr(output_folder, "render_html", lambda *a, **k: (plant("report.html"), render(*a, **k))[1])
     else:
         save = figures.save_figure
         monkeypatch.setattr(figures, "save_figure", lambda fig, directory, stem: (

@@ -13,7 +13,7 @@ Critical:
   coins beside the new scores: NO SIGNAL, exit 0, where the audit says VIOLATED (exit 1); the other run was left
   as a mix of two runs that checks. What a fit changes of the process (working directory, umask, standard streams
   and descriptors 1 and 2, signal handlers, the environment topicaudit reads) is now put back when it returns,
-  with a note (``engine.execution.kept_state``).
+  with a note (``topicaudit.process_state``).
 Non-critical, fixed with CW1: a fit that replaced ``sys.stdout`` by a StringIO (or /dev/null, or dup2'd fd 1) had
 check exit 1 with no VIOLATED line anywhere but check.json and no note; a fit setting TOPICAUDIT_INTEGRITY_KEY
 had the run refused "config.toml is not listed".

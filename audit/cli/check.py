@@ -77,6 +77,15 @@ FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attack
 STDOUT = "-"  # --json - / --junit -: the document on standard output, as most tools read "-"
 
 
+def _refuse_over_inputs(files: dict, inputs: dict) -> None:
+    """A document never written over a file this check reads: `check my.toml --json my.toml` replaced the
+    configuration, `--json docs.json` the corpus (the next check of it then failed)."""
+    for flag, path in files.items():
+        for what, read in inputs.items():
+            if path is not None and os.path.isfile(read) and os.path.exists(path) and os.path.samefile(path, read):
+                raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
+
+
 def execute(args) -> int:
     started, sizing = time.perf_counter(), None
     piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
@@ -93,6 +102,7 @@ def execute(args) -> int:
         raise UserError(f"--json {args.json} and --junit {args.junit} name the same file, which can hold one "
                         "document; give each its own path")
     target = Path(args.target)
+    _refuse_over_inputs(files, {"the configuration file": target} if target.is_file() else {})
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
             raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
@@ -103,6 +113,8 @@ def execute(args) -> int:
         check_report_paths(run_dir, files)
     else:
         config = run_config(load_config(target))
+        _refuse_over_inputs(files, {f"the corpus file ([corpus] {key})": value for key, value in (
+            ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)})
         if args.output and args.cache is not None:
             raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:

@@ -110,14 +110,20 @@ def _signals(command: str | None = None):
     if sys.platform == "win32" or not _in_main_thread():
         yield
         return
-    received, later = [], []
+    received, later, copies, in_hook = [], [], [0], [False]
 
     def handler(signum, frame):
         if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
             return
-        if not received and (_in_import_machinery(frame) or in_uninterrupted()):
+        if in_hook[0] or (not received and (_in_import_machinery(frame) or in_uninterrupted())):
             # not now: an exception here is lost, or leaves importlib's locks held, or half a record written
             later.append(_take_later(signum))
+            return
+        passed, forced = supervisor.stops_passed_on()
+        if received and passed == 1 and not forced and not copies[0]:
+            # One stop sent to the process group reaches the command twice, directly and passed on by the
+            # supervisor: taken for a second one, it ended the clean-up of the first (a report's staging left).
+            copies[0] = 1
             return
         received.append(signum)
         if len(received) > 1:
@@ -132,8 +138,12 @@ def _signals(command: str | None = None):
         "Exception ignored in …" and lost: a first SIGTERM 0.5 s into a CGS fit was, and the command fitted on
         until the supervisor forced it 30 s later. Take that signal again, as the first, once out of there."""
         if isinstance(info.exc_value, KeyboardInterrupt) and received and not _ENDING.is_set():
-            signum = received.pop()
-            later.append(_take_later(signum))
+            in_hook[0] = True  # a signal now (the copy passed on) is taken later too: raised here, it was lost
+            try:
+                signum = received.pop()
+                later.append(_take_later(signum))
+            finally:
+                in_hook[0] = False
             return
         previous_hook(info)
 
@@ -344,6 +354,11 @@ def _run_command(argv: list[str] | None) -> int:
                 name = error.filename if isinstance(error.filename, str) else ""
                 say(f"topicaudit: error: a file name is too long for the file system"
                     f"{': ' + (name if len(name) <= 80 else name[:77] + '...') if name else ''}; give a shorter path")
+                return EXIT_USER_ERROR
+            if isinstance(error, PermissionError) and isinstance(error.filename, str):  # a folder on the way that
+                say(f"topicaudit: error: cannot reach {printable(error.filename)}: permission denied (a folder on the "
+                    "way cannot be searched or written by this user); choose another place, or give the user "
+                    "those rights")  # cannot be searched (chmod a-x): was an internal error, exit 3
                 return EXIT_USER_ERROR
             if isinstance(error, ValueError) and str(error) == "embedded null byte":  # a path the user gave
                 say("topicaudit: error: a path given contains a NUL character, which no file name may; give another "

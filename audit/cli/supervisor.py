@@ -42,6 +42,7 @@ in the one module the parent runs, each with the case that made it needed.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import signal
 import sys
@@ -67,6 +68,11 @@ STOPS = frozenset(getattr(signal, name) for name in ("SIGHUP", "SIGQUIT", "SIGUS
 _WATCHED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}) | STOPS
 
 _status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
+# Shared with the child (an anonymous shared mapping made before the fork): how many stops this parent passed on,
+# and whether it forced one. One SIGTERM sent to the process group reaches the child twice, directly and passed on;
+# the child took the second for a user's "stop now", exited at once, and left what its first one was undoing (a
+# report's staging folder in the user's folder).
+_STOPS_PASSED: mmap.mmap | None = None
 _said: set[bytes] = set()      # what this process has told (also kept when not supervised)
 
 
@@ -83,6 +89,14 @@ def tell(state: bytes) -> None:
 def reset() -> None:
     """Forget what was told (one command line per call of ``main``, e.g. in tests)."""
     _said.clear()
+
+
+def stops_passed_on() -> tuple[int, bool]:
+    """How many stop signals the supervising parent passed on to this process, and whether it forced a stop after
+    its grace period; (0, False) when not supervised."""
+    if _STOPS_PASSED is None:
+        return 0, False
+    return _STOPS_PASSED[0], bool(_STOPS_PASSED[1])
 
 
 def said(state: bytes) -> bool:
@@ -205,6 +219,11 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
             stream.flush()
         except (OSError, ValueError):  # a broken or closed stream is the command's to report, not ours
             pass
+    global _STOPS_PASSED
+    try:
+        _STOPS_PASSED = mmap.mmap(-1, 2)
+    except (OSError, ValueError):  # no shared memory to be had: every signal counts, as before
+        _STOPS_PASSED = None
     try:
         read_fd, write_fd = os.pipe()
     except OSError as error:
@@ -312,6 +331,7 @@ def _wait(pid: int, watched: frozenset) -> tuple[int, bool]:
             info = signal.sigtimedwait(watched, max(0.0, deadline - time.monotonic()))
             if info is None:  # the child did not stop in time
                 forced = signal.SIGTERM if forced is None else signal.SIGKILL
+                _count(1, 1)
                 _signal_child(pid, forced)
                 deadline = time.monotonic() + KILL_GRACE if forced == signal.SIGTERM else None
                 continue
@@ -328,7 +348,14 @@ def _wait(pid: int, watched: frozenset) -> tuple[int, bool]:
         # `pty.fork` or `ssh -t HOST topicaudit …`. Not passed on, the command ran to its end on a closed terminal.
         if info.si_code != _SI_KERNEL or info.si_signo == getattr(signal, "SIGHUP", None):
             # SIGHUP, SIGQUIT, SIGUSR1…: the command is stopped as by SIGTERM (it unwinds, Ray stops)
+            _count(0, min(stops_passed_on()[0] + 1, 255))
             _signal_child(pid, signal.SIGTERM if info.si_signo in STOPS else info.si_signo)
+
+
+def _count(index: int, value: int) -> None:
+    """Record in the mapping shared with the child, before the signal it describes is sent."""
+    if _STOPS_PASSED is not None:
+        _STOPS_PASSED[index] = value
 
 
 def _signal_child(pid: int, signum: int) -> None:

@@ -51,7 +51,6 @@ from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.configuration.validation import MAX_CANARIES
 from topicaudit.engine.execution.fitting import learner_refused
-from topicaudit.engine.execution.kept_state import kept_process_state
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
@@ -227,11 +226,10 @@ def _design(config: Config, corpus, target, epsilon: float | None, delta: float 
 
 
 def _fit(target, *args, **kwargs):
-    """One fit of the sizing's, as a run's: the process put back as found, a refusal of the learner's (its
-    ValueError: a Φ that is no k × V matrix of distributions) one message naming it."""
+    """One fit of the sizing's, as a run's: a refusal of the learner's (its ValueError: a Φ that is no k × V
+    matrix of distributions) one message naming it."""
     try:
-        with kept_process_state():
-            return target.fit(*args, **kwargs)
+        return target.fit(*args, **kwargs)
     except ValueError as error:
         raise learner_refused(target, error, "a fit of the canary count's sizing") from None
 

@@ -81,7 +81,18 @@ def cache_directory() -> Path | None:
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or ""  # relative: ignored, as the XDG specification says
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "topicaudit"
+    if os.path.isabs(base):
+        return Path(base) / "topicaudit"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no entry in the password database
+        home = None
+    if home is None or not home.is_dir():  # HOME=/nonexistent (Debian's `nobody`): it was made, cache and all
+        warnings.warn(f"the home directory {home or '(none)'} does not exist, so there is no default cache "
+                      f"(~/.cache/topicaudit, never made with the home directory itself): the cache is off; set "
+                      f"{ENVIRONMENT_VARIABLE} to a folder to keep one", UserWarning, stacklevel=2)
+        return None
+    return home / ".cache" / "topicaudit"
 
 
 def cache_anchor(directory: Path) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets.base import Guarantee, Release, declared_mechanism, records
 from topicaudit.targets.mechanisms import Recorder
 
@@ -34,6 +35,12 @@ class Pipeline:
 
     def fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None = None,
             observe: np.ndarray | None = None) -> Release:
+        """The release; the working directory put back if the vocabulary step or the learner changed it."""
+        with kept_process_state(f"the fit of {type(self.learner).__name__}"):
+            return self._fit(X, seed, vocabulary, observe)
+
+    def _fit(self, X: sp.csr_matrix, seed: int, vocabulary: np.ndarray | None,
+             observe: np.ndarray | None) -> Release:
         vocabulary_seed, learner_seed = (
             int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(2)
         )

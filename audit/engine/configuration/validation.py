@@ -12,11 +12,12 @@ import unicodedata
 import warnings
 from pathlib import Path
 
-from topicaudit.engine.storage.durable_write import too_many_open_files
+from topicaudit.engine.storage.durable_write import refuse_append_only, too_many_open_files
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
 from topicaudit.owned_folders import open_folder
 from topicaudit.targets.params import MAX_TOPICS
+
 
 # The plan stores the seed as int64 (plan.npz, results.json), so seeds live in [0, 2**63).
 MAX_SEED = 2**63 - 1
@@ -161,8 +162,9 @@ def _probe(directory: Path, what: str) -> None:
     user's folder a cache's runs/ swapped for a link named), and put back the folder's times."""
     try:
         with open_folder(directory) as folder:
+            refuse_append_only(folder, what)
             before = os.fstat(folder.fd) if folder.fd is not None else os.stat(directory)
-            name, handle = folder.stage(".topicaudit-probe")
+            name, handle = folder.stage("topicaudit-probe")
             handle.close()
             folder.unlink(name)
             try:  # the folder as it was found: a command refused afterwards left a new mtime

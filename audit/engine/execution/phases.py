@@ -12,7 +12,8 @@ corpus loads.
 The trace is only ever appended to a regular file outside every topicaudit run, sweep or audit directory,
 with no other name (a hard link of a run's results.json was appended to, and the run refused as edited),
 opened without following a link: it once appended to whatever the variable named, a run's results.json
-included (the run was then refused as edited). Any other path is ignored with one warning.
+included (the run was then refused as edited), and it is new, empty or already a trace (the configuration it
+named was appended to before it was read, and could not be read). Any other path is ignored with one warning.
 """
 from __future__ import annotations
 
@@ -43,7 +44,21 @@ def _refusal(path: str) -> str | None:
     inside = manifest.topicaudit_directories(path)
     if inside:
         return f"it is inside {inside[0]}, a topicaudit directory whose files a check, report or resume verifies"
+    if os.path.lexists(path) and not _a_trace(path):  # the configuration or corpus was appended to, and unreadable
+        return "it holds something other than a phase trace (a file of yours: the configuration, the corpus?)"
     return None
+
+
+def _a_trace(path: str) -> bool:
+    """Whether the file is empty or begins with a phase record, as this module writes them."""
+    with open(path, "rb") as handle:
+        first = handle.readline(65536)
+    if not first:
+        return True
+    try:
+        return isinstance(json.loads(first), dict) and "phase" in json.loads(first)
+    except ValueError:
+        return False
 
 
 def _append(record: dict) -> None:
@@ -55,8 +70,8 @@ def _append(record: dict) -> None:
             reason = _refusal(path)
             if reason is None:
                 _write(path, (json.dumps(record) + "\n").encode("utf-8"))
-        except OSError:
-            return  # a trace is never worth failing a run for
+        except OSError as error:  # a trace is never worth failing a run for, but it is said (an immutable file)
+            reason = f"it cannot be written ({error.strerror or error})"
         if reason is not None and path not in _refused:
             _refused.add(path)
             warnings.warn(f"{ENVIRONMENT_VARIABLE}={path} is ignored: {reason}; name a new file elsewhere",

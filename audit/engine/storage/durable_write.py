@@ -6,15 +6,24 @@ import errno
 import hashlib
 import os
 import stat
+import struct
 from pathlib import Path
 
 try:
     import resource  # POSIX only: what a file size limit (EFBIG) is
 except ImportError:  # pragma: no cover — Windows
     resource = None  # type: ignore[assignment]
+try:
+    import fcntl  # POSIX: a folder's attributes (chattr) on Linux
+except ImportError:  # pragma: no cover — Windows
+    fcntl = None  # type: ignore[assignment]
 
 from topicaudit.errors import UserError
 from topicaudit.owned_folders import Folder, open_folder
+
+# Linux's FS_IOC_GETFLAGS, _IOR('f', 1, long), and its append-only and immutable flags (chattr +a, +i)
+_GETFLAGS = (2 << 30) | (struct.calcsize("l") << 16) | (ord("f") << 8) | 1
+_APPEND_ONLY, _IMMUTABLE = 0x20, 0x10
 
 
 def fsync_directory(path: Path | Folder) -> None:
@@ -66,6 +75,7 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
     did not match (so ``report`` refused it) after a command that said it had failed. Returns each file's
     SHA-256 (hex) of the bytes written, by path, as ``atomic_write_bytes`` does."""
     folders: dict[Path, Folder] = {}
+    found: dict[Path, tuple[list[str], tuple[int, int]] | None] = {}
     staged: list[tuple[Folder, str, Path]] = []
     try:
         for path, _ in contents:  # all refused before any is staged: a refused check left its folder a new mtime
@@ -75,6 +85,7 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
                     folders[path.parent] = open_folder(path.parent)
                 except OSError as error:
                     raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
+                found[path.parent] = _listing(folders[path.parent])
             refuse_replacing(path, folder=folders[path.parent])
         try:
             for path, data in contents:
@@ -90,10 +101,15 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
                 except OSError as error:  # named by the file it was writing, not by its temporary
                     raise disk_full(error, path) or OSError(error.errno, error.strerror, str(path)) from None
             for folder, temporary, path in staged:
-                folder.replace(temporary, path.name)
+                try:
+                    folder.replace(temporary, path.name)
+                except OSError as error:  # named by the file (an immutable one, a mount point), not its temporary
+                    raise OSError(error.errno, error.strerror, str(path)) from None
         except BaseException:
             for folder, temporary, _ in staged:
                 folder.unlink(temporary, missing_ok=True)
+            for parent, folder in folders.items():  # a failed --json on a full disk left the user's folder
+                _put_back_times(folder, found[parent])  # holding it a new mtime
             raise
         for folder in folders.values():
             fsync_directory(folder)
@@ -101,6 +117,40 @@ def atomic_write_all(contents: list[tuple[Path, bytes]]) -> dict[Path, str]:
         for folder in folders.values():
             folder.close()
     return {Path(path): hashlib.sha256(data).hexdigest() for path, data in contents}
+
+
+def _listing(folder: Folder) -> tuple[list[str], tuple[int, int]] | None:
+    """A folder's entry names and times (access, modification, in ns), by its descriptor."""
+    try:
+        info = os.fstat(folder.fd) if folder.fd is not None else os.stat(folder.path)
+        return sorted(folder.names()), (info.st_atime_ns, info.st_mtime_ns)
+    except OSError:
+        return None
+
+
+def _put_back_times(folder: Folder, found: tuple[list[str], tuple[int, int]] | None) -> None:
+    """The folder's times as ``found`` when it holds the same names again (a write that failed and was undone)."""
+    try:
+        if found is not None and sorted(folder.names()) == found[0]:
+            os.utime(folder.fd if folder.fd is not None else folder.path, ns=found[1])
+    except OSError:
+        pass
+
+
+def refuse_append_only(folder: Folder, what: str) -> None:
+    """An append-only folder (``chattr +a``) takes new names but never removes or renames one: a probe or a
+    ``.lock`` made there before a refusal stayed in the user's folder, as would every temporary file topicaudit
+    renames into place. Refused (an immutable one too) before anything is made in it."""
+    if folder.fd is None or fcntl is None:
+        return
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(folder.fd, _GETFLAGS, bytes(struct.calcsize("l")))[:4])[0]
+    except OSError:  # a file system without these attributes
+        return
+    if flags & (_APPEND_ONLY | _IMMUTABLE):
+        kind = "append-only (chattr +a)" if flags & _APPEND_ONLY else "immutable (chattr +i)"
+        raise UserError(f"cannot write {what}: {folder.path} is {kind}, and topicaudit writes a file by renaming a "
+                        "new one into place; choose another place")
 
 
 def refuse_replacing(path: Path, what: str = "", folder: Folder | None = None) -> None:

@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.durable_write import disk_full, refuse_append_only
 from topicaudit.errors import UserError
 from topicaudit.folder_anchors import absolute, holding
-from topicaudit.owned_folders import Folder, LinkedFolder, open_folder, remove_empty
+from topicaudit.owned_folders import Folder, LinkedFolder, ancestors, open_folder, remove_empty
 
 NAME = ".lock"
 
@@ -204,6 +205,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         found_above = listing(above) if created and above is not None else None
         try:
             folder, fd, former, times = _open_locked(path, flag)
+            made = ancestors(folder, len(new_parents)) if folder.fd is not None else None  # to remove on failure
         except BaseException:  # a folder made without rights to its own .lock (umask 0277): removed again
             if created:
                 remove_made([p for p in (path, *new_parents) if os.path.lexists(p)], above, found_above)
@@ -227,22 +229,32 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
                         f"are making and removing it); wait for them to finish, or choose another {flag}")
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
+        try:  # the PID's write inside: on a full disk it failed, and left the .lock it made (in a user's folder)
+            _write_pid(fd, path / NAME)
             with holding(path, folder):  # every write below ``path`` goes through this descriptor
                 yield
         except BaseException:
-            _restore(folder, fd, former, times)
-            put_back_times(folder, found)
+            with uninterrupted():  # whole: a second signal here left the .lock in a user's folder
+                _restore(folder, fd, former, times)
+                put_back_times(folder, found)
             raise
         finally:
-            if created and _holds_only_the_lock(folder):
-                _remove_own(folder)
-                remove_made(new_parents, above, found_above)
+            with uninterrupted():
+                if created and _holds_only_the_lock(folder):
+                    _remove_own(folder)
+                    remove_made(new_parents, above, found_above, made)
     finally:
         handle.close()
         folder.close()
+
+
+def _write_pid(fd: int, lock: Path) -> None:
+    """The holder's PID into the lock file; a full disk or a file size limit said as such, naming it."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as error:
+        raise disk_full(error, lock) or error from None
 
 
 def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tuple[int, int] | None]:
@@ -253,6 +265,7 @@ def _open_locked(path: Path, flag: str) -> tuple[Folder, int, bytes | None, tupl
         raise UserError(f"cannot write {flag} {path}: it cannot be created ({error.strerror or error}); "
                         f"choose another {flag}") from None
     try:
+        refuse_append_only(folder, f"{flag} {path}")  # before its .lock is made there: it could not be removed
         return (folder, *_open_lock(folder, flag))
     except OSError as error:
         folder.close()
@@ -322,11 +335,16 @@ def put_back_times(path: Path | Folder, found: tuple[list[str], tuple[int, int]]
             folder.close()
 
 
-def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None) -> None:
-    """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), then
-    put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
-    for parent in made:
-        if not remove_empty(parent):  # by its parent's descriptor: never through a folder swapped for a link
+def remove_made(made: list[Path], above: Path | None, found: tuple[list[str], tuple[int, int]] | None,
+                identities: list[os.stat_result | None] | None = None) -> None:
+    """Remove the folders a failed command made (nearest first: one not empty, and those above it, stay), each
+    only while it is still the folder made (``identities``, from ``owned_folders.ancestors``; one unknown stays),
+    then put back the times of the user's folder ``above`` them (``found``: its ``listing`` before)."""
+    for at, parent in enumerate(made):
+        same = identities[at] if identities is not None and at < len(identities) else None
+        if identities is not None and same is None:
+            break
+        if not remove_empty(parent, same_as=same):  # by its parent's descriptor, never through a link
             break
     if above is not None:
         put_back_times(above, found)

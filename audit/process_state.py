@@ -1,13 +1,14 @@
-"""What a learner's fit may change in the process that runs it, put back when the fit returns.
+"""What code that is not topicaudit's may change in the process that runs it, put back when it returns.
 
-A learner is the user's code, run inside the command (the canary fit of a shadow-free audit, the fits of
-``--canaries auto``'s sizing, the target fit while Ray starts). What it changes in the process was then the
-command's: an ``os.chdir`` in its fit made the run write its model, scores and results into another run
-directory at the same relative path and check read that directory's canaries beside the new scores (a verdict
-from two runs' files; hostile pass XVI). So the state the command relies on after a fit is kept: the working
-directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the
-signals the command answers, and the environment variables topicaudit reads. Each changed one is put back, with
-a note naming it.
+A learner or vocabulary step is the user's code, run inside the command: its import and constructor, and its fits
+(the canary fit of a shadow-free audit, the fits of ``--canaries auto``'s sizing, the target fit while Ray starts,
+every fit in a Ray worker). What it changed in the process was then the command's: an ``os.chdir`` in a fit made
+the run write its model, scores and results into another run directory at the same relative path, and check read
+that directory's canaries beside the new scores (a verdict from two runs' files), or a failed start remove the
+user's folder of that name (hostile pass XVI). So the state the command relies on afterwards is kept: the working
+directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the signals
+the command answers, and the environment variables topicaudit reads. Each changed one is put back, with a note
+naming it. In a threaded API script a change another thread made meanwhile is put back too (and named).
 """
 from __future__ import annotations
 
@@ -52,8 +53,9 @@ def _watched_environment() -> dict[str, str]:
 
 
 @contextmanager
-def kept_process_state(who: str = "the learner"):
-    """Run the block (a fit) and put back what it changed of the process's state (see the module's docstring)."""
+def kept_process_state(who: str):
+    """Run the block (``who``: "the fit of LDA", "the import of 'mymodule'") and put back what it changed of the
+    process's state (see the module's docstring)."""
     try:
         cwd: int | None = os.open(".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -103,8 +105,9 @@ def kept_process_state(who: str = "the learner"):
         if cwd is not None:
             os.close(cwd)
         if changed:
-            warnings.warn(f"{who} changed the process's {', '.join(dict.fromkeys(changed))} in its fit; topicaudit "
-                          "put it back (a fit must leave the process as it found it)", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"{who} changed the process's {', '.join(dict.fromkeys(changed))}; topicaudit put it back "
+                          "(a learner must leave the process as it found it: the command names its files relative "
+                          "to where it started)", RuntimeWarning, stacklevel=3)
 
 
 def _moved(cwd: int) -> bool:
