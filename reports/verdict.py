@@ -74,8 +74,8 @@ def _status(result, claim_tested: bool) -> str:
     return "VIOLATED" if result.violated else "CONSISTENT"
 
 
-def _recorded_claim(run) -> tuple[float, float, float] | None:
-    """The claim ``check`` last tested on this run (its check.json), if any: only a check.json the run's
+def _recorded_claim(run) -> tuple[float, float, float, list[str] | None] | None:
+    """The claim ``check`` last tested on this run (its check.json) and the attacks it used, if any: only a check.json the run's
     manifest lists, with its hash (``check`` records it there). One the manifest does not list — written by
     another version, by hand, or by ``check`` when it could not re-MAC the manifest — is ignored with a note
     (the card tests the target's own claim); one whose hash differs is refused (exit 2). The pre-manifest
@@ -98,7 +98,10 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
         manifest.verify(run.path, ["check.json"])
     try:
         recorded = CheckResult.from_json(read_json(path), str(path))
-        return float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha)
+        # with its attacks: the card tested the claim with the default ones, and said CONSISTENT where the
+        # check it read had found VIOLATED with `--attack lira_online_global`
+        return (float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha),
+                recorded.attacks)
     except (UserError, TypeError, ValueError) as error:  # (was silent: the claim the user gave dropped unsaid)
         warnings.warn(f"{path} cannot be read as the document `topicaudit check` writes ({error}); the verdict "
                       "card tests the target's own claim", stacklevel=2)

@@ -100,6 +100,9 @@ class CheckResult:
         count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
         limits came first (``engine.power.canaries_for_power``).
     sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
+    attacks : the attacks on the natural documents the check was asked to use (``check --attack``), None for the
+        default; the report's verdict card tests the recorded claim with them (it used the default: a check that
+        found VIOLATED with one attack showed as CONSISTENT on the card).
     canaries_for_ceiling : when the ceiling stopped the audit short (``engine.power.canaries_for_ceiling``):
         ``reason`` "claim" (no outcome could refute the claim: the canary ``count`` whose ceiling passes it, or
         None with ``searched_to``) or "saturated" (the bound is the ceiling: the ceiling, ``ceiling``, of
@@ -129,6 +132,7 @@ class CheckResult:
     canaries_for_power: dict[str, Any] | None = None
     sizing: dict[str, Any] | None = None
     canaries_for_ceiling: dict[str, Any] | None = None
+    attacks: list[str] | None = None
 
     @property
     def saturated(self) -> bool:
@@ -247,6 +251,7 @@ class CheckResult:
             **({"canaries_for_power": self.canaries_for_power} if self.canaries_for_power else {}),
             **({"sizing": self.sizing} if self.sizing else {}),
             **({"canaries_for_ceiling": self.canaries_for_ceiling} if self.canaries_for_ceiling else {}),
+            **({"attacks": self.attacks} if self.attacks else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -261,7 +266,7 @@ class CheckResult:
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
                          data.get("unverified"), list(data.get("disagreements", [])), data.get("integrity"),
                          data.get("integrity_key_id"), data.get("canaries_for_power"), data.get("sizing"),
-                         data.get("canaries_for_ceiling"))
+                         data.get("canaries_for_ceiling"), _attack_names(data.get("attacks"), where))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None
@@ -280,3 +285,12 @@ class CheckResult:
                 f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
                 f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'
                 "</testsuite>\n")
+
+
+def _attack_names(value: Any, where: str) -> list[str] | None:
+    """check.json's ``attacks``: absent (the default), or a list of attack names."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        raise ValueError(f"{where}.attacks is {value!r}, not a list of attack names")
+    return list(value)
