@@ -20,7 +20,8 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence, integrity_phrase
+from topicaudit.engine.storage.check_result import (CheckResult, bound_and_claim, ceiling_remedy, confidence,
+                                                   integrity_phrase)
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.engine.storage.bounded_read import read_json, read_regular
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
@@ -195,16 +196,18 @@ def run_verdict(run) -> Verdict:
     best = result.strongest_attack
     strongest_source = _observed(result, best)
     if status == "VIOLATED":
-        headline = (f"VIOLATED: the claim ε = {result.claimed_epsilon:g} is refuted; {strongest_source} prove "
-                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}).")
+        bound, claimed = bound_and_claim(result.epsilon_lower_bound, result.claimed_epsilon, True, digits=2)
+        headline = (f"VIOLATED: the claim ε = {claimed} is refuted; {strongest_source} prove "
+                    f"ε ≥ {bound} ({level}).")
     elif status == "CONSISTENT":
         reach = (f"power: {_power(result.power)}" if result.power is not None else
                  f"this audit could refute claims up to ε = {result.ceiling:.2f} with a perfect attack"
                  if result.ceiling > result.claimed_epsilon else
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
                  f"{ceiling_remedy(result.canaries_for_ceiling)}")
+        bound, _ = bound_and_claim(result.epsilon_lower_bound, result.claimed_epsilon, False, digits=2)
         headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
-                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}."
+                    f"ε ≥ {bound} ({level}); {reach}."
                     + (f" This design cannot see {'; nor '.join(result.unseen)}." if result.unseen else "")
                     + (f" {', '.join(result.reversed_scores)} rank members below non-members: a defect of the score."
                        if result.reversed_scores else ""))

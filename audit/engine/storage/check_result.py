@@ -53,6 +53,18 @@ def ceiling_remedy(advice: dict[str, Any] | None) -> str:
             f"--canaries {advice['count']}")
 
 
+def bound_and_claim(bound: float, claim: float, violated: bool, digits: int = 3) -> tuple[str, str]:
+    """A bound (``digits`` decimals) and a claim (``:g``) as a verdict line prints them, with more digits where those
+    would read the wrong way round: "ε ≥ 2.221 > claimed ε = 2.2213" (the bound 2.22132…) stated a smaller number
+    greater."""
+    claim_text = f"{claim:g}"
+    for places in range(digits, 17):
+        text = f"{bound:.{places}f}"
+        if (float(text) > float(claim_text)) == violated:
+            return text, claim_text
+    return repr(float(bound)), repr(float(claim))
+
+
 def integrity_phrase(mode: str | None, key_id: str | None = None) -> str | None:
     """What a verdict line or a report says about the mode that protected the run (None: not known)."""
     if mode == HMAC:
@@ -191,8 +203,9 @@ class CheckResult:
             why = ("; the released Φ proves more than the recorded mechanism allows: the model was not built "
                    "from what the learner recorded, or the claim is wrong"
                    if self.strongest_attack.startswith("canaries-release/") else "")
-            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
-                    f"> claimed ε = {self.claimed_epsilon:g}; {observed}{why} [{self.run_dir}]")
+            bound, claim = bound_and_claim(self.epsilon_lower_bound, self.claimed_epsilon, True)
+            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {bound} ({level}) "
+                    f"> claimed ε = {claim}; {observed}{why} [{self.run_dir}]")
         if self.no_signal:
             unseen = f"; nor could it see {'; nor '.join(self.unseen)}" if self.unseen else ""
             return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
@@ -219,8 +232,9 @@ class CheckResult:
         defect = (f"; {', '.join(self.reversed_scores)} rank members below non-members (a defect of "
                   f"{'that score' if len(self.reversed_scores) == 1 else 'those scores'}: it cannot refute)"
                   if self.reversed_scores else "")
-        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach}{defect} [{self.run_dir}]")
+        bound, claim = bound_and_claim(self.epsilon_lower_bound, self.claimed_epsilon, False)
+        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {bound} "
+                f"({level}) ≤ claimed ε = {claim}; {observed}; {reach}{defect} [{self.run_dir}]")
 
     def to_json(self) -> dict[str, Any]:
         """``check --json``'s content; the derived verdict, bound and threat model are written out too."""
