@@ -303,6 +303,10 @@ def check_release_constants(learner) -> None:
     mechanism = declared_mechanism(learner)
     if mechanism is None:
         return
+    again = declared_mechanism(learner)
+    if again != mechanism:  # one call's answer checked, another's used (a learner alternating passed)
+        raise AssertionError(f"mechanism() changed between two calls ({mechanism!r}, then {again!r}): it must "
+                             "follow from the constructor's parameters alone")
     found = disagreements(mechanism, learner.guarantee())
     if found:
         raise AssertionError("its declared release and its claim describe different mechanisms: " + "; ".join(found)
