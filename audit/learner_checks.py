@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import math
 import pickle
 import warnings
@@ -196,10 +197,30 @@ def check_short_documents(learner) -> None:
     _assert_on_simplex(phi)
 
 
+def _claim_text(g) -> str:
+    """A guarantee as comparable text (its JSON form)."""
+    return json.dumps(g.to_json(), sort_keys=True, default=repr)
+
+
+def _same_claim(learner, g: Guarantee, after: str) -> None:
+    """guarantee() still states ``g``: the engine reads the claim once, before any fit (preflight, results.json),
+    so a claim that changes between calls or with a fit is not the one audited. A learner claiming ε = 1 only once
+    fitted, or on every other call, passed every check: the canary audit read "no claim" and tested nothing."""
+    again = learner.guarantee()
+    if not isinstance(again, Guarantee) or _claim_text(again) != _claim_text(g):
+        shown = again.epsilon if isinstance(again, Guarantee) else type(again).__name__
+        raise AssertionError(f"guarantee() changed after {after} (ε = {g.epsilon:g}, then {shown}): the claim must "
+                             "follow from the constructor's parameters alone, the same before and after a fit, as "
+                             "the audit reads it once before fitting")
+
+
 def check_guarantee(learner) -> None:
     g = learner.guarantee()
     if not isinstance(g, Guarantee):
         raise AssertionError(f"guarantee() returned {type(g).__name__}, not a Guarantee")
+    _same_claim(learner, g, "a second call")
+    _fit(learner, _corpus(learner.k, seed=6), 0)
+    _same_claim(learner, g, "a fit")
     if math.isinf(g.epsilon) or g.event is None:
         return
     if g.adjacency is None:
@@ -282,6 +303,10 @@ def check_release_constants(learner) -> None:
     mechanism = declared_mechanism(learner)
     if mechanism is None:
         return
+    again = declared_mechanism(learner)
+    if again != mechanism:  # one call's answer checked, another's used (a learner alternating passed)
+        raise AssertionError(f"mechanism() changed between two calls ({mechanism!r}, then {again!r}): it must "
+                             "follow from the constructor's parameters alone")
     found = disagreements(mechanism, learner.guarantee())
     if found:
         raise AssertionError("its declared release and its claim describe different mechanisms: " + "; ".join(found)
@@ -361,6 +386,7 @@ def _canary_audit(learner):
                and (g.adjacency is None or g.adjacency.document_level or canaries.word_level))
     release = target.fit(canaries.training_matrix(X), canaries.fit_seed,
                          observe=canaries.observed_columns if observe else None)
+    _same_claim(learner, g, "the canary audit's fit")  # the bound is held against the claim read before it
     scores = all_canary_scores(release, [], canaries, tol=1e-8)
     audit = canary_results(canaries, scores, release, g.delta, ALPHA, "mechanism" if observe else "release")
     return design, kind, observe, audit.epsilon_lower_bounds, audit.release_epsilon_lower_bounds

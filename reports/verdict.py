@@ -20,7 +20,8 @@ from pathlib import Path
 
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.check import check_run, own_claim_check
-from topicaudit.engine.storage.check_result import CheckResult, ceiling_remedy, confidence, integrity_phrase
+from topicaudit.engine.storage.check_result import (CheckResult, bound_and_claim, ceiling_remedy, confidence,
+                                                   integrity_phrase)
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.engine.storage.bounded_read import read_json, read_regular
 from topicaudit.engine.presentation.guidance import figure_meanings, next_steps
@@ -74,8 +75,8 @@ def _status(result, claim_tested: bool) -> str:
     return "VIOLATED" if result.violated else "CONSISTENT"
 
 
-def _recorded_claim(run) -> tuple[float, float, float] | None:
-    """The claim ``check`` last tested on this run (its check.json), if any: only a check.json the run's
+def _recorded_claim(run) -> tuple[float, float, float, list[str] | None] | None:
+    """The claim ``check`` last tested on this run (its check.json) and the attacks it used, if any: only a check.json the run's
     manifest lists, with its hash (``check`` records it there). One the manifest does not list — written by
     another version, by hand, or by ``check`` when it could not re-MAC the manifest — is ignored with a note
     (the card tests the target's own claim); one whose hash differs is refused (exit 2). The pre-manifest
@@ -98,7 +99,10 @@ def _recorded_claim(run) -> tuple[float, float, float] | None:
         manifest.verify(run.path, ["check.json"])
     try:
         recorded = CheckResult.from_json(read_json(path), str(path))
-        return float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha)
+        # with its attacks: the card tested the claim with the default ones, and said CONSISTENT where the
+        # check it read had found VIOLATED with `--attack lira_online_global`
+        return (float(recorded.claimed_epsilon), float(recorded.delta), float(recorded.alpha),
+                recorded.attacks)
     except (UserError, TypeError, ValueError) as error:  # (was silent: the claim the user gave dropped unsaid)
         warnings.warn(f"{path} cannot be read as the document `topicaudit check` writes ({error}); the verdict "
                       "card tests the target's own claim", stacklevel=2)
@@ -192,16 +196,18 @@ def run_verdict(run) -> Verdict:
     best = result.strongest_attack
     strongest_source = _observed(result, best)
     if status == "VIOLATED":
-        headline = (f"VIOLATED: the claim ε = {result.claimed_epsilon:g} is refuted; {strongest_source} prove "
-                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}).")
+        bound, claimed = bound_and_claim(result.epsilon_lower_bound, result.claimed_epsilon, True, digits=2)
+        headline = (f"VIOLATED: the claim ε = {claimed} is refuted; {strongest_source} prove "
+                    f"ε ≥ {bound} ({level}).")
     elif status == "CONSISTENT":
         reach = (f"power: {_power(result.power)}" if result.power is not None else
                  f"this audit could refute claims up to ε = {result.ceiling:.2f} with a perfect attack"
                  if result.ceiling > result.claimed_epsilon else
                  f"this audit cannot refute it whatever the outcome (its ceiling is ε = {result.ceiling:.2f}): "
                  f"{ceiling_remedy(result.canaries_for_ceiling)}")
+        bound, _ = bound_and_claim(result.epsilon_lower_bound, result.claimed_epsilon, False, digits=2)
         headline = (f"CONSISTENT: not refuted (never a proof of privacy); the strongest bound is "
-                    f"ε ≥ {result.epsilon_lower_bound:.2f} ({level}); {reach}."
+                    f"ε ≥ {bound} ({level}); {reach}."
                     + (f" This design cannot see {'; nor '.join(result.unseen)}." if result.unseen else "")
                     + (f" {', '.join(result.reversed_scores)} rank members below non-members: a defect of the score."
                        if result.reversed_scores else ""))

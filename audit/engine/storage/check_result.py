@@ -53,6 +53,18 @@ def ceiling_remedy(advice: dict[str, Any] | None) -> str:
             f"--canaries {advice['count']}")
 
 
+def bound_and_claim(bound: float, claim: float, violated: bool, digits: int = 3) -> tuple[str, str]:
+    """A bound (``digits`` decimals) and a claim (``:g``) as a verdict line prints them, with more digits where those
+    would read the wrong way round: "ε ≥ 2.221 > claimed ε = 2.2213" (the bound 2.22132…) stated a smaller number
+    greater."""
+    claim_text = f"{claim:g}"
+    for places in range(digits, 17):
+        text = f"{bound:.{places}f}"
+        if (float(text) > float(claim_text)) == violated:
+            return text, claim_text
+    return repr(float(bound)), repr(float(claim))
+
+
 def integrity_phrase(mode: str | None, key_id: str | None = None) -> str | None:
     """What a verdict line or a report says about the mode that protected the run (None: not known)."""
     if mode == HMAC:
@@ -100,6 +112,9 @@ class CheckResult:
         count the search tried and its power (``searched_to``, ``searched_power``; count None) when the search's
         limits came first (``engine.power.canaries_for_power``).
     sizing : how ``check --canaries auto`` chose the canary count (``engine.sizing.Sizing.to_json``).
+    attacks : the attacks on the natural documents the check was asked to use (``check --attack``), None for the
+        default; the report's verdict card tests the recorded claim with them (it used the default: a check that
+        found VIOLATED with one attack showed as CONSISTENT on the card).
     canaries_for_ceiling : when the ceiling stopped the audit short (``engine.power.canaries_for_ceiling``):
         ``reason`` "claim" (no outcome could refute the claim: the canary ``count`` whose ceiling passes it, or
         None with ``searched_to``) or "saturated" (the bound is the ceiling: the ceiling, ``ceiling``, of
@@ -129,6 +144,7 @@ class CheckResult:
     canaries_for_power: dict[str, Any] | None = None
     sizing: dict[str, Any] | None = None
     canaries_for_ceiling: dict[str, Any] | None = None
+    attacks: list[str] | None = None
 
     @property
     def saturated(self) -> bool:
@@ -187,8 +203,9 @@ class CheckResult:
             why = ("; the released Φ proves more than the recorded mechanism allows: the model was not built "
                    "from what the learner recorded, or the claim is wrong"
                    if self.strongest_attack.startswith("canaries-release/") else "")
-            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} ({level}) "
-                    f"> claimed ε = {self.claimed_epsilon:g}; {observed}{why} [{self.run_dir}]")
+            bound, claim = bound_and_claim(self.epsilon_lower_bound, self.claimed_epsilon, True)
+            return (f"VIOLATED: {self.strongest_attack} proves ε ≥ {bound} ({level}) "
+                    f"> claimed ε = {claim}; {observed}{why} [{self.run_dir}]")
         if self.no_signal:
             unseen = f"; nor could it see {'; nor '.join(self.unseen)}" if self.unseen else ""
             return (f"NO SIGNAL: the scores do not separate the candidates (tied, or at chance); this audit "
@@ -215,8 +232,9 @@ class CheckResult:
         defect = (f"; {', '.join(self.reversed_scores)} rank members below non-members (a defect of "
                   f"{'that score' if len(self.reversed_scores) == 1 else 'those scores'}: it cannot refute)"
                   if self.reversed_scores else "")
-        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {self.epsilon_lower_bound:.3f} "
-                f"({level}) ≤ claimed ε = {self.claimed_epsilon:g}; {observed}; {reach}{defect} [{self.run_dir}]")
+        bound, claim = bound_and_claim(self.epsilon_lower_bound, self.claimed_epsilon, False)
+        return (f"CONSISTENT: not refuted; {self.strongest_attack} proves ε ≥ {bound} "
+                f"({level}) ≤ claimed ε = {claim}; {observed}; {reach}{defect} [{self.run_dir}]")
 
     def to_json(self) -> dict[str, Any]:
         """``check --json``'s content; the derived verdict, bound and threat model are written out too."""
@@ -247,6 +265,7 @@ class CheckResult:
             **({"canaries_for_power": self.canaries_for_power} if self.canaries_for_power else {}),
             **({"sizing": self.sizing} if self.sizing else {}),
             **({"canaries_for_ceiling": self.canaries_for_ceiling} if self.canaries_for_ceiling else {}),
+            **({"attacks": self.attacks} if self.attacks else {}),
             "bounds": {name: b.to_json() for name, b in self.bounds.items()},
         }
 
@@ -261,7 +280,7 @@ class CheckResult:
                          list(data.get("unseen", [])), list(data.get("reversed_scores", [])),
                          data.get("unverified"), list(data.get("disagreements", [])), data.get("integrity"),
                          data.get("integrity_key_id"), data.get("canaries_for_power"), data.get("sizing"),
-                         data.get("canaries_for_ceiling"))
+                         data.get("canaries_for_ceiling"), _attack_names(data.get("attacks"), where))
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None
@@ -280,3 +299,12 @@ class CheckResult:
                 f'<testsuite name="topicaudit.check" tests="1" failures="{int(self.violated)}" errors="0">\n'
                 f'  <testcase classname="topicaudit" name={name}>{failure}</testcase>\n'
                 "</testsuite>\n")
+
+
+def _attack_names(value: Any, where: str) -> list[str] | None:
+    """check.json's ``attacks``: absent (the default), or a list of attack names."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        raise ValueError(f"{where}.attacks is {value!r}, not a list of attack names")
+    return list(value)

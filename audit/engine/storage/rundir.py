@@ -122,6 +122,9 @@ class RunDirectory:
                                 "none is configured: resuming without it would drop that protection; set "
                                 f"{KEY_VARIABLE} (or the key file {key_file()}) to the key this run was started "
                                 f"with, or {manifest.RERUN}")
+            # the config hash the resume trusts is config.toml's: an edited one (seed = 0 made 1) resumed, the
+            # results were rewritten beside it, and every later check refused the directory (exit 2)
+            manifest.verify(self.path, ["config.toml"])
             return
         provenance = read_run_toml(self.path / "config.toml")["provenance"]
         others = [p for p in self.path.rglob("*") if p.is_file() and p.name not in ("config.toml", NAME_OF_LOCK)]
