@@ -76,8 +76,8 @@ def _status(result, claim_tested: bool) -> str:
 
 
 def _recorded_claim(run) -> tuple[float, float, float, list[str] | None] | None:
-    """The claim ``check`` last tested on this run (its check.json) and the attacks it used, if any: only a check.json the run's
-    manifest lists, with its hash (``check`` records it there). One the manifest does not list — written by
+    """The claim ``check`` last tested on this run (its check.json) and the attacks it used, if any: only a
+    check.json the run's manifest lists, with its hash (``check`` records it there). One the manifest does not list — written by
     another version, by hand, or by ``check`` when it could not re-MAC the manifest — is ignored with a note
     (the card tests the target's own claim); one whose hash differs is refused (exit 2). The pre-manifest
     layout has no manifest to list it: its check.json is read as before, and the card says UNVERIFIED."""
