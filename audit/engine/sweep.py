@@ -276,6 +276,9 @@ def _check_no_links(output: Path, runs) -> None:
         except FileNotFoundError:
             continue  # made without following a link when its run is locked
         except LinkedFolder as linked:
+            if linked.target is None:  # a file where a run's folder goes was called "a symbolic link"
+                raise UserError(f"{linked.path} is not a directory, and a sweep puts one of its runs there; move it "
+                                "away and rerun the same command, or choose another output (--output)") from None
             raise UserError(f"{linked.path} is a symbolic link: a sweep writes its runs only inside its own "
                             "directory, never through a link; remove the link (its target is left as it is) and "
                             "rerun the same command, or choose another output (--output)") from None

@@ -1,0 +1,107 @@
+"""Hardening XVII, helper j (issue 32, hostile pass XVII: user files and folders). Every case it ran is in
+tests/hostile_xvii_j_cases.md.
+
+Not critical, fixed:
+- P1, P2: a ``check`` replaces the run's manifest (a new file renamed over it), and the new file took the
+  permissions of the umask: under ``umask 000`` a run's manifest became writable by everyone, under ``umask 077``
+  readable by no one else (a team's shared run closed to the team); ``--json o.json`` over the user's private
+  (600) o.json made it readable by all. A file of the user's keeps its permissions when it is replaced; one of
+  another owner gives none (planted in ``/tmp``, it would make the output writable by others).
+- NB1: a package installed where its user cannot write, run with no writable home directory (CI containers,
+  Debian's ``nobody``), stopped at import with numba's "cannot cache function …: no locator available": exit 3
+  for every command. Kernels are compiled in the process then.
+- S6: a file where a sweep puts one of its runs was called "a symbolic link".
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+import numba.core.caching
+import pytest
+
+from topicaudit.cli.main import main
+from topicaudit.jit import njit
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    capsys.readouterr()
+    return tmp_path / "RUN"
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_a_check_keeps_the_permissions_of_the_manifest_it_replaces(run_dir, capsys, umask):
+    """P1, P2: the manifest a check rewrites keeps its mode (644), whatever the umask of the check."""
+    manifest = run_dir / "manifest.json"
+    manifest.chmod(0o644)
+    old = os.umask(umask)
+    try:
+        assert main(["check", "RUN", "--epsilon", "0.01"]) == 1
+    finally:
+        os.umask(old)
+    assert "VIOLATED" in capsys.readouterr().out
+    assert _mode(manifest) == 0o644
+
+
+def test_a_json_file_of_the_users_keeps_its_permissions(run_dir, tmp_path, capsys):
+    """P3': the user's private --json file stays private when the check replaces it."""
+    users = tmp_path / "o.json"
+    users.write_text("{}")
+    users.chmod(0o600)
+    assert main(["check", "RUN", "--epsilon", "0.01", "--json", "o.json"]) == 1
+    assert "VIOLATED" in capsys.readouterr().out
+    assert _mode(users) == 0o600 and "claimed_epsilon" in users.read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs a file of another owner")
+def test_a_file_of_another_owner_gives_its_permissions_to_nothing(run_dir, tmp_path, capsys):
+    """A file planted by another user (mode 666) where the check writes: the output is the command's own, with the
+    umask's permissions, not writable by that user."""
+    planted = tmp_path / "o.json"
+    planted.write_text("{}")
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o666)
+    old = os.umask(0o022)
+    try:
+        assert main(["check", "RUN", "--epsilon", "0.01", "--json", "o.json"]) == 1
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    assert _mode(planted) == 0o644 and os.lstat(planted).st_uid == os.geteuid()
+
+
+def test_kernels_compile_when_numba_has_no_place_for_its_cache(monkeypatch):
+    """NB1: numba finds no folder for its cache (none of its locators applies): the kernel still compiles and
+    runs, uncached, rather than the import failing."""
+    monkeypatch.setattr(numba.core.caching.CacheImpl, "_locator_classes", [])
+
+    def add_one(x):
+        return x + 1
+
+    with pytest.raises(RuntimeError, match="no locator"):  # what numba itself does
+        numba.njit(cache=True)(add_one)
+    assert njit(cache=True)(add_one)(1) == 2
+
+
+def test_a_file_where_a_sweep_puts_a_run_is_not_called_a_link(tmp_path, monkeypatch, capsys):
+    """S6: a sweep resumed with a file at the place of one of its runs: refused, named as a file, left as found."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    config = tmp_path / "c.toml"
+    config.write_text("[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\n[attack]\nshadows = 0\n"
+                      "[attack.canaries]\ncount = 20\n")
+    assert main(["sweep", "c.toml", "--param", "target.k", "--values", "2", "--output", "SW"]) == 0
+    (tmp_path / "SW" / "k=3").write_text("mine\n")
+    capsys.readouterr()
+    assert main(["sweep", "c.toml", "--param", "target.k", "--values", "2,3", "--output", "SW"]) == 2
+    err = capsys.readouterr().err
+    assert "k=3 is not a directory" in err and "symbolic link" not in err
+    assert (tmp_path / "SW" / "k=3").read_text() == "mine\n"
