@@ -23,6 +23,8 @@ import pytest
 from topicaudit.cli.main import main
 from topicaudit.jit import njit
 
+from linked_cache import snapshot
+
 
 @pytest.fixture
 def run_dir(tmp_path, monkeypatch, capsys):
@@ -105,3 +107,27 @@ def test_a_file_where_a_sweep_puts_a_run_is_not_called_a_link(tmp_path, monkeypa
     err = capsys.readouterr().err
     assert "k=3 is not a directory" in err and "symbolic link" not in err
     assert (tmp_path / "SW" / "k=3").read_text() == "mine\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="plants a link of another user")
+def test_a_local_ray_never_follows_another_users_link_for_its_temporary_folder(tmp_path, monkeypatch, capsys):
+    """RY4 (critical): another user's link ``$TMPDIR/ray`` → the user's folder V, in a shared sticky folder: the
+    run's local Ray made V writable by everyone (0777) and wrote its session there. Refused before Ray starts,
+    V as found."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    shared, users = tmp_path / "tmp", tmp_path / "V"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    users.mkdir(mode=0o755)
+    (users / "keep.txt").write_text("keep\n")
+    (shared / "ray").symlink_to(users)
+    os.lchown(shared / "ray", 65534, 65534)
+    monkeypatch.setenv("TMPDIR", str(shared))
+    before = snapshot(users)
+    code = main(["run", "--shadows", "2", "--canaries", "20", "--k", "2", "--output", "out"])
+    assert _mode(users) == 0o755 and snapshot(users) == before
+    err = capsys.readouterr().err
+    assert code == 2 and f"{shared / 'ray'} is a symbolic link of another user" in err and "RAY_TMPDIR" in err
