@@ -131,3 +131,25 @@ def test_a_local_ray_never_follows_another_users_link_for_its_temporary_folder(t
     assert _mode(users) == 0o755 and snapshot(users) == before
     err = capsys.readouterr().err
     assert code == 2 and f"{shared / 'ray'} is a symbolic link of another user" in err and "RAY_TMPDIR" in err
+
+
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_check_never_writes_its_document_over_the_integrity_key(tmp_path, monkeypatch, capsys, flag):
+    """K9, K10: ``check RUN --json ~/.config/topicaudit/integrity.key`` replaced the key with the check's JSON, and
+    the check was then refused by its own document ("larger than 4096 bytes"): the key, and every run written with
+    it, lost. Refused before anything is written; the key file as found."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOPICAUDIT_INTEGRITY_KEY", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    key = tmp_path / "config" / "topicaudit" / "integrity.key"
+    key.parent.mkdir(parents=True)
+    key.write_text("0123456789abcdef" * 3 + "\n")
+    key.chmod(0o600)
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    capsys.readouterr()
+    before = snapshot(key.parent)
+    assert main(["check", "RUN", "--epsilon", "0.01", flag, str(key)]) == 2
+    assert "integrity key file" in capsys.readouterr().err
+    assert snapshot(key.parent) == before
+    assert main(["check", "RUN", "--epsilon", "0.01"]) == 1
+    assert "authenticated" in capsys.readouterr().out

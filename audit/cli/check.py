@@ -24,6 +24,7 @@ from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import key_file
 
 
 def register(commands) -> None:
@@ -86,6 +87,15 @@ def _refuse_over_inputs(files: dict, inputs: dict) -> None:
                 raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
 
 
+def _key_file() -> dict:
+    """The integrity key file, a file a check reads: `--json ~/.config/topicaudit/integrity.key` replaced the key
+    (every run written with it could no longer be authenticated), then the check was refused by its own document."""
+    try:
+        return {"the integrity key file": key_file()}
+    except RuntimeError:  # no home directory: no key file
+        return {}
+
+
 def execute(args) -> int:
     started, sizing = time.perf_counter(), None
     piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
@@ -103,6 +113,7 @@ def execute(args) -> int:
                         "document; give each its own path")
     target = Path(args.target)
     _refuse_over_inputs(files, {"the configuration file": target} if target.is_file() else {})
+    _refuse_over_inputs(files, _key_file())
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
             raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
