@@ -21,6 +21,8 @@ import numba.core.caching
 import pytest
 
 from topicaudit.cli.main import main
+from topicaudit.engine.execution.ray_local import check_temp_root
+from topicaudit.errors import UserError
 from topicaudit.jit import njit
 
 from linked_cache import snapshot
@@ -153,3 +155,14 @@ def test_a_check_never_writes_its_document_over_the_integrity_key(tmp_path, monk
     assert snapshot(key.parent) == before
     assert main(["check", "RUN", "--epsilon", "0.01"]) == 1
     assert "authenticated" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("variables", [{"RAY_TMPDIR": ""}, {"TMPDIR": "tmp"}], ids=["empty-ray-tmpdir", "relative-tmpdir"])
+def test_a_local_ray_is_never_started_in_a_folder_below_the_working_directory(monkeypatch, variables):
+    """RY6: ``RAY_TMPDIR=`` (an empty CI variable) made Ray create ``./ray`` (mode 777) in the user's working
+    directory, then time out starting (exit 4, the folder left). Refused before Ray starts, naming the variable."""
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UserError, match=f"{next(iter(variables))}=.*not an absolute path"):
+        check_temp_root()

@@ -80,9 +80,15 @@ def check_temp_root() -> None:
     Ray makes that folder writable by everyone (``chmod 777``) and writes its sessions into it, through a link: a
     link ``/tmp/ray`` planted by another user (a shared ``/tmp`` on a system that follows such links) made a folder
     of the user's, where it pointed, world-writable and filled it with Ray's logs. A link of the user's own (or of
-    the administrator's) is their choice, followed as they made it.
+    the administrator's) is their choice, followed as they made it. A relative folder (an empty ``RAY_TMPDIR``)
+    is refused too.
     """
     root = ray_temp_root()
+    if not os.path.isabs(root):  # an empty RAY_TMPDIR: Ray made ./ray (mode 777) in the working directory, then
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"  # timed out starting (exit 4)
+        raise UserError(f"{variable}={os.environ.get(variable, '')!r} is not an absolute path, so a local Ray "
+                        f"instance would keep its sessions in {root!r} below the working directory; set {variable} "
+                        "to an absolute path (or unset it), or join a cluster with --ray-address")
     try:
         info = os.lstat(root)
     except OSError:
