@@ -166,3 +166,25 @@ def test_a_local_ray_is_never_started_in_a_folder_below_the_working_directory(mo
         monkeypatch.setenv(name, value)
     with pytest.raises(UserError, match=f"{next(iter(variables))}=.*not an absolute path"):
         check_temp_root()
+
+
+@pytest.mark.parametrize("name", ["mylearner.py", "helper.py"], ids=["its-module", "a-module-beside-it"])
+def test_a_check_never_writes_its_document_over_the_plugin_code_it_audits(tmp_path, monkeypatch, capsys, name):
+    """I21: ``check c.toml --json mylearner.py`` (the plug-in learner the configuration names, or a module beside
+    it, which its digest reads) replaced the user's source code with the check's JSON. Refused, the code as found."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    monkeypatch.setenv("TOPICAUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "mylearner.py").write_text("from topicaudit.targets.learners.lda import VariationalLDA\n\n\n"
+                                       "class Mine(VariationalLDA):\n    pass\n")
+    (code / "helper.py").write_text("HELP = 1\n")
+    monkeypatch.syspath_prepend(str(code))
+    (tmp_path / "c.toml").write_text('[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\n'
+                                     'learner = "mylearner:Mine"\nk = 3\n[attack]\nshadows = 0\n'
+                                     '[attack.canaries]\ncount = 20\n')
+    before = snapshot(code)
+    assert main(["check", "c.toml", "--epsilon", "0.01", "--json", f"code/{name}"]) == 2
+    assert "plug-in code" in capsys.readouterr().err
+    assert snapshot(code) == before

@@ -25,6 +25,7 @@ from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, p
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
 from topicaudit.inputs.integrity_key import key_file
+from topicaudit.targets.registry import plugin_files
 
 
 def register(commands) -> None:
@@ -126,6 +127,8 @@ def execute(args) -> int:
         config = run_config(load_config(target))
         _refuse_over_inputs(files, {f"the corpus file ([corpus] {key})": value for key, value in (
             ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)})
+        for path in plugin_files(config.target.learner, config.target.vocabulary):  # its code: imported, digested
+            _refuse_over_inputs(files, {"a file of the plug-in code": path})
         if args.output and args.cache is not None:
             raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:
