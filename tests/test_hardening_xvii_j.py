@@ -188,3 +188,20 @@ def test_a_check_never_writes_its_document_over_the_plugin_code_it_audits(tmp_pa
     assert main(["check", "c.toml", "--epsilon", "0.01", "--json", f"code/{name}"]) == 2
     assert "plug-in code" in capsys.readouterr().err
     assert snapshot(code) == before
+
+
+def test_a_checks_document_is_never_put_inside_the_corpus_folder_it_reads(tmp_path, monkeypatch, capsys):
+    """I23: ``check c.toml --json TX/o.json``, TX the configuration's folder of documents: the JSON became the
+    corpus's 61st document, and the next check of c.toml audited it (61 documents, 59 words). Refused."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    corpus = tmp_path / "TX"
+    corpus.mkdir()
+    for i in range(60):
+        (corpus / f"d{i}.txt").write_text(f"alpha beta gamma delta w{i % 9} v{i % 5}\n")
+    (tmp_path / "c.toml").write_text('[corpus]\npath = "TX"\nformat = "folder"\n[target]\nk = 3\n[attack]\n'
+                                     'shadows = 0\n[attack.canaries]\ncount = 20\n')
+    before = snapshot(corpus)
+    assert main(["check", "c.toml", "--epsilon", "0.01", "--junit", "TX/./o.xml", "--cache", "cache"]) == 2
+    assert "inside the corpus folder" in capsys.readouterr().err
+    assert snapshot(corpus) == before

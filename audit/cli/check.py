@@ -88,6 +88,18 @@ def _refuse_over_inputs(files: dict, inputs: dict) -> None:
                 raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
 
 
+def _refuse_inside_corpus(files: dict, corpus: object) -> None:
+    """A document never written inside a corpus folder this check reads: `--json TX/o.json`, TX the folder of
+    documents, made the check's JSON a document of the corpus, and the next check audited it too."""
+    if not isinstance(corpus, str) or not os.path.isdir(corpus):
+        return
+    root = os.path.realpath(corpus)
+    for flag, path in files.items():
+        if path is not None and os.path.commonpath([os.path.realpath(path), root]) == root:
+            raise UserError(f"{flag} {path} is inside the corpus folder this check reads ({corpus}), where the next "
+                            "check would read it as one of the documents; give the document a path outside it")
+
+
 def _key_file() -> dict:
     """The integrity key file, a file a check reads: `--json ~/.config/topicaudit/integrity.key` replaced the key
     (every run written with it could no longer be authenticated), then the check was refused by its own document."""
@@ -127,6 +139,7 @@ def execute(args) -> int:
         config = run_config(load_config(target))
         _refuse_over_inputs(files, {f"the corpus file ([corpus] {key})": value for key, value in (
             ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)})
+        _refuse_inside_corpus(files, config.corpus.path)
         for path in plugin_files(config.target.learner, config.target.vocabulary):  # its code: imported, digested
             _refuse_over_inputs(files, {"a file of the plug-in code": path})
         if args.output and args.cache is not None:
