@@ -205,3 +205,13 @@ def test_a_checks_document_is_never_put_inside_the_corpus_folder_it_reads(tmp_pa
     assert main(["check", "c.toml", "--epsilon", "0.01", "--junit", "TX/./o.xml", "--cache", "cache"]) == 2
     assert "inside the corpus folder" in capsys.readouterr().err
     assert snapshot(corpus) == before
+
+
+def test_a_ray_temporary_folder_that_is_a_file_is_bad_input(tmp_path, monkeypatch):
+    """RY3: ``RAY_TMPDIR`` naming a file: Ray failed to start ("Not a directory"), exit 4 as a Ray failure. It is
+    the user's setting: exit 2 naming it, before Ray starts."""
+    (tmp_path / "thesis.tex").write_text("tex\n")
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "thesis.tex"))
+    with pytest.raises(UserError, match="RAY_TMPDIR=.*thesis.tex is not a directory"):
+        check_temp_root()
+    assert (tmp_path / "thesis.tex").read_text() == "tex\n"

@@ -89,6 +89,11 @@ def check_temp_root() -> None:
         raise UserError(f"{variable}={os.environ.get(variable, '')!r} is not an absolute path, so a local Ray "
                         f"instance would keep its sessions in {root!r} below the working directory; set {variable} "
                         "to an absolute path (or unset it), or join a cluster with --ray-address")
+    base = os.path.dirname(root)
+    if os.path.exists(base) and not os.path.isdir(base):  # RAY_TMPDIR naming a file: Ray failed to start, exit 4
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise UserError(f"{variable}={base} is not a directory, where a local Ray instance keeps its sessions; set "
+                        f"{variable} to a directory (or unset it), or join a cluster with --ray-address")
     try:
         info = os.lstat(root)
     except OSError:
