@@ -1,6 +1,11 @@
 """Hardening XVII, helper j (issue 32, hostile pass XVII: user files and folders). Every case it ran is in
 tests/hostile_xvii_j_cases.md.
 
+Critical (a user's folder touched):
+- RY4: another user's link ``$TMPDIR/ray`` (or ``/tmp/ray``) to a folder of the user's, in a shared sticky folder:
+  the local Ray a run starts made that folder writable by everyone (``chmod 777``) and wrote its session there.
+  Such a link is refused before Ray starts.
+
 Not critical, fixed:
 - P1, P2: a ``check`` replaces the run's manifest (a new file renamed over it), and the new file took the
   permissions of the umask: under ``umask 000`` a run's manifest became writable by everyone, under ``umask 077``
@@ -11,6 +16,11 @@ Not critical, fixed:
   Debian's ``nobody``), stopped at import with numba's "cannot cache function …: no locator available": exit 3
   for every command. Kernels are compiled in the process then.
 - S6: a file where a sweep puts one of its runs was called "a symbolic link".
+- K9, K10: ``check --json`` (or ``--junit``) over the integrity key file replaced the key, then the check was
+  refused by its own document. I21: over the plug-in learner's code the check audits, replaced it. I23: inside the
+  folder corpus the check reads, the JSON became a document of the next check. All three refused.
+- RY3, RY6: ``RAY_TMPDIR`` naming a file was a Ray failure (exit 4); an empty one made Ray create ``./ray`` in the
+  working directory and time out. Both are the user's settings: exit 2 before Ray starts.
 """
 from __future__ import annotations
 
