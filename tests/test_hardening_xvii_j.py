@@ -225,3 +225,18 @@ def test_a_ray_temporary_folder_that_is_a_file_is_bad_input(tmp_path, monkeypatc
     with pytest.raises(UserError, match="RAY_TMPDIR=.*thesis.tex is not a directory"):
         check_temp_root()
     assert (tmp_path / "thesis.tex").read_text() == "tex\n"
+
+
+@pytest.mark.parametrize("order", ["sweep-first", "run-first"])
+def test_a_sweep_and_one_of_its_runs_are_not_reported_twice(tmp_path, monkeypatch, capsys, order):
+    """R14: ``report SW SW/k=3/rep-0`` reported that run twice (two cards, two figures, twice in the ledger): the
+    "given twice" test compared the paths given, not the runs a sweep expands to. Refused, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    (tmp_path / "c.toml").write_text("[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\n[attack]\n"
+                                     "shadows = 0\n[attack.canaries]\ncount = 20\n")
+    assert main(["sweep", "c.toml", "--param", "target.k", "--values", "2,3", "--output", "SW"]) == 0
+    capsys.readouterr()
+    paths = ["SW", "SW/k=3/rep-0"] if order == "sweep-first" else ["SW/k=3/rep-0", "SW"]
+    assert main(["report", *paths, "-o", "rep"]) == 2
+    assert "given twice" in capsys.readouterr().err and not (tmp_path / "rep").exists()
