@@ -21,11 +21,17 @@ Not critical, fixed:
   folder corpus the check reads, the JSON became a document of the next check. All three refused.
 - RY3, RY6: ``RAY_TMPDIR`` naming a file was a Ray failure (exit 4); an empty one made Ray create ``./ray`` in the
   working directory and time out. Both are the user's settings: exit 2 before Ray starts.
+- R14: ``report SW SW/k=3/rep-0`` reported that run twice. Refused.
+- MPL3, MPL4: matplotlib's temporary config folder (no writable one of the user's) was left in ``$TMPDIR`` by every
+  report: matplotlib removes it with ``atexit``, which the command's ``os._exit`` never runs.
 """
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import numba.core.caching
 import pytest
@@ -240,3 +246,18 @@ def test_a_sweep_and_one_of_its_runs_are_not_reported_twice(tmp_path, monkeypatc
     paths = ["SW", "SW/k=3/rep-0"] if order == "sweep-first" else ["SW/k=3/rep-0", "SW"]
     assert main(["report", *paths, "-o", "rep"]) == 2
     assert "given twice" in capsys.readouterr().err and not (tmp_path / "rep").exists()
+
+
+def test_matplotlibs_temporary_config_folder_is_not_left_behind(run_dir, tmp_path):
+    """MPL3, MPL4: with no writable config folder, matplotlib makes ``$TMPDIR/matplotlib-XXXXXXXX`` and removes it
+    with ``atexit``, which the command's ``os._exit`` never ran: every report left one in the temporary folder."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    (tmp_path / "notes.txt").write_text("mine\n")
+    env = {**os.environ, "TMPDIR": str(temporary), "MPLCONFIGDIR": str(tmp_path / "notes.txt"),
+           "TOPICAUDIT_INTEGRITY_KEY": "off"}
+    done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "report", "RUN", "-o", "rep"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Matplotlib created a temporary" in done.stderr  # the case this is about
+    assert list(temporary.iterdir()) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"
