@@ -261,3 +261,29 @@ def test_matplotlibs_temporary_config_folder_is_not_left_behind(run_dir, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "Matplotlib created a temporary" in done.stderr  # the case this is about
     assert list(temporary.iterdir()) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("how", ["bad-corpus", "nothing-at-the-address"])
+def test_a_new_sweep_refused_before_any_run_finished_leaves_nothing(tmp_path, monkeypatch, capsys, how):
+    """S21, S22 (critical): a new sweep refused at its start — exit 2, "nothing left behind" — left ``P/sw`` and
+    its sweep.json in the user's folder P (P's times changed): the index was written before the first run (a bad
+    corpus) or before Ray's start (nothing listening at --ray-address), and kept."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "bad.json").write_text('{"nottext": []}')
+    corpus = '[corpus]\npath = "bad.json"\npreprocess = false\n' if how == "bad-corpus" else \
+        "[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n"
+    (tmp_path / "c.toml").write_text(corpus + "[target]\nk = 3\n[attack]\nshadows = 0\n[attack.canaries]\n"
+                                     "count = 20\n")
+    users = tmp_path / "P"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine\n")
+    for path in (users / "notes.txt", users):
+        os.utime(path, (1577836800, 1577836800))
+    before = snapshot(users)
+    args = ["--param", "target.k", "--values", "2,3"] if how == "bad-corpus" else \
+        ["--param", "attack.shadows", "--values", "0,2", "--ray-address", "127.0.0.1:1"]
+    assert main(["sweep", "c.toml", *args, "--output", "P/sw"]) == 2
+    capsys.readouterr()
+    assert snapshot(users) == before
