@@ -5,6 +5,8 @@ Critical (a user's folder touched):
 - RY4: another user's link ``$TMPDIR/ray`` (or ``/tmp/ray``) to a folder of the user's, in a shared sticky folder:
   the local Ray a run starts made that folder writable by everyone (``chmod 777``) and wrote its session there.
   Such a link is refused before Ray starts.
+- S20–S22: a new sweep refused at its start (exit 2: a bad corpus, nothing at --ray-address, RY4's link) left
+  ``P/sw/sweep.json`` in the user's folder P. A new sweep that fails before any run finished leaves nothing.
 
 Not critical, fixed:
 - P1, P2: a ``check`` replaces the run's manifest (a new file renamed over it), and the new file took the
