@@ -217,6 +217,7 @@ class Folder:
                 fd = self.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
                 continue
+            _keep_mode(fd, self, name)
             return temporary, os.fdopen(fd, "w+b")
         raise FileExistsError(errno.EEXIST, "no unused temporary name", str(self.path / name))
 
@@ -241,6 +242,19 @@ class Folder:
         if fsync:
             self.fsync()
         return digest.hexdigest()
+
+
+def _keep_mode(fd: int, folder: Folder, name: str) -> None:
+    """The new file takes the permissions of the user's own file it replaces: a `check` under ``umask 000`` made
+    a run's manifest writable by everyone (under ``077``, readable by no one else), and a ``--json`` file kept
+    private (600) became readable by all. A file of another owner gives nothing: one planted in a shared folder
+    (``/tmp``) must not make the command's output writable by others."""
+    try:
+        found = folder.lstat(name)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid():
+            os.fchmod(fd, stat.S_IMODE(found.st_mode) & 0o777)
+    except (OSError, AttributeError):  # no such file yet; no geteuid (Windows)
+        pass
 
 
 def _link_target(folder: Folder, name: str) -> str | None:

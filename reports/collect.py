@@ -350,6 +350,15 @@ def collect(paths: list[str | Path], compare_vocabularies: bool = False) -> Coll
             sweep_parameters.append(parameter)
         else:
             groups.append(Group([read_run(path)], path))
+    read: dict[Path, Path] = {}  # a sweep's run given on its own too was reported twice: two cards, twice in the ledger
+    for group in groups:
+        for run in group.runs:
+            if run.path.resolve() in read:
+                sweep = next(source for source in (read[run.path.resolve()], Path(group.source))
+                             if source.resolve() != run.path.resolve())
+                raise UserError(f"{run.path} is given twice: on its own and as a run of the sweep {sweep}; give the "
+                                "sweep or the run, not both")
+            read[run.path.resolve()] = Path(group.source)
     vocabulary_sweep = (len(sweeps) == 1 and len(groups) == len([g for g in groups if g.source == sweeps[0]])
                         and sweep_parameters[0].startswith("target.vocabulary"))
     check_comparable(groups, compare_vocabularies, vocabulary_sweep)

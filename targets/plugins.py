@@ -204,17 +204,32 @@ def _editable(dist: metadata.Distribution) -> bool:
         return False
 
 
-def _code_digest(path: str) -> dict[str, str]:
-    """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
-    (every ``.py`` file) and the modules and packages beside it, which it may import (``_beside``); empty when it
-    cannot be found (the target's build then says why)."""
+def code_files(name: str, group: str) -> list[Path]:
+    """The files of a plug-in's code that its digest reads (``_code_digest``), found without importing it: its
+    top-level module or package and the modules beside it. A check refuses to write its documents over them (a
+    `check c.toml --json mylearner.py` replaced the learner it had just audited). None for a built-in name."""
+    if not is_class_path(name):
+        found = registered(group).get(name)
+        if found is None:
+            return []
+        name = found.value
+    located = _located(name)
+    if located is None:
+        return []
+    files, _, root = located
+    return [*files, *_beside(root, set(files))]
+
+
+def _located(path: str) -> tuple[list[Path], list[Path], Path] | None:
+    """A plug-in's own ``.py`` files, the folders they are named relative to, and the folder holding its top-level
+    module or package; None when it cannot be found, or is compiled or frozen."""
     top = path.partition(":")[0].split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
-        return {}
+        return None
     if spec is None:
-        return {}
+        return None
     if spec.submodule_search_locations:
         files = sorted(f for location in spec.submodule_search_locations for f in Path(location).rglob("*.py")
                        if "__pycache__" not in f.parts)
@@ -222,7 +237,18 @@ def _code_digest(path: str) -> dict[str, str]:
     elif spec.origin and spec.origin.endswith(".py"):
         files, base = [Path(spec.origin)], [Path(spec.origin).parent]
     else:
-        return {}  # a compiled or frozen module: its distribution's version is all there is
+        return None  # a compiled or frozen module: its distribution's version is all there is
+    return files, base, (Path(spec.origin).parent if not spec.submodule_search_locations else base[0].parent)
+
+
+def _code_digest(path: str) -> dict[str, str]:
+    """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
+    (every ``.py`` file) and the modules and packages beside it, which it may import (``_beside``); empty when it
+    cannot be found (the target's build then says why)."""
+    located = _located(path)
+    if located is None:
+        return {}
+    files, base, root = located
     digest = hashlib.sha256()
     for file in files:
         relative = next((file.relative_to(b) for b in base if file.is_relative_to(b)), Path(file.name))
@@ -230,7 +256,6 @@ def _code_digest(path: str) -> dict[str, str]:
             digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
         except OSError:
             continue
-    root = Path(spec.origin).parent if not spec.submodule_search_locations else base[0].parent
     for file in _beside(root, set(files)):
         try:
             digest.update(b"beside\0" + file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())

@@ -146,6 +146,12 @@ def sources(learner: str, vocabulary: str) -> dict[str, dict[str, str]]:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def plugin_files(learner: str, vocabulary: str) -> list:
+    """The files of the plug-ins' code a configuration names (none for built-ins): files a check reads."""
+    return [*([] if learner in LEARNERS else plugins.code_files(learner, plugins.LEARNER_GROUP)),
+            *([] if vocabulary in (*VOCABULARY_STEPS, AUTO) else plugins.code_files(vocabulary, plugins.STEP_GROUP))]
+
+
 def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str = "[target.params]",
                     place: str = "[model] learner (--learner)") -> Pipeline:
     """The named learner over a fixed vocabulary (every column it is given): shadows of a model whose words are known."""

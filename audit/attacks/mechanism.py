@@ -55,7 +55,7 @@ import math
 from typing import Protocol
 
 import numpy as np
-from numba import njit
+from topicaudit.jit import njit
 from scipy.special import logsumexp
 
 from topicaudit.attacks.canaries import CanarySet, anchored_positions

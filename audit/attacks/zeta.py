@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 from topicaudit.inputs.phi_io import check_phi
 from topicaudit.targets.counts import check_counts

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from topicaudit.bounds.epsilon import EpsilonBound, Method, check_level, gdp_epsilon
 from topicaudit.bounds.guesses import one_run_details, one_run_guesses
+from topicaudit.jit import njit
 
 FAMILIES = ("pure", "gdp")
 _FAMILY_CODE = {"pure": 0, "gdp": 1}
@@ -41,7 +41,7 @@ _PARAM_TOL = 1e-7  # absolute precision of the bisected ε (pure) or μ (gdp)
 # --------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _log_ndtr(z):
     """log Φ(z), accurate in both tails."""
     if z >= 0.0:
@@ -53,7 +53,7 @@ def _log_ndtr(z):
     return -0.5 * z2 - math.log(-z) - 0.5 * math.log(2.0 * math.pi) + math.log1p(-1.0 / z2 + 3.0 / (z2 * z2))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _ndtri(y, z):
     """Φ⁻¹(y) for 0 < y < 1 by Newton on log Φ, started at ``z`` (a warm start; NaN for none).
 
@@ -79,7 +79,7 @@ def _ndtri(y, z):
     return z
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _excess_mass(m, k, c, tau, family, param, delta):
     """Smallest total probability mass (minus 1) of a correct-guess distribution
     that puts ≥ tau on {V ≥ c} and meets every f-DP constraint; > 0 means "impossible".
@@ -116,7 +116,7 @@ def _excess_mass(m, k, c, tau, family, param, delta):
     return (r + h) / cap - 1.0
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _excess_mass_profile(m, k, c, tau, epsilons, deltas, scale):
     """``_excess_mass`` for a curve given as the (ε_i, δ_i) pairs it satisfies, every ε_i multiplied by scale.
 

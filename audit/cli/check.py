@@ -24,6 +24,8 @@ from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
+from topicaudit.inputs.integrity_key import key_file
+from topicaudit.targets.registry import plugin_files
 
 
 def register(commands) -> None:
@@ -86,6 +88,27 @@ def _refuse_over_inputs(files: dict, inputs: dict) -> None:
                 raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
 
 
+def _refuse_inside_corpus(files: dict, corpus: object) -> None:
+    """A document never written inside a corpus folder this check reads: `--json TX/o.json`, TX the folder of
+    documents, made the check's JSON a document of the corpus, and the next check audited it too."""
+    if not isinstance(corpus, str) or not os.path.isdir(corpus):
+        return
+    root = os.path.realpath(corpus)
+    for flag, path in files.items():
+        if path is not None and os.path.commonpath([os.path.realpath(path), root]) == root:
+            raise UserError(f"{flag} {path} is inside the corpus folder this check reads ({corpus}), where the next "
+                            "check would read it as one of the documents; give the document a path outside it")
+
+
+def _key_file() -> dict:
+    """The integrity key file, a file a check reads: `--json ~/.config/topicaudit/integrity.key` replaced the key
+    (every run written with it could no longer be authenticated), then the check was refused by its own document."""
+    try:
+        return {"the integrity key file": key_file()}
+    except RuntimeError:  # no home directory: no key file
+        return {}
+
+
 def execute(args) -> int:
     started, sizing = time.perf_counter(), None
     piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
@@ -103,6 +126,7 @@ def execute(args) -> int:
                         "document; give each its own path")
     target = Path(args.target)
     _refuse_over_inputs(files, {"the configuration file": target} if target.is_file() else {})
+    _refuse_over_inputs(files, _key_file())
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
             raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
@@ -115,6 +139,9 @@ def execute(args) -> int:
         config = run_config(load_config(target))
         _refuse_over_inputs(files, {f"the corpus file ([corpus] {key})": value for key, value in (
             ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)})
+        _refuse_inside_corpus(files, config.corpus.path)
+        for path in plugin_files(config.target.learner, config.target.vocabulary):  # its code: imported, digested
+            _refuse_over_inputs(files, {"a file of the plug-in code": path})
         if args.output and args.cache is not None:
             raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:

@@ -44,8 +44,11 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import signal
+import stat
 import sys
+import tempfile
 import time
 
 EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -251,6 +254,7 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
 def _run_child(command_main, write_fd: int, mask) -> None:
     global _status_fd
     code = EXIT_INTERNAL_ERROR
+    config_folder = os.environ.get("MPLCONFIGDIR")
     try:
         _die_with_parent()
         _status_fd = write_fd
@@ -282,10 +286,29 @@ def _run_child(command_main, write_fd: int, mask) -> None:
                   file=sys.stderr)
     finally:
         try:
+            _remove_matplotlib_temporary(config_folder)
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _remove_matplotlib_temporary(before: str | None) -> None:
+    """matplotlib, finding no writable config folder (no home directory, ``MPLCONFIGDIR`` naming a file), makes
+    ``$TMPDIR/matplotlib-XXXXXXXX``, names it in ``MPLCONFIGDIR`` and removes it at exit with ``atexit``, which
+    ``os._exit`` does not run: every report, and every run with shadows, left one. Removed here when this process
+    made it."""
+    made = os.environ.get("MPLCONFIGDIR")
+    if not made or made == before:
+        return
+    try:
+        folder = os.path.dirname(made)
+        if os.path.basename(made).startswith("matplotlib-") and os.path.samefile(folder, tempfile.gettempdir()):
+            info = os.lstat(made)
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+                shutil.rmtree(made)
+    except Exception:  # noqa: BLE001 — a folder left in the temporary directory is no reason to change the code
+        pass
 
 
 def _out_of_memory(error: BaseException) -> str | None:

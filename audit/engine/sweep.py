@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -193,7 +194,8 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
     spec = json.loads(json.dumps(_specification(config, parameter, [_json_safe(v) for v in values], replicates),
                                  default=str))
     index_path = output / "sweep.json"
-    if os.path.lexists(index_path):
+    new = not os.path.lexists(index_path)
+    if not new:
         # bounded, regular, a JSON object (or exit 2): garbage bytes or a list here were internal errors
         check_regular(index_path)
         stored = read_json(index_path)
@@ -226,31 +228,39 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
                   "path": r.relative_path, "status": "pending"} for r in runs],
     }
 
-    def save():
-        save_index(index_path, index)
-
+    save = functools.partial(save_index, index_path, index)
     for entry, run in zip(index["runs"], runs):
         if (output / run.relative_path / "results.json").exists():
             entry["status"] = "done"
-    save()
-    # Canary-only audits fit in this process: no cluster unless some run has shadow models.
-    needs_ray = any(run_needs_ray(run.config) for run in runs)
+    needs_ray = any(run_needs_ray(run.config) for run in runs)  # canary-only audits fit here: no cluster
     overall = Overall("sweep", [run.value for run in runs], parameter)
-    with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
-        for i, (entry, run) in enumerate(zip(index["runs"], runs)):
-            finished_before = entry["status"] == "done"  # returned at once: not paced
-            if not quiet:
-                print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
-                      f"(seed {run.config.seed}) — {overall.line()}", file=sys.stderr)
-                noted()
-            overall.start()
-            execute_run(run.config, quiet=quiet)
-            overall.finish(ran=not finished_before)
-            entry["status"] = "done"
+    try:
+        with ray_session(config.ray.address, config.ray.num_cpus) if needs_ray else contextlib.nullcontext():
             save()
+            _run_all(index, runs, parameter, overall, save, quiet)
+    except BaseException:  # a new sweep refused at its start (a bad --ray-address, a bad corpus) left sweep.json
+        if new and not any(entry["status"] == "done" for entry in index["runs"]):  # nothing to resume
+            with open_folder(output) as folder:
+                folder.unlink("sweep.json", missing_ok=True)
+        raise
     if not quiet:
         print(overall.line(), file=sys.stderr)
     return index
+
+
+def _run_all(index: dict[str, Any], runs: list[SweepRun], parameter: str, overall: Overall, save, quiet: bool):
+    """Every run of the sweep in turn, each marked done in the index as it finishes."""
+    for i, (entry, run) in enumerate(zip(index["runs"], runs)):
+        finished_before = entry["status"] == "done"  # returned at once: not paced
+        if not quiet:
+            print(f"[{i + 1}/{len(runs)}] {parameter} = {run.value}, replicate {run.replicate} "
+                  f"(seed {run.config.seed}) — {overall.line()}", file=sys.stderr)
+            noted()
+        overall.start()
+        execute_run(run.config, quiet=quiet)
+        overall.finish(ran=not finished_before)
+        entry["status"] = "done"
+        save()
 
 
 def save_index(index_path: Path, index: dict[str, Any]) -> None:
@@ -276,9 +286,10 @@ def _check_no_links(output: Path, runs) -> None:
         except FileNotFoundError:
             continue  # made without following a link when its run is locked
         except LinkedFolder as linked:
-            raise UserError(f"{linked.path} is a symbolic link: a sweep writes its runs only inside its own "
-                            "directory, never through a link; remove the link (its target is left as it is) and "
-                            "rerun the same command, or choose another output (--output)") from None
+            what = "a symbolic link" if linked.target is not None else "not a directory"  # a file was "a link"
+            raise UserError(f"{linked.path} is {what}: a sweep writes its runs only inside its own directory, never "
+                            "through a link; move it away (a link's target is left as it is) and rerun the same "
+                            "command, or choose another output (--output)") from None
 
 
 def load_sweep(path: Path) -> dict[str, Any]:

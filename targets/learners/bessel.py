@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from topicaudit.jit import njit
 from scipy.special import gammaln, ive, logsumexp
 
 __all__ = ["bessel_logpmf", "bessel_mode", "bessel_sample", "sample_bessel"]

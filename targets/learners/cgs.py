@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.counts import check_counts

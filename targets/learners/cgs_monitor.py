@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 from topicaudit.targets.base import Basis, Guarantee
 from topicaudit.targets.mechanisms import Recorder

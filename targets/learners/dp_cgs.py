@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee, Neighbours
 from topicaudit.targets.mechanisms import LaplaceNoise, Recorder

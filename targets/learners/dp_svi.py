@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 import topicaudit.targets.privacy as privacy  # its accountants (dp-accounting) load when a learner is built
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee

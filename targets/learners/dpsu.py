@@ -66,7 +66,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 from scipy.special import ndtri
 
 from topicaudit.targets.base import Adjacency, Basis, Guarantee

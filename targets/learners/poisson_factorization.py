@@ -70,7 +70,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 import topicaudit.targets.privacy as privacy  # its events (dp-accounting) load when a guarantee is asked for
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee

@@ -52,7 +52,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from topicaudit.jit import njit
 
 from topicaudit.targets.counts import check_counts
 

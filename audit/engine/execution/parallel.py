@@ -25,6 +25,7 @@ from topicaudit.engine.execution.ray_local import (
     ONE_THREAD,
     RayFailure,
     check_address_space,
+    check_temp_root,
     environment,
     quiet_raylet_banners,
     restore_signal_handlers,
@@ -116,6 +117,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         token_mode_set = authenticate(ray, address)
     if not address:
         check_address_space(object_store_bytes)
+        check_temp_root()
     behaviour = current_behaviour()
     handlers = signal_handlers()
     reaper = None

@@ -1,12 +1,15 @@
-"""A local Ray instance's processes, and Ray's failures: the address-space check before it starts, the reaper
+"""A local Ray instance's processes, and Ray's failures: the checks before it starts (address space, its
+temporary folder), the reaper
 and the raylet watch that end it with the driver, the environment and signal handlers around ``ray.init``, and
 the raylet's banners as one-line notes."""
 from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from contextlib import contextmanager
 from typing import Any
@@ -17,7 +20,7 @@ try:
 except ImportError:  # Windows has no address-space limits
     resource = None
 
-from topicaudit.errors import EXIT_RAY_FAILED
+from topicaudit.errors import EXIT_RAY_FAILED, UserError
 
 
 ONE_THREAD = {name: "1" for name in (
@@ -55,6 +58,52 @@ def check_address_space(object_store_bytes: int = 0) -> None:
             "each process of a local Ray instance reserves, so Ray would abort; raise it (`ulimit -v unlimited`, "
             f"or at least {needed // 1024}) or join a cluster with --ray-address"
         )
+
+
+def ray_temp_root() -> str:
+    """The folder a local Ray instance keeps its sessions in, as Ray (2.x) chooses it: ``$RAY_TMPDIR/ray``, else
+    ``$TMPDIR/ray`` on Linux, else ``/tmp/ray``."""
+    if "RAY_TMPDIR" in os.environ:
+        base = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        base = os.environ["TMPDIR"]
+    elif sys.platform.startswith(("linux", "darwin")):
+        base = "/tmp"
+    else:
+        base = tempfile.gettempdir()
+    return os.path.join(base, "ray")
+
+
+def check_temp_root() -> None:
+    """Refuse to start a local Ray instance whose temporary folder is another user's symbolic link.
+
+    Ray makes that folder writable by everyone (``chmod 777``) and writes its sessions into it, through a link: a
+    link ``/tmp/ray`` planted by another user (a shared ``/tmp`` on a system that follows such links) made a folder
+    of the user's, where it pointed, world-writable and filled it with Ray's logs. A link of the user's own (or of
+    the administrator's) is their choice, followed as they made it. A relative folder (an empty ``RAY_TMPDIR``)
+    is refused too.
+    """
+    root = ray_temp_root()
+    if not os.path.isabs(root):  # an empty RAY_TMPDIR: Ray made ./ray (mode 777) in the working directory, then
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"  # timed out starting (exit 4)
+        raise UserError(f"{variable}={os.environ.get(variable, '')!r} is not an absolute path, so a local Ray "
+                        f"instance would keep its sessions in {root!r} below the working directory; set {variable} "
+                        "to an absolute path (or unset it), or join a cluster with --ray-address")
+    base = os.path.dirname(root)
+    if os.path.exists(base) and not os.path.isdir(base):  # RAY_TMPDIR naming a file: Ray failed to start, exit 4
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise UserError(f"{variable}={base} is not a directory, where a local Ray instance keeps its sessions; set "
+                        f"{variable} to a directory (or unset it), or join a cluster with --ray-address")
+    try:
+        info = os.lstat(root)
+    except OSError:
+        return  # absent (Ray makes it), or unreadable: Ray says why it cannot start
+    if not stat.S_ISLNK(info.st_mode) or not hasattr(os, "geteuid") or info.st_uid in (os.geteuid(), 0):
+        return
+    raise UserError(f"Ray's temporary folder {root} is a symbolic link of another user (uid {info.st_uid}) to "
+                    f"{os.readlink(root)}: a local Ray instance would make that folder writable by everyone and "
+                    "write its sessions into it; remove the link, or set RAY_TMPDIR to a folder of your own, or "
+                    "join a cluster with --ray-address")
 
 
 def watch_raylet(ray) -> threading.Event:
