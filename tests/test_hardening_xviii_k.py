@@ -83,3 +83,16 @@ def _config(tmp_path, line: str) -> str:
     path.write_text("seed = 0\n[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nlearner = \"lda\"\n"
                     f"{line}\nk = 3\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
     return str(path)
+
+
+def test_a_sweep_whose_replicates_were_swapped_is_refused_by_report(tmp_path, capsys):
+    config, sweep = _config(tmp_path, 'vocabulary = "observed"'), tmp_path / "sweep"
+    assert main(["sweep", config, "--param", "attack.canaries.count", "--values", "20,60", "--output", str(sweep),
+                 "--quiet"]) == 0
+    (sweep / "count=20/rep-0").rename(sweep / "moved")
+    (sweep / "count=60/rep-0").rename(sweep / "count=20/rep-0")
+    (sweep / "moved").rename(sweep / "count=60/rep-0")
+    capsys.readouterr()
+    # was 0: grouped under the index's values, the ledger listed count=60's ε under count=20 and the reverse
+    assert main(["report", str(sweep), "-o", str(tmp_path / "report")]) == 2
+    assert "attack.canaries.count = 60, not 20" in capsys.readouterr().err
