@@ -96,3 +96,20 @@ def test_a_sweep_whose_replicates_were_swapped_is_refused_by_report(tmp_path, ca
     # was 0: grouped under the index's values, the ledger listed count=60's ε under count=20 and the reverse
     assert main(["report", str(sweep), "-o", str(tmp_path / "report")]) == 2
     assert "attack.canaries.count = 60, not 20" in capsys.readouterr().err
+
+
+def test_a_recorded_check_the_card_cannot_repeat_is_said(tmp_path, monkeypatch):
+    import topicaudit.reports.verdict as verdict
+    from topicaudit.errors import UserError
+    from topicaudit.reports.collect import read_run
+
+    run = tmp_path / "run"
+    assert main(["check", _config(tmp_path, 'vocabulary = "observed"'), "--epsilon", "0.01", "--output",
+                 str(run)]) == 1
+
+    def cannot(*args, **kwargs):  # e.g. check.json's `attacks` names one the run has no scores of
+        raise UserError("--attack bogus: the run has no scores of that attack")
+
+    monkeypatch.setattr(verdict, "check_run", cannot)
+    with pytest.warns(UserWarning, match="cannot repeat"):  # was silent: the card went to the target's claim
+        verdict.run_verdict(read_run(run))
