@@ -75,7 +75,8 @@ def test_a_run_whose_step_returns_a_mask_is_refused(tmp_path, capsys):
                      "--output", str(tmp_path / "run")])
     finally:
         sys.path.remove(str(tmp_path))
-    assert code == 2 and "vocabulary step (Mask)" in capsys.readouterr().err  # was 0: NO SIGNAL on column 1 × 300
+    err = capsys.readouterr().err  # was 0: NO SIGNAL on column 1 × 300
+    assert code == 2 and "vocabulary step (Mask)" in err and "the learner" not in err
 
 
 def _config(tmp_path, line: str) -> str:
