@@ -58,7 +58,9 @@ import copy
 import inspect
 import json
 import math
+import os
 import pickle
+import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -407,6 +409,12 @@ CHECKS = {
 }
 
 
+def _raised_by_a_check(error: AssertionError) -> bool:
+    """Whether a check raised ``error`` itself (its finding), not code it called (the learner's, a library's)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and os.path.realpath(frames[-1].filename) == os.path.realpath(__file__)
+
+
 def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditResult | None:
     """Run every conformance check on ``learner`` (an instance, parameters as it will be audited).
 
@@ -436,7 +444,13 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
             if check == "canary audit":
                 result = outcome
         except AssertionError as error:
-            raise AssertionError(f"check_learner: {name} fails the {check!r} check: {error}") from None
+            if _raised_by_a_check(error):
+                raise AssertionError(f"check_learner: {name} fails the {check!r} check: {error}") from None
+            # The learner's own `assert` (in its fit, say) read as the check's finding: "fails the 'canary audit'
+            # check: <its message>", a refuted claim where no audit had finished.
+            raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r} (from "
+                                 "the learner's code, not this check: the check did not finish, so this is no "
+                                 "finding on the learner's claim)") from error
         except Exception as error:  # a crash inside a check fails that check, named like any other failure
             raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r}") from error
     return result

@@ -315,15 +315,38 @@ def _sweep_groups(path: Path) -> tuple[list[Group], list[str], str]:
             pending.append(f"{run_path} ({parameter} = {_format_value(entry['value'])}, "
                            f"replicate {entry['replicate']})")
             continue
-        by_value.setdefault(key, []).append((int(entry["replicate"]), run_path))
+        by_value.setdefault(key, []).append((int(entry["replicate"]), run_path, entry))
     groups = []
     for value in index["values"]:
-        members = sorted(by_value.get(json.dumps(value), []))
+        members = sorted(by_value.get(json.dumps(value), []), key=lambda m: (m[0], str(m[1])))
         if not members:
             continue
-        runs = [read_run(p, replicate=r, replicates=index["replicates"]) for r, p in members]
+        runs = [_in_its_slot(read_run(p, replicate=r, replicates=index["replicates"]), entry, parameter, path)
+                for r, p, entry in members]
         groups.append(Group(runs, path, parameter, value))
     return groups, pending, parameter
+
+
+def _in_its_slot(run: Run, entry: dict[str, Any], parameter: str, sweep: Path) -> Run:
+    """The run, refused (exit 2) unless its configuration holds the value and seed sweep.json lists it with: a
+    replicate moved or copied from another slot (or sweep) was grouped and drawn under the index's value while its
+    own card named its own, and the ledger listed its ε under a value it was not run with (hostile pass XVIII)."""
+    found: Any = run.config
+    for part in parameter.split("."):
+        found = found.get(part, _ABSENT) if isinstance(found, dict) else _ABSENT
+    wrong = []
+    if found is not _ABSENT and json.dumps(found, sort_keys=True) != json.dumps(entry["value"], sort_keys=True):
+        wrong.append(f"{parameter} = {_format_value(found)}, not {_format_value(entry['value'])}")
+    if "seed" in entry and run.seed is not None and run.seed != entry["seed"]:
+        wrong.append(f"seed {run.seed}, not {entry['seed']}")
+    if wrong:
+        raise UserError(f"{run.path} holds a run of {' and '.join(wrong)} as {sweep / 'sweep.json'} lists it: a run "
+                        "was moved or copied into the sweep; rerun the same `topicaudit sweep` command into a new "
+                        "--output (or put the run back where it was)")
+    return run
+
+
+_ABSENT = object()
 
 
 def collect(paths: list[str | Path], compare_vocabularies: bool = False) -> Collection:

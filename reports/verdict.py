@@ -179,7 +179,10 @@ def run_verdict(run) -> Verdict:
     if recorded is not None:
         try:
             result, tested = check_run(run.path, *recorded), True
-        except UserError:
+        except UserError as error:  # was silent: the claim check.json records dropped for the target's own
+            warnings.warn(f"{run.path / 'check.json'} records a check this run cannot repeat ({error}); the verdict "
+                          "card tests the target's own claim — run `topicaudit check "
+                          f"{run.path} --epsilon E` to record the claim to test", stacklevel=2)
             result = None
     if result is None:
         result, tested = own_verdict(run.path, suggest=True)

@@ -53,7 +53,9 @@ class Pipeline:
             vocabulary_transcript = step_record.transcript()
         elif vocabulary is None:
             vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
-        vocabulary = np.asarray(vocabulary, dtype=np.int64)
+        else:
+            vocabulary = np.asarray(vocabulary, dtype=np.int64)  # the target's, reused by a shadow (verified)
+        vocabulary = selected_vocabulary(vocabulary, X.shape[1], self.vocabulary_step)
         if vocabulary.size == 0:
             # A DP vocabulary step may release no word at all: then the release
             # is empty (k × 0) and every document's likelihood is the same.
@@ -119,6 +121,33 @@ def released_phi(phi, k: int, n_words: int) -> np.ndarray:
                          "topics over the columns of the counts it is given), finite and non-negative, each row "
                          "summing to 1 (docs/adding-a-learner.md)")
     return phi
+
+
+def selected_vocabulary(vocabulary, n_words: int, step) -> np.ndarray:
+    """A vocabulary step's selection as int64 column ids, refused (ValueError: the run names it, exit 2) unless it
+    is what the release assumes — distinct column ids of the corpus, increasing. A boolean mask of the kept words
+    was read as ids (True → column 1, 300 times) and audited: NO SIGNAL, exit 0, where the release was VIOLATED;
+    floats were truncated, negative ids counted from the end, duplicates doubled words' counts, and an id past the
+    corpus or a 2-D array was an internal error (hostile pass XVIII)."""
+    problem = None
+    found = np.asarray(vocabulary) if isinstance(vocabulary, (np.ndarray, list, tuple)) else None
+    if found is None:
+        problem = f"a {type(vocabulary).__name__}, not a numpy array"
+    elif found.size and found.dtype.kind not in "iu":
+        problem = f"an array of {found.dtype}, not of integer column ids"
+    elif found.ndim != 1:
+        problem = f"an array of shape {found.shape}"
+    elif found.size > n_words:
+        problem = f"{found.size} ids for a corpus of {n_words} words"
+    elif found.size and (found.min() < 0 or found.max() >= n_words):
+        problem = f"ids outside 0..{n_words - 1} (from {found.min()} to {found.max()})"
+    elif found.size > 1 and not np.all(found[1:] > found[:-1]):
+        problem = "ids that are not increasing (unsorted, or repeated)"
+    if problem is not None:
+        raise ValueError(f"its vocabulary step ({type(step).__name__}) selected {problem}; select must return the "
+                         f"kept words as a 1-D array of distinct corpus column ids (0..{n_words - 1}), increasing "
+                         "(docs/adding-a-learner.md)")
+    return found.astype(np.int64, copy=False)
 
 
 def _rebuild(path: list[str], state: dict | bytes) -> Pipeline:

@@ -50,6 +50,8 @@ def learner_refused(target, error: ValueError, what: str = "this corpus") -> Use
     """
     cause = getattr(error, "cause", None) or error  # a RayTaskError carries the worker's exception
     learner = type(target.learner).__name__ if hasattr(target, "learner") else type(target).__name__
+    if str(cause).startswith("its vocabulary step ("):  # the step's selection, refused before the learner ran
+        return UserError(f"the target's vocabulary step could not select the words of {what}: {cause}")
     return UserError(f"the learner ({learner}) could not fit {what}: {cause}")
 
 
