@@ -130,7 +130,8 @@ def test_a_file_where_a_sweep_puts_a_run_is_not_called_a_link(tmp_path, monkeypa
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="plants a link of another user")
-def test_a_local_ray_never_follows_another_users_link_for_its_temporary_folder(tmp_path, monkeypatch, capsys):
+def test_a_local_ray_never_follows_another_users_link_for_its_temporary_folder(tmp_path, monkeypatch, capsys,
+                                                                               own_ray):
     """RY4 (critical): another user's link ``$TMPDIR/ray`` → the user's folder V, in a shared sticky folder: the
     run's local Ray made V writable by everyone (0777) and wrote its session there. Refused before Ray starts,
     V as found."""
@@ -266,7 +267,7 @@ def test_matplotlibs_temporary_config_folder_is_not_left_behind(run_dir, tmp_pat
 
 
 @pytest.mark.parametrize("how", ["bad-corpus", "nothing-at-the-address"])
-def test_a_new_sweep_refused_before_any_run_finished_leaves_nothing(tmp_path, monkeypatch, capsys, how):
+def test_a_new_sweep_refused_before_any_run_finished_leaves_nothing(tmp_path, monkeypatch, capsys, how, own_ray):
     """S21, S22 (critical): a new sweep refused at its start — exit 2, "nothing left behind" — left ``P/sw`` and
     its sweep.json in the user's folder P (P's times changed): the index was written before the first run (a bad
     corpus) or before Ray's start (nothing listening at --ray-address), and kept."""

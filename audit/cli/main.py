@@ -154,6 +154,7 @@ def _signals(command: str | None = None):
     previous = {s: signal.signal(s, handler) for s in stops}
     previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     _ENDING.clear()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, supervisor.HELD_IN_CHILD)  # held by the supervised child until now
     try:
         yield
     finally:

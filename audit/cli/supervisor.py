@@ -69,6 +69,11 @@ STOP_GRACE, KILL_GRACE = 30.0, 10.0
 STOPS = frozenset(getattr(signal, name) for name in ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
                   if hasattr(signal, name))
 _WATCHED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}) | STOPS
+# The stops the command answers, held in the child until its handlers are in place (``cli.main._signals``): a
+# Ctrl-C during the child's imports was Python's KeyboardInterrupt inside importlib's own code, printed as
+# "Exception ignored in … _get_module_lock" and lost (`--version` then exited 0 with that traceback).
+HELD_IN_CHILD = frozenset({signal.SIGINT, signal.SIGTERM} | {getattr(signal, name) for name in ("SIGHUP", "SIGQUIT")
+                                                             if hasattr(signal, name)})
 
 _status_fd: int | None = None  # the child's end of the pipe (None: not supervised)
 # Shared with the child (an anonymous shared mapping made before the fork): how many stops this parent passed on,
@@ -258,7 +263,7 @@ def _run_child(command_main, write_fd: int, mask) -> None:
     try:
         _die_with_parent()
         _status_fd = write_fd
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | HELD_IN_CHILD)
         code = command_main()
         tell(FINISHED)  # an exit 0 the parent sees without it was not the command's own
     except SystemExit as exit_:  # only from argparse: its code is kept
