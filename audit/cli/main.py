@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line. As the console script (no ``argv``) it runs in a supervised child process
     (``topicaudit.cli.supervisor``), so no crash of Ray's C++ layer can exit 1."""
     if argv is None and supervisor.available():
-        return supervisor.supervise(lambda: run_command(None))
+        return supervisor.supervise(lambda: run_command(None), hold=supervisor.HELD_IN_CHILD)
     if argv is None:
         supervisor.standard_streams()
     return run_command(argv)

@@ -183,7 +183,7 @@ def console(mask=None) -> int:
     try:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
         standard_streams()
-        code = supervise(command_main, mask=held if mask is None else mask)
+        code = supervise(command_main, mask=held if mask is None else mask, hold=HELD_IN_CHILD)
     except BaseException as error:  # noqa: BLE001 — a traceback here was exit 1, the code of a refuted claim
         code = _say(EXIT_INTERNAL_ERROR, f"internal error (a bug, please report it): the supervising process "
                                          f"failed ({type(error).__name__}: {error}); this is no verdict",
@@ -207,10 +207,12 @@ def leave(code: int) -> None:
     os._exit(code)
 
 
-def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
+def supervise(command_main, argv: list[str] | None = None, mask=None, hold: frozenset = frozenset()) -> int:
     """Run ``command_main()`` in a child process and return the exit code its end maps to.
 
     mask: the signal mask before the caller blocked SIGINT, SIGTERM and SIGCHLD (None: block them here).
+    hold: signals the child keeps blocked until the command unblocks them itself (the console's
+    ``HELD_IN_CHILD``, which ``cli.main._signals`` lets go once its handlers are in place).
     """
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED) if mask is None else mask
     signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)  # also when the caller held only some of them
@@ -246,7 +248,7 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
         return _cannot_start("its process", error)
     if pid == 0:  # the child: runs the command, never returns
         os.close(read_fd)
-        _run_child(command_main, write_fd, previous)
+        _run_child(command_main, write_fd, previous, hold)
     os.close(write_fd)
     try:
         status, interrupted = _wait(pid, _WATCHED - ignored)
@@ -256,14 +258,14 @@ def supervise(command_main, argv: list[str] | None = None, mask=None) -> int:
                       interrupted)
 
 
-def _run_child(command_main, write_fd: int, mask) -> None:
+def _run_child(command_main, write_fd: int, mask, hold: frozenset) -> None:
     global _status_fd
     code = EXIT_INTERNAL_ERROR
     config_folder = os.environ.get("MPLCONFIGDIR")
     try:
         _die_with_parent()
         _status_fd = write_fd
-        signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | HELD_IN_CHILD)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | hold)
         code = command_main()
         tell(FINISHED)  # an exit 0 the parent sees without it was not the command's own
     except SystemExit as exit_:  # only from argparse: its code is kept
