@@ -1,6 +1,7 @@
 """A cache folder turned into a link to a user's folder, and a corpus small enough to cache: shared by the
-hostile passes' tests of "nothing is written through a link" (tests/test_hardening_x.py, _xi.py), and the snapshot
-they compare a folder by (_xiv.py, _xv.py)."""
+hostile passes' tests of "nothing is written through a link" (tests/test_hardening_x.py, _xi.py), the snapshot
+they compare a folder by (_xiv.py, _xv.py), and the tiny finished run they start from (``run_dir``: _xv.py,
+_xvi_h.py, _xvii_j.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +9,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from topicaudit.cli.main import main
 from topicaudit.engine.configuration.config import Config
 
 
@@ -43,3 +47,11 @@ def snapshot(folder: Path) -> dict[str, tuple]:
             hashlib.sha256(path.read_bytes()).hexdigest() if regular else "",
             os.readlink(path) if path.is_symlink() else "")
     return found
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
+    capsys.readouterr()
+    return tmp_path / "RUN"

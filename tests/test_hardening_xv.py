@@ -23,16 +23,7 @@ import pytest
 
 from topicaudit.cli.main import main
 
-from linked_cache import snapshot
-
-
-@pytest.fixture
-def run_dir(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
-    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
-    capsys.readouterr()
-    return tmp_path / "RUN"
+from linked_cache import run_dir, snapshot  # noqa: F401 — run_dir: a fixture
 
 
 def test_a_report_output_through_an_absent_folder_and_dotdot_makes_no_folder_beside_it(run_dir, capsys):

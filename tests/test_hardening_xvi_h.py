@@ -46,7 +46,7 @@ import pytest
 from topicaudit import owned_folders
 from topicaudit.cli.main import main
 
-from linked_cache import snapshot
+from linked_cache import run_dir, snapshot  # noqa: F401 — run_dir: a fixture
 
 CHDIR = ("import os\nfrom topicaudit.targets.learners.lda import VariationalLDA\n\n\n"
          "if os.environ.get('XVI_IMPORT_TO'):\n    os.chdir(os.environ['XVI_IMPORT_TO'])\n\n\n"
@@ -95,15 +95,6 @@ def test_a_learner_that_changes_the_working_directory_writes_and_removes_nothing
     if not fails:
         assert (users.parent / "out" / "results.json").is_file()
         assert "working directory" in capsys.readouterr().err
-
-
-@pytest.fixture
-def run_dir(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
-    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
-    capsys.readouterr()
-    return tmp_path / "RUN"
 
 
 def _users_folder(tmp_path: Path) -> Path:

@@ -43,16 +43,7 @@ from topicaudit.engine.execution.ray_local import check_temp_root
 from topicaudit.errors import UserError
 from topicaudit.jit import njit
 
-from linked_cache import snapshot
-
-
-@pytest.fixture
-def run_dir(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
-    assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
-    capsys.readouterr()
-    return tmp_path / "RUN"
+from linked_cache import run_dir, snapshot  # noqa: F401 — run_dir: a fixture
 
 
 def _mode(path) -> int:
