@@ -201,10 +201,10 @@ def test_fuzzed_tomotopy_files_never_kill_hang_or_crash_the_reader(tmp_path):
     """
     pytest.importorskip("tomotopy")
     limit = 1.0
-    result = _fuzz_module().fuzz(n_files=24, seed=21, limit=limit, folder=tmp_path)
+    result = _fuzz_module().fuzz(n_files=12, seed=21, limit=limit, folder=tmp_path)
     counts = result["counts"]
     assert set(counts) <= {"exit 2", "accepted"}, result  # no signal death, hang or exit 3
-    assert counts.get("exit 2", 0) >= 12, result  # most mutations are refused
+    assert counts.get("exit 2", 0) >= 6, result  # most mutations are refused
     assert result["slowest_seconds"] < limit + 10, result
 
 
