@@ -16,7 +16,6 @@ import importlib
 import importlib.util
 import importlib.metadata as metadata
 import inspect
-import json
 import math
 import pickle
 import sys
@@ -166,9 +165,11 @@ def _distributions(search_path: tuple[str, ...]) -> Mapping[str, list[str]]:
 
 def source(name: str, group: str) -> dict[str, str] | None:
     """Where a plug-in comes from, for the configuration's identity and results.json: its class path, its
-    distribution and version when importlib.metadata knows them, and ``source_sha256`` (a digest of its code)
-    when no version identifies the code: a module not installed as a distribution, or an editable install
-    (whose version stays as its files change). None for a built-in name.
+    distribution and version when importlib.metadata knows them, and ``source_sha256``, a digest of its code.
+    The digest is taken for an installed distribution too: its version does not change with its files (a
+    package reinstalled with ``pip install .`` after an edit, at the same version, as a CI installs its own
+    project), and the cached run of the code before the edit was reused, NO SIGNAL where the new code gave
+    VIOLATED (hostile pass XIX). None for a built-in name.
 
     So another version of the package, or an edit to a plug-in's files, is another run: a cached run
     (``topicaudit.engine.storage.run_cache``) is never reused for other code.
@@ -181,27 +182,15 @@ def source(name: str, group: str) -> dict[str, str] | None:
         dist = found.dist
         if dist is not None:
             out.update(distribution=dist.name, version=dist.version)
-        if dist is None or _editable(dist):
-            out.update(_code_digest(found.value))
+        out.update(_code_digest(found.value))
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
     dists = _distributions(tuple(sys.path)).get(top)
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
-    if not dists or _editable(metadata.distribution(dists[0])):
-        out.update(_code_digest(name))
+    out.update(_code_digest(name))
     return out
-
-
-def _editable(dist: metadata.Distribution) -> bool:
-    """Whether a distribution is an editable install (PEP 660's direct_url.json), whose version says nothing of
-    its files."""
-    try:
-        text = dist.read_text("direct_url.json")
-        return bool(text and json.loads(text).get("dir_info", {}).get("editable"))
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def code_files(name: str, group: str) -> list[Path]:

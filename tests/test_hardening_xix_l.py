@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
 
+from plugin_package import write_package
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.errors import UserError
 from topicaudit.process_state import FORKED_CHILD_EXIT, kept_process_state
 from topicaudit.targets import learner_settings
 from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.plugins import LEARNER_GROUP, source
 
 
 def test_a_fit_that_forks_and_returns_in_both_processes_goes_on_in_one_only(tmp_path):
@@ -46,3 +51,25 @@ def test_a_learner_object_as_constructed_or_fitted_is_accepted():
     fitted = VariationalLDA(k=3, max_iter=5)
     fitted.components_ = np.ones((3, 4))  # scikit-learn's fitted attributes: set by a fit, not compared
     assert learner_settings(fitted)[0] == "lda"
+
+
+def test_an_edit_to_an_installed_plug_in_at_the_same_version_is_another_cache_entry(tmp_path, monkeypatch):
+    # A CI installs its own package (pip install .), version unchanged by a commit: the version alone keyed the
+    # cache, so the run of the code before the edit was reused (NO SIGNAL where the edited learner gave VIOLATED).
+    site = write_package(tmp_path / "site", version="0.3")
+    monkeypatch.syspath_prepend(str(site))
+    config = config_from_dict({"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2,
+                               "learner": "split-counts"}, "attack": {"shadows": 0, "canaries": {"count": 10}}})
+    try:
+        for name in ("split-counts", "tinytopics.learners:SplitCounts"):
+            assert source(name, LEARNER_GROUP)["version"] == "0.3"
+        before = [source(n, LEARNER_GROUP) for n in ("split-counts", "tinytopics.learners:SplitCounts")]
+        entry = cached_run_dir(config, tmp_path / "cache")
+        learners = site / "tinytopics" / "learners.py"
+        learners.write_text(learners.read_text() + "\n# the noise halved\n")
+        after = [source(n, LEARNER_GROUP) for n in ("split-counts", "tinytopics.learners:SplitCounts")]
+        assert all(a["source_sha256"] != b["source_sha256"] and a["version"] == "0.3" for a, b in zip(after, before))
+        assert cached_run_dir(config, tmp_path / "cache") != entry
+    finally:
+        for name in [n for n in sys.modules if n == "tinytopics" or n.startswith("tinytopics.")]:
+            del sys.modules[name]
