@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from plugin_package import write_package
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.errors import UserError
+from topicaudit.inputs.phi_io import validate_phi
 from topicaudit.process_state import FORKED_CHILD_EXIT, kept_process_state
 from topicaudit.targets import learner_settings
 from topicaudit.targets.learners.lda import VariationalLDA
@@ -73,3 +75,11 @@ def test_an_edit_to_an_installed_plug_in_at_the_same_version_is_another_cache_en
     finally:
         for name in [n for n in sys.modules if n == "tinytopics" or n.startswith("tinytopics.")]:
             del sys.modules[name]
+
+
+def test_weights_whose_row_sums_overflow_are_normalised_not_zeroed():
+    # Rows of 1e308 summed to inf and --normalize divided them into zeros: ζ 0 for every candidate, log10 p −58.
+    phi, error = validate_phi(np.full((3, 20), 1e308), Path("big.npy"), 20, normalize=True)
+    assert np.allclose(phi, 1 / 20) and np.isfinite(error)
+    with pytest.raises(UserError, match="sums to inf"):
+        validate_phi(np.full((3, 20), 1e308), Path("big.npy"), 20, normalize=False)
