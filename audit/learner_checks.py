@@ -123,7 +123,9 @@ def _same(a, b) -> bool:
 
 
 def _fit(learner, X: sp.csr_matrix, seed: int) -> np.ndarray:
-    return np.asarray(learner.fit(X, seed))
+    """A copy of the Φ a fit returns: a learner returning one buffer it reuses passed ``same seed`` and ``pickle``
+    unseeded, the two fits compared being one array (hostile pass XIX)."""
+    return np.array(learner.fit(X, seed), copy=True)
 
 
 def check_parameters(learner) -> None:
