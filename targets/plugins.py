@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import importlib.metadata as metadata
 import inspect
@@ -210,8 +211,8 @@ def code_files(name: str, group: str) -> list[Path]:
 
 
 def _located(path: str) -> tuple[list[Path], list[Path], Path] | None:
-    """A plug-in's own ``.py`` files, the folders they are named relative to, and the folder holding its top-level
-    module or package; None when it cannot be found, or is compiled or frozen."""
+    """A plug-in's own code files (``_is_code``), the folders they are named relative to, and the folder holding its
+    top-level module or package; None when it cannot be found, or is frozen or built in."""
     top = path.partition(":")[0].split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
@@ -220,20 +221,35 @@ def _located(path: str) -> tuple[list[Path], list[Path], Path] | None:
     if spec is None:
         return None
     if spec.submodule_search_locations:
-        files = sorted(f for location in spec.submodule_search_locations for f in Path(location).rglob("*.py")
-                       if "__pycache__" not in f.parts)
+        files = sorted(f for location in spec.submodule_search_locations for f in _code_under(Path(location)))
         base = [Path(location) for location in spec.submodule_search_locations]
-    elif spec.origin and spec.origin.endswith(".py"):
+    elif spec.origin and _is_code(Path(spec.origin)) and Path(spec.origin).is_file():
         files, base = [Path(spec.origin)], [Path(spec.origin).parent]
     else:
-        return None  # a compiled or frozen module: its distribution's version is all there is
+        return None  # a frozen or built-in module: its distribution's version is all there is
     return files, base, (Path(spec.origin).parent if not spec.submodule_search_locations else base[0].parent)
+
+
+# What Python imports code from: sources, sourceless bytecode and compiled extension modules. A plug-in module built
+# in place (a Cython .so) or shipped as .pyc was in no digest, and its cached run was reused after a rebuild (NO
+# SIGNAL where the rebuilt learner gave VIOLATED, hostile pass XIX).
+CODE_SUFFIXES = tuple(dict.fromkeys([*importlib.machinery.SOURCE_SUFFIXES, *importlib.machinery.BYTECODE_SUFFIXES,
+                                     *importlib.machinery.EXTENSION_SUFFIXES]))
+
+
+def _is_code(file: Path) -> bool:
+    return file.name.endswith(CODE_SUFFIXES) and "__pycache__" not in file.parts
+
+
+def _code_under(folder: Path) -> list[Path]:
+    """The code files of a package folder, recursively (bytecode caches left out: their source is read)."""
+    return sorted(f for f in folder.rglob("*") if _is_code(f) and f.is_file())
 
 
 def _code_digest(path: str) -> dict[str, str]:
     """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
-    (every ``.py`` file) and the modules and packages beside it, which it may import (``_beside``); empty when it
-    cannot be found (the target's build then says why)."""
+    (every code file: source, bytecode, extension module) and the modules and packages beside it, which it may
+    import (``_beside``); empty when it cannot be found (the target's build then says why)."""
     located = _located(path)
     if located is None:
         return {}
@@ -254,10 +270,10 @@ def _code_digest(path: str) -> dict[str, str]:
 
 
 def _beside(root: Path, own: set[Path]) -> list[Path]:
-    """The ``.py`` files of the modules and packages importable from ``root`` (the folder that holds the plug-in's
-    top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was not in the
-    digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only the
-    modules directly in ``root``, and packages (folders with ``__init__.py``) there, recursively; none when ``root``
+    """The code files (``_is_code``) of the modules and packages importable from ``root`` (the folder that holds the
+    plug-in's top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was
+    not in the digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only
+    the modules directly in ``root``, and packages (folders with ``__init__.py``) there, recursively; none when ``root``
     is an installed location (site-packages, the interpreter's prefix), where a distribution's version is read."""
     try:
         resolved = root.resolve()
@@ -273,10 +289,10 @@ def _beside(root: Path, own: set[Path]) -> list[Path]:
         return []
     for entry in entries:
         try:
-            if entry.suffix == ".py" and entry.is_file():
+            if _is_code(entry) and entry.is_file():
                 found.append(entry)
             elif entry.is_dir() and (entry / "__init__.py").is_file() and not entry.name.startswith("."):
-                found += sorted(f for f in entry.rglob("*.py") if "__pycache__" not in f.parts)
+                found += _code_under(entry)
         except OSError:
             continue
     return [f for f in found if f not in own]

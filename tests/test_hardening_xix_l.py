@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import py_compile
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import validate_phi
+from topicaudit.learner_checks import check_learner
 from topicaudit.process_state import FORKED_CHILD_EXIT, kept_process_state
 from topicaudit.targets import learner_settings
 from topicaudit.targets.learners.lda import VariationalLDA
@@ -83,3 +85,40 @@ def test_weights_whose_row_sums_overflow_are_normalised_not_zeroed():
     assert np.allclose(phi, 1 / 20) and np.isfinite(error)
     with pytest.raises(UserError, match="sums to inf"):
         validate_phi(np.full((3, 20), 1e308), Path("big.npy"), 20, normalize=False)
+
+
+class UnseededInOneBuffer(VariationalLDA):
+    """Unseeded noise on Φ, returned in one buffer that every fit reuses."""
+
+    buffer: dict = {}
+
+    def fit(self, X, seed):
+        phi = super().fit(X, seed) + np.random.default_rng().random((self.k, X.shape[1])).astype(np.float32)
+        out = self.buffer.setdefault(phi.shape, np.empty_like(phi))
+        out[...] = phi / phi.sum(axis=1, keepdims=True)
+        return out
+
+
+@pytest.mark.parametrize("check", ["same seed", "pickle"])
+def test_a_learner_reusing_its_output_buffer_is_compared_by_value(check):
+    # Both fits were the one buffer, so an unseeded learner passed every check.
+    with pytest.raises(AssertionError, match=check):
+        check_learner(UnseededInOneBuffer(k=3, max_iter=3), checks=(check,))
+
+
+def test_a_plug_in_shipped_as_bytecode_only_is_keyed_by_its_code(tmp_path, monkeypatch):
+    # A sourceless .pyc (or a Cython .so built in place) was in no digest: "reusing …: the same … code" after a
+    # rebuild, NO SIGNAL where the rebuilt learner gave VIOLATED.
+    site = tmp_path / "site"
+    site.mkdir()
+    source_file = tmp_path / "compiledlearner.py"
+    monkeypatch.syspath_prepend(str(site))
+    digests = []
+    try:
+        for noise in ("1.0", "0.0"):
+            source_file.write_text(f"NOISE = {noise}\nclass L:\n    pass\n")
+            py_compile.compile(str(source_file), cfile=str(site / "compiledlearner.pyc"))
+            digests.append(source("compiledlearner:L", LEARNER_GROUP).get("source_sha256"))
+    finally:
+        sys.modules.pop("compiledlearner", None)
+    assert digests[0] and digests[1] and digests[0] != digests[1]
