@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import py_compile
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,24 @@ def test_a_plug_in_shipped_as_bytecode_only_is_keyed_by_its_code(tmp_path, monke
     finally:
         sys.modules.pop("compiledlearner", None)
     assert digests[0] and digests[1] and digests[0] != digests[1]
+
+
+def test_a_learner_defined_in_a_script_is_keyed_by_the_script(tmp_path, monkeypatch):
+    # A class of the script that calls assert_privacy (its __main__, which has no spec) had no digest: the script
+    # edited to leak reused the cached NO SIGNAL of the script before the edit.
+    script = tmp_path / "privacy_test_script.py"
+    script.write_text("MODE = 'noised'\n")
+    module = types.ModuleType("scriptmain")
+    module.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "scriptmain", module)
+    before = source("scriptmain:L", LEARNER_GROUP)["source_sha256"]
+    script.write_text("MODE = 'leaks'\n")
+    assert source("scriptmain:L", LEARNER_GROUP)["source_sha256"] != before
+
+
+def test_a_learner_whose_code_has_no_file_is_never_found_in_the_cache(tmp_path, monkeypatch):
+    # Defined in a notebook cell: nothing identifies its code, so a cached run would be whatever code ran first.
+    monkeypatch.setitem(sys.modules, "notebookcell", types.ModuleType("notebookcell"))
+    config = config_from_dict({"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2,
+                               "learner": "notebookcell:L"}, "attack": {"shadows": 0, "canaries": {"count": 10}}})
+    assert cached_run_dir(config, tmp_path) != cached_run_dir(config, tmp_path)
