@@ -18,6 +18,7 @@ from topicaudit.errors import UserError
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
 from topicaudit.targets.privacy.composition import compose
+from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.params import check_topics
 from topicaudit.targets.learners.pipeline import Pipeline
 from topicaudit.targets.bug_variants import VOCABULARY_BUGS, BrokenLearner, BrokenVocabulary, under_noised
@@ -108,6 +109,20 @@ def build_learner(learner: str, k: int, params: dict | None = None, where: str =
     return model
 
 
+def claim_of(part, what: str):
+    """``part.guarantee()``, or one UserError naming the part when it cannot state a claim (ε NaN or negative, a
+    string, δ outside [0, 1]: an internal error, exit 3, before hostile pass XIX)."""
+    try:
+        claim = part.guarantee()
+    except (ValueError, TypeError) as error:
+        raise UserError(f"{what}: its guarantee() cannot state a claim: {error}; return a Guarantee whose ε is a "
+                        "number ≥ 0 (math.inf for none) and δ a number in [0, 1)") from None
+    if not isinstance(claim, Guarantee):
+        raise UserError(f"{what}: its guarantee() returned a {type(claim).__name__}, not a Guarantee "
+                        "(docs/adding-a-learner.md)")
+    return claim
+
+
 def default_vocabulary(model) -> str:
     """The vocabulary step a learner gets when the configuration names none: the public one (``all``) for a
     learner claiming a finite ε, so that its claim stands (a data-dependent vocabulary, ``observed``, is not
@@ -180,6 +195,7 @@ def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | No
         plugins.resolve(vocabulary, VOCABULARY_STEPS, plugins.STEP_GROUP, STEP_PLACE)
     check_topics(k, "k", "set [target] k or --k")
     model = build_learner(learner, k, params)
+    claim_of(model, f"learner {learner!r}")
     if vocabulary == AUTO:
         vocabulary = default_vocabulary(model)
     step = _build_step(vocabulary, vocabulary_params)

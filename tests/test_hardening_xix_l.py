@@ -1,6 +1,8 @@
 """Hostile pass XIX, helper l (tests/hostile_xix_l_cases.md): forged and crash-born verdicts."""
 from __future__ import annotations
 
+import decimal
+import fractions
 import os
 import py_compile
 import sys
@@ -13,6 +15,7 @@ import pytest
 from plugin_package import write_package
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
+from topicaudit.cli.main import main
 from topicaudit.errors import UserError
 from topicaudit.inputs.phi_io import validate_phi
 from topicaudit.learner_checks import check_learner
@@ -20,6 +23,7 @@ from topicaudit.process_state import FORKED_CHILD_EXIT, kept_process_state
 from topicaudit.targets import learner_settings
 from topicaudit.targets.learners.lda import VariationalLDA
 from topicaudit.targets.plugins import LEARNER_GROUP, source
+from topicaudit.targets.privacy.guarantee import Guarantee
 
 
 def test_a_fit_that_forks_and_returns_in_both_processes_goes_on_in_one_only(tmp_path):
@@ -144,3 +148,40 @@ def test_a_learner_whose_code_has_no_file_is_never_found_in_the_cache(tmp_path, 
     config = config_from_dict({"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2,
                                "learner": "notebookcell:L"}, "attack": {"shadows": 0, "canaries": {"count": 10}}})
     assert cached_run_dir(config, tmp_path) != cached_run_dir(config, tmp_path)
+
+
+@pytest.mark.parametrize("epsilon", ["1", None, 1 + 0j, np.array([1.0]), True, decimal.Decimal("1")])
+def test_a_claim_that_is_no_real_number_is_refused_where_it_is_made(epsilon):
+    with pytest.raises(TypeError, match="epsilon must be a real number"):
+        Guarantee(epsilon=epsilon, delta=0.0, adjacency="document", basis="paper-claim")
+
+
+def test_a_claim_in_numpy_or_fraction_types_is_read_as_its_float():
+    for epsilon in (np.float32(0.5), np.array(0.5), fractions.Fraction(1, 2), np.int64(2)):
+        claim = Guarantee(epsilon=epsilon, delta=np.float64(1e-5), adjacency="document", basis="paper-claim")
+        assert type(claim.epsilon) is float and type(claim.delta) is float and claim.epsilon == float(epsilon)
+
+
+BAD_CLAIM = '''
+from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.privacy.guarantee import Guarantee
+
+
+class BadClaim(VariationalLDA):
+    def guarantee(self):
+        return Guarantee(epsilon=float("nan"), delta=1e-5, adjacency="document", basis="paper-claim")
+'''
+
+
+def test_a_learner_whose_guarantee_cannot_state_a_claim_is_named_exit_2(tmp_path, monkeypatch, capsys):
+    # Exit 3, "internal error (a bug, please report it): ValueError: the guarantee of an unnamed mechanism …".
+    (tmp_path / "badclaim.py").write_text(BAD_CLAIM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "c.toml").write_text('[synthetic]\nn_docs = 50\nn_words = 60\n[target]\nlearner = "badclaim:BadClaim"\n'
+                                     'k = 2\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 10\n')
+    try:
+        code = main(["check", str(tmp_path / "c.toml"), "--output", str(tmp_path / "run")])
+    finally:
+        sys.modules.pop("badclaim", None)
+    err = capsys.readouterr().err
+    assert code == 2 and "badclaim:BadClaim" in err and "guarantee()" in err and "internal error" not in err
