@@ -185,3 +185,24 @@ def test_a_learner_whose_guarantee_cannot_state_a_claim_is_named_exit_2(tmp_path
         sys.modules.pop("badclaim", None)
     err = capsys.readouterr().err
     assert code == 2 and "badclaim:BadClaim" in err and "guarantee()" in err and "internal error" not in err
+
+
+class ForksOnce(VariationalLDA):
+    """Forks in its fit; both processes return from it."""
+
+    children: list = []
+
+    def fit(self, X, seed):
+        child = os.fork()
+        if child:
+            self.children.append(child)
+        return super().fit(X, seed)
+
+
+def test_a_learner_that_forks_under_check_learner_goes_on_in_one_process_only():
+    # The child carried on with the suite: in a script, "PASSED" from the child beside the parent's failure.
+    parent = os.getpid()
+    check_learner(ForksOnce(k=3, max_iter=3), checks=("phi",))
+    assert os.getpid() == parent and ForksOnce.children
+    for child in ForksOnce.children:
+        assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == FORKED_CHILD_EXIT
