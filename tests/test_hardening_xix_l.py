@@ -14,6 +14,7 @@ import pytest
 
 from plugin_package import write_package
 from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.configuration.validation import check_shadows
 from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.cli.main import main
 from topicaudit.errors import UserError
@@ -206,3 +207,10 @@ def test_a_learner_that_forks_under_check_learner_goes_on_in_one_process_only():
     assert os.getpid() == parent and ForksOnce.children
     for child in ForksOnce.children:
         assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == FORKED_CHILD_EXIT
+
+
+def test_a_numpy_integer_count_of_shadows_is_read_as_its_int():
+    # audit_model(..., shadows=np.int64(4)) was refused: "must be an even number ≥ 2 (got np.int64(4))".
+    assert check_shadows(np.int64(4), "shadows") == 4 and type(check_shadows(np.int64(4), "shadows")) is int
+    with pytest.raises(UserError):
+        check_shadows(np.bool_(True), "shadows")
