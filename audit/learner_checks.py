@@ -74,6 +74,7 @@ from topicaudit.attacks.mechanism import scorer_for
 from topicaudit.canary_design import ALPHA, CANARY_SEED, CanaryAuditDesign, design_canary_audit
 from topicaudit.engine.canary_audit import all_canary_scores, canary_results
 from topicaudit.inputs.synthetic import synthetic_corpus
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets.privacy.composition import NEIGHBORING_RELATIONS, PLDAccountant
 from topicaudit.targets.base import declared_mechanism, records
 from topicaudit.targets.mechanisms import Mechanism, Recorder
@@ -123,7 +124,9 @@ def _same(a, b) -> bool:
 
 
 def _fit(learner, X: sp.csr_matrix, seed: int) -> np.ndarray:
-    return np.asarray(learner.fit(X, seed))
+    """A copy of the Φ a fit returns: a learner returning one buffer it reuses passed ``same seed`` and ``pickle``
+    unseeded, the two fits compared being one array (hostile pass XIX)."""
+    return np.array(learner.fit(X, seed), copy=True)
 
 
 def check_parameters(learner) -> None:
@@ -440,7 +443,10 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
         if checks is not None and check not in checks:
             continue
         try:
-            outcome = run(copy.deepcopy(learner))
+            # The learner's code runs in the checks' process: a fork it returns from in both processes ends in the
+            # child (a fork in its first fit had the child pass every check and print so, hostile pass XIX).
+            with kept_process_state(f"the {check!r} check of {name}"):
+                outcome = run(copy.deepcopy(learner))
             if check == "canary audit":
                 result = outcome
         except AssertionError as error:

@@ -9,6 +9,11 @@ user's folder of that name (hostile pass XVI). So the state the command relies o
 directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the signals
 the command answers, and the environment variables topicaudit reads. Each changed one is put back, with a note
 naming it. In a threaded API script a change another thread made meanwhile is put back too (and named).
+
+A fork is not put back, it is ended: a learner whose fit forked and returned in both processes had its child
+carry on as the command (hostile pass XIX): it scored its own Φ, printed a second verdict and, after the command
+had exited 1 with VIOLATED, rewrote the run's results.json and check.json (and their manifest) as NO SIGNAL. A
+process that leaves the block with another process id than it entered with ends there, at once, writing nothing.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP"
                                                    "SIGALRM", "SIGPIPE", "SIGCHLD") if hasattr(signal, name))
 # The environment topicaudit reads after a fit: its own variables and where caches, keys and temporaries go.
 ENVIRONMENT = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "TMPDIR")
+# The exit status of a learner's forked child that returned into topicaudit (what its parent may wait for).
+FORKED_CHILD_EXIT = 70
 
 
 def _umask() -> int | None:
@@ -56,6 +63,7 @@ def _watched_environment() -> dict[str, str]:
 def kept_process_state(who: str):
     """Run the block (``who``: "the fit of LDA", "the import of 'mymodule'") and put back what it changed of the
     process's state (see the module's docstring)."""
+    pid = os.getpid()
     try:
         cwd: int | None = os.open(".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -76,6 +84,8 @@ def kept_process_state(who: str):
     try:
         yield
     finally:
+        if os.getpid() != pid:
+            _end_forked_child(who)
         changed = []
         if cwd is not None and _moved(cwd):
             os.fchdir(cwd)
@@ -108,6 +118,17 @@ def kept_process_state(who: str):
             warnings.warn(f"{who} changed the process's {', '.join(dict.fromkeys(changed))}; topicaudit put it back "
                           "(a learner must leave the process as it found it: the command names its files relative "
                           "to where it started)", RuntimeWarning, stacklevel=3)
+
+
+def _end_forked_child(who: str) -> None:
+    """End a process that ``who`` forked and that came back into topicaudit's code: only the process the command
+    started may go on to score, print and write (os._exit: no handler, buffer or atexit of the parent's runs)."""
+    try:
+        os.write(2, f"topicaudit: a process forked by {who} returned into topicaudit; it ends here (only the "
+                    "process the command started goes on)\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+    os._exit(FORKED_CHILD_EXIT)
 
 
 def _moved(cwd: int) -> bool:

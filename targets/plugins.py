@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import importlib.metadata as metadata
 import inspect
-import json
 import math
 import pickle
 import sys
@@ -166,9 +166,11 @@ def _distributions(search_path: tuple[str, ...]) -> Mapping[str, list[str]]:
 
 def source(name: str, group: str) -> dict[str, str] | None:
     """Where a plug-in comes from, for the configuration's identity and results.json: its class path, its
-    distribution and version when importlib.metadata knows them, and ``source_sha256`` (a digest of its code)
-    when no version identifies the code: a module not installed as a distribution, or an editable install
-    (whose version stays as its files change). None for a built-in name.
+    distribution and version when importlib.metadata knows them, and ``source_sha256``, a digest of its code.
+    The digest is taken for an installed distribution too: its version does not change with its files (a
+    package reinstalled with ``pip install .`` after an edit, at the same version, as a CI installs its own
+    project), and the cached run of the code before the edit was reused, NO SIGNAL where the new code gave
+    VIOLATED (hostile pass XIX). None for a built-in name.
 
     So another version of the package, or an edit to a plug-in's files, is another run: a cached run
     (``topicaudit.engine.storage.run_cache``) is never reused for other code.
@@ -181,27 +183,15 @@ def source(name: str, group: str) -> dict[str, str] | None:
         dist = found.dist
         if dist is not None:
             out.update(distribution=dist.name, version=dist.version)
-        if dist is None or _editable(dist):
-            out.update(_code_digest(found.value))
+        out.update(_code_digest(found.value))
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
     dists = _distributions(tuple(sys.path)).get(top)
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
-    if not dists or _editable(metadata.distribution(dists[0])):
-        out.update(_code_digest(name))
+    out.update(_code_digest(name))
     return out
-
-
-def _editable(dist: metadata.Distribution) -> bool:
-    """Whether a distribution is an editable install (PEP 660's direct_url.json), whose version says nothing of
-    its files."""
-    try:
-        text = dist.read_text("direct_url.json")
-        return bool(text and json.loads(text).get("dir_info", {}).get("editable"))
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def code_files(name: str, group: str) -> list[Path]:
@@ -221,30 +211,50 @@ def code_files(name: str, group: str) -> list[Path]:
 
 
 def _located(path: str) -> tuple[list[Path], list[Path], Path] | None:
-    """A plug-in's own ``.py`` files, the folders they are named relative to, and the folder holding its top-level
-    module or package; None when it cannot be found, or is compiled or frozen."""
+    """A plug-in's own code files (``_is_code``), the folders they are named relative to, and the folder holding its
+    top-level module or package; None when it cannot be found, or is frozen or built in."""
     top = path.partition(":")[0].split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
-        return None
+        spec = None
     if spec is None:
+        # A module imported without a spec: a script's __main__ (a learner class defined in the script that calls
+        # assert_privacy). It had no digest, so an edit to the script reused the cached run (hostile pass XIX).
+        file = getattr(sys.modules.get(top), "__file__", None)
+        if file and _is_code(Path(file)) and Path(file).is_file():
+            return [Path(file)], [Path(file).parent], Path(file).parent
         return None
     if spec.submodule_search_locations:
-        files = sorted(f for location in spec.submodule_search_locations for f in Path(location).rglob("*.py")
-                       if "__pycache__" not in f.parts)
+        files = sorted(f for location in spec.submodule_search_locations for f in _code_under(Path(location)))
         base = [Path(location) for location in spec.submodule_search_locations]
-    elif spec.origin and spec.origin.endswith(".py"):
+    elif spec.origin and _is_code(Path(spec.origin)) and Path(spec.origin).is_file():
         files, base = [Path(spec.origin)], [Path(spec.origin).parent]
     else:
-        return None  # a compiled or frozen module: its distribution's version is all there is
+        return None  # a frozen or built-in module: its distribution's version is all there is
     return files, base, (Path(spec.origin).parent if not spec.submodule_search_locations else base[0].parent)
+
+
+# What Python imports code from: sources, sourceless bytecode and compiled extension modules. A plug-in module built
+# in place (a Cython .so) or shipped as .pyc was in no digest, and its cached run was reused after a rebuild (NO
+# SIGNAL where the rebuilt learner gave VIOLATED, hostile pass XIX).
+CODE_SUFFIXES = tuple(dict.fromkeys([*importlib.machinery.SOURCE_SUFFIXES, *importlib.machinery.BYTECODE_SUFFIXES,
+                                     *importlib.machinery.EXTENSION_SUFFIXES]))
+
+
+def _is_code(file: Path) -> bool:
+    return file.name.endswith(CODE_SUFFIXES) and "__pycache__" not in file.parts
+
+
+def _code_under(folder: Path) -> list[Path]:
+    """The code files of a package folder, recursively (bytecode caches left out: their source is read)."""
+    return sorted(f for f in folder.rglob("*") if _is_code(f) and f.is_file())
 
 
 def _code_digest(path: str) -> dict[str, str]:
     """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
-    (every ``.py`` file) and the modules and packages beside it, which it may import (``_beside``); empty when it
-    cannot be found (the target's build then says why)."""
+    (every code file: source, bytecode, extension module) and the modules and packages beside it, which it may
+    import (``_beside``); empty when it cannot be found (the target's build then says why)."""
     located = _located(path)
     if located is None:
         return {}
@@ -265,10 +275,10 @@ def _code_digest(path: str) -> dict[str, str]:
 
 
 def _beside(root: Path, own: set[Path]) -> list[Path]:
-    """The ``.py`` files of the modules and packages importable from ``root`` (the folder that holds the plug-in's
-    top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was not in the
-    digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only the
-    modules directly in ``root``, and packages (folders with ``__init__.py``) there, recursively; none when ``root``
+    """The code files (``_is_code``) of the modules and packages importable from ``root`` (the folder that holds the
+    plug-in's top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was
+    not in the digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only
+    the modules directly in ``root``, and packages (folders with ``__init__.py``) there, recursively; none when ``root``
     is an installed location (site-packages, the interpreter's prefix), where a distribution's version is read."""
     try:
         resolved = root.resolve()
@@ -284,10 +294,10 @@ def _beside(root: Path, own: set[Path]) -> list[Path]:
         return []
     for entry in entries:
         try:
-            if entry.suffix == ".py" and entry.is_file():
+            if _is_code(entry) and entry.is_file():
                 found.append(entry)
             elif entry.is_dir() and (entry / "__init__.py").is_file() and not entry.name.startswith("."):
-                found += sorted(f for f in entry.rglob("*.py") if "__pycache__" not in f.parts)
+                found += _code_under(entry)
         except OSError:
             continue
     return [f for f in found if f not in own]

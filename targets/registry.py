@@ -10,11 +10,15 @@ import importlib
 import inspect
 import json
 import math
+import pickle
+
+import numpy as np
 
 from topicaudit.errors import UserError
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
 from topicaudit.targets.privacy.composition import compose
+from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.params import check_topics
 from topicaudit.targets.learners.pipeline import Pipeline
 from topicaudit.targets.bug_variants import VOCABULARY_BUGS, BrokenLearner, BrokenVocabulary, under_noised
@@ -105,6 +109,20 @@ def build_learner(learner: str, k: int, params: dict | None = None, where: str =
     return model
 
 
+def claim_of(part, what: str):
+    """``part.guarantee()``, or one UserError naming the part when it cannot state a claim (ε NaN or negative, a
+    string, δ outside [0, 1]: an internal error, exit 3, before hostile pass XIX)."""
+    try:
+        claim = part.guarantee()
+    except (ValueError, TypeError) as error:
+        raise UserError(f"{what}: its guarantee() cannot state a claim: {error}; return a Guarantee whose ε is a "
+                        "number ≥ 0 (math.inf for none) and δ a number in [0, 1)") from None
+    if not isinstance(claim, Guarantee):
+        raise UserError(f"{what}: its guarantee() returned a {type(claim).__name__}, not a Guarantee "
+                        "(docs/adding-a-learner.md)")
+    return claim
+
+
 def default_vocabulary(model) -> str:
     """The vocabulary step a learner gets when the configuration names none: the public one (``all``) for a
     learner claiming a finite ε, so that its claim stands (a data-dependent vocabulary, ``observed``, is not
@@ -177,6 +195,7 @@ def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | No
         plugins.resolve(vocabulary, VOCABULARY_STEPS, plugins.STEP_GROUP, STEP_PLACE)
     check_topics(k, "k", "set [target] k or --k")
     model = build_learner(learner, k, params)
+    claim_of(model, f"learner {learner!r}")
     if vocabulary == AUTO:
         vocabulary = default_vocabulary(model)
     step = _build_step(vocabulary, vocabulary_params)
@@ -248,7 +267,51 @@ def learner_settings(learner) -> tuple[str, int, dict]:
     if any(not _same(getattr(rebuilt, n), v) for n, v in full.items()):
         raise UserError(f"{what}: rebuilt from its stored parameters it has other parameters ({given}); store each "
                         "constructor argument unchanged, as scikit-learn's estimators do")
+    differ = _other_state(learner, rebuilt, {*full, "k"})
+    if differ:
+        raise UserError(f"{what}: the object given holds other state than the learner its constructor parameters "
+                        f"build ({', '.join(differ[:5])}), and the audit fits learners rebuilt from those parameters "
+                        "(the run records them, Ray ships them), so it would audit another learner than this one; "
+                        "set every setting through a constructor parameter, or pass a freshly constructed learner")
     return name, k, given
+
+
+def _other_state(learner, rebuilt, compared: set[str]) -> list[str]:
+    """The attributes in which ``learner`` differs from ``rebuilt`` (the same class built from its parameters).
+
+    The run audits ``rebuilt``: a learner given with an attribute set after construction (a noise switch, a
+    derived noise scale) was audited as the honest rebuild and passed while the object leaked (hostile pass XIX).
+    Fitted attributes (scikit-learn's ``name_``: public, ending in ``_``) that the object alone holds are not
+    compared: a fit sets them and the audit fits afresh. ``compared``: the parameters, already held to the rebuild.
+    """
+    mine, theirs = getattr(learner, "__dict__", {}), getattr(rebuilt, "__dict__", {})
+    differ = []
+    for name in sorted((set(mine) | set(theirs)) - compared):
+        fitted = name.endswith("_") and not name.startswith("_")
+        if name not in theirs and fitted:
+            continue
+        if name not in mine or name not in theirs or not _same_state(mine[name], theirs[name]):
+            differ.append(name)
+    for name in getattr(type(learner), "__slots__", ()):
+        if name not in compared and not _same_state(getattr(learner, name, None), getattr(rebuilt, name, None)):
+            differ.append(name)
+    return differ
+
+
+def _same_state(a, b) -> bool:
+    """Equal values: numbers and strings as ``_same``, arrays element by element, anything else by its pickle."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        try:
+            return (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
+                    and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, (bool, int, float, str, type(None))) and isinstance(b, (bool, int, float, str, type(None))):
+        return type(a) is type(b) and _same(a, b)
+    try:
+        return pickle.dumps(a) == pickle.dumps(b)
+    except Exception:  # noqa: BLE001 - what does not pickle cannot be shown equal
+        return False
 
 
 def _recordable(value) -> bool:

@@ -272,7 +272,8 @@ def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
             f"{path}: Φ has {v} columns but {where} has {n_words} words; they must match one to one "
             "(column j of Φ is the j-th vocabulary word) — give the vocabulary the model was trained with"
         )
-    sums = arr.sum(axis=1)
+    with np.errstate(over="ignore"):
+        sums = arr.sum(axis=1)
     zero = np.flatnonzero(sums == 0)
     if zero.size:
         raise UserError(f"{path}: row {zero[0]} of Φ is all zeros; every topic must be a distribution over words")
@@ -284,6 +285,14 @@ def validate_phi(phi, path: Path, n_words: int | None, normalize: bool,
             "topic-word distributions. If these are unnormalised weights (like scikit-learn's components_), "
             "pass --normalize to divide each row by its sum"
         )
+    overflowed = ~np.isfinite(sums)
+    if overflowed.any():
+        # Weights near the float maximum summed to inf, and divided by it Φ became all zeros: every candidate's ζ 0
+        # and its p-value 1e-58 (hostile pass XIX). Such rows are scaled by their largest entry first.
+        arr = arr.copy()
+        arr[overflowed] /= arr[overflowed].max(axis=1, keepdims=True)
+        sums = arr.sum(axis=1)
+        error = float(np.finfo(np.float64).max)  # beyond any float; audit.json holds no Infinity
     return arr / sums[:, None], error
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,18 @@ class PrivacySpent:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def _real(value, name: str, mechanism: str) -> float:
+    """A claim's ε or δ as a float; TypeError naming it unless it is a real number (a numpy scalar or 0-d array
+    too). A string, None, a complex or a 1-element array was an internal error once the run used it, True was
+    read as ε = 1 and refused afterwards as a damaged results.json, a Fraction failed at results.json (hostile
+    pass XIX)."""
+    if getattr(value, "shape", None) == ():
+        value = value[()]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"the guarantee of {mechanism}: {name} must be a real number (got {value!r})")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Guarantee:
     """A privacy claim described as data.
@@ -130,6 +143,8 @@ class Guarantee:
         object.__setattr__(self, "adjacency", adjacency_of(self.adjacency))
         object.__setattr__(self, "neighbours", neighbours_of(self.neighbours))
         object.__setattr__(self, "basis", basis_of(self.basis))
+        for name in ("epsilon", "delta"):
+            object.__setattr__(self, name, _real(getattr(self, name), name, self.mechanism))
         if not (self.epsilon >= 0) or not (0 <= self.delta <= 1):
             raise ValueError(f"the guarantee of {self.mechanism}: need ε ≥ 0 and δ in [0, 1] "
                              f"(got ε={self.epsilon}, δ={self.delta})")

@@ -7,6 +7,7 @@ would not fit in memory is refused here with one message naming the flag or key.
 from __future__ import annotations
 
 import errno
+import numbers
 import os
 import unicodedata
 import warnings
@@ -82,6 +83,8 @@ def check_shadows(n, where: str, minimum: int = 2, allowed: str = "") -> int:
 
     Shadows come in complementary pairs so every document is IN exactly half of them.
     """
+    if isinstance(n, numbers.Integral) and not isinstance(n, bool):
+        n = int(n)  # a numpy integer from the API (np.int64(4) was refused as "not an even number")
     if isinstance(n, bool) or not isinstance(n, int) or n < minimum or n % 2:
         raise UserError(f"{where} must be an even number ≥ {minimum} (got {n!r}): shadow models come in "
                         f"complementary pairs so every document is IN exactly half of them{allowed}")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,11 @@ def cache_key(config: Config) -> dict[str, Any]:
                 inputs[f"corpus.options.{key}"] = content_digest(value)
     t = config.target
     versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
+    code = sources(t.learner, t.vocabulary)
+    if any("source_sha256" not in found for found in code.values()):
+        # A plug-in whose code has no digest (defined in a notebook, frozen): nothing tells its code apart, so its
+        # entry is never found again (reused, it was the run of whatever code ran first).
+        code["unidentified"] = secrets.token_hex(16)
     return {
         "schema": SCHEMA,
         "config": config.identity(),  # plug-ins' sources included (engine.configuration.config.Config.identity)
@@ -101,7 +107,7 @@ def cache_key(config: Config) -> dict[str, Any]:
         "attacks": list(config.attack.attacks),
         "inputs": inputs,
         "code": {"topicaudit": __version__, "source": source_digest(), "versions": versions,
-                 **sources(t.learner, t.vocabulary)},
+                 **code},
     }
 
 
