@@ -80,7 +80,7 @@ from topicaudit.targets.base import declared_mechanism, records
 from topicaudit.targets.mechanisms import Mechanism, Recorder
 from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.privacy.release_check import disagreements
-from topicaudit.targets.learners.pipeline import Pipeline
+from topicaudit.targets.learners.pipeline import Pipeline, PluginCodeError
 from topicaudit.targets.learners.vocabulary import CorpusVocabulary
 
 # Pure ε-DP has no δ = 0 point on a PLD curve (its tails are truncated); this δ stands in for it.
@@ -457,6 +457,10 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
             raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r} (from "
                                  "the learner's code, not this check: the check did not finish, so this is no "
                                  "finding on the learner's claim)") from error
+        except PluginCodeError as error:  # the learner's own exception, raised in a pipeline's fit: no finding
+            raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised "
+                                 f"{error.__cause__ or error!r} (from the learner's code, not this check: the check "
+                                 "did not finish, so this is no finding on the learner's claim)") from error
         except Exception as error:  # a crash inside a check fails that check, named like any other failure
             raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r}") from error
     return result

@@ -20,7 +20,7 @@ from topicaudit.targets import plugins
 from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.params import check_topics
-from topicaudit.targets.learners.pipeline import Pipeline
+from topicaudit.targets.learners.pipeline import Pipeline, plugin_code
 from topicaudit.targets.bug_variants import VOCABULARY_BUGS, BrokenLearner, BrokenVocabulary, under_noised
 
 # Registries name "module:Class" and are imported on use, so a Ray worker that
@@ -113,7 +113,8 @@ def claim_of(part, what: str):
     """``part.guarantee()``, or one UserError naming the part when it cannot state a claim (ε NaN or negative, a
     string, δ outside [0, 1]: an internal error, exit 3, before hostile pass XIX)."""
     try:
-        claim = part.guarantee()
+        with plugin_code(part, "guarantee()"):  # a plug-in's own exception said as its own, not topicaudit's bug
+            claim = part.guarantee()
     except (ValueError, TypeError) as error:
         raise UserError(f"{what}: its guarantee() cannot state a claim: {error}; return a Guarantee whose ε is a "
                         "number ≥ 0 (math.inf for none) and δ a number in [0, 1)") from None
@@ -199,6 +200,7 @@ def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | No
     if vocabulary == AUTO:
         vocabulary = default_vocabulary(model)
     step = _build_step(vocabulary, vocabulary_params)
+    claim_of(step, f"vocabulary step {vocabulary!r}")
     if under_noise != 1.0:
         try:
             model = under_noised(model, under_noise)

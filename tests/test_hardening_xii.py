@@ -16,6 +16,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
+from topicaudit.errors import UserError
 
 # A learner that ends the process as some libraries do; EXIT says how.
 LEARNER = textwrap.dedent("""
@@ -48,7 +49,7 @@ def test_a_learner_calling_sys_exit_0_is_no_verdict(exiting_learner, tmp_path, m
     monkeypatch.setenv("EXIT", how)
     code = main(["check", str(exiting_learner), "--epsilon", "1", "--output", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert code == 3 and "internal error" in err, (code, err)  # was 0, nothing said
+    assert code == 2 and "its own fit raised SystemExit" in err, (code, err)  # was 0, nothing said
     assert not (tmp_path / "run" / "check.json").exists()
 
 
@@ -56,7 +57,7 @@ def test_a_learner_calling_sys_exit_0_is_no_verdict(exiting_learner, tmp_path, m
 def test_assert_privacy_turns_a_learners_sys_exit_into_no_verdict(exiting_learner, tmp_path, monkeypatch, how):
     """A script `assert_privacy(...)` whose learner called sys.exit(0) exited 0: read as a pass."""
     monkeypatch.setenv("EXIT", how)
-    with pytest.raises(RuntimeError, match="no verdict"):
+    with pytest.raises(UserError, match="its own fit raised SystemExit"):  # the learner's, named: no verdict
         assert_privacy(str(exiting_learner), epsilon=1, output=tmp_path / "run")
 
 
@@ -148,7 +149,6 @@ def test_api_numbers_and_paths_by_their_own_value(small_run, tmp_path):
 def test_audit_model_names_a_setting_of_the_wrong_type(tmp_path, setting, value):
     """output=5 was a TypeError, params="max_iter=3" a ValueError about dictionary update sequences."""
     import topicaudit
-    from topicaudit.errors import UserError
 
     with pytest.raises(UserError, match=setting):
         topicaudit.audit_model(tmp_path / "phi.npy", candidates=tmp_path / "c.json", **{setting: value})

@@ -72,7 +72,7 @@ def test_a_failed_cached_run_never_removes_the_users_folder_its_runs_link_names(
     config = tmp_path / "swaps.toml"
     config.write_text(CONFIG)
     code = main(["check", str(config), "--epsilon", "1"])
-    assert code == 3, capsys.readouterr().err  # the learner's failure: no verdict
+    assert code == 2, capsys.readouterr().err  # the learner's own exception, named: no verdict
     entries = [p for p in users.iterdir() if p.name != "keep.txt"]
     assert len(entries) == 1 and entries[0].is_dir()  # was removed (rmdir; rmtree: with the thesis in it)
     assert not drop_lock or (entries[0] / "thesis.tex").read_text() == "mine"
@@ -226,7 +226,7 @@ def test_a_crashed_start_leaves_the_users_output_holding_an_empty_models_folder_
     os.utime(output / "models", ns=(10**18, 10**18))
     os.utime(output, ns=(10**18, 10**18))
     before = snapshot(output)
-    assert main(["check", str(config), "--epsilon", "1", "--output", str(output)]) == 3
+    assert main(["check", str(config), "--epsilon", "1", "--output", str(output)]) == 2
     assert "the learner failed" in capsys.readouterr().err
     assert snapshot(output) == before
 

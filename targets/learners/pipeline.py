@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pickle
 import sys
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +51,12 @@ class Pipeline:
         vocabulary_transcript = None
         if vocabulary is None and requested and self.observes_vocabulary:
             step_record = Recorder(observe)
-            vocabulary = self.vocabulary_step.select(X, vocabulary_seed, record=step_record)
+            with plugin_code(self.vocabulary_step, "select"):
+                vocabulary = self.vocabulary_step.select(X, vocabulary_seed, record=step_record)
             vocabulary_transcript = step_record.transcript()
         elif vocabulary is None:
-            vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
+            with plugin_code(self.vocabulary_step, "select"):
+                vocabulary = self.vocabulary_step.select(X, vocabulary_seed)
         else:
             vocabulary = np.asarray(vocabulary, dtype=np.int64)  # the target's, reused by a shadow (verified)
         vocabulary = selected_vocabulary(vocabulary, X.shape[1], self.vocabulary_step)
@@ -63,13 +67,17 @@ class Pipeline:
                            info={"empty_vocabulary": True}, transcript=vocabulary_transcript)
         X = X[:, vocabulary].tocsr()
         if not records(self.learner.fit):
-            return Release(phi=released_phi(self.learner.fit(X, learner_seed), self.learner.k, X.shape[1]),
-                           vocabulary=vocabulary, transcript=vocabulary_transcript)
+            with plugin_code(self.learner, "fit"):
+                phi = self.learner.fit(X, learner_seed)
+            return Release(phi=released_phi(phi, self.learner.k, X.shape[1]), vocabulary=vocabulary,
+                           transcript=vocabulary_transcript)
         # A private vocabulary step is the stage its canaries audit; else the learner's releases of the observed
         # columns the vocabulary kept (the others were never released).
         kept = observe[np.isin(observe, vocabulary)] if vocabulary_transcript is None else observe[:0]
         record = Recorder(np.searchsorted(vocabulary, kept))
-        phi = released_phi(self.learner.fit(X, learner_seed, record=record), self.learner.k, X.shape[1])
+        with plugin_code(self.learner, "fit"):
+            phi = self.learner.fit(X, learner_seed, record=record)
+        phi = released_phi(phi, self.learner.k, X.shape[1])
         transcript = record.transcript() if requested else None
         if transcript is not None:
             transcript.columns = kept
@@ -92,6 +100,35 @@ class Pipeline:
         the driver's working directory only, adds it before unpickling the plug-in."""
         path = worker_path(self.learner, self.vocabulary_step)
         return _rebuild, (path, pickle.dumps(self.__getstate__()) if path else self.__getstate__())
+
+
+class PluginCodeError(ValueError):
+    """A plug-in's own code (a learner's ``fit``, a vocabulary step's ``select``) raised. A ValueError, so the run
+    names the plug-in and exits 2 as for a learner refusing the data (``learner_refused``), in a Ray worker too."""
+
+
+@contextmanager
+def plugin_code(part, method: str):
+    """Run a plug-in's ``method``; what it raises is said as its own (``PluginCodeError``), not topicaudit's.
+
+    A plug-in learner whose fit raised RuntimeError, AssertionError, RecursionError or called sys.exit was reported
+    as "internal error (a bug, please report it)", exit 3, blaming topicaudit for the learner's exception, and after
+    a GeneratorExit the half-written run was left behind (hostile pass XIX). A ValueError is the plug-in refusing
+    the data and goes on as it is; KeyboardInterrupt stays an interrupt; topicaudit's own parts are not plug-ins.
+    """
+    try:
+        yield
+    except ValueError:
+        raise
+    except (Exception, SystemExit, GeneratorExit) as error:
+        if type(part).__module__.split(".")[0] == "topicaudit":
+            raise
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        said = " ".join(str(error).split())[:300]
+        step = f"its vocabulary step ({type(part).__name__}): " if method == "select" else ""  # learner_refused's cue
+        raise PluginCodeError(f"{step}its own {method} raised {type(error).__name__}{': ' + said if said else ''}"
+                              f"{where} (the plug-in's code, not topicaudit's; fix it there)") from error
 
 
 # How far a row of Φ may sum from 1: float32 rounding over a large vocabulary, not a release of other numbers.
