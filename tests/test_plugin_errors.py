@@ -109,3 +109,22 @@ def test_topicaudits_own_parts_keep_their_exceptions_and_a_plug_ins_refusal_stay
     with pytest.raises(KeyboardInterrupt):  # an interrupt stays one
         with plugin_code(object(), "fit"):
             raise KeyboardInterrupt
+
+
+def test_a_run_that_claims_nothing_records_no_claim_not_violated(tmp_path, monkeypatch):
+    """results.json's verdict of a learner claiming no ε read {"violated": true, "verdict": "VIOLATED"} (its bounds
+    at ε = 0): a script reading it read a refutation (hostile pass XIX, listed API14). `check` and `report` still
+    read the stored verdict."""
+    import json
+
+    import topicaudit
+
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    topicaudit.run({"synthetic": {"n_docs": 120, "n_words": 200}, "target": {"k": 3},
+                    "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": str(tmp_path / "run")},
+                   learner=VariationalLDA(k=3))
+    stored = json.loads((tmp_path / "run" / "results.json").read_text())["verdict"]
+    assert stored["claim_tested"] is False and stored["violated"] is False and stored["verdict"] == "NO CLAIM"
+    assert stored["epsilon_lower_bound"] > 0  # the bound is still there, for what it shows
+    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "page"), "--quiet"]) == 0
+    assert "NO CLAIM" in (tmp_path / "page" / "report.md").read_text()

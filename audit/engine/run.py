@@ -46,6 +46,7 @@ from topicaudit.engine.storage.results import (
 from topicaudit.engine.presentation.roc_figure import warm_up as warm_figure
 from topicaudit.engine.presentation.roc_figure import write_roc_figure
 from topicaudit.engine.storage.bounded_read import read_results, read_run_toml
+from topicaudit.engine.storage.check_result import NO_CLAIM
 from topicaudit.engine.storage.durable_write import atomic_write_bytes
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.rundir import RunDirectory
@@ -330,8 +331,10 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
     except UserError:
         pass  # nothing these tests can bound (e.g. word canaries only, for a document-level claim)
     else:
-        results = replace(results, verdict={"claim_tested": tested, **{
-            key: value for key, value in verdict.to_json().items() if key not in ("schema", "run_dir")}})
+        stored = {key: value for key, value in verdict.to_json().items() if key not in ("schema", "run_dir")}
+        if not tested:  # bounds at ε = 0 prove no refutation: a script reading "VIOLATED" here read one
+            stored.update(violated=False, verdict=NO_CLAIM)
+        results = replace(results, verdict={"claim_tested": tested, **stored})
     timings["verdict"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
     if "address" in ray:

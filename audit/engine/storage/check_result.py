@@ -77,6 +77,11 @@ def integrity_phrase(mode: str | None, key_id: str | None = None) -> str | None:
     return None
 
 
+# What results.json's verdict says when the run's tests could not hold the target to a claim (it claims none, or
+# one these tests cannot bound): its bounds are at ε = 0, and "VIOLATED" there was read by scripts as a refutation.
+NO_CLAIM = "NO CLAIM"
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """The verdict on one claim: every test's bound, what the tests observed, and how strong they were.
@@ -270,8 +275,9 @@ class CheckResult:
         }
 
     @classmethod
-    def from_json(cls, data: Any, where: str = "check.json") -> CheckResult:
-        """The result ``to_json`` wrote; its verdict must be the one its bounds give (else the file was edited)."""
+    def from_json(cls, data: Any, where: str = "check.json", *, untested: bool = False) -> CheckResult:
+        """The result ``to_json`` wrote; its verdict must be the one its bounds give (else the file was edited), or
+        ``NO_CLAIM`` for the verdict ``run`` stored on a claim its tests could not hold (``untested``)."""
         check_schema(data, CHECK_SCHEMA, where)
         try:
             result = cls(Path(data["run_dir"]), data["claimed_epsilon"], data["delta"], data["alpha"],
@@ -284,7 +290,8 @@ class CheckResult:
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{where} is not a check result this topicaudit wrote ({type(error).__name__}: "
                             f"{error}); rerun `topicaudit check --json` to rewrite it") from None
-        if not result.bounds or result.verdict != data.get("verdict"):
+        stated = data.get("verdict")
+        if not result.bounds or stated != result.verdict and not (untested and stated == NO_CLAIM):
             raise UserError(f"{where}: its verdict is not the one its bounds give; the file was edited — rerun "
                             "`topicaudit check --json` to rewrite it")
         return result

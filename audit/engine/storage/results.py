@@ -273,9 +273,10 @@ class RunResults(JsonView, Record):
         if self.verdict is None:
             return None
         stored = {key: value for key, value in self.verdict.items() if key != "claim_tested"}
+        tested = bool(self.verdict.get("claim_tested"))
         result = CheckResult.from_json({**stored, "schema": CHECK_SCHEMA, "run_dir": str(run_dir)},
-                                       f"{run_dir}/results.json verdict")
-        return result, bool(self.verdict.get("claim_tested"))
+                                       f"{run_dir}/results.json verdict", untested=not tested)
+        return result, tested
 
     @property
     def recorded_bounds(self) -> NaturalBounds | CanaryBounds | None:
