@@ -1,0 +1,140 @@
+"""Hardening XIX, helper m (issue 32, hostile pass XIX: user files and folders). Every case it ran is in
+tests/hostile_xix_m_cases.md.
+
+Critical (a user's folder touched):
+- PY1–PY4: importing a plug-in learner (``--learner mod:Class``: the command, its Ray workers, a report of its
+  run) wrote ``__pycache__/mod.cpython-311.pyc`` beside the user's module, and gave the user's folder a new mtime.
+  No bytecode is written while the user's code is imported or run, nor by any worker.
+- ST5–ST11: an output path (``--output``, ``report -o``, ``--json``/``--junit``, ``--cache``,
+  ``TOPICAUDIT_CACHE_DIR``, ``XDG_CACHE_HOME``, a sweep) through a link that another user planted in a shared sticky
+  folder (``/tmp``, where ``fs.protected_symlinks`` is 0) wrote the run, report or document into the user's folder
+  the link pointed at. Such a link is refused, by the kernel's own rule; the user's own links are followed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from topicaudit.cli.main import main
+from topicaudit.engine.execution import ray_local
+from topicaudit.errors import UserError
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+
+from linked_cache import run_dir, snapshot  # noqa: F401 — run_dir: a fixture
+
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+PLUGIN = """
+from topicaudit.targets.learners.lda import VariationalLDA
+
+
+class Learner(VariationalLDA):
+    def fit(self, X, seed):
+        import xix_m_helper  # a module beside it, imported from the fit
+        return super().fit(X, seed)
+"""
+
+
+def test_importing_a_plugin_writes_no_bytecode_beside_it(tmp_path, monkeypatch):
+    """PY1 (critical): a plug-in's import left ``__pycache__`` in the user's folder; none now, and the process's
+    own setting is put back after."""
+    folder = tmp_path / "plug"
+    folder.mkdir()
+    (folder / "xix_m_plugin.py").write_text(PLUGIN)
+    (folder / "xix_m_helper.py").write_text("VALUE = 1\n")
+    os.utime(folder, ns=(0, 0))
+    before = snapshot(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    try:
+        found = load_class("xix_m_plugin:Learner", LEARNER_GROUP, "a test")
+        assert found.__name__ == "Learner"
+        assert sys.dont_write_bytecode is False
+        assert snapshot(folder) == before and not (folder / "__pycache__").exists()
+    finally:
+        sys.modules.pop("xix_m_plugin", None)
+
+
+def test_ray_workers_write_no_bytecode():
+    """PY2 (critical): a Ray worker imports the plug-in when it unpickles the target, before any fit; its
+    environment (local instance and cluster job alike) asks Python for no bytecode."""
+    assert ray_local.LOCAL_ENVIRONMENT.get("PYTHONDONTWRITEBYTECODE") == "1"
+    assert getattr(ray_local, "WORKER_ENVIRONMENT", {}).get("PYTHONDONTWRITEBYTECODE") == "1"
+
+
+CONFIG = "[target]\nk = 2\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 20\n"
+
+
+def _shared_with_planted_link(tmp_path: Path) -> tuple[Path, Path]:
+    """A sticky folder writable by all (as /tmp) holding ``L``, another user's link to the user's folder V."""
+    shared, users = tmp_path / "T", tmp_path / "V"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    users.mkdir()
+    (users / "keep.txt").write_text("keep\n")
+    (users / "c").mkdir()
+    (shared / "L").symlink_to(users)
+    os.lchown(shared / "L", 65534, 65534)
+    return shared, users
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+@pytest.mark.parametrize("command", [
+    ["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "T/L/new"],
+    ["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "T/L/c"],
+    ["report", "RUN", "-o", "T/L/rep"],
+    ["check", "RUN", "--epsilon", "0.01", "--json", "T/L/o.json"],
+    ["check", "RUN", "--epsilon", "0.01", "--junit", "T/L/o.xml"],
+    ["sweep", "c.toml", "--param", "target.k", "--values", "2", "--output", "T/L/sw"],
+])
+def test_an_output_through_another_users_link_in_a_shared_folder_is_refused(run_dir, tmp_path, capsys, command):
+    """ST5–ST10 (critical): the run, report, sweep or document was written into V through the planted link."""
+    shared, users = _shared_with_planted_link(tmp_path)
+    (tmp_path / "c.toml").write_text(CONFIG)
+    before = snapshot(users)
+    code = main(command)
+    err = capsys.readouterr().err
+    assert code == 2 and snapshot(users) == before
+    assert f"{shared / 'L'} is a symbolic link of another user (uid 65534)" in err
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+@pytest.mark.parametrize("where", ["--cache", "TOPICAUDIT_CACHE_DIR", "XDG_CACHE_HOME"])
+def test_a_cache_through_another_users_link_in_a_shared_folder_is_refused(tmp_path, monkeypatch, capsys, where):
+    """ST4, ST9, ST11 (critical): a cached check wrote its run into V/c through the planted link."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    monkeypatch.delenv("TOPICAUDIT_CACHE_DIR", raising=False)
+    shared, users = _shared_with_planted_link(tmp_path)
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG)
+    before = snapshot(users)
+    command = ["check", str(config), "--epsilon", "0.01"]
+    if where == "--cache":
+        command += ["--cache", "T/L/c"]
+    else:
+        monkeypatch.setenv(where, str(shared / "L" / "c"))
+    assert main(command) == 2 and snapshot(users) == before
+    assert "is a symbolic link of another user" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not ROOT, reason="needs a second owner")
+def test_the_users_own_link_in_a_shared_folder_is_still_followed(run_dir, tmp_path, capsys):
+    """The rule is the kernel's: a link of this user (or of the folder's owner) is the user's choice."""
+    shared, users = _shared_with_planted_link(tmp_path)
+    (shared / "mine").symlink_to(users)
+    assert main(["check", "RUN", "--epsilon", "0.01", "--json", "T/mine/o.json"]) == 1
+    assert (users / "o.json").is_file()
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+def test_a_local_rays_folder_below_another_users_link_is_refused(tmp_path, monkeypatch):
+    """Ray's temporary root ``$TMPDIR/ray`` with TMPDIR reached through the planted link: refused before Ray."""
+    shared, users = _shared_with_planted_link(tmp_path)
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(shared / "L" / "c"))
+    with pytest.raises(UserError, match="symbolic link of another user"):
+        ray_local.check_temp_root()
