@@ -138,3 +138,15 @@ def test_a_local_rays_folder_below_another_users_link_is_refused(tmp_path, monke
     monkeypatch.setenv("TMPDIR", str(shared / "L" / "c"))
     with pytest.raises(UserError, match="symbolic link of another user"):
         ray_local.check_temp_root()
+
+
+@pytest.mark.parametrize("variable", ["TMPDIR", "RAY_TMPDIR"])
+def test_a_local_ray_never_creates_a_missing_temporary_folder(tmp_path, monkeypatch, variable):
+    """TD3 (critical): ``TMPDIR=/nonexistent-m`` (a stale setting; Python's own tempfile passes over it) and a run
+    with shadows: the local Ray made ``/nonexistent-m/ray`` at the root of the file system. Refused before Ray."""
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    missing = tmp_path / "gone" / "deeper"
+    monkeypatch.setenv(variable, str(missing))
+    with pytest.raises(UserError, match=f"{variable}=.*does not exist"):
+        ray_local.check_temp_root()
+    assert not (tmp_path / "gone").exists()

@@ -86,7 +86,7 @@ def check_temp_root() -> None:
     link ``/tmp/ray`` planted by another user (a shared ``/tmp`` on a system that follows such links) made a folder
     of the user's, where it pointed, world-writable and filled it with Ray's logs. A link of the user's own (or of
     the administrator's) is their choice, followed as they made it. A relative folder (an empty ``RAY_TMPDIR``)
-    is refused too.
+    is refused too, and so is one that does not exist (Ray made it, parents included: ``/nonexistent/ray``).
     """
     root = ray_temp_root()
     if not os.path.isabs(root):  # an empty RAY_TMPDIR: Ray made ./ray (mode 777) in the working directory, then
@@ -99,6 +99,11 @@ def check_temp_root() -> None:
         variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
         raise UserError(f"{variable}={base} is not a directory, where a local Ray instance keeps its sessions; set "
                         f"{variable} to a directory (or unset it), or join a cluster with --ray-address")
+    if not os.path.lexists(base):  # Ray made it, and every folder above it (`/nonexistent/ray`, at the root)
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise UserError(f"{variable}={base} does not exist, and a local Ray instance would create it (with every "
+                        "missing folder above it) to keep its sessions there; set it to an existing directory (or "
+                        "unset it), or join a cluster with --ray-address")
     planted = planted_link(base)  # a folder above it reached through another user's link in a shared /tmp
     if planted is not None:
         raise UserError(f"Ray's temporary folder {root}: {planted[0]} is a symbolic link of another user (uid "
