@@ -301,6 +301,11 @@ def open_folder(path: Path, create: bool = False) -> Folder:
         if create:
             base.mkdir(parents=True, exist_ok=True)
         folder = Folder(base, os.open(base, _DIRECTORY) if BY_DESCRIPTOR else None)
+        try:  # again once open: a link planted between the look and the open (a race) is refused too
+            refuse_planted_link(base)
+        except PlantedLink:
+            folder.close()
+            raise
     try:
         for part in parts:
             inner = folder.child(part, create)
