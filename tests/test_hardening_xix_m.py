@@ -150,3 +150,15 @@ def test_a_local_ray_never_creates_a_missing_temporary_folder(tmp_path, monkeypa
     with pytest.raises(UserError, match=f"{variable}=.*does not exist"):
         ray_local.check_temp_root()
     assert not (tmp_path / "gone").exists()
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+def test_a_phase_trace_through_another_users_link_in_a_shared_folder_is_not_written(run_dir, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """ST13 (critical, ST5's cause): ``TOPICAUDIT_PHASE_TRACE=T/L/trace.txt`` made V/trace.txt. Ignored, said."""
+    shared, users = _shared_with_planted_link(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_PHASE_TRACE", str(shared / "L" / "trace.txt"))
+    before = snapshot(users)
+    assert main(["check", "RUN", "--epsilon", "0.01"]) == 1
+    assert snapshot(users) == before
+    assert "symbolic link of another user" in capsys.readouterr().err
