@@ -13,6 +13,7 @@ Critical (a user's folder touched):
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -162,3 +163,22 @@ def test_a_phase_trace_through_another_users_link_in_a_shared_folder_is_not_writ
     assert main(["check", "RUN", "--epsilon", "0.01"]) == 1
     assert snapshot(users) == before
     assert "symbolic link of another user" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+def test_matplotlib_never_keeps_its_folders_behind_another_users_link(run_dir, tmp_path):
+    """XL1 (critical, ST5's cause): ``XDG_CACHE_HOME`` and ``XDG_CONFIG_HOME`` through the planted link, and a
+    report: matplotlib wrote ``matplotlib/fontlist-….json`` into V. It gets a temporary folder of its own, gone
+    after."""
+    shared, users = _shared_with_planted_link(tmp_path)
+    (tmp_path / "home").mkdir()
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(shared / "L"),
+           "XDG_CONFIG_HOME": str(shared / "L"), "TMPDIR": str(temporary), "TOPICAUDIT_INTEGRITY_KEY": "off"}
+    env.pop("MPLCONFIGDIR", None)
+    before = snapshot(users)
+    done = subprocess.run([sys.executable, "-m", "topicaudit", "report", "RUN", "-o", "rep"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert snapshot(users) == before and list(temporary.iterdir()) == []
