@@ -182,3 +182,22 @@ def test_matplotlib_never_keeps_its_folders_behind_another_users_link(run_dir, t
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert snapshot(users) == before and list(temporary.iterdir()) == []
+
+
+@pytest.mark.skipif(not ROOT, reason="mounts a read-only folder")
+def test_a_read_only_temporary_folder_is_bad_input_before_ray_starts(tmp_path, monkeypatch):
+    """RO3 (not critical): TMPDIR on a read-only file system was exit 4, "the Ray runtime failed … Read-only file
+    system"; it is the user's setting, exit 2 naming the variable, before Ray starts."""
+    source, mounted = tmp_path / "ro", tmp_path / "mnt"
+    source.mkdir()
+    mounted.mkdir()
+    if subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True, capture_output=True)
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+        monkeypatch.setenv("TMPDIR", str(mounted))
+        with pytest.raises(UserError, match="TMPDIR=.*cannot be written"):
+            ray_local.check_temp_root()
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)

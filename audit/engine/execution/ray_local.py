@@ -104,6 +104,11 @@ def check_temp_root() -> None:
         raise UserError(f"{variable}={base} does not exist, and a local Ray instance would create it (with every "
                         "missing folder above it) to keep its sessions there; set it to an existing directory (or "
                         "unset it), or join a cluster with --ray-address")
+    if not os.access(base, os.W_OK | os.X_OK) and not os.access(root, os.W_OK | os.X_OK):
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"  # Ray failed to start: exit 4
+        raise UserError(f"{variable}={base} cannot be written (a read-only file system, or not yours), and a local "
+                        "Ray instance keeps its sessions there; set it to a folder you can write (or unset it), or "
+                        "join a cluster with --ray-address")
     planted = planted_link(base)  # a folder above it reached through another user's link in a shared /tmp
     if planted is not None:
         raise UserError(f"Ray's temporary folder {root}: {planted[0]} is a symbolic link of another user (uid "
