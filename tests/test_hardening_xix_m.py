@@ -201,3 +201,43 @@ def test_a_read_only_temporary_folder_is_bad_input_before_ray_starts(tmp_path, m
             ray_local.check_temp_root()
     finally:
         subprocess.run(["umount", str(mounted)], capture_output=True)
+
+
+KERNEL = """
+from topicaudit.jit import njit
+
+
+@njit(cache=True)
+def plus_one(x):
+    return x + 1
+
+
+print(plus_one(1))
+"""
+
+
+@pytest.mark.skipif(not ROOT or not Path("/usr/bin/setpriv").exists(), reason="runs as nobody, beside a third user")
+def test_numbas_cache_never_goes_behind_another_users_link(tmp_path):
+    """NB3 (critical, ST5's cause): a user whose package folder is not theirs (numba then caches in
+    ``$XDG_CACHE_HOME/numba``), that variable through a third user's link in a shared sticky folder: numba wrote its
+    kernels into the folder the link named. Nothing is cached then."""
+    tmp_path.chmod(0o755)
+    code = tmp_path / "code"  # root's: nobody cannot write a __pycache__ beside the module
+    code.mkdir()
+    (code / "xix_m_kernel.py").write_text(KERNEL)
+    shared, users = tmp_path / "T", tmp_path / "NV"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    users.mkdir()
+    os.chown(users, 65534, 65534)
+    (shared / "L").symlink_to(users)
+    os.lchown(shared / "L", 1234, 1234)
+    before = snapshot(users)
+    env = {**os.environ, "XDG_CACHE_HOME": str(shared / "L"), "HOME": str(users), "PYTHONPATH": str(code)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    done = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                           "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search",
+                           sys.executable, "-c", "import xix_m_kernel"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
+    assert snapshot(users) == before
