@@ -10,8 +10,10 @@ PNG bytes.
 """
 from __future__ import annotations
 
+import atexit
 import io
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -105,14 +107,16 @@ def _no_planted_matplotlib_folders() -> None:
     """Before matplotlib's first import: when the folders it keeps its settings and font list in
     (``$XDG_CONFIG_HOME``/``$XDG_CACHE_HOME``, else ``~/.config``/``~/.cache``) lie behind another user's link in a
     shared sticky folder, it gets a temporary folder of its own instead (``MPLCONFIGDIR``, removed at exit as
-    matplotlib's own is): it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named."""
+    matplotlib's own is: by ``atexit`` in a Python session, by the supervisor after the command's ``os._exit``):
+    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named."""
     if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
         return
     home = os.path.expanduser("~")
     places = (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
               os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
     if any(planted_link(place) is not None for place in places):
-        os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="matplotlib-")
+        os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-")
+        atexit.register(shutil.rmtree, made, True)
 
 
 def loglog(ax, floor: float, title: str):
