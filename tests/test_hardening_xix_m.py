@@ -8,7 +8,13 @@ Critical (a user's folder touched):
 - ST5–ST11: an output path (``--output``, ``report -o``, ``--json``/``--junit``, ``--cache``,
   ``TOPICAUDIT_CACHE_DIR``, ``XDG_CACHE_HOME``, a sweep) through a link that another user planted in a shared sticky
   folder (``/tmp``, where ``fs.protected_symlinks`` is 0) wrote the run, report or document into the user's folder
-  the link pointed at. Such a link is refused, by the kernel's own rule; the user's own links are followed.
+  the link pointed at; so did the phase trace (ST13), matplotlib's font list (XL1) and numba's user-wide cache
+  (NB3). Such a link is refused (or worked around), by the kernel's own rule; the user's own links are followed.
+- TD3: ``TMPDIR=/nonexistent-m`` and a run with shadows: the local Ray made ``/nonexistent-m/ray`` at the root.
+  Refused before Ray starts.
+
+Not critical, fixed:
+- RO3: a read-only ``TMPDIR`` was exit 4 (Ray failed to start); exit 2 naming it, before Ray starts.
 """
 from __future__ import annotations
 
