@@ -247,3 +247,20 @@ def test_numbas_cache_never_goes_behind_another_users_link(tmp_path):
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
     assert snapshot(users) == before
+
+
+@pytest.mark.skipif(not ROOT, reason="plants a link of another user")
+def test_the_corpus_cache_note_names_the_planted_link(tmp_path, monkeypatch, capsys):
+    """CC2 (not critical): the corpus cache below another user's link was skipped, but the note called the whole
+    cache path "a symbolic link"; it names the link and its owner."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", "off")
+    shared, users = _shared_with_planted_link(tmp_path)
+    monkeypatch.setenv("TOPICAUDIT_CACHE_DIR", str(shared / "L" / "c"))
+    (tmp_path / "d.json").write_text('{"text": ["apple banana cherry dog", "eagle fish grape house", '
+                                     '"apple fish kite lemon", "dog eagle mango night"]}')
+    before = snapshot(users)
+    assert main(["run", "--corpus", "d.json", "--no-preprocess", "--k", "2", "--shadows", "0", "--canaries", "4",
+                 "--output", "o", "--quiet"]) == 0
+    assert snapshot(users) == before
+    assert f"{shared / 'L'} is a symbolic link of another user" in capsys.readouterr().err
