@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,6 +36,50 @@ def absolute(path: Path | str) -> str:
         return str(full)
     last = len(parts) - 1 - parts[::-1].index("..")
     return os.path.join(os.path.realpath(Path(*parts[:last + 1])), *parts[last + 1:])
+
+
+def planted_link(path: Path | str) -> tuple[str, int, str] | None:
+    """The first symbolic link on the way to ``path`` that sits in a folder everyone may write to and whose
+    sticky bit keeps each name its owner's (``/tmp``), made by a user who is neither this one, root, nor that
+    folder's owner: its path, its owner's uid and its target; None when there is none (or the path ends before).
+
+    Such a link is another user's choice of where this user's files go: ``--output /tmp/L/run``, L a link another
+    user planted to a folder of this user's, wrote the run into that folder. The kernel refuses to follow it
+    where ``fs.protected_symlinks`` is 1; where it is 0 (hostile pass XIX), topicaudit refuses it itself, by the
+    same rule, and follows every other link as the user named it."""
+    todo = list(Path(os.path.join(os.getcwd(), os.fspath(path))).parts)
+    here, hops = "/", 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("/", "//"):
+            here = "/"
+            continue
+        if part == ".":
+            continue
+        if part == "..":
+            here = os.path.dirname(here)
+            continue
+        candidate = os.path.join(here, part)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return None  # absent from here on (made later), or out of reach: nothing to follow
+        if not stat.S_ISLNK(info.st_mode):
+            here = candidate
+            continue
+        target = os.readlink(candidate)
+        try:
+            folder = os.stat(here)
+        except OSError:
+            return None
+        shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+        if shared and info.st_uid not in (os.geteuid(), 0, folder.st_uid):
+            return candidate, info.st_uid, target
+        hops += 1
+        if hops > 40:  # a loop: the system says so when the path is used
+            return None
+        todo[:0] = Path(target).parts
+    return None
 
 
 def declare(path: Path, anchor: Path) -> None:

@@ -5,17 +5,38 @@ own cache folder (``~/.cache/numba``). When neither can be written (a package in
 whose home directory does not exist or is not writable: CI containers, Debian's ``nobody``), ``cache=True``
 raised at import, and every command that reached a kernel ended as an internal error (exit 3). Such a process
 compiles its kernels for itself instead, as numba does without ``cache=True``; ``NUMBA_CACHE_DIR`` names a
-cache folder for it.
+cache folder for it. Nor is anything cached when numba's own place for it in the user's cache folder
+(``$XDG_CACHE_HOME/numba``, else ``~/.cache/numba``) lies behind another user's link in a shared sticky folder
+(hostile pass XIX: it wrote its kernels into the folder that link named).
 """
 from __future__ import annotations
 
+import os
+
 import numba
+
+from topicaudit.folder_anchors import planted_link
+
+
+def _user_cache_planted() -> bool:
+    """Whether numba's user-wide cache folder (used when the package's own ``__pycache__`` cannot be written) is
+    reached through another user's link in a shared sticky folder; numba makes it as soon as a kernel is
+    declared, so this is decided before."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return False
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return planted_link(base) is not None
+
+
+_UNCACHED = _user_cache_planted()
 
 
 def njit(*args, **options):
     """``numba.njit`` with the same arguments; ``cache=True`` falls back to no cache when numba has no place
     for one."""
     def decorate(function):
+        if _UNCACHED and options.get("cache"):
+            return numba.njit(**{**options, "cache": False})(function)
         try:
             return numba.njit(**options)(function)
         except RuntimeError as error:  # numba's "cannot cache function …: no locator available for file …"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from topicaudit.errors import UserError
-from topicaudit.folder_anchors import anchor_of, declare, held_descriptor
+from topicaudit.folder_anchors import anchor_of, declare, held_descriptor, planted_link
 
 # Descriptor-relative calls (POSIX); elsewhere each call takes the folder's path.
 BY_DESCRIPTOR = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
@@ -45,6 +45,26 @@ class LinkedFolder(UserError):
         what = f"a symbolic link (to {target})" if target is not None else "not a directory"
         super().__init__(f"{path} is {what}, not topicaudit's own folder: nothing is written, read or deleted "
                          "through it; move it away (or remove the link) and rerun the same command")
+
+
+class PlantedLink(LinkedFolder):
+    """A link on the way to a path the user named that another user put in a shared sticky folder (``/tmp``)."""
+
+    def __init__(self, path: Path, link: str, uid: int, target: str):
+        self.reason = (f"{link} is a symbolic link of another user (uid {uid}) to {target}, in a folder everyone "
+                       "may write to (sticky, as /tmp): topicaudit does not follow it (as the system does not where "
+                       "fs.protected_symlinks is 1), so another user cannot choose where its files go; remove the "
+                       "link, or give a path of your own")
+        where = "" if os.path.abspath(path) == link else f"{path}: "
+        UserError.__init__(self, where + self.reason)
+        self.path, self.target = Path(path), target
+
+
+def refuse_planted_link(path: Path | str) -> None:
+    """Raise ``PlantedLink`` when another user's link in a shared sticky folder lies on the way to ``path``."""
+    found = planted_link(path)
+    if found is not None:
+        raise PlantedLink(Path(path), *found)
 
 
 class Folder:
@@ -277,9 +297,15 @@ def open_folder(path: Path, create: bool = False) -> Folder:
     held = held_descriptor(base)
     folder = Folder(base, held) if held is not None else None
     if folder is None:
+        refuse_planted_link(base)
         if create:
             base.mkdir(parents=True, exist_ok=True)
         folder = Folder(base, os.open(base, _DIRECTORY) if BY_DESCRIPTOR else None)
+        try:  # again once open: a link planted between the look and the open (a race) is refused too
+            refuse_planted_link(base)
+        except PlantedLink:
+            folder.close()
+            raise
     try:
         for part in parts:
             inner = folder.child(part, create)

@@ -14,6 +14,9 @@ A fork is not put back, it is ended: a learner whose fit forked and returned in 
 carry on as the command (hostile pass XIX): it scored its own Φ, printed a second verdict and, after the command
 had exited 1 with VIOLATED, rewrote the run's results.json and check.json (and their manifest) as NO SIGNAL. A
 process that leaves the block with another process id than it entered with ends there, at once, writing nothing.
+
+While such code runs no bytecode is written (``sys.dont_write_bytecode``): importing the user's plug-in, or a module
+beside it from its fit, put a ``__pycache__`` folder beside the user's own files (hostile pass XIX).
 """
 from __future__ import annotations
 
@@ -54,6 +57,26 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+_BYTECODE_LOCK = threading.Lock()
+_NO_BYTECODE: list = [0, False]  # blocks running, and the setting before the first of them
+
+
+@contextmanager
+def _no_bytecode():
+    """No ``__pycache__`` written for the block (counted: threads' blocks overlap), the setting put back after."""
+    with _BYTECODE_LOCK:
+        if _NO_BYTECODE[0] == 0:
+            _NO_BYTECODE[1] = sys.dont_write_bytecode
+        _NO_BYTECODE[0] += 1
+        sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        with _BYTECODE_LOCK:
+            _NO_BYTECODE[0] -= 1
+            sys.dont_write_bytecode = True if _NO_BYTECODE[0] else _NO_BYTECODE[1]
+
+
 def _watched_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items()
             if name.startswith("TOPICAUDIT_") or name in ENVIRONMENT}
@@ -82,7 +105,8 @@ def kept_process_state(who: str):
     main = threading.current_thread() is threading.main_thread()
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS} if main else {}
     try:
-        yield
+        with _no_bytecode():
+            yield
     finally:
         if os.getpid() != pid:
             _end_forked_child(who)

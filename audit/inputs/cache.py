@@ -58,7 +58,7 @@ from topicaudit.inputs.files import read_user_file
 from topicaudit.inputs.integrity_key import integrity_key
 from topicaudit.inputs.sizes import BoundedNpz
 from topicaudit.folder_anchors import declare
-from topicaudit.owned_folders import CLOEXEC, NOFOLLOW, Folder, LinkedFolder, open_folder
+from topicaudit.owned_folders import CLOEXEC, NOFOLLOW, Folder, LinkedFolder, PlantedLink, open_folder
 from topicaudit.targets.counts import check_counts
 from topicaudit.version import __version__
 
@@ -144,6 +144,10 @@ def cached_corpus(path, format: str | None, settings: dict[str, Any], load: Call
     name = f"{key}.npz"
     try:
         folder = open_folder(directory / "corpora", create=True)
+    except PlantedLink as planted:  # a folder above it is another user's link in a shared /tmp
+        warnings.warn(f"the corpus cache in {directory} is not used (nothing is read or written there): "
+                      f"{planted.reason}", UserWarning, stacklevel=2)
+        return load()
     except LinkedFolder as linked:
         # Entries were written through it into whatever folder it named (a user's, or another user's), and read
         # from there: the cache's own folder is a real one, as a run's models/ is.

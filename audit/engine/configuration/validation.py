@@ -16,7 +16,7 @@ from pathlib import Path
 from topicaudit.engine.storage.durable_write import refuse_append_only, too_many_open_files
 from topicaudit.errors import UserError
 from topicaudit.memory import check_fits_in_memory
-from topicaudit.owned_folders import open_folder
+from topicaudit.owned_folders import PlantedLink, open_folder, refuse_planted_link
 from topicaudit.targets.params import MAX_TOPICS
 
 
@@ -128,6 +128,7 @@ def check_output_directory(path, flag: str) -> Path:
     if path is None or str(path).strip() == "":
         raise UserError(f"{flag} is empty; give a directory path, or leave {flag} out for the default")
     check_path_text(path, flag)
+    _refuse_planted(path, path, flag)
     path = Path(path)
     existing = _nearest_existing(path.absolute())
     if not existing.is_dir():
@@ -142,6 +143,7 @@ def check_output_file(path, flag: str) -> Path:
     if path is None or str(path).strip() == "":
         raise UserError(f"{flag} is empty; give a file path")
     check_path_text(path, flag)
+    _refuse_planted(Path(path).parent, path, flag)
     path = Path(path)
     if path.is_symlink():
         # The file is replaced atomically (a rename), which would replace the link, not write its target.
@@ -157,6 +159,15 @@ def check_output_file(path, flag: str) -> Path:
         raise UserError(f"cannot write {flag} {path}: directory {path.parent} does not exist")
     _probe(path.parent, f"{flag} {path}")
     return path
+
+
+def _refuse_planted(way, path, flag: str) -> None:
+    """Another user's link in a shared sticky folder on the way (``way``) to an output: refused before any work
+    starts."""
+    try:
+        refuse_planted_link(way)
+    except PlantedLink as error:
+        raise UserError(f"cannot write {flag} {path}: {error.reason}") from None
 
 
 def _probe(directory: Path, what: str) -> None:

@@ -22,7 +22,7 @@ from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.execution.ray_auth import authenticate, check_reachable, set_auth_mode
 from topicaudit.engine.execution.ray_local import (
     LOCAL_ENVIRONMENT,
-    ONE_THREAD,
+    WORKER_ENVIRONMENT,
     RayFailure,
     check_address_space,
     check_temp_root,
@@ -125,7 +125,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         behaviour.on_start()
     try:
         if address:
-            ray.init(address=address, runtime_env={"env_vars": ONE_THREAD}, **common)
+            ray.init(address=address, runtime_env={"env_vars": WORKER_ENVIRONMENT}, **common)
         else:
             # Workers inherit the raylet's environment, so a local instance needs no
             # runtime_env (which would make the runtime-env agent build one per job).

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from topicaudit.engine.execution.progress import enter_activity, leave_activity
 from topicaudit.engine.storage import manifest
+from topicaudit.folder_anchors import planted_link
 
 ENVIRONMENT_VARIABLE = "TOPICAUDIT_PHASE_TRACE"
 _lock = threading.Lock()
@@ -37,6 +38,9 @@ def _refusal(path: str) -> str | None:
     """Why the trace may not be appended to ``path`` (None: it may)."""
     if os.path.islink(path):
         return "it is a symbolic link"
+    planted = planted_link(os.path.dirname(os.path.abspath(path)))
+    if planted is not None:  # the trace went into the folder another user's link in a shared /tmp named
+        return f"{planted[0]} on the way is a symbolic link of another user (uid {planted[1]}) in a shared folder"
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         return "it is not a regular file"
     if os.path.lexists(path) and os.lstat(path).st_nlink > 1:  # another name of a run's results.json, say

@@ -21,11 +21,16 @@ except ImportError:  # Windows has no address-space limits
     resource = None
 
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
+from topicaudit.folder_anchors import planted_link
 
 
 ONE_THREAD = {name: "1" for name in (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
 )}
+# What every worker gets: one thread each, and no bytecode written. A worker imports a plug-in learner when it
+# unpickles the target, before any fit: Python's default put a __pycache__ folder beside the user's module
+# (hostile pass XIX); the driver imports it under topicaudit.process_state's rule, which writes none either.
+WORKER_ENVIRONMENT = {**ONE_THREAD, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class RayFailure(Exception):
@@ -81,7 +86,7 @@ def check_temp_root() -> None:
     link ``/tmp/ray`` planted by another user (a shared ``/tmp`` on a system that follows such links) made a folder
     of the user's, where it pointed, world-writable and filled it with Ray's logs. A link of the user's own (or of
     the administrator's) is their choice, followed as they made it. A relative folder (an empty ``RAY_TMPDIR``)
-    is refused too.
+    is refused too, and so is one that does not exist (Ray made it, parents included: ``/nonexistent/ray``).
     """
     root = ray_temp_root()
     if not os.path.isabs(root):  # an empty RAY_TMPDIR: Ray made ./ray (mode 777) in the working directory, then
@@ -94,6 +99,23 @@ def check_temp_root() -> None:
         variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
         raise UserError(f"{variable}={base} is not a directory, where a local Ray instance keeps its sessions; set "
                         f"{variable} to a directory (or unset it), or join a cluster with --ray-address")
+    if not os.path.lexists(base):  # Ray made it, and every folder above it (`/nonexistent/ray`, at the root)
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise UserError(f"{variable}={base} does not exist, and a local Ray instance would create it (with every "
+                        "missing folder above it) to keep its sessions there; set it to an existing directory (or "
+                        "unset it), or join a cluster with --ray-address")
+    if not os.access(base, os.W_OK | os.X_OK) and not os.access(root, os.W_OK | os.X_OK):
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"  # Ray failed to start: exit 4
+        raise UserError(f"{variable}={base} cannot be written (a read-only file system, or not yours), and a local "
+                        "Ray instance keeps its sessions there; set it to a folder you can write (or unset it), or "
+                        "join a cluster with --ray-address")
+    planted = planted_link(base)  # a folder above it reached through another user's link in a shared /tmp
+    if planted is not None:
+        raise UserError(f"Ray's temporary folder {root}: {planted[0]} is a symbolic link of another user (uid "
+                        f"{planted[1]}) to {planted[2]}, in a folder everyone may write to (sticky, as /tmp): a "
+                        "local Ray instance would make a folder there writable by everyone and write its sessions "
+                        "into it; remove the link, or set RAY_TMPDIR to a folder of your own, or join a cluster "
+                        "with --ray-address")
     try:
         info = os.lstat(root)
     except OSError:
@@ -175,7 +197,7 @@ class _NoReaper:
 # The local instance's processes: one thread per numeric library in every worker, and
 # Ray's agents watching the raylet through a pipe, so they exit the moment it does
 # (polling, they linger ~60 s orphaned after the driver is killed).
-LOCAL_ENVIRONMENT = {**ONE_THREAD, "RAY_enable_pipe_based_agent_to_parent_health_check": "1",
+LOCAL_ENVIRONMENT = {**WORKER_ENVIRONMENT, "RAY_enable_pipe_based_agent_to_parent_health_check": "1",
                      "RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
 
 

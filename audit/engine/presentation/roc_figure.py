@@ -10,7 +10,12 @@ PNG bytes.
 """
 from __future__ import annotations
 
+import atexit
 import io
+import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,7 @@ from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
 from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
 from topicaudit.engine.storage.results import RunResults
+from topicaudit.folder_anchors import planted_link
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 SVG_SALT = "topicaudit"
@@ -91,9 +97,26 @@ def warm_up() -> None:
 
 
 def new_figure(width: float, height: float):
+    _no_planted_matplotlib_folders()
     from matplotlib.figure import Figure  # matplotlib: ~0.5 s to import, only when a figure is drawn
 
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
+
+
+def _no_planted_matplotlib_folders() -> None:
+    """Before matplotlib's first import: when the folders it keeps its settings and font list in
+    (``$XDG_CONFIG_HOME``/``$XDG_CACHE_HOME``, else ``~/.config``/``~/.cache``) lie behind another user's link in a
+    shared sticky folder, it gets a temporary folder of its own instead (``MPLCONFIGDIR``, removed at exit as
+    matplotlib's own is: by ``atexit`` in a Python session, by the supervisor after the command's ``os._exit``):
+    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named."""
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    home = os.path.expanduser("~")
+    places = (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+              os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+    if any(planted_link(place) is not None for place in places):
+        os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-")
+        atexit.register(shutil.rmtree, made, True)
 
 
 def loglog(ax, floor: float, title: str):

@@ -39,7 +39,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_anchor, cache_directory
 from topicaudit.inputs.files import file_sha256
 from topicaudit.folder_anchors import declare
-from topicaudit.owned_folders import LinkedFolder, open_folder
+from topicaudit.owned_folders import LinkedFolder, PlantedLink, open_folder
 from topicaudit.targets import sources
 from topicaudit.version import __version__, source_digest
 
@@ -159,6 +159,8 @@ def checked_root(cache: str | os.PathLike | bool | None) -> Path | None:
         declare(root, root)
     try:
         open_folder(root).close()
+    except PlantedLink as planted:
+        raise UserError(f"cannot use the run cache folder {root}: {planted.reason}") from None
     except LinkedFolder as linked:
         what = f"a symbolic link (to {linked.target})" if linked.target is not None else "not a directory"
         raise UserError(f"the run cache folder {linked.path} is {what}, not the "
