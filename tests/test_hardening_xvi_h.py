@@ -327,7 +327,7 @@ def test_a_check_never_writes_its_document_over_the_corpus_it_reads(tmp_path, mo
     Path("c.toml").write_text('[corpus]\npath = "docs.json"\npreprocess = false\n[target]\nk = 2\n'
                               'learner = "lda"\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 10\n')
     assert main(["check", "c.toml", "--epsilon", "0.01", "--output", "r", "--json", "docs.json"]) == 2
-    assert "corpus file" in capsys.readouterr().err
+    assert "the corpus ([corpus] path)" in capsys.readouterr().err
     assert Path("docs.json").read_text() == corpus
 
 

@@ -79,34 +79,38 @@ FLAGS = {"epsilon": "--epsilon", "delta": "--delta", "alpha": "--alpha", "attack
 STDOUT = "-"  # --json - / --junit -: the document on standard output, as most tools read "-"
 
 
-def _refuse_over_inputs(files: dict, inputs: dict) -> None:
-    """A document never written over a file this check reads: `check my.toml --json my.toml` replaced the
-    configuration, `--json docs.json` the corpus (the next check of it then failed)."""
-    for flag, path in files.items():
-        for what, read in inputs.items():
-            if path is not None and os.path.isfile(read) and os.path.exists(path) and os.path.samefile(path, read):
-                raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
-
-
-def _refuse_inside_corpus(files: dict, corpus: object) -> None:
-    """A document never written inside a corpus folder this check reads: `--json TX/o.json`, TX the folder of
-    documents, made the check's JSON a document of the corpus, and the next check audited it too."""
-    if not isinstance(corpus, str) or not os.path.isdir(corpus):
-        return
-    root = os.path.realpath(corpus)
-    for flag, path in files.items():
-        if path is not None and os.path.commonpath([os.path.realpath(path), root]) == root:
-            raise UserError(f"{flag} {path} is inside the corpus folder this check reads ({corpus}), where the next "
-                            "check would read it as one of the documents; give the document a path outside it")
-
-
-def _key_file() -> dict:
-    """The integrity key file, a file a check reads: `--json ~/.config/topicaudit/integrity.key` replaced the key
-    (every run written with it could no longer be authenticated), then the check was refused by its own document."""
+def _inputs(target: Path, config) -> list[tuple[str, object]]:
+    """What this check reads, besides the run's own files (``check_report_paths``): the configuration, the
+    integrity key file and, for a configuration (``config``), the corpus and the plug-in's code. A document written
+    over one of them replaced it (`check my.toml --json my.toml`, `--json ~/.config/topicaudit/integrity.key`,
+    `--json docs.json` the corpus); one written inside a folder of them became one of its documents."""
+    found: list[tuple[str, object]] = [("the configuration file", target)] if target.is_file() else []
     try:
-        return {"the integrity key file": key_file()}
+        found.append(("the integrity key file", key_file()))
     except RuntimeError:  # no home directory: no key file
-        return {}
+        pass
+    if config is not None:
+        found += [(f"the corpus ([corpus] {key})", value) for key, value in (
+            ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)]
+        # its code: imported, digested
+        found += [("a file of the plug-in code", path)
+                  for path in plugin_files(config.target.learner, config.target.vocabulary)]
+    return found
+
+
+def _refuse_over_inputs(files: dict, inputs: list[tuple[str, object]]) -> None:
+    """One rule for every document this check writes: never over a file it reads, never inside a folder it reads."""
+    for flag, path in files.items():
+        if path is None:
+            continue
+        for what, read in inputs:
+            if os.path.isdir(read):
+                root = os.path.realpath(read)
+                if os.path.commonpath([os.path.realpath(path), root]) == root:
+                    raise UserError(f"{flag} {path} is inside {what} ({read}), a folder this check reads, where the "
+                                    "next check would read it too; give the document a path outside it")
+            elif os.path.isfile(read) and os.path.exists(path) and os.path.samefile(path, read):
+                raise UserError(f"{flag} {path} is {what} this check reads ({read}); give the document its own path")
 
 
 def execute(args) -> int:
@@ -125,8 +129,6 @@ def execute(args) -> int:
         raise UserError(f"--json {args.json} and --junit {args.junit} name the same file, which can hold one "
                         "document; give each its own path")
     target = Path(args.target)
-    _refuse_over_inputs(files, {"the configuration file": target} if target.is_file() else {})
-    _refuse_over_inputs(files, _key_file())
     if target.is_dir():
         if args.canaries is not None or args.power is not None or args.budget is not None:
             raise UserError(f"--canaries, --power and --budget apply when TARGET is a configuration; the finished "
@@ -134,14 +136,11 @@ def execute(args) -> int:
         if args.cache is not None:
             raise UserError(f"--cache applies when TARGET is a configuration; {target} is a run directory already")
         run_dir = target
+        _refuse_over_inputs(files, _inputs(target, None))
         check_report_paths(run_dir, files)
     else:
         config = run_config(load_config(target))
-        _refuse_over_inputs(files, {f"the corpus file ([corpus] {key})": value for key, value in (
-            ("path", config.corpus.path), *config.corpus.options.items()) if isinstance(value, str)})
-        _refuse_inside_corpus(files, config.corpus.path)
-        for path in plugin_files(config.target.learner, config.target.vocabulary):  # its code: imported, digested
-            _refuse_over_inputs(files, {"a file of the plug-in code": path})
+        _refuse_over_inputs(files, _inputs(target, config))
         if args.output and args.cache is not None:
             raise UserError("--output names the run directory and --cache the cache it would be kept in; give one")
         if args.output:
