@@ -5,6 +5,7 @@ import pytest
 
 from topicaudit.cli.main import main
 from topicaudit.engine.check import assert_privacy
+from linked_cache import run_dir  # noqa: F401 — run_dir: a fixture (a canary-only run)
 
 CONFIG = """
 [synthetic]
@@ -54,3 +55,14 @@ def test_assert_privacy_names_its_arguments_before_any_fit(tmp_path):
     with pytest.raises(UserError, match="pass the claim to test with epsilon"):
         assert_privacy({"synthetic": {"n_docs": 300}, "output": str(tmp_path / "run")})
     assert not (tmp_path / "run").exists()
+
+
+def test_an_attack_asked_of_a_run_without_shadows_is_refused_not_ignored(run_dir, capsys):
+    """`check RUN --attack nonsense` on a canary-only run printed its verdict (the attack ignored) and recorded
+    "attacks": ["nonsense"] in check.json, as if the verdict had been tested with it."""
+    for attack in ("nonsense", "lira_online"):
+        assert main(["check", str(run_dir), "--epsilon", "5", "--attack", attack]) == 2
+        err = capsys.readouterr().err
+        assert f"--attack {attack}" in err and "no shadow models" in err and "leave it out" in err, err
+    assert not (run_dir / "check.json").exists()
+    assert main(["check", str(run_dir), "--epsilon", "5"]) == 0

@@ -149,6 +149,12 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
                                      canaries[1], RELEASE_METHODS, f"canaries on {THREAT_MODELS['release']}",
                                      shaped=None if tail is None else release_tail_test(tail, float(delta)),
                                      shaped_count=0 if tail is None else 1))
+    if attacks and (natural is None or word_claim):
+        # was ignored, and check.json recorded it as the attacks the verdict was tested with
+        why = ("has no shadow models, so no attack scores on natural documents" if natural is None else
+               "is held to a word-level claim, which only its word canaries test")
+        raise UserError(f"--attack {attacks[0]}: {run_dir} {why}; --attack chooses among those attacks: leave it "
+                        "out")
     if natural is not None and not word_claim:
         names = [n for n in natural if n not in ("is_member", "doc_index")]
         missing = [a for a in attacks or () if a not in names]
