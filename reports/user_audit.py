@@ -26,6 +26,7 @@ import numpy as np
 from topicaudit.attacks.exposure import percent
 from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.ranking import RANKINGS
+from topicaudit.engine.storage.check_result import integrity_phrase
 from topicaudit.engine.storage.integrity import verify_audit_directory
 from topicaudit.engine.audit_inputs import load_audit_inputs, settings_line
 from topicaudit.engine.configuration.config import AuditConfig, config_hash
@@ -68,7 +69,7 @@ class AuditDirectory:
             raise UserError(f"{self.path} is an unfinished `topicaudit audit` (no audit.json yet); rerun the same "
                             "audit command to finish it, then report")
         try:
-            protection = verify_audit_directory(self.path, READ_FILES)
+            self.protection = protection = verify_audit_directory(self.path, READ_FILES)
             self.results = AuditResults.load(self.path)
         except UserError as error:
             raise UserError(f"{self.path} is a `topicaudit audit` output directory, but {error}") from None
@@ -256,6 +257,11 @@ def compose(path: Path, figs, top: int = 20, show_text: bool = False) -> Report:
         items.append(("shadows", f"{n_shadows} × {learner.name} k={learner.k} on "
                                  f"{(r.shadows or {}).get('training_docs')} documents each; "
                                  + settings_line(learner.settings_from or "", learner.params or {})))
+    # what protected the files these numbers come from, as a run's card says it (an edited audit.json whose
+    # manifest hash was recomputed showed its numbers with no word that only hashes were checked)
+    protected = audit.protection.unverified or integrity_phrase(audit.protection.mode, audit.protection.key_id)
+    if protected is not None:
+        items.append(("integrity", protected.removeprefix("integrity: ")))
     answer.add(Definitions(items))
 
     # the most exposed candidates, with their evidence

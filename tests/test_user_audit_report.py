@@ -172,6 +172,8 @@ def test_report_of_an_audit_leads_with_the_answer(audited, tmp_path, capsys):
         "03-candidate-zeta.png", "03-candidate-zeta.svg"]
     md = (tmp_path / "page" / "report.md").read_text()
     assert md.index("How exposed") < md.index("## Figures") and "identifies" in md
+    # what protected the audit's files, as a run's card says it (an audit's page never said it)
+    assert re.search(r"integrity\W+(hashes only \(manifest SHA-256 verified|authenticated \(manifest HMAC)", md), md
     # the Python API gives the same page
     again = topicaudit.report(run, tmp_path / "api-page")
     assert (again / "report.html").read_text() == html
