@@ -566,8 +566,15 @@ def test_notes_flag_unseen_vocabulary_empty_candidates_and_duplicates(tiny):
     assert unseen >= 60 and f"{unseen} of the 80 vocabulary words occur in no candidate or reference document" in notes
     assert "1 candidate document(s) have no word of the vocabulary and are not scored (input positions 1)" in notes
     assert "6 candidate document(s) have the same word counts as a reference document" in notes
+    assert "repeat the word counts of another candidate" not in notes
     assert inputs.candidates.n_docs == 6
     assert not (tiny / "run").exists()
+    # candidates repeating each other share one membership (hostile pass XIX, listed C-dup: no note)
+    (tiny / "cand.json").write_text(json.dumps({"text": [reference[0]] * 3 + reference[5:7] * 2}))
+    _, inputs = load_audit_inputs(audit_config(tiny / "phi.npy", candidates=tiny / "cand.json",
+                                               reference=tiny / "ref.json", vocabulary=str(tiny / "vocab.txt"),
+                                               preprocess=False, shadows=4, output=str(tiny / "run")))
+    assert "4 candidate document(s) repeat the word counts of another candidate" in " | ".join(inputs.notes)
 
 
 def test_a_configuration_file_gives_the_same_audit_as_the_flags(tiny, shared_ray, capsys):

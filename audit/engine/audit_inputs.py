@@ -170,10 +170,16 @@ def load_audit_inputs(config: AuditConfig) -> tuple[AuditConfig, AuditInputs]:
                      "document; check that the corpora are prepared like the model's text (--preprocess / "
                      "--no-preprocess) and come from its distribution")
     reference_keys = set(_row_keys(reference.X))
-    n_duplicated = sum(key in reference_keys for key in _row_keys(candidates.X))
+    candidate_keys = _row_keys(candidates.X)
+    n_duplicated = sum(key in reference_keys for key in candidate_keys)
     if n_duplicated:
         notes.append(f"{n_duplicated} candidate document(s) have the same word counts as a reference document; their "
                      "OUT shadows may have seen a copy, which hides membership")
+    n_repeated = len(candidate_keys) - len(set(candidate_keys))
+    if n_repeated:  # a shadow that trains on one copy has seen every other
+        notes.append(f"{n_repeated} candidate document(s) repeat the word counts of another candidate; their OUT "
+                     "shadows may have seen a copy, which hides membership, and the copies' ranks are not separate "
+                     "evidence")
     if model.verbatim:  # said before anything else: the release itself gives training documents away
         notes.insert(0, f"{model.phi_path} holds training text verbatim ({'; '.join(model.verbatim)}): whoever has "
                         "the saved model reads those documents directly, whatever the membership attack finds; remove "
