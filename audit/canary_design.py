@@ -101,14 +101,18 @@ class CanaryAuditDesign:
                                                 else ""))
 
     def untestable_message(self) -> str:
+        # ``limit`` is the largest bound seen less MARGIN: the bound itself is what canaries could prove (at δ near 1
+        # nothing, where "at most ε ≈ 0.50 … claims above ε = 0.00" was said, two numbers that disagreed)
+        proven = max((self.limit or 0.0) + MARGIN, 0.0)
         limit = max(self.limit or 0.0, 0.0)
+        untested = (f"claims above ε = {limit:.2f} at δ = {self.delta:g} are not tested" if limit > 0 else
+                    f"no claim at δ = {self.delta:g} is tested (a refutation needs a bound {MARGIN:g} above the claim)")
         return (f"the claim ε = {self.epsilon:g} at δ = {self.delta:g} cannot be refuted by a conformance check of "
                 f"this size: even with no noise at all, {MAX_CANARIES} {self.kind} canaries"
                 + (f" (of which the mechanism reaches {self.reach:.0%})" if self.reach < 1 else "")
-                + f" prove at most ε ≈ {limit + MARGIN:.2f} at confidence {1 - self.alpha:g}, so claims above "
-                f"ε = {limit:.2f} at δ = {self.delta:g} are not tested; the canary audit ran at {self.count} "
-                "canaries and proved nothing about the claim (audit it with `topicaudit run` and more canaries, "
-                "or test a smaller ε)")
+                + f" prove at most ε ≈ {proven:.2f} at confidence {1 - self.alpha:g}, so {untested}; the canary "
+                f"audit ran at {self.count} canaries and proved nothing about the claim (audit it with `topicaudit "
+                "run` and more canaries, or test a smaller ε)")
 
 
 def _noiseless_scores(coins: np.ndarray, reach: float, paired: bool) -> np.ndarray:

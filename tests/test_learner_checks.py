@@ -266,3 +266,16 @@ def test_a_learner_whose_model_is_not_built_from_its_record_fails_the_honest_rec
     with pytest.raises(AssertionError, match=r"fails the 'honest record' check: the released Φ proves ε ≥ .* "
                                              r"not built from what the learner recorded"):
         check_learner(learner, checks=["honest record"])
+
+
+def test_the_untestable_message_states_the_bound_canaries_could_prove():
+    """At δ = 0.999 the warning read "prove at most ε ≈ 0.50 …, so claims above ε = 0.00 … are not tested": the
+    first number was the margin, not a bound (hostile pass XIX, listed Delta999)."""
+    from topicaudit.canary_design import MARGIN, CanaryAuditDesign
+
+    nothing = CanaryAuditDesign(1.0, 0.999, 0.01, "unique-word", 1.0, 250, 0.0, 0.0, False, limit=0.05 - MARGIN)
+    said = nothing.untestable_message()
+    assert "prove at most ε ≈ 0.05" in said and "no claim at δ = 0.999 is tested" in said, said
+    some = CanaryAuditDesign(80.0, 1e-5, 0.01, "unique-word", 1.0, 250, 9.0, 9.0, False, limit=9.0 - MARGIN)
+    said = some.untestable_message()
+    assert "prove at most ε ≈ 9.00" in said and "claims above ε = 8.50 at δ = 1e-05 are not tested" in said, said
