@@ -103,3 +103,27 @@ def test_figures_are_drawn_whatever_the_environment_configures_for_matplotlib(tm
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "nonexistent"]   # drawn, and the caller's variable put back
+
+
+# LN3: under `ulimit -n 40` a local Ray instance never started ("Timed out waiting for file …gcs_server_port…"), and
+# the run said exit 2, "check that no stale Ray processes hold its ports": a Ray start failure is exit 4
+def test_a_local_ray_instance_that_does_not_start_is_a_ray_failure_naming_the_file_limit(monkeypatch):
+    import ray
+
+    from topicaudit.engine.execution import parallel, ray_local
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("Timed out waiting for file /tmp/ray/session_x/gcs_server_port_0")
+
+    monkeypatch.setattr(ray, "init", fail)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    real = ray_local.resource.getrlimit
+    monkeypatch.setattr(ray_local.resource, "getrlimit",
+                        lambda which: (40, 40) if which == ray_local.resource.RLIMIT_NOFILE else real(which))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(parallel, "start_reaper", lambda: type("R", (), {"stop": lambda self: None,
+                                                                        "watch": lambda self, ray: None})())
+    with pytest.raises(ray_local.RayCannotStart, match="did not start") as raised:
+        with parallel.ray_session(num_cpus=1):
+            pass
+    assert "ulimit -n" in str(raised.value) and "40 here" in str(raised.value)
