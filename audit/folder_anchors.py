@@ -29,7 +29,10 @@ def absolute(path: Path | str) -> str:
     ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
     rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
     read-once snapshot showed one run's files for the other)."""
-    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    text = os.fspath(path)
+    # (an absolute path needs no working directory: asking for one failed when it was deleted, and `report
+    # /abs/RUN -o /abs/rep` from there said "/abs is not writable (No such file or directory)")
+    full = Path(text) if os.path.isabs(text) else Path(os.path.join(os.getcwd(), text))
     parts = full.parts
     if ".." not in parts:
         return str(full)

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from linked_cache import run_dir  # noqa: F401 - a fixture
 from test_bertopic import safetensors_bytes, write_layout
+from topicaudit.cli.main import main
 from topicaudit.errors import UserError
 from topicaudit.inputs import bertopic_model
 from topicaudit.inputs.user_model import load_user_model
@@ -127,3 +129,15 @@ def test_a_local_ray_instance_that_does_not_start_is_a_ray_failure_naming_the_fi
         with parallel.ray_session(num_cpus=1):
             pass
     assert "ulimit -n" in str(raised.value) and "40 here" in str(raised.value)
+
+
+# DW1, DW3: from a deleted working directory, `report /abs/RUN -o /abs/rep` said "/abs is not writable (No such file
+# or directory)": an absolute path was joined to os.getcwd(), which failed, though it needs no working directory
+def test_a_report_between_absolute_paths_needs_no_working_directory(run_dir, tmp_path, monkeypatch):
+    run = Path(run_dir).resolve()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert main(["report", str(run), "-o", str(tmp_path / "rep"), "--quiet"]) == 0
+    assert (tmp_path / "rep" / "report.html").is_file()
