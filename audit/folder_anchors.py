@@ -30,7 +30,10 @@ def absolute(path: Path | str) -> str:
     ``L/..`` by the text, so ``--output L/../out`` (L a link into another folder) opened the user's ``./out``
     rather than the folder the path names, and wrote the run's files into it over the user's own (and a report's
     read-once snapshot showed one run's files for the other)."""
-    full = Path(os.path.join(os.getcwd(), os.fspath(path)))
+    text = os.fspath(path)
+    # (an absolute path needs no working directory: asking for one failed when it was deleted, and `report
+    # /abs/RUN -o /abs/rep` from there said "/abs is not writable (No such file or directory)")
+    full = Path(text) if os.path.isabs(text) else Path(os.path.join(os.getcwd(), text))
     parts = full.parts
     if ".." not in parts:
         return str(full)
@@ -47,7 +50,13 @@ def planted_link(path: Path | str) -> tuple[str, int, str] | None:
     user planted to a folder of this user's, wrote the run into that folder. The kernel refuses to follow it
     where ``fs.protected_symlinks`` is 1; where it is 0 (hostile pass XIX), topicaudit refuses it itself, by the
     same rule, and follows every other link as the user named it."""
-    todo = list(Path(os.path.join(os.getcwd(), os.fspath(path))).parts)
+    path = os.fspath(path)
+    if not os.path.isabs(path):
+        try:
+            path = os.path.join(os.getcwd(), path)
+        except OSError:  # the working directory was deleted: a relative path names nothing (said where it is used)
+            return None
+    todo = list(Path(path).parts)
     here, hops = "/", 0
     while todo:
         part = todo.pop(0)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from topicaudit.engine.configuration.validation import check_output_directory
+from topicaudit.engine.presentation.roc_figure import matplotlib_defaults
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.engine.storage.lock import listing, remove_made, uninterrupted
@@ -50,7 +51,8 @@ def write_report(output: Path, read_from: list[Path], compose: Callable[[Path], 
         remove_stale_staging(output)
         with uninterrupted():  # made and named at once (written by descriptor)
             staging = new_folder(output.parent, f".{output.name}.tmp-{os.getpid()}-")
-        report = compose(staging / "figures")
+        with matplotlib_defaults():
+            report = compose(staging / "figures")
         with open_folder(staging) as folder:
             folder.put("report.html", render_html(report).encode("utf-8"))
             folder.put("report.md", render_markdown(report).encode("utf-8"))

@@ -113,7 +113,8 @@ def test_a_check_whose_output_passes_through_an_absent_folder_gives_the_runs_ver
 
 def test_the_api_in_a_deleted_working_directory_says_so_as_the_command_line_does(run_dir, tmp_path, monkeypatch):
     """Pass XV's N3: `topicaudit.check("/abs/RUN", …)` from a deleted working directory raised a bare
-    FileNotFoundError; the command line says why (exit 2). The API now raises that message as a UserError."""
+    FileNotFoundError; the command line says why (exit 2). The API now raises that message as a UserError for a
+    relative path; an absolute one needs no working directory and is checked (pass XIX-n, DW4)."""
     import topicaudit
     from topicaudit.errors import UserError
 
@@ -123,5 +124,6 @@ def test_the_api_in_a_deleted_working_directory_says_so_as_the_command_line_does
     monkeypatch.chdir(gone)
     gone.rmdir()
     with pytest.raises(UserError, match="working directory was deleted"):
-        topicaudit.check(absolute, 0.01)
-    assert main(["check", str(absolute), "--epsilon", "0.01"]) == 2
+        topicaudit.check(os.path.relpath(absolute, tmp_path), 0.01)
+    assert topicaudit.check(absolute, 0.01).violated
+    assert main(["check", str(absolute), "--epsilon", "0.01"]) == 1

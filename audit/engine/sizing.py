@@ -324,7 +324,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                 found = Sizing.from_json(data)
                 found.kept = str(kept)
                 return found
-        except (OSError, ValueError, TypeError, AttributeError, LinkedFolder):
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError, LinkedFolder):
             pass
     started = time.perf_counter()
     corpus = load_audit_corpus(config)

@@ -58,6 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import DuplicateKey, open_regular, read_user_file, unique_keys
+from topicaudit.inputs.files import DuplicateKey, open_regular, read_user_file, strict_json
 from topicaudit.inputs.sizes import ARRAY_COPIES, check_bytes
 
 # safetensors dtypes numpy holds as they are (BF16 and the F8 kinds have no numpy dtype: refused by name).
@@ -111,7 +112,7 @@ def read_safetensors(path: Path, raw: bytes | None = None) -> dict[str, np.ndarr
                              f"{len(raw) - 8} after the length" + (" (the limit is 100 MiB)" if n > MAX_HEADER_BYTES
                                                                    else ""))
     try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"), object_pairs_hook=unique_keys)
+        header = strict_json(raw[8:8 + n].decode("utf-8"))
     except DuplicateKey as error:
         raise _damaged(path, f"its safetensors header: {error}") from None
     except ValueError as error:  # not UTF-8, not JSON, or an integer of over 4,300 digits (it was exit 3)
@@ -193,7 +194,7 @@ def _json(path: Path, what: str, raws: dict[str, bytes] | None = None) -> Any:
     if raws is not None:
         raws[path.name] = raw
     try:
-        return json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys)
+        return strict_json(raw.decode("utf-8"))
     except DuplicateKey as error:
         raise _damaged(path, str(error)) from None
     except UnicodeDecodeError as error:
@@ -204,19 +205,23 @@ def _json(path: Path, what: str, raws: dict[str, bytes] | None = None) -> Any:
         raise _damaged(path, f"invalid JSON ({error})") from None
 
 
-def _find_keys(obj: Any, keys: tuple[str, ...], where: str = "") -> list[str]:
-    """Every place (a.b.c) in a JSON value whose key is one of ``keys`` and whose value is not empty."""
-    found = []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            place = f"{where}.{key}" if where else str(key)
-            if key in keys and value not in (None, {}, [], ""):
-                found.append(place)
-            found.extend(_find_keys(value, keys, place))
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj[:1000]):
-            found.extend(_find_keys(value, keys, f"{where}[{i}]"))
-    return found
+def _find_keys(obj: Any, keys: tuple[str, ...]) -> list[str]:
+    """Every place (a.b.c) in a JSON value whose key is one of ``keys`` and whose value is not empty.
+
+    Walked with a stack, not by recursion: a value nested nearly as deep as the decoder allows ran out of
+    Python's recursion limit here (exit 3)."""
+    found, stack = [], [(obj, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                place = f"{where}.{key}" if where else str(key)
+                if key in keys and item not in (None, {}, [], ""):
+                    found.append(place)
+                stack.append((item, place))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value[:1000]))
+    return sorted(found)
 
 
 def _int(value: Any) -> bool:
@@ -337,10 +342,12 @@ def _topic_rows(path: Path, topics: dict, n_rows: int) -> tuple[list[int], list[
         raise _damaged(path, "it has no topic_sizes (topic → number of documents)")
     by_id: dict[int, int] = {}
     for key, size in sizes.items():
-        try:
-            topic = int(key)
-        except ValueError:
-            raise _damaged(path, f"topic_sizes has the key {key!r}, not a topic number") from None
+        # BERTopic writes each id as str(int): "01", " 1" or "١" (an Arabic-Indic one) named topic 1 again, and
+        # the last of them silently gave its size
+        topic = int(key) if re.fullmatch(r"-1|0|[1-9][0-9]{0,17}", key) else None
+        if topic is None:
+            raise _damaged(path, f"topic_sizes has the key {key[:40]!r}, not a topic number (-1, 0, 1, … written "
+                                 "as BERTopic writes them)")
         if not _int(size) or size < 0:
             raise _damaged(path, f"topic_sizes gives topic {key} the size {json.dumps(size)[:20]}, not a count")
         by_id[topic] = size

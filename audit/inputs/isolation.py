@@ -73,7 +73,7 @@ def run_isolated(module: str, path: Path, limits: Limits) -> tuple[dict, bytes]:
     (length,) = _HEADER.unpack_from(out)
     try:
         header = json.loads(out[_HEADER.size:_HEADER.size + length].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise Damaged("the reader's answer is garbled") from None
     if not isinstance(header, dict):
         raise Damaged("the reader's answer is garbled")

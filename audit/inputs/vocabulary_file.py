@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from topicaudit.errors import UserError
-from topicaudit.inputs.files import DuplicateKey, read_user_file, unique_keys
+from topicaudit.inputs.files import DuplicateKey, read_user_file, strict_json
 
 
 def read_vocabulary(path: Path) -> list[str]:
@@ -48,7 +48,7 @@ def read_vocabulary(path: Path) -> list[str]:
         offset = 1
     else:
         try:
-            obj = json.loads(text, object_pairs_hook=unique_keys)
+            obj = strict_json(text)
         except DuplicateKey as error:
             raise UserError(f"{path}: {error}") from None
         except json.JSONDecodeError as error:

@@ -23,10 +23,12 @@ from topicaudit.engine.execution.ray_auth import authenticate, check_reachable, 
 from topicaudit.engine.execution.ray_local import (
     LOCAL_ENVIRONMENT,
     WORKER_ENVIRONMENT,
+    RayCannotStart,
     RayFailure,
     check_address_space,
     check_temp_root,
     environment,
+    local_start_hint,
     quiet_raylet_banners,
     restore_signal_handlers,
     signal_handlers,
@@ -141,13 +143,14 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     except (ConnectionError, RuntimeError, ValueError) as error:
         if token_mode_set:
             set_auth_mode(ray, None)
-        where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
-        hint = ("something answers there: check that it is the address `ray start --head` printed and that "
-                "this machine has the cluster's Ray and Python versions (`ray --version`)") if address \
-            else "check that no stale Ray processes hold its ports"
         if reaper is not None:
             reaper.stop()
-        raise UserError(f"could not connect to {where}: {error}; {hint}") from None
+        if not address:  # Ray failed to start here (exit 4, as docs/exit-codes.md says), not a bad input
+            raise RayCannotStart(f"a local Ray instance did not start: {' '.join(str(error).split())}; "
+                             f"{local_start_hint()}") from None
+        raise UserError(f"could not connect to the Ray cluster at {address!r}: {error}; something answers there: "
+                        "check that it is the address `ray start --head` printed and that this machine has the "
+                        "cluster's Ray and Python versions (`ray --version`)") from None
     except Exception as error:  # e.g. "the node timed out during startup" on an overloaded machine
         if reaper is not None:
             reaper.stop()

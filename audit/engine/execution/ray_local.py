@@ -65,6 +65,18 @@ def check_address_space(object_store_bytes: int = 0) -> None:
         )
 
 
+def local_start_hint() -> str:
+    """What to check when a local Ray instance did not start: stale processes, and a low limit of open files
+    (under `ulimit -n 40` its GCS server never wrote its port file, and the message blamed stale processes)."""
+    hint = "check that no stale Ray processes hold its ports"
+    if resource is not None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < 1024:
+            hint += (f", and that the limit of open files (`ulimit -n`, {soft} here) leaves Ray the hundreds of "
+                     "files its processes open; raise it, or join a cluster with --ray-address")
+    return hint
+
+
 def ray_temp_root() -> str:
     """The folder a local Ray instance keeps its sessions in, as Ray (2.x) chooses it: ``$RAY_TMPDIR/ray``, else
     ``$TMPDIR/ray`` on Linux, else ``/tmp/ray``."""

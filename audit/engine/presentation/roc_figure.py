@@ -16,7 +16,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,8 @@ def write_roc_figure(path: Path, title: str, scores: Mapping[str, np.ndarray], r
     ``write_bytes(path, writer)``: the run directory's atomic writer.
     """
     data = roc_data(title, scores, results, drawn_attacks(results, scores))
-    png = render(draw_roc(data), "png")
+    with matplotlib_defaults():
+        png = render(draw_roc(data), "png")
     write_bytes(path, lambda handle: handle.write(png))
     return path
 
@@ -93,7 +95,34 @@ def write_roc_figure(path: Path, title: str, scores: Mapping[str, np.ndarray], r
 def warm_up() -> None:
     """Import matplotlib and load its fonts by rendering an empty figure: a run does this while Ray starts, so
     drawing roc.png at the end costs only the drawing."""
-    render(new_figure(1, 1), "png")
+    with matplotlib_defaults():
+        render(new_figure(1, 1), "png")
+
+
+@contextmanager
+def matplotlib_defaults() -> Iterator[None]:
+    """Draw with matplotlib's own defaults, whatever the environment configures: topicaudit's figures need no
+    backend and no user style. An unknown ``MPLBACKEND`` made the import of matplotlib raise (exit 3 from
+    `report`, and from `run` with shadows before any fit), and a ``matplotlibrc`` in the working directory with
+    ``text.usetex: True`` made every figure need LaTeX (exit 3); any other rc setting changed the figures that
+    are meant to be the same for the same run. ``MPLBACKEND`` is put back for the caller's own pyplot."""
+    _no_planted_matplotlib_folders()  # before matplotlib's first import, which reads and writes those folders
+    if "matplotlib" not in sys.modules:
+        backend = os.environ.pop("MPLBACKEND", None)
+        try:
+            import matplotlib  # see new_figure
+        finally:
+            if backend is not None:
+                os.environ["MPLBACKEND"] = backend
+        if backend is not None:
+            try:
+                matplotlib.rcParams["backend"] = backend   # as the import would have set it, when it is valid
+            except ValueError:
+                pass
+    import matplotlib.style  # see new_figure
+
+    with matplotlib.style.context("default"):
+        yield
 
 
 def new_figure(width: float, height: float):

@@ -24,7 +24,7 @@ from topicaudit.inputs.sizes import ARRAY_COPIES, BoundedNpz
 
 # What a torn, empty or foreign .npz raises when read (np.load and zipfile disagree by version).
 UNREADABLE_NPZ = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile,
-                  zlib.error, TypeError, IndexError)
+                  zlib.error, TypeError, IndexError, RecursionError)
 
 
 MAX_JSON_BYTES = 256 * 2**20  # far above any results.json; a larger "JSON" file is not one topicaudit wrote
