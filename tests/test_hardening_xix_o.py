@@ -1,0 +1,84 @@
+"""Hostile pass XIX, helper o (tests/hostile_xix_o_cases.md): what the confirmation pass found after passes XIX-l
+and XIX-m.
+
+- The run cache's code digest missed code a plug-in imports as part of its own package or from beside it
+  (``targets.plugins``): a namespace package (a folder without ``__init__.py``) beside the learner, a package split
+  over two folders by ``pkgutil.extend_path``, a subpackage that is a symbolic link, and every module beside a
+  project that lies under the interpreter's prefix. An edit there reused the cached run of the code before it.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from topicaudit.targets.plugins import LEARNER_GROUP, source
+
+LEARNER = "from {helper} import noise\n\nclass L:\n    def __init__(self, k):\n        self.k = k\n"
+
+
+@pytest.fixture
+def clean_modules():
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        sys.modules.pop(name, None)
+
+
+def _digest(name: str) -> str:
+    return source(name, LEARNER_GROUP)["source_sha256"]
+
+
+def test_a_helper_in_a_namespace_folder_beside_the_learner_is_in_its_digest(tmp_path, monkeypatch, clean_modules):
+    """``from helpers import noise`` with helpers/ holding no __init__.py: an edit there is another digest."""
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "ourl.py").write_text(LEARNER.format(helper="helpers"))
+    (tmp_path / "helpers" / "noise.py").write_text("MODE = 'uniform'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = _digest("ourl:L")
+    (tmp_path / "helpers" / "noise.py").write_text("MODE = 'real'\n")
+    assert _digest("ourl:L") != before
+
+
+def test_a_package_split_by_extend_path_is_digested_over_both_folders(tmp_path, monkeypatch, clean_modules):
+    init = "from pkgutil import extend_path\n__path__ = extend_path(__path__, __name__)\n"
+    for portion in ("one", "two"):
+        (tmp_path / portion / "splitpkg").mkdir(parents=True)
+        (tmp_path / portion / "splitpkg" / "__init__.py").write_text(init)
+    (tmp_path / "one" / "splitpkg" / "learner.py").write_text(LEARNER.format(helper="splitpkg"))
+    (tmp_path / "two" / "splitpkg" / "noise.py").write_text("MODE = 'uniform'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "two"))
+    monkeypatch.syspath_prepend(str(tmp_path / "one"))
+    before = _digest("splitpkg.learner:L")
+    (tmp_path / "two" / "splitpkg" / "noise.py").write_text("MODE = 'real'\n")
+    assert _digest("splitpkg.learner:L") != before
+
+
+def test_a_subpackage_that_is_a_symbolic_link_is_in_the_digest(tmp_path, monkeypatch, clean_modules):
+    (tmp_path / "site" / "linkpkg").mkdir(parents=True)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "site" / "linkpkg" / "__init__.py").write_text("")
+    (tmp_path / "site" / "linkpkg" / "learner.py").write_text(LEARNER.format(helper="linkpkg.impl"))
+    (tmp_path / "shared" / "__init__.py").write_text("")
+    (tmp_path / "shared" / "noise.py").write_text("MODE = 'uniform'\n")
+    (tmp_path / "shared" / "loop").symlink_to(tmp_path / "shared")  # a link back up: read once, no endless walk
+    (tmp_path / "site" / "linkpkg" / "impl").symlink_to(tmp_path / "shared")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    before = _digest("linkpkg.learner:L")
+    (tmp_path / "shared" / "noise.py").write_text("MODE = 'real'\n")
+    assert _digest("linkpkg.learner:L") != before
+
+
+def test_a_project_under_the_interpreters_prefix_has_its_helpers_digested(tmp_path, monkeypatch, clean_modules):
+    """A system Python's prefix is /usr, and /usr/src/app is a project, not an installed location."""
+    app = tmp_path / "src" / "app"
+    (app / "helpers").mkdir(parents=True)
+    (app / "helpers" / "__init__.py").write_text("")
+    (app / "prefixl.py").write_text(LEARNER.format(helper="helpers"))
+    (app / "helpers" / "noise.py").write_text("MODE = 'uniform'\n")
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
+    monkeypatch.setattr(sys, "base_exec_prefix", str(tmp_path))
+    monkeypatch.syspath_prepend(str(app))
+    before = _digest("prefixl:L")
+    (app / "helpers" / "noise.py").write_text("MODE = 'real'\n")
+    assert _digest("prefixl:L") != before
