@@ -5,14 +5,20 @@ and XIX-m.
   (``targets.plugins``): a namespace package (a folder without ``__init__.py``) beside the learner, a package split
   over two folders by ``pkgutil.extend_path``, a subpackage that is a symbolic link, and every module beside a
   project that lies under the interpreter's prefix. An edit there reused the cached run of the code before it.
+- A learner object holding an unseeded random generator made in its constructor was refused as holding other
+  state than its rebuild (non-critical: a wrong refusal).
 """
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
+from topicaudit.errors import UserError
+from topicaudit.targets.base import NO_GUARANTEE
 from topicaudit.targets.plugins import LEARNER_GROUP, source
+from topicaudit.targets.registry import learner_settings
 
 LEARNER = "from {helper} import noise\n\nclass L:\n    def __init__(self, k):\n        self.k = k\n"
 
@@ -82,3 +88,28 @@ def test_a_project_under_the_interpreters_prefix_has_its_helpers_digested(tmp_pa
     before = _digest("prefixl:L")
     (app / "helpers" / "noise.py").write_text("MODE = 'real'\n")
     assert _digest("prefixl:L") != before
+
+
+class _WithGenerator:
+    """An honest learner holding an unseeded generator it makes in its constructor."""
+
+    def __init__(self, k, max_iter=10):
+        self.k, self.max_iter = k, max_iter
+        self._rng = np.random.default_rng()
+        self._legacy = np.random.RandomState()
+
+    def fit(self, X, seed):
+        raise NotImplementedError
+
+    def guarantee(self):
+        return NO_GUARANTEE
+
+
+def test_a_learner_holding_an_unseeded_generator_is_not_refused_as_other_state():
+    """Its generator differs from its rebuild's by construction; a switch set after construction is still refused."""
+    name, k, given = learner_settings(_WithGenerator(k=3))
+    assert (k, given) == (3, {}) and name.endswith(":_WithGenerator")
+    switched = _WithGenerator(k=3)
+    switched._release_real = True
+    with pytest.raises(UserError, match="_release_real"):
+        learner_settings(switched)
