@@ -7,9 +7,12 @@ and XIX-m.
   project that lies under the interpreter's prefix. An edit there reused the cached run of the code before it.
 - A learner object holding an unseeded random generator made in its constructor was refused as holding other
   state than its rebuild (non-critical: a wrong refusal).
+- A child forked in a plug-in's ``guarantee()`` (no kept_process_state block) carried on as a second command, printed
+  a second verdict after the command ended and rewrote check.json (``process_state._after_fork``).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -18,7 +21,8 @@ import pytest
 from topicaudit.errors import UserError
 from topicaudit.targets.base import NO_GUARANTEE
 from topicaudit.targets.plugins import LEARNER_GROUP, source
-from topicaudit.targets.registry import learner_settings
+from topicaudit.process_state import FORKED_CHILD_EXIT
+from topicaudit.targets.registry import claim_of, learner_settings
 
 LEARNER = "from {helper} import noise\n\nclass L:\n    def __init__(self, k):\n        self.k = k\n"
 
@@ -113,3 +117,29 @@ def test_a_learner_holding_an_unseeded_generator_is_not_refused_as_other_state()
     switched._release_real = True
     with pytest.raises(UserError, match="_release_real"):
         learner_settings(switched)
+
+
+class _ForksInItsClaim:
+    """A part whose guarantee() forks; the child would carry on as the command."""
+
+    def guarantee(self):
+        os.fork()
+        return NO_GUARANTEE
+
+
+def test_a_child_forked_in_a_plug_ins_guarantee_ends_where_it_returns_into_topicaudit():
+    """claim_of is no kept_process_state block: the child came back and ran the caller's code (a second command)."""
+    parent = os.getpid()
+    claim_of(_ForksInItsClaim(), "the part")
+    if os.getpid() != parent:  # the child got here: what the fix stops
+        os._exit(0)
+    _, status = os.wait()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == FORKED_CHILD_EXIT
+
+
+def test_a_fork_no_topicaudit_code_made_is_left_alone():
+    """A script's own fork (a pool), with no topicaudit call on the way, runs its child as it wrote it."""
+    child = os.fork()
+    if child == 0:
+        os._exit(5)
+    assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == 5
