@@ -9,6 +9,8 @@ and XIX-m.
   state than its rebuild (non-critical: a wrong refusal).
 - A child forked in a plug-in's ``guarantee()`` (no kept_process_state block) carried on as a second command, printed
   a second verdict after the command ended and rewrote check.json (``process_state._after_fork``).
+- A plug-in's exception whose ``str()`` raised, or a BaseException of its own, was an internal error (exit 3, the
+  latter leaving a half-written run), and a ValueError of megabytes was printed whole (non-critical).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 
 from topicaudit.errors import UserError
 from topicaudit.targets.base import NO_GUARANTEE
+from topicaudit.targets.learners.pipeline import PluginCodeError, plugin_code
 from topicaudit.targets.plugins import LEARNER_GROUP, source
 from topicaudit.process_state import FORKED_CHILD_EXIT
 from topicaudit.targets.registry import claim_of, learner_settings
@@ -143,3 +146,43 @@ def test_a_fork_no_topicaudit_code_made_is_left_alone():
     if child == 0:
         os._exit(5)
     assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == 5
+
+
+class _Part:
+    """A plug-in part (its module is this test's, not topicaudit's)."""
+
+
+class _StrFails(Exception):
+    def __str__(self):
+        raise RuntimeError("str failed")
+
+
+class _ValueStrFails(ValueError):
+    def __str__(self):
+        raise RuntimeError("str failed")
+
+
+class _OwnBase(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("raised, named", [(_StrFails(), "_StrFails"), (_ValueStrFails(), "_ValueStrFails"),
+                                           (_OwnBase("its own"), "_OwnBase"), (ValueError("y" * 100_000), "y" * 50)])
+def test_a_plug_ins_exception_is_said_as_its_own_in_one_bounded_line(raised, named):
+    """str() raising, a BaseException of its own, a ValueError of 100,000 characters: each a PluginCodeError (exit 2
+    naming the plug-in), never the internal error (exit 3) nor a megabyte on stderr."""
+    with pytest.raises(PluginCodeError) as caught:
+        with plugin_code(_Part(), "fit"):
+            raise raised
+    text = str(caught.value)
+    assert named in text and "not topicaudit's" in text and len(text) < 1000
+
+
+def test_a_plug_ins_readable_refusal_and_an_interrupt_go_on_as_they_are():
+    with pytest.raises(ValueError, match="^corpus too large for a dense sampler$") as caught:
+        with plugin_code(_Part(), "fit"):
+            raise ValueError("corpus too large for a dense sampler")
+    assert not isinstance(caught.value, PluginCodeError)
+    with pytest.raises(KeyboardInterrupt):
+        with plugin_code(_Part(), "fit"):
+            raise KeyboardInterrupt
