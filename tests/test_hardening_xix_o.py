@@ -11,6 +11,8 @@ and XIX-m.
   a second verdict after the command ended and rewrote check.json (``process_state._after_fork``).
 - A plug-in's exception whose ``str()`` raised, or a BaseException of its own, was an internal error (exit 3, the
   latter leaving a half-written run), and a ValueError of megabytes was printed whole (non-critical).
+- A report run as root removed another user's folder that looked like a killed report's staging, beside its
+  output in a shared sticky folder (``output_folder.remove_stale_staging``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from topicaudit.targets.base import NO_GUARANTEE
 from topicaudit.targets.learners.pipeline import PluginCodeError, plugin_code
 from topicaudit.targets.plugins import LEARNER_GROUP, source
 from topicaudit.process_state import FORKED_CHILD_EXIT
+from topicaudit.reports.output_folder import remove_stale_staging
 from topicaudit.targets.registry import claim_of, learner_settings
 
 LEARNER = "from {helper} import noise\n\nclass L:\n    def __init__(self, k):\n        self.k = k\n"
@@ -186,3 +189,20 @@ def test_a_plug_ins_readable_refusal_and_an_interrupt_go_on_as_they_are():
     with pytest.raises(KeyboardInterrupt):
         with plugin_code(_Part(), "fit"):
             raise KeyboardInterrupt
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_report_run_as_root_leaves_another_users_stale_staging_alone(tmp_path):
+    """In a shared /tmp the sticky bit does not stop root: another user's folder named and filled like a killed
+    report's staging was deleted by root's report beside it."""
+    theirs = tmp_path / ".rep.tmp-999999-abc"
+    theirs.mkdir()
+    (theirs / "report.md").write_text("theirs\n")
+    for path in (theirs, theirs / "report.md"):
+        os.chown(path, 65534, 65534)
+    remove_stale_staging(tmp_path / "rep")
+    assert (theirs / "report.md").read_text() == "theirs\n"
+    os.chown(theirs, 0, 0)
+    os.chown(theirs / "report.md", 0, 0)
+    remove_stale_staging(tmp_path / "rep")  # one's own killed report's staging is still cleared
+    assert not theirs.exists()
