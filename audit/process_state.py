@@ -163,9 +163,14 @@ def _end_forked_child(who: str) -> None:
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def ours_file(filename: str) -> bool:
+    """Whether a code file is one of topicaudit's own (wherever the package is installed)."""
+    return filename.startswith(_PACKAGE)
+
+
 def _ours(frame) -> bool:
-    """Whether a frame runs topicaudit's own code (its files, wherever the package is installed)."""
-    return frame.f_code.co_filename.startswith(_PACKAGE)
+    """Whether a frame runs topicaudit's own code."""
+    return ours_file(frame.f_code.co_filename)
 
 
 def _after_fork() -> None:

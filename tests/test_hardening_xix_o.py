@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from topicaudit.errors import UserError
-from topicaudit.targets.base import NO_GUARANTEE
+from topicaudit.targets.base import NO_GUARANTEE, Guarantee
 from topicaudit.targets.learners.pipeline import PluginCodeError, plugin_code
 from topicaudit.targets.plugins import LEARNER_GROUP, source
 from topicaudit.process_state import FORKED_CHILD_EXIT
@@ -206,3 +206,13 @@ def test_a_report_run_as_root_leaves_another_users_stale_staging_alone(tmp_path)
     os.chown(theirs / "report.md", 0, 0)
     remove_stale_staging(tmp_path / "rep")  # one's own killed report's staging is still cleared
     assert not theirs.exists()
+
+
+def test_an_exception_from_topicaudits_own_code_under_a_plug_in_is_not_said_to_be_the_plug_ins():
+    """A learner subclassing a built-in calls its super().fit; what that raises is topicaudit's line, not the
+    plug-in's ("the plug-in's code, not topicaudit's" named topicaudit's own file)."""
+    with pytest.raises(PluginCodeError) as caught:
+        with plugin_code(_Part(), "fit"):
+            Guarantee(epsilon="one")  # topicaudit's own code failing (a TypeError naming the field)
+    text = str(caught.value)
+    assert "topicaudit's own code" in text and "not topicaudit's" not in text

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from topicaudit.errors import said
-from topicaudit.process_state import kept_process_state
+from topicaudit.process_state import kept_process_state, ours_file
 from topicaudit.targets.base import Guarantee, Release, declared_mechanism, records
 from topicaudit.targets.mechanisms import Recorder
 
@@ -132,9 +132,13 @@ def plugin_code(part, method: str):
         text = said(error)
         frames = traceback.extract_tb(error.__traceback__)
         where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        # Raised in topicaudit's own code the plug-in called (a learner's super().fit): not said to be the plug-in's.
+        whose = ("topicaudit's own code, which the plug-in called: a call it does not support, or a bug in topicaudit "
+                 "to report with the plug-in" if frames and ours_file(frames[-1].filename)
+                 else "the plug-in's code, not topicaudit's; fix it there")
         step = f"its vocabulary step ({type(part).__name__}): " if method == "select" else ""  # learner_refused's cue
         raise PluginCodeError(f"{step}its own {method} raised {type(error).__name__}{': ' + text if text else ''}"
-                              f"{where} (the plug-in's code, not topicaudit's; fix it there)") from error
+                              f"{where} ({whose})") from error
 
 
 def _reads(error: BaseException) -> bool:
