@@ -63,3 +63,21 @@ def printable(text: str) -> str:
         return text
     return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp", "Cs") and ch not in _BIDI)
                    else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
+
+
+# How much of a message from code that is not topicaudit's (a plug-in's exception) a refusal repeats.
+SAID_LIMIT = 300
+
+
+def said(error: BaseException, limit: int = SAID_LIMIT) -> str:
+    """What an exception from another's code says, as one bounded line: its ``str()`` may raise or return another
+    type (an internal error, exit 3, blamed topicaudit for a plug-in's exception) or hold megabytes (printed
+    whole on stderr) (hostile pass XIX-o)."""
+    try:
+        text = str(error)
+        if not isinstance(text, str):
+            raise TypeError
+    except Exception:  # noqa: BLE001 - any failure of another's __str__ is answered the same way
+        return f"(its message cannot be read: {type(error).__name__}.__str__ failed)"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"

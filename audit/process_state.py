@@ -14,6 +14,11 @@ A fork is not put back, it is ended: a learner whose fit forked and returned in 
 carry on as the command (hostile pass XIX): it scored its own Φ, printed a second verdict and, after the command
 had exited 1 with VIOLATED, rewrote the run's results.json and check.json (and their manifest) as NO SIGNAL. A
 process that leaves the block with another process id than it entered with ends there, at once, writing nothing.
+Not every call into a plug-in is such a block (its ``guarantee()`` and ``mechanism()`` are read wherever the
+engine needs the claim, a ``__del__`` runs where the collector does): a child forked in ``guarantee()`` carried on
+as a second command and rewrote check.json after the command ended (hostile pass XIX-o). So a child forked under
+code that topicaudit called (``_after_fork``) is watched too: it ends when that call returns into topicaudit,
+wherever it was made. A fork made by code that no topicaudit code called (a script's own pool) is not watched.
 
 While such code runs no bytecode is written (``sys.dont_write_bytecode``): importing the user's plug-in, or a module
 beside it from its fit, put a ``__pycache__`` folder beside the user's own files (hostile pass XIX).
@@ -153,6 +158,52 @@ def _end_forked_child(who: str) -> None:
     except OSError:
         pass
     os._exit(FORKED_CHILD_EXIT)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def ours_file(filename: str) -> bool:
+    """Whether a code file is one of topicaudit's own (wherever the package is installed)."""
+    return filename.startswith(_PACKAGE)
+
+
+def _ours(frame) -> bool:
+    """Whether a frame runs topicaudit's own code."""
+    return ours_file(frame.f_code.co_filename)
+
+
+def _after_fork() -> None:
+    """In a forked child: find the outermost call that topicaudit's code made into code not its own (a plug-in's
+    method, or a library's) on the way to the fork, and end the child when that call returns (or raises) into
+    topicaudit. A child that never returns (a pool's worker, which exits) runs as before."""
+    boundary = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        caller = frame.f_back
+        if caller is not None and _ours(caller) and not _ours(frame):
+            boundary = frame
+        frame = caller
+    if boundary is None:
+        return
+    who = f"{boundary.f_code.co_qualname} ({os.path.basename(boundary.f_code.co_filename)})"
+
+    def on_return(frame, event, arg):
+        if event == "return":
+            _end_forked_child(who)
+        return on_return
+
+    boundary.f_trace_lines = False
+    boundary.f_trace = on_return
+    sys.settrace(_no_tracing)  # tracing on, so that the frame's own trace sees its return; no other frame traced
+
+
+def _no_tracing(frame, event, arg):
+    return None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _moved(cwd: int) -> bool:

@@ -125,13 +125,24 @@ _STAGED = re.compile(r"(report/)?(figures(/[A-Za-z0-9._-]+)?|(\.)?(report\.html|
 
 
 def remove_stale_staging(output: Path) -> None:
-    """Staging directories of killed reports (their process gone) beside ``output``: real directories holding only
-    what a report writes. A user's folder named like one (``.out.tmp-999999-mine``) was deleted whole."""
+    """Staging directories of killed reports (their process gone) beside ``output``: real directories of this user
+    holding only what a report writes. A user's folder named like one (``.out.tmp-999999-mine``) was deleted whole;
+    and another user's, in a folder everyone may write to (/tmp), was deleted by a report run as root, which the
+    sticky bit does not stop (hostile pass XIX-o)."""
     for entry in output.parent.glob(f".{glob.escape(output.name)}.*-*"):
         match = re.fullmatch(rf"\.{re.escape(output.name)}\.(tmp|old)-(\d+)-[A-Za-z0-9_]+", entry.name)
-        if match and not entry.is_symlink() and entry.is_dir() and not _alive(int(match.group(2))) and all(
+        if not match or entry.is_symlink() or not entry.is_dir() or not _mine(entry):
+            continue
+        if not _alive(int(match.group(2))) and all(
                 not p.is_symlink() and _STAGED.fullmatch(p.relative_to(entry).as_posix()) for p in entry.rglob("*")):
             remove(entry)
+
+
+def _mine(entry: Path) -> bool:
+    try:
+        return entry.lstat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def _alive(pid: int) -> bool:

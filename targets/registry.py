@@ -11,6 +11,7 @@ import inspect
 import json
 import math
 import pickle
+import random
 
 import numpy as np
 
@@ -300,6 +301,12 @@ def _other_state(learner, rebuilt, compared: set[str]) -> list[str]:
     return differ
 
 
+# Random generators an honest learner makes in its constructor: unseeded, each object's state differs from its
+# rebuild's, and a learner holding one was refused as holding "other state" (hostile pass XIX-o); a generator's
+# state is noise, not a setting, so two of one type are the same state here.
+RANDOM_STATES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator, random.Random)
+
+
 def _same_state(a, b) -> bool:
     """Equal values: numbers and strings as ``_same``, arrays element by element, anything else by its pickle."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -310,6 +317,8 @@ def _same_state(a, b) -> bool:
             return False
     if isinstance(a, (bool, int, float, str, type(None))) and isinstance(b, (bool, int, float, str, type(None))):
         return type(a) is type(b) and _same(a, b)
+    if isinstance(a, RANDOM_STATES) and isinstance(b, RANDOM_STATES):
+        return type(a) is type(b)  # an unseeded generator made in __init__ differs by construction (listed, XIX-o)
     try:
         return pickle.dumps(a) == pickle.dumps(b)
     except Exception:  # noqa: BLE001 - what does not pickle cannot be shown equal

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from topicaudit.process_state import kept_process_state
+from topicaudit.errors import said
+from topicaudit.process_state import kept_process_state, ours_file
 from topicaudit.targets.base import Guarantee, Release, declared_mechanism, records
 from topicaudit.targets.mechanisms import Recorder
 
@@ -115,20 +116,38 @@ def plugin_code(part, method: str):
     as "internal error (a bug, please report it)", exit 3, blaming topicaudit for the learner's exception, and after
     a GeneratorExit the half-written run was left behind (hostile pass XIX). A ValueError is the plug-in refusing
     the data and goes on as it is; KeyboardInterrupt stays an interrupt; topicaudit's own parts are not plug-ins.
+    An exception whose ``str()`` raised (even a ValueError), or a BaseException of the plug-in's own, was again an
+    internal error, exit 3, the latter leaving the half-written run; a ValueError of megabytes was printed whole
+    (hostile pass XIX-o): each is now said as the plug-in's, in one bounded line (``errors.said``).
     """
     try:
         yield
-    except ValueError:
+    except KeyboardInterrupt:
         raise
-    except (Exception, SystemExit, GeneratorExit) as error:
+    except BaseException as error:  # every other: SystemExit, GeneratorExit, a BaseException of the plug-in's own
         if type(part).__module__.split(".")[0] == "topicaudit":
             raise
+        if isinstance(error, ValueError) and _reads(error):
+            raise  # the plug-in refusing the data, said as it said it (a message that reads, and is not huge)
+        text = said(error)
         frames = traceback.extract_tb(error.__traceback__)
         where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-        said = " ".join(str(error).split())[:300]
+        # Raised in topicaudit's own code the plug-in called (a learner's super().fit): not said to be the plug-in's.
+        whose = ("topicaudit's own code, which the plug-in called: a call it does not support, or a bug in topicaudit "
+                 "to report with the plug-in" if frames and ours_file(frames[-1].filename)
+                 else "the plug-in's code, not topicaudit's; fix it there")
         step = f"its vocabulary step ({type(part).__name__}): " if method == "select" else ""  # learner_refused's cue
-        raise PluginCodeError(f"{step}its own {method} raised {type(error).__name__}{': ' + said if said else ''}"
-                              f"{where} (the plug-in's code, not topicaudit's; fix it there)") from error
+        raise PluginCodeError(f"{step}its own {method} raised {type(error).__name__}{': ' + text if text else ''}"
+                              f"{where} ({whose})") from error
+
+
+def _reads(error: BaseException) -> bool:
+    """Whether an exception's ``str()`` is a message a refusal can repeat whole."""
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - another's __str__ failing in any way
+        return False
+    return isinstance(text, str) and len(text) <= 4000
 
 
 # How far a row of Φ may sum from 1: float32 rounding over a large vocabulary, not a release of other numbers.
