@@ -36,6 +36,14 @@ def deleted_working_directory(error: BaseException) -> UserError | None:
 DEVELOPER_WARNINGS = (DeprecationWarning, PendingDeprecationWarning)
 
 
+def developer_warning(category: type) -> bool:
+    """A library's notice that is not about the user's input: ``DEVELOPER_WARNINGS``, and urllib3's note that SOCKS
+    proxies need PySocks (requests silences it, but a thread restoring the warning filters while Ray imported
+    requests let it through, and a command printed "note: SOCKS support in urllib3 …" with no proxy in use)."""
+    return issubclass(category, DEVELOPER_WARNINGS) or (
+        category.__name__ == "DependencyWarning" and category.__module__.startswith("urllib3"))
+
+
 def user_message(error: UserError) -> str:
     """A UserError's one-line message, also when Ray re-raised it from a task.
 

@@ -128,3 +128,16 @@ def test_a_run_that_claims_nothing_records_no_claim_not_violated(tmp_path, monke
     assert stored["epsilon_lower_bound"] > 0  # the bound is still there, for what it shows
     assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "page"), "--quiet"]) == 0
     assert "NO CLAIM" in (tmp_path / "page" / "report.md").read_text()
+
+
+def test_urllib3s_socks_dependency_note_is_never_relayed_to_the_user():
+    """requests silences urllib3's "SOCKS support … requires PySocks" DependencyWarning, but imported inside a block
+    that records every warning (a fit's, in a Ray worker) or while another thread restored the filters, it came
+    through as "topicaudit: note: SOCKS support in urllib3 …" with no proxy in use, and two tests counting the
+    command's stderr lines failed at times."""
+    from topicaudit.errors import developer_warning
+
+    dependency = type("DependencyWarning", (Warning,), {"__module__": "urllib3.exceptions"})
+    assert developer_warning(dependency) and developer_warning(DeprecationWarning)
+    assert not developer_warning(UserWarning) and not developer_warning(RuntimeWarning)
+    assert not developer_warning(type("DependencyWarning", (Warning,), {"__module__": "mylearner"}))

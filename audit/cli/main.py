@@ -34,8 +34,8 @@ from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
-    DEVELOPER_WARNINGS,
     deleted_working_directory,
+    developer_warning,
     EXIT_INTERNAL_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -95,7 +95,7 @@ def _requested(argv: list[str] | None) -> str | None:
 
 def _show_note(message, category, filename, lineno, file=None, line=None):
     """Loaders' warnings about the user's input as notes; libraries' deprecation notices are not the user's."""
-    if issubclass(category, DEVELOPER_WARNINGS):
+    if developer_warning(category):
         return
     say(f"topicaudit: note: {printable(str(message))}")
 

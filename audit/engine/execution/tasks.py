@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.statistics import model_statistics
 from topicaudit.attacks.zeta import warmup
-from topicaudit.errors import DEVELOPER_WARNINGS
+from topicaudit.errors import developer_warning
 from topicaudit.targets.base import Release
 
 
@@ -29,7 +29,7 @@ def recorded_warnings():
         warnings.simplefilter("always")
         yield messages
     messages.extend(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught
-                                  if not issubclass(w.category, DEVELOPER_WARNINGS)))
+                                  if not developer_warning(w.category)))
 
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
