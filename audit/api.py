@@ -24,6 +24,7 @@ from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError, deleted_working_directory
 from topicaudit.folder_anchors import command_scope
+from topicaudit.process_state import command_process
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
@@ -35,7 +36,7 @@ def _named_errors(function):
     @functools.wraps(function)
     def named(*args, **kwargs):
         try:
-            with command_scope():
+            with command_scope(), command_process():
                 return function(*args, **kwargs)
         except FileNotFoundError as error:
             deleted = deleted_working_directory(error)

@@ -28,6 +28,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
+from topicaudit.process_state import command_process, only_the_command
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
@@ -197,6 +198,7 @@ _ENDING = threading.Event()
 
 def say(line: str) -> None:
     """One line on stderr, if it can still be written: a closed or broken stderr never changes the exit code."""
+    only_the_command()
     try:
         print(line, file=sys.stderr, flush=True)
         noted()
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     """The command line in this process (the supervised child, or a test). The process is left as it was
     found: a library call after it behaves as in a fresh process."""
-    with _command_behaviour():
+    with _command_behaviour(), command_process():
         return _run_command(argv)
 
 

@@ -1,0 +1,104 @@
+"""Hostile pass XIX, helper p (tests/hostile_xix_p_cases.md): the closing pass of the round.
+
+- A child forked below Python (``ctypes``' or a C library's ``fork()``, which runs no at-fork hook) in a plug-in's
+  ``guarantee()`` carried on as a second command: a second verdict line after the command had ended, and
+  check.json, the JUnit file and the run's manifest written again (``process_state.only_the_command``).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from topicaudit.owned_folders import open_folder
+from topicaudit.process_state import FORKED_CHILD_EXIT, command_process
+
+LEARNER = '''
+import ctypes, os, time
+from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+
+CALLS = [0]
+
+
+class CForks(VariationalLDA):
+    """An lda claiming eps = 1 whose first claim read forks through libc; the child notes its pid and sleeps."""
+
+    def guarantee(self):
+        CALLS[0] += 1
+        if CALLS[0] == 1 and ctypes.CDLL(None).fork() == 0:
+            with open(os.environ["CHILD_PID"], "w") as out:
+                out.write(str(os.getpid()))
+            time.sleep(1.5)
+        return Guarantee(epsilon=1.0, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM)
+'''
+
+CONFIG = """seed = 0
+[synthetic]
+n_docs = 200
+n_words = 300
+k = 3
+[target]
+learner = "cforks:CForks"
+k = 3
+[attack]
+shadows = 0
+[attack.canaries]
+count = 60
+"""
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        status = Path(f"/proc/{pid}/stat")
+        if status.is_file() and ") Z " in status.read_text(errors="replace"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_child_forked_below_python_in_a_claim_read_ends_before_it_prints_or_writes(tmp_path):
+    """No at-fork hook runs for libc's fork: the child carried on as a second command (a second verdict line,
+    check.json rewritten after the command had exited). Only the command's own process prints and writes."""
+    (tmp_path / "cforks.py").write_text(LEARNER)
+    (tmp_path / "c.toml").write_text(CONFIG)
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "TOPICAUDIT_INTEGRITY_KEY": "off",
+           "CHILD_PID": str(tmp_path / "child.pid"), "HOME": str(tmp_path / "home")}
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "check", "c.toml", "--output", "r"],
+                              cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, timeout=120)
+    assert done.returncode == 1
+    check = (tmp_path / "r" / "check.json").stat().st_mtime_ns
+    assert _gone(int((tmp_path / "child.pid").read_text()), 15)
+    time.sleep(0.3)
+    verdicts = [line for line in out.read_text().splitlines() if line.startswith(("VIOLATED", "CONSISTENT", "NO "))]
+    assert len(verdicts) == 1 and verdicts[0].startswith("VIOLATED")
+    assert "reusing" not in err.read_text() and "resuming" not in err.read_text()
+    assert (tmp_path / "r" / "check.json").stat().st_mtime_ns == check
+    assert json.loads((tmp_path / "r" / "check.json").read_text())["verdict"] == "VIOLATED"
+
+
+def test_a_process_other_than_the_commands_ends_at_its_first_write(tmp_path):
+    """The same in-process: a libc fork inside a command, the child reaching a write of topicaudit's."""
+    parent = os.getpid()
+    with command_process():
+        ctypes.CDLL(None).fork()
+        if os.getpid() != parent:
+            try:
+                with open_folder(tmp_path) as folder:
+                    folder.write("written.json", lambda handle: handle.write(b"{}"))
+            finally:
+                os._exit(0)
+    _, status = os.wait()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == FORKED_CHILD_EXIT
+    assert not (tmp_path / "written.json").exists()
