@@ -171,6 +171,12 @@ def command_process():
         _COMMAND_PID.reset(token)
 
 
+def the_commands_process() -> bool:
+    """Whether this process is the one the running command started (or no command is running)."""
+    pid = _COMMAND_PID.get()
+    return pid is None or pid == os.getpid()
+
+
 def only_the_command(who: str = "code the command called") -> None:
     """End this process at once when it is not the one the running command started (a child forked where no
     at-fork hook ran, carrying on the parent's command): it writes and prints nothing."""

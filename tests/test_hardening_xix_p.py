@@ -3,6 +3,8 @@
 - A child forked below Python (``ctypes``' or a C library's ``fork()``, which runs no at-fork hook) in a plug-in's
   ``guarantee()`` carried on as a second command: a second verdict line after the command had ended, and
   check.json, the JUnit file and the run's manifest written again (``process_state.only_the_command``).
+- A multiprocessing pool (fork) in a learner's fit printed two tracebacks: its workers, ended by SIGTERM when the
+  pool closed, ran the command's handler (non-critical; ``cli.main._signals``).
 """
 from __future__ import annotations
 
@@ -37,6 +39,26 @@ class CForks(VariationalLDA):
         return Guarantee(epsilon=1.0, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM)
 '''
 
+POOL = '''
+import multiprocessing
+from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.base import Adjacency, Basis, Guarantee
+
+
+def square(x):
+    return x * x
+
+
+class Pooled(VariationalLDA):
+    def guarantee(self):
+        return Guarantee(epsilon=1.0, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM)
+
+    def fit(self, X, seed):
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            assert pool.map(square, [1, 2, 3]) == [1, 4, 9]
+        return super().fit(X, seed)
+'''
+
 CONFIG = """seed = 0
 [synthetic]
 n_docs = 200
@@ -50,6 +72,18 @@ shadows = 0
 [attack.canaries]
 count = 60
 """
+
+
+def _check(tmp_path: Path, module: str, code: str, learner: str, **env) -> tuple[int, str, str]:
+    (tmp_path / f"{module}.py").write_text(code)
+    (tmp_path / "c.toml").write_text(CONFIG.replace("cforks:CForks", learner))
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "TOPICAUDIT_INTEGRITY_KEY": "off", "HOME": str(tmp_path / "home"),
+           **env}
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "check", "c.toml", "--output", "r"],
+                              cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, timeout=120)
+    return done.returncode, out.read_text(), err.read_text()
 
 
 def _gone(pid: int, seconds: float) -> bool:
@@ -69,18 +103,12 @@ def _gone(pid: int, seconds: float) -> bool:
 def test_a_child_forked_below_python_in_a_claim_read_ends_before_it_prints_or_writes(tmp_path):
     """No at-fork hook runs for libc's fork: the child carried on as a second command (a second verdict line,
     check.json rewritten after the command had exited). Only the command's own process prints and writes."""
-    (tmp_path / "cforks.py").write_text(LEARNER)
-    (tmp_path / "c.toml").write_text(CONFIG)
-    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "TOPICAUDIT_INTEGRITY_KEY": "off",
-           "CHILD_PID": str(tmp_path / "child.pid"), "HOME": str(tmp_path / "home")}
-    with out.open("w") as stdout, err.open("w") as stderr:
-        done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "check", "c.toml", "--output", "r"],
-                              cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, timeout=120)
-    assert done.returncode == 1
+    code, _, _ = _check(tmp_path, "cforks", LEARNER, "cforks:CForks", CHILD_PID=str(tmp_path / "child.pid"))
+    assert code == 1
     check = (tmp_path / "r" / "check.json").stat().st_mtime_ns
     assert _gone(int((tmp_path / "child.pid").read_text()), 15)
     time.sleep(0.3)
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     verdicts = [line for line in out.read_text().splitlines() if line.startswith(("VIOLATED", "CONSISTENT", "NO "))]
     assert len(verdicts) == 1 and verdicts[0].startswith("VIOLATED")
     assert "reusing" not in err.read_text() and "resuming" not in err.read_text()
@@ -102,3 +130,10 @@ def test_a_process_other_than_the_commands_ends_at_its_first_write(tmp_path):
     _, status = os.wait()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == FORKED_CHILD_EXIT
     assert not (tmp_path / "written.json").exists()
+
+
+def test_a_pool_a_fit_forks_ends_quietly_when_it_closes(tmp_path):
+    """The pool's workers are not the command: SIGTERM ends them by default, with no traceback of the command's."""
+    code, out, err = _check(tmp_path, "pooled", POOL, "pooled:Pooled")
+    assert code == 1 and out.startswith("VIOLATED")
+    assert "Traceback" not in err and "Terminated" not in err

@@ -28,7 +28,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.process_state import command_process, only_the_command
+from topicaudit.process_state import command_process, only_the_command, the_commands_process
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
@@ -114,6 +114,12 @@ def _signals(command: str | None = None):
     received, later, copies, in_hook = [], [], [0], [False]
 
     def handler(signum, frame):
+        if not the_commands_process():
+            # A worker a learner's fit forked (a multiprocessing pool, ended by SIGTERM when the pool closes) is
+            # not the command: it printed Terminated's traceback. The signal does there what it does by default.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
             return
         if in_hook[0] or (not received and (_in_import_machinery(frame) or in_uninterrupted())):
