@@ -24,7 +24,6 @@ from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
 from topicaudit.errors import UserError, deleted_working_directory
 from topicaudit.folder_anchors import command_scope
-from topicaudit.process_state import command_process
 from topicaudit.engine.run import execute_run
 from topicaudit.reports.build import build_report
 
@@ -36,7 +35,7 @@ def _named_errors(function):
     @functools.wraps(function)
     def named(*args, **kwargs):
         try:
-            with command_scope(), command_process():
+            with command_scope():
                 return function(*args, **kwargs)
         except FileNotFoundError as error:
             deleted = deleted_working_directory(error)

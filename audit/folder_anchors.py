@@ -19,6 +19,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator
 
+from topicaudit.process_state import command_process
+
 _LOCK = threading.Lock()
 _HELD: dict[str, list[Any]] = {}  # folders held open for a block, by absolute path
 _DECLARED: dict[str, list[Path]] = {}  # folders declared topicaudit's own, by absolute path → their anchors
@@ -116,7 +118,8 @@ def command_scope() -> Iterator[None]:
     made: list[tuple[str, Path]] = []
     token = _SCOPE.set(made)
     try:
-        yield
+        with command_process():  # and only this process carries the command on (a plug-in's fork ends)
+            yield
     finally:
         _SCOPE.reset(token)
         with _LOCK:

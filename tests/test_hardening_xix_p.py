@@ -3,6 +3,9 @@
 - A child forked below Python (``ctypes``' or a C library's ``fork()``, which runs no at-fork hook) in a plug-in's
   ``guarantee()`` carried on as a second command: a second verdict line after the command had ended, and
   check.json, the JUnit file and the run's manifest written again (``process_state.only_the_command``).
+  Through the Python API (``assert_privacy``, whose scope is ``folder_anchors.in_command_scope``) the child returned
+  into the script: with no sleep it took the run's lock first, fitted its own Φ and the script printed PASSED in
+  the child while the parent's call was refused as "being written by another topicaudit command".
 - A multiprocessing pool (fork) in a learner's fit printed two tracebacks: its workers, ended by SIGTERM when the
   pool closed, ran the command's handler (non-critical; ``cli.main._signals``).
 """
@@ -16,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from topicaudit.folder_anchors import in_command_scope
 from topicaudit.owned_folders import open_folder
 from topicaudit.process_state import FORKED_CHILD_EXIT, command_process
 
@@ -137,3 +141,18 @@ def test_a_pool_a_fit_forks_ends_quietly_when_it_closes(tmp_path):
     code, out, err = _check(tmp_path, "pooled", POOL, "pooled:Pooled")
     assert code == 1 and out.startswith("VIOLATED")
     assert "Traceback" not in err and "Terminated" not in err
+
+
+@in_command_scope
+def _an_api_call_whose_plug_in_forks_below_python() -> int:
+    ctypes.CDLL(None).fork()
+    return os.getpid()
+
+
+def test_a_child_forked_below_python_never_returns_from_an_api_call_into_the_script():
+    """``assert_privacy``'s child returned into the script, which went on in two processes (PASSED in one)."""
+    parent = os.getpid()
+    if _an_api_call_whose_plug_in_forks_below_python() != parent:
+        os._exit(0)  # the child got back into the script: what the fix stops
+    _, status = os.wait()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == FORKED_CHILD_EXIT
