@@ -6,6 +6,10 @@
   Through the Python API (``assert_privacy``, whose scope is ``folder_anchors.in_command_scope``) the child returned
   into the script: with no sleep it took the run's lock first, fitted its own Φ and the script printed PASSED in
   the child while the parent's call was refused as "being written by another topicaudit command".
+- ``TMPDIR`` through another user's link in a shared sticky folder (``/tmp/L`` → a folder of the user's), with the
+  user's configuration folders behind such a link too: a report made matplotlib's temporary folder in the user's
+  folder and removed it (its time changed), and ``tempfile.gettempdir()`` made and removed a test file there
+  (``folder_anchors.temporary_folder``).
 - A multiprocessing pool (fork) in a learner's fit printed two tracebacks: its workers, ended by SIGTERM when the
   pool closed, ran the command's handler (non-critical; ``cli.main._signals``).
 """
@@ -14,12 +18,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from topicaudit.folder_anchors import in_command_scope
+import pytest
+
+from topicaudit.folder_anchors import in_command_scope, temporary_folder
 from topicaudit.owned_folders import open_folder
 from topicaudit.process_state import FORKED_CHILD_EXIT, command_process
 
@@ -156,3 +163,28 @@ def test_a_child_forked_below_python_never_returns_from_an_api_call_into_the_scr
         os._exit(0)  # the child got back into the script: what the fix stops
     _, status = os.wait()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == FORKED_CHILD_EXIT
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a link to another user needs root")
+def test_a_temporary_folder_is_never_made_through_another_users_link(tmp_path, monkeypatch):
+    """matplotlib's fallback folder (the configuration folders behind a planted link) went into $TMPDIR's target."""
+    shared, mine = tmp_path / "T", tmp_path / "V"
+    shared.mkdir()
+    mine.mkdir()
+    shared.chmod(0o1777)
+    for name in ("L", "L2"):
+        (shared / name).symlink_to(mine)
+        os.lchown(shared / name, 65534, 65534)
+    os.utime(mine, (1577836800, 1577836800))
+    monkeypatch.setenv("TMPDIR", str(shared / "L"))
+    assert temporary_folder() not in (str(shared / "L"), None)
+    env = {**os.environ, "HOME": str(shared / "L2"), "TMPDIR": str(shared / "L")}
+    env.pop("MPLCONFIGDIR", None)
+    env.pop("XDG_CONFIG_HOME", None)
+    env.pop("XDG_CACHE_HOME", None)
+    made = subprocess.run([sys.executable, "-c", "import os; from topicaudit.engine.presentation.roc_figure import "
+                           "new_figure; new_figure(2, 2); print(os.environ.get('MPLCONFIGDIR', ''))"],
+                          env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert made and not made.startswith(str(shared / "L"))
+    assert os.stat(mine).st_mtime == 1577836800 and os.listdir(mine) == []
+    assert stat.S_ISLNK(os.lstat(shared / "L").st_mode)

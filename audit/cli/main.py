@@ -28,6 +28,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
+from topicaudit.folder_anchors import temporary_folder
 from topicaudit.process_state import command_process, only_the_command, the_commands_process
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
@@ -221,7 +222,10 @@ def _save_traceback(error: BaseException) -> str | None:
     """The traceback in a file under the temporary directory; its path (None if it cannot be written)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        fd, path = tempfile.mkstemp(prefix=f"topicaudit-crash-{stamp}-", suffix=".txt")
+        temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
+        if temporary is None:
+            return None
+        fd, path = tempfile.mkstemp(prefix=f"topicaudit-crash-{stamp}-", suffix=".txt", dir=temporary)
         with os.fdopen(fd, "w") as handle:
             handle.write(f"topicaudit {' '.join(sys.argv[1:])}\n\n")
             handle.write("".join(traceback.format_exception(error)))
