@@ -19,6 +19,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator
 
+from topicaudit.process_state import command_process
+
 _LOCK = threading.Lock()
 _HELD: dict[str, list[Any]] = {}  # folders held open for a block, by absolute path
 _DECLARED: dict[str, list[Path]] = {}  # folders declared topicaudit's own, by absolute path → their anchors
@@ -91,6 +93,23 @@ def planted_link(path: Path | str) -> tuple[str, int, str] | None:
     return None
 
 
+TEMPORARY_PLACES = ("/tmp", "/var/tmp", "/usr/tmp")  # after $TMPDIR, $TEMP and $TMP, as Python's tempfile tries
+
+
+def temporary_folder() -> str | None:
+    """Where topicaudit puts a temporary folder or file of its own: the first place Python's ``tempfile`` would try
+    that is a folder this user may write in and that no other user's link in a shared sticky folder leads to
+    (``planted_link``); None when there is none. ``tempfile.gettempdir()`` is no answer: it tests its choice by
+    creating and removing a file there, and ``TMPDIR=/tmp/L`` (L another user's link to a folder of this user's)
+    had a report make and remove a matplotlib folder in that folder of the user's (hostile pass XIX-p)."""
+    places = [os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)]
+    for place in (*places, *TEMPORARY_PLACES):
+        if (os.path.isabs(place) and os.path.isdir(place) and os.access(place, os.W_OK | os.X_OK)
+                and planted_link(place) is None):
+            return place
+    return None
+
+
 def declare(path: Path, anchor: Path) -> None:
     """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
     the XDG base): the folders between them are opened without following links."""
@@ -116,7 +135,8 @@ def command_scope() -> Iterator[None]:
     made: list[tuple[str, Path]] = []
     token = _SCOPE.set(made)
     try:
-        yield
+        with command_process():  # and only this process carries the command on (a plug-in's fork ends)
+            yield
     finally:
         _SCOPE.reset(token)
         with _LOCK:

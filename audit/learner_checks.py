@@ -248,6 +248,16 @@ def check_guarantee(learner) -> None:
                              + ", ".join(f"{name} accountant ε = {eps:.6g}" for name, eps in accounted))
 
 
+class CheckFailed(AssertionError):
+    """A check's own finding: the learner does not do what the check holds it to."""
+
+
+class CheckDidNotFinish(AssertionError):
+    """A check that could not finish (the learner's code, or a library it called, raised): no finding on the
+    learner. Not a ``CheckFailed``: a test that expects a check to fail (``parametrize_with_checks``'
+    ``expected_failures``) must not read a crash as that failure."""
+
+
 class UntestableClaimWarning(UserWarning):
     """A learner's claim is beyond what the conformance check's canary audit can refute (see its message)."""
 
@@ -422,7 +432,8 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
     """Run every conformance check on ``learner`` (an instance, parameters as it will be audited).
 
     Raises AssertionError at the first failed check, naming the learner and the
-    check. Pick parameters that fit in seconds on 150 short documents (few
+    check: ``CheckFailed`` for the check's finding, ``CheckDidNotFinish`` when the
+    learner's code (or a library) raised and the check could not finish. Pick parameters that fit in seconds on 150 short documents (few
     iterations): each check fits the learner once or twice, the canary audit
     once on up to MAX_CANARIES canaries (as many as its claim needs).
     checks: the names of the checks to run (``CHECKS``, in their order), default
@@ -451,16 +462,17 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
                 result = outcome
         except AssertionError as error:
             if _raised_by_a_check(error):
-                raise AssertionError(f"check_learner: {name} fails the {check!r} check: {error}") from None
+                raise CheckFailed(f"check_learner: {name} fails the {check!r} check: {error}") from None
             # The learner's own `assert` (in its fit, say) read as the check's finding: "fails the 'canary audit'
             # check: <its message>", a refuted claim where no audit had finished.
-            raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r} (from "
-                                 "the learner's code, not this check: the check did not finish, so this is no "
-                                 "finding on the learner's claim)") from error
+            raise CheckDidNotFinish(f"check_learner: {name} fails the {check!r} check: it raised {error!r} (from "
+                                    "the learner's code, not this check: the check did not finish, so this is no "
+                                    "finding on the learner's claim)") from error
         except PluginCodeError as error:  # the learner's own exception, raised in a pipeline's fit: no finding
-            raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised "
-                                 f"{error.__cause__ or error!r} (from the learner's code, not this check: the check "
-                                 "did not finish, so this is no finding on the learner's claim)") from error
+            raise CheckDidNotFinish(f"check_learner: {name} fails the {check!r} check: it raised "
+                                    f"{error.__cause__ or error!r} (from the learner's code, not this check: the "
+                                    "check did not finish, so this is no finding on the learner's claim)") from error
         except Exception as error:  # a crash inside a check fails that check, named like any other failure
-            raise AssertionError(f"check_learner: {name} fails the {check!r} check: it raised {error!r}") from error
+            raise CheckDidNotFinish(f"check_learner: {name} fails the {check!r} check: it raised {error!r} (the "
+                                    "check did not finish, so this is no finding on the learner's claim)") from error
     return result

@@ -28,6 +28,7 @@ from typing import BinaryIO, Callable
 
 from topicaudit.errors import UserError
 from topicaudit.folder_anchors import anchor_of, declare, held_descriptor, planted_link
+from topicaudit.process_state import only_the_command
 
 # Descriptor-relative calls (POSIX); elsewhere each call takes the folder's path.
 BY_DESCRIPTOR = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
@@ -85,7 +86,9 @@ class Folder:
             self.fd = None
 
     def _at(self, name: str) -> tuple[str, dict]:
-        """``name`` as a descriptor-relative name, or (no ``dir_fd``) as a path."""
+        """``name`` as a descriptor-relative name, or (no ``dir_fd``) as a path. Only the command's own process gets
+        here: a child forked below Python ends (``process_state.only_the_command``)."""
+        only_the_command()
         if self.fd is None:
             return str(self.path / name), {}
         return name, {"dir_fd": self.fd}
@@ -149,6 +152,7 @@ class Folder:
 
     def move(self, name: str, into: Folder, new_name: str) -> None:
         """Rename the entry ``name`` to ``new_name`` in ``into`` (a link is moved as a link)."""
+        only_the_command()
         if self.fd is None or into.fd is None:
             os.replace(self.path / name, into.path / new_name)
         else:

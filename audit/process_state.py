@@ -20,6 +20,12 @@ as a second command and rewrote check.json after the command ended (hostile pass
 code that topicaudit called (``_after_fork``) is watched too: it ends when that call returns into topicaudit,
 wherever it was made. A fork made by code that no topicaudit code called (a script's own pool) is not watched.
 
+A fork made below Python (a C library's or ``ctypes``' ``fork()``) runs no at-fork hook, and its child carried on
+as a second command after a ``guarantee()`` that forked that way returned (hostile pass XIX-p: a second verdict line,
+check.json rewritten after the command had ended). So a command records the process it runs in
+(``command_process``), and topicaudit's ways of writing a file and of printing a result end any other process
+that reaches them (``only_the_command``), before it writes or prints anything.
+
 While such code runs no bytecode is written (``sys.dont_write_bytecode``): importing the user's plug-in, or a module
 beside it from its fit, put a ``__pycache__`` folder beside the user's own files (hostile pass XIX).
 """
@@ -31,6 +37,7 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 # Signals the command line answers (Ctrl-C, SIGTERM, the supervisor's stops) or relies on the default of.
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
@@ -147,6 +154,35 @@ def kept_process_state(who: str):
             warnings.warn(f"{who} changed the process's {', '.join(dict.fromkeys(changed))}; topicaudit put it back "
                           "(a learner must leave the process as it found it: the command names its files relative "
                           "to where it started)", RuntimeWarning, stacklevel=3)
+
+
+_COMMAND_PID: ContextVar[int | None] = ContextVar("topicaudit_command_pid", default=None)
+
+
+@contextmanager
+def command_process():
+    """The block is one command (the command line's, or a call of the API): only this process may write its files
+    and print its results (``only_the_command``)."""
+    token = _COMMAND_PID.set(os.getpid())
+    try:
+        yield
+    finally:
+        only_the_command("code the command called")
+        _COMMAND_PID.reset(token)
+
+
+def the_commands_process() -> bool:
+    """Whether this process is the one the running command started (or no command is running)."""
+    pid = _COMMAND_PID.get()
+    return pid is None or pid == os.getpid()
+
+
+def only_the_command(who: str = "code the command called") -> None:
+    """End this process at once when it is not the one the running command started (a child forked where no
+    at-fork hook ran, carrying on the parent's command): it writes and prints nothing."""
+    pid = _COMMAND_PID.get()
+    if pid is not None and pid != os.getpid():
+        _end_forked_child(who)
 
 
 def _end_forked_child(who: str) -> None:

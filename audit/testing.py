@@ -107,7 +107,8 @@ def parametrize_with_checks(learners: Iterable[Any],
     expected_failures: check name → why it is expected to fail, for every
     learner, or a function of the learner giving that mapping; those tests are
     marked ``xfail(strict=True)``, so a check that starts passing is reported
-    and the declaration can be removed.
+    and the declaration can be removed; only the check's own finding is that
+    failure (``CheckFailed``): a check the learner's code crashed fails the test.
     """
     checks = importlib.import_module("topicaudit.learner_checks")  # the suite, when a test module asks for it
     params = []
@@ -119,7 +120,10 @@ def parametrize_with_checks(learners: Iterable[Any],
                              f"the checks: {', '.join(checks.CHECKS)}")
         label = checks.describe(learner).replace(", ", ",")
         for name in checks.CHECKS:
-            marks = [pytest.mark.xfail(reason=declared[name], strict=True)] if name in declared else []
+            # Only the check's finding is the declared failure: a check that crashed (CheckDidNotFinish) read as
+            # XFAIL "not private yet", so a learner that no audit ever ran on passed as expected (hostile pass XIX-p).
+            marks = ([pytest.mark.xfail(reason=declared[name], strict=True, raises=checks.CheckFailed)]
+                     if name in declared else [])
             params.append(pytest.param(learner, functools.partial(checks.check_learner, checks=(name,)),
                                        id=f"{label}-{name}", marks=marks))
     return pytest.mark.parametrize("learner, check", params)

@@ -10,6 +10,7 @@ import pytest
 from topicaudit.targets.base import Guarantee
 from topicaudit.targets.learners.cgs import CollapsedGibbsLDA
 from topicaudit.targets.params import positive
+from topicaudit.learner_checks import CheckFailed
 from topicaudit.testing import check_learner, parametrize_with_checks
 
 
@@ -43,7 +44,8 @@ def test_ids_name_the_learner_and_the_check_and_expected_failures_are_strict_xfa
                     "record used", "canary audit",
                     "honest record")]
     xfails = {p.id: p.marks[0].kwargs for p in mark.args[1] if p.marks}
-    assert xfails == {"OverclaimingCGS(k=3,epsilon=2.0)-canary audit": {"reason": "overclaims", "strict": True}}
+    assert xfails == {"OverclaimingCGS(k=3,epsilon=2.0)-canary audit": {"reason": "overclaims", "strict": True,
+                                                                         "raises": CheckFailed}}
     with pytest.raises(ValueError, match="unknown check.*'canary'; the checks: parameters"):
         parametrize_with_checks([OverclaimingCGS(3)], {"canary": "typo"})
 

@@ -17,6 +17,7 @@ from topicaudit.engine.audit import execute_audit
 from topicaudit.engine.audit_inputs import AUDIT_SETTINGS, audit_config, settings_line
 from topicaudit.engine.configuration.config import AuditConfig
 from topicaudit.engine.storage.audit_results import AuditLearner, AuditRanking, AuditResults
+from topicaudit.process_state import only_the_command
 from topicaudit.errors import UserError
 
 
@@ -118,6 +119,7 @@ def config_from_args(args) -> AuditConfig:
 def execute(args) -> int:
     config = config_from_args(args)
     result = execute_audit(config, quiet=args.quiet)
+    only_the_command()
     if args.quiet:
         print(config.run_dir)
     else:

@@ -24,6 +24,7 @@ from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.configuration.validation import check_output_file
 from topicaudit.errors import UserError
+from topicaudit.process_state import only_the_command
 from topicaudit.inputs.integrity_key import key_file
 from topicaudit.targets.registry import plugin_files
 
@@ -175,6 +176,7 @@ def execute(args) -> int:
         refuse_replacing_listed(run_dir, (json_path, junit_path))  # a keyed run's check.json, without the key
         written = write_reports(result, json_path, junit_path)
         record_check_files(run_dir, written)  # report reads check.json's claim: only as the manifest lists it
+    only_the_command()  # a child forked below Python in the learner's code prints no verdict
     document = (json.dumps(result.to_json(), indent=2) + "\n" if args.json == STDOUT
                 else result.to_junit() if args.junit == STDOUT else None)
     try:

@@ -28,6 +28,8 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
+from topicaudit.folder_anchors import temporary_folder
+from topicaudit.process_state import command_process, only_the_command, the_commands_process
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import in_uninterrupted
@@ -113,6 +115,12 @@ def _signals(command: str | None = None):
     received, later, copies, in_hook = [], [], [0], [False]
 
     def handler(signum, frame):
+        if not the_commands_process():
+            # A worker a learner's fit forked (a multiprocessing pool, ended by SIGTERM when the pool closes) is
+            # not the command: it printed Terminated's traceback. The signal does there what it does by default.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if _ENDING.is_set():  # the interrupted line is being printed and 130 returned: nothing more to do
             return
         if in_hook[0] or (not received and (_in_import_machinery(frame) or in_uninterrupted())):
@@ -197,6 +205,7 @@ _ENDING = threading.Event()
 
 def say(line: str) -> None:
     """One line on stderr, if it can still be written: a closed or broken stderr never changes the exit code."""
+    only_the_command()
     try:
         print(line, file=sys.stderr, flush=True)
         noted()
@@ -213,7 +222,10 @@ def _save_traceback(error: BaseException) -> str | None:
     """The traceback in a file under the temporary directory; its path (None if it cannot be written)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        fd, path = tempfile.mkstemp(prefix=f"topicaudit-crash-{stamp}-", suffix=".txt")
+        temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
+        if temporary is None:
+            return None
+        fd, path = tempfile.mkstemp(prefix=f"topicaudit-crash-{stamp}-", suffix=".txt", dir=temporary)
         with os.fdopen(fd, "w") as handle:
             handle.write(f"topicaudit {' '.join(sys.argv[1:])}\n\n")
             handle.write("".join(traceback.format_exception(error)))
@@ -283,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     """The command line in this process (the supervised child, or a test). The process is left as it was
     found: a library call after it behaves as in a fresh process."""
-    with _command_behaviour():
+    with _command_behaviour(), command_process():
         return _run_command(argv)
 
 

@@ -1,6 +1,7 @@
 """``topicaudit report``: HTML page, Markdown summary and figures from finished run or sweep directories."""
 from __future__ import annotations
 
+from topicaudit.process_state import only_the_command
 from topicaudit.reports.build import build_report
 
 
@@ -33,6 +34,7 @@ def execute(args) -> int:
 
     output = build_report(args.inputs, args.output, attack=args.attack, top=args.top, show_text=args.show_text,
                           compare_vocabularies=args.compare_vocabularies, quiet=args.quiet)
+    only_the_command()
     if args.quiet:
         print(output)
     else:

@@ -16,6 +16,7 @@ from topicaudit.engine.execution.phases import phase
 from topicaudit.engine.presentation.summary import summary_table
 from topicaudit.engine.run import execute_run
 from topicaudit.errors import UserError
+from topicaudit.process_state import only_the_command
 from topicaudit.targets import LEARNERS
 
 
@@ -86,6 +87,7 @@ def execute(args) -> int:
     # Ray, if this run started it, is still shutting down while the summary is printed (main waits for it).
     results = execute_run(config, quiet=args.quiet, wait_for_ray=False)
     figure = config.run_dir / "roc.png" if results.attacks else None  # the run draws it
+    only_the_command()
     with phase("summary"):
         if args.quiet:
             print(config.run_dir)

@@ -48,7 +48,6 @@ import shutil
 import signal
 import stat
 import sys
-import tempfile
 import time
 
 EXIT_OK, EXIT_REFUTED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_RAY_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -310,12 +309,20 @@ def _remove_matplotlib_temporary(before: str | None) -> None:
         return
     try:
         folder = os.path.dirname(made)
-        if os.path.basename(made).startswith("matplotlib-") and os.path.samefile(folder, tempfile.gettempdir()):
+        if os.path.basename(made).startswith("matplotlib-") and any(
+                os.path.isdir(place) and os.path.samefile(folder, place) for place in _temporary_places()):
             info = os.lstat(made)
             if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
                 shutil.rmtree(made)
     except Exception:  # noqa: BLE001 — a folder left in the temporary directory is no reason to change the code
         pass
+
+
+def _temporary_places() -> list[str]:
+    """The places Python's tempfile tries, without ``tempfile.gettempdir()``, which creates and removes a file in
+    its choice to test it (through another user's link: in a folder of this user's)."""
+    return [*(os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)),
+            "/tmp", "/var/tmp", "/usr/tmp"]
 
 
 def _out_of_memory(error: BaseException) -> str | None:

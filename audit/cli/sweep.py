@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topicaudit.process_state import only_the_command
 from topicaudit.engine.configuration.config import run_config
 from topicaudit.engine.configuration.loading import load_config
 from topicaudit.engine.sweep import default_output, load_sweep, parse_values, run_sweep, sweep_table
@@ -45,6 +46,7 @@ def execute(args) -> int:
     output = Path(absolute(output)) if ".." in output.parts else output  # as run_sweep writes it, read back
     check_output_directory(output, "--output")
     run_sweep(config, args.param, values, args.replicates, output, quiet=args.quiet)
+    only_the_command()
     if args.quiet:
         print(output)
     else:

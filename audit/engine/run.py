@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from topicaudit.process_state import only_the_command
 from topicaudit.attacks.canaries import CanarySet
 from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
@@ -191,6 +192,7 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
         return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
     if not quiet:
+        only_the_command()
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
     return replace(stored, resumed=True, absent=stored.absent - {"resumed"})
@@ -227,6 +229,7 @@ def _prepare(config: Config, corpus: Corpus, target, quiet: bool) -> _Prepared:
         if canaries:
             parts.append(f"{canaries.count} {canaries.kind} canaries" + (
                 f" ({len(canaries.shadow_in)} shadow canary releases)" if canaries.shadow_in is not None else ""))
+        only_the_command()
         print(f"{'resuming' if resuming else 'auditing'} {corpus.source}: {corpus.X.shape[0]} documents, "
               f"{corpus.X.shape[1]} words, {n_tokens} tokens; learner {config.target.learner}, "
               f"k={config.target.k}, {' and '.join(parts)} → {experiment.run.path.resolve()}", file=sys.stderr)

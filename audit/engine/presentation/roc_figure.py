@@ -27,7 +27,7 @@ from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
 from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
 from topicaudit.engine.storage.results import RunResults
-from topicaudit.folder_anchors import planted_link
+from topicaudit.folder_anchors import planted_link, temporary_folder
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 SVG_SALT = "topicaudit"
@@ -143,8 +143,9 @@ def _no_planted_matplotlib_folders() -> None:
     home = os.path.expanduser("~")
     places = (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
               os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
-    if any(planted_link(place) is not None for place in places):
-        os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-")
+    temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
+    if temporary is not None and any(planted_link(place) is not None for place in places):
+        os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-", dir=temporary)
         atexit.register(shutil.rmtree, made, True)
 
 
