@@ -141,3 +141,30 @@ def test_urllib3s_socks_dependency_note_is_never_relayed_to_the_user():
     assert developer_warning(dependency) and developer_warning(DeprecationWarning)
     assert not developer_warning(UserWarning) and not developer_warning(RuntimeWarning)
     assert not developer_warning(type("DependencyWarning", (Warning,), {"__module__": "mylearner"}))
+
+
+def test_a_plug_in_beside_a_large_tree_is_not_digested_and_never_reused(tmp_path, monkeypatch):
+    """A learner module kept in a home folder, or beside a large tree, had every code file under it digested, five
+    times a command (3.5 s each beside a linked site-packages). Past the walk's limit the code is not digested: a
+    note says so, and its runs are never reused from the run cache (no digest, no reuse)."""
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.storage.run_cache import cache_key
+    from topicaudit.targets import plugin_code
+
+    (tmp_path / "bigproj").mkdir()
+    (tmp_path / "bigproj" / "homelearner.py").write_text(
+        "from topicaudit.targets.learners.lda import VariationalLDA\n\n\nclass Mine(VariationalLDA):\n    pass\n")
+    data = tmp_path / "bigproj" / "data"
+    data.mkdir()
+    for i in range(40):
+        (data / f"part{i}.csv").write_text("1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "bigproj"))
+    assert "source_sha256" in plugin_code.code_digest("homelearner:Mine")  # under the limit: digested
+    monkeypatch.setattr(plugin_code, "DIGEST_WALK_LIMIT", 30)
+    with pytest.warns(RuntimeWarning, match="not digested and its runs are never reused"):
+        assert plugin_code.code_digest("homelearner:Mine") == {}
+    assert plugin_code.code_files("homelearner:Mine") == [tmp_path / "bigproj" / "homelearner.py"]
+    config = config_from_dict({"target": {"learner": "homelearner:Mine", "k": 2}})
+    with pytest.warns(RuntimeWarning):
+        assert cache_key(config) != cache_key(config)  # never the same key twice: never reused
+    sys.modules.pop("homelearner", None)

@@ -1,0 +1,219 @@
+"""Where a plug-in's code lives, and its digest: what the run cache keys a plug-in's code by
+(``run_cache.cache_key``: an edit to it is another run) and which files a check must never write over.
+
+Found without importing the plug-in: its top-level module or package (every folder Python can import it from),
+and the modules and packages beside it, which it may import. A version says nothing of the files (a package
+reinstalled after an edit at the same version), so installed plug-ins are digested too.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import sysconfig
+import warnings
+from pathlib import Path
+
+
+def code_files(path: str) -> list[Path]:
+    """The code files a plug-in's digest reads, for its ``package.module:Class`` path: its top-level module or
+    package and the modules beside it (``_beside``); as many as the walk's limit found."""
+    budget = [DIGEST_WALK_LIMIT]
+    try:
+        located = _located(path, budget)
+    except _TooLarge:
+        return []
+    if located is None:
+        return []
+    files, _, root = located
+    try:
+        return [*files, *_beside(root, set(files), budget)]
+    except _TooLarge:
+        return files
+
+
+def _located(path: str, budget: list[int]) -> tuple[list[Path], list[Path], Path] | None:
+    """A plug-in's own code files (``_is_code``), the folders they are named relative to, and the folder holding its
+    top-level module or package; None when it cannot be found, or is frozen or built in."""
+    top = path.partition(":")[0].split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        # A module imported without a spec: a script's __main__ (a learner class defined in the script that calls
+        # assert_privacy). It had no digest, so an edit to the script reused the cached run (hostile pass XIX).
+        file = getattr(sys.modules.get(top), "__file__", None)
+        if file and _is_code(Path(file)) and Path(file).is_file():
+            return [Path(file)], [Path(file).parent], Path(file).parent
+        return None
+    if spec.submodule_search_locations:
+        locations = _package_locations(top, spec)
+        files = sorted(f for location in locations for f in _code_under(location, budget))
+        return files, locations, locations[0].parent
+    if spec.origin and _is_code(Path(spec.origin)) and Path(spec.origin).is_file():
+        return [Path(spec.origin)], [Path(spec.origin).parent], Path(spec.origin).parent
+    return None  # a frozen or built-in module: its distribution's version is all there is
+
+
+def _package_locations(top: str, spec) -> list[Path]:
+    """Every folder a package's modules may come from: its spec's, its ``__path__`` once imported, and a folder of
+    its name on each ``sys.path`` entry (``pkgutil.extend_path``, the older namespace packages, adds them). A
+    package split over two folders by ``extend_path`` was digested from the first alone, so an edit to its
+    learner's module in the second reused the cached run (hostile pass XIX)."""
+    found = [Path(location) for location in spec.submodule_search_locations]
+    found += [Path(location) for location in getattr(sys.modules.get(top), "__path__", None) or ()
+              if isinstance(location, str)]
+    for entry in sys.path:
+        candidate = Path(entry or ".") / top
+        try:
+            if candidate.is_dir():
+                found.append(candidate)
+        except OSError:
+            continue
+    unique: dict[Path, Path] = {}
+    for location in found:
+        try:
+            unique.setdefault(location.resolve(), location)
+        except (OSError, RuntimeError):
+            continue
+    return list(unique.values())
+
+
+# What Python imports code from: sources, sourceless bytecode and compiled extension modules. A plug-in module built
+# in place (a Cython .so) or shipped as .pyc was in no digest, and its cached run was reused after a rebuild (NO
+# SIGNAL where the rebuilt learner gave VIOLATED, hostile pass XIX).
+CODE_SUFFIXES = tuple(dict.fromkeys([*importlib.machinery.SOURCE_SUFFIXES, *importlib.machinery.BYTECODE_SUFFIXES,
+                                     *importlib.machinery.EXTENSION_SUFFIXES]))
+
+
+def _is_code(file: Path) -> bool:
+    return file.name.endswith(CODE_SUFFIXES) and "__pycache__" not in file.parts
+
+
+# How many files and folders a plug-in's code digest walks before it gives up: a learner module kept in a home folder,
+# or beside a large tree (a linked site-packages took 3.5 s, five times a command), is not digested; its runs are
+# then never reused from the run cache (``run_cache.cache_key``: no digest, no reuse), and a note says why.
+DIGEST_WALK_LIMIT = 20_000
+
+
+class _TooLarge(Exception):
+    """The walk of a plug-in's folders passed ``DIGEST_WALK_LIMIT`` entries."""
+
+
+def _code_under(folder: Path, budget: list[int], importable_only: bool = False) -> list[Path]:
+    """The code files of a package folder, recursively (bytecode caches left out: their source is read), through
+    symbolic links to folders too: a package whose subpackage was a link to a shared folder (``pathlib``'s glob
+    does not follow one) was digested without it, and an edit there reused the cached run (hostile pass XIX).
+    ``importable_only``: only through folders whose names an import can name (a namespace package's)."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for here, folders, files in os.walk(folder, followlinks=True):
+        budget[0] -= len(folders) + len(files)
+        if budget[0] < 0:
+            raise _TooLarge(folder)
+        try:
+            real = Path(here).resolve()
+        except (OSError, RuntimeError):
+            folders[:] = []
+            continue
+        if real in seen:  # a link back up the tree
+            folders[:] = []
+            continue
+        seen.add(real)
+        folders[:] = sorted(name for name in folders if name != "__pycache__" and not name.startswith(".")
+                            and (not importable_only or _namespace_folder(Path(here) / name)))
+        found += [Path(here) / name for name in files if _is_code(Path(here) / name) and (Path(here) / name).is_file()]
+    return sorted(found)
+
+
+def _namespace_folder(folder: Path) -> bool:
+    """Whether ``folder`` may be imported as a package without an ``__init__.py`` (a namespace package): a name an
+    import statement can hold, and not a virtual environment."""
+    try:
+        return folder.name.isidentifier() and not (folder / "pyvenv.cfg").exists()
+    except OSError:
+        return False
+
+
+def code_digest(path: str) -> dict[str, str]:
+    """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
+    (every code file: source, bytecode, extension module) and the modules and packages beside it, which it may
+    import (``_beside``); empty when it cannot be found (the target's build then says why)."""
+    budget = [DIGEST_WALK_LIMIT]
+    try:
+        located = _located(path, budget)
+        if located is None:
+            return {}
+        files, base, root = located
+        beside = _beside(root, set(files), budget)
+    except _TooLarge as error:
+        warnings.warn(f"plug-in {path}: more than {DIGEST_WALK_LIMIT:,} files and folders in and beside its code "
+                      f"(under {error}), so its code is not digested and its runs are never reused from the run "
+                      "cache; keep the plug-in in a folder of its own", RuntimeWarning, stacklevel=2)
+        return {}
+    digest = hashlib.sha256()
+    for file in files:
+        relative = next((file.relative_to(b) for b in base if file.is_relative_to(b)), Path(file.name))
+        try:
+            digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
+        except OSError:
+            continue
+    for file in beside:
+        try:
+            digest.update(b"beside\0" + file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+        except OSError:
+            continue
+    return {"source_sha256": digest.hexdigest()}
+
+
+def _installed() -> set[Path]:
+    """The folders Python installs into (site-packages, the standard library, and the same for the interpreter a
+    virtual environment is made from). Not everything under the interpreter's prefix: a project there (the
+    virtual environment's ``src`` folder of ``pip install -e`` checkouts, ``/usr/src/app`` under a system Python
+    whose prefix is ``/usr``) had no module beside it digested, and an edit to its helper reused the cached run
+    (hostile pass XIX)."""
+    found = set()
+    for base, platbase in ((sys.prefix, sys.exec_prefix), (sys.base_prefix, sys.base_exec_prefix)):
+        paths = sysconfig.get_paths(vars={"base": base, "platbase": platbase, "installed_base": base,
+                                          "installed_platbase": platbase})
+        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+            try:
+                found.add(Path(paths[key]).resolve())
+            except (KeyError, OSError, RuntimeError):
+                continue
+    return found
+
+
+def _beside(root: Path, own: set[Path], budget: list[int]) -> list[Path]:
+    """The code files (``_is_code``) of the modules and packages importable from ``root`` (the folder that holds the
+    plug-in's top-level module or package), its own left out: a plug-in module's helper ``noise.py`` beside it was
+    not in the digest, so an edit to it reused the cached run of the code before the edit (hostile pass XVI). Only
+    the modules directly in ``root``, and packages there (with an ``__init__.py``, or namespace packages without one:
+    a helper in such a folder was left out, hostile pass XIX), recursively; none when ``root`` is an installed
+    location (``_installed``), where a distribution's version is read."""
+    try:
+        resolved = root.resolve()
+    except (OSError, RuntimeError):
+        return []
+    if resolved.name in ("site-packages", "dist-packages") or any(resolved.is_relative_to(p) for p in _installed()):
+        return []
+    found: list[Path] = []
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if _is_code(entry) and entry.is_file():
+                found.append(entry)
+            elif entry.is_dir() and not entry.name.startswith(".") and entry.name != "__pycache__":
+                if (entry / "__init__.py").is_file():
+                    found += _code_under(entry, budget)
+                elif _namespace_folder(entry):  # a namespace package beside it, imported as a package too
+                    found += _code_under(entry, budget, importable_only=True)
+        except OSError:
+            continue
+    return [f for f in found if f not in own]
