@@ -137,12 +137,15 @@ def _no_planted_matplotlib_folders() -> None:
     (``$XDG_CONFIG_HOME``/``$XDG_CACHE_HOME``, else ``~/.config``/``~/.cache``) lie behind another user's link in a
     shared sticky folder, it gets a temporary folder of its own instead (``MPLCONFIGDIR``, removed at exit as
     matplotlib's own is: by ``atexit`` in a Python session, by the supervisor after the command's ``os._exit``):
-    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named."""
-    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named. ``MPLCONFIGDIR`` itself, when
+    set, is matplotlib's only folder, and is held to the same rule (hostile pass XIX-q: ``MPLCONFIGDIR=/tmp/L`` had
+    the font list written into the folder L named)."""
+    if "matplotlib" in sys.modules:
         return
     home = os.path.expanduser("~")
-    places = (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
-              os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+    chosen = os.environ.get("MPLCONFIGDIR")
+    places = (chosen,) if chosen else (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                                       os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
     temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
     if temporary is not None and any(planted_link(place) is not None for place in places):
         os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-", dir=temporary)
