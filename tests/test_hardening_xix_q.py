@@ -4,6 +4,7 @@
   (``/tmp/L`` → a folder of the user's): ``NUMBA_CACHE_DIR=/tmp/L`` had numba write topicaudit's kernels there
   (``jit``), and ``MPLCONFIGDIR=/tmp/L`` had matplotlib write its font list there (``roc_figure``). The folders
   those libraries choose by default were held to the rule already; the folders the variables name were not.
+- A learner's Φ returned as ``numpy.matrix`` or a masked array was an internal error (non-critical).
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from topicaudit.targets.learners.pipeline import released_phi
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -71,3 +75,15 @@ def test_mplconfigdir_through_another_users_link_is_replaced_by_a_temporary_fold
     assert made.startswith(str(temporary))
     assert _untouched(mine)
     assert os.listdir(temporary) == []  # removed at exit
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy.matrix itself
+@pytest.mark.parametrize("kind", ["matrix", "masked"])
+def test_a_phi_of_an_ndarray_subclass_is_refused_naming_the_learner(kind):
+    """PM1, PM2 (non-critical): a fit returning ``numpy.matrix`` or a masked array ended in an internal error (exit
+    3, ``min() got an unexpected keyword argument 'initial'``); it is the learner's Φ refused (ValueError, exit 2)."""
+    phi = np.full((2, 4), 0.25, dtype=np.float32)
+    made = np.asmatrix(phi) if kind == "matrix" else np.ma.masked_array(phi, mask=np.zeros(phi.shape, bool))
+    with pytest.raises(ValueError, match="not a plain numpy array"):
+        released_phi(made, 2, 4)
+    assert released_phi(phi, 2, 4) is phi
