@@ -4,6 +4,8 @@
   (``/tmp/L`` → a folder of the user's): ``NUMBA_CACHE_DIR=/tmp/L`` had numba write topicaudit's kernels there
   (``jit``), and ``MPLCONFIGDIR=/tmp/L`` had matplotlib write its font list there (``roc_figure``). The folders
   those libraries choose by default were held to the rule already; the folders the variables name were not.
+- ``MPLCONFIGDIR`` naming a file (so matplotlib makes a temporary folder of its own) with ``TMPDIR=/tmp/L``: matplotlib
+  made and removed its folder in the user's folder L named (``roc_figure._falls_back``).
 - A learner's Φ returned as ``numpy.matrix`` or a masked array was an internal error (non-critical).
 """
 from __future__ import annotations
@@ -75,6 +77,22 @@ def test_mplconfigdir_through_another_users_link_is_replaced_by_a_temporary_fold
     assert made.startswith(str(temporary))
     assert _untouched(mine)
     assert os.listdir(temporary) == []  # removed at exit
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_matplotlibs_own_fallback_never_goes_through_another_users_link(tmp_path):
+    """MC2 (critical (c)): with ``MPLCONFIGDIR`` a file, matplotlib made ``$TMPDIR/matplotlib-…`` itself, and with
+    ``TMPDIR`` another user's link that folder was made (and removed) in the user's folder; it gets topicaudit's
+    own temporary folder instead."""
+    shared, mine = _planted(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    env = {**os.environ, "MPLCONFIGDIR": str(notes), "TMPDIR": str(shared / "L")}
+    made = subprocess.run([sys.executable, "-c", "import os; from topicaudit.engine.presentation.roc_figure import "
+                           "new_figure; new_figure(2, 2); print(os.environ['MPLCONFIGDIR'])"],
+                          env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert made != str(notes) and not made.startswith(str(shared))
+    assert _untouched(mine) and notes.read_text() == "mine"
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy.matrix itself
