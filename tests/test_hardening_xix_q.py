@@ -6,13 +6,17 @@
   those libraries choose by default were held to the rule already; the folders the variables name were not.
 - ``MPLCONFIGDIR`` naming a file (so matplotlib makes a temporary folder of its own) with ``TMPDIR=/tmp/L``: matplotlib
   made and removed its folder in the user's folder L named (``roc_figure._falls_back``).
+- ``HOME`` through such a link: a local Ray instance made ``~/.ray/auth_token`` there
+  (``ray_local.check_token_folder``).
 - A learner's Φ returned as ``numpy.matrix`` or a masked array was an internal error (non-critical).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +97,29 @@ def test_matplotlibs_own_fallback_never_goes_through_another_users_link(tmp_path
                           env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
     assert made != str(notes) and not made.startswith(str(shared))
     assert _untouched(mine) and notes.read_text() == "mine"
+
+
+CONFIG = "[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nlearner = \"lda\"\nk = 3\n[attack]\nshadows = 2\n"
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_a_local_ray_never_makes_its_token_through_another_users_link(tmp_path):
+    """RT1 (critical (c)): with ``HOME`` another user's link to a folder of the user's, ``run --shadows 2`` had Ray
+    write ``.ray/auth_token`` into that folder; the local start is refused, naming the link, nothing written."""
+    shared, mine = _planted(tmp_path)
+    (tmp_path / "c.toml").write_text(CONFIG)
+    ray = tempfile.mkdtemp(prefix="rt1-", dir="/tmp")  # short: Ray's socket paths are limited to 107 bytes
+    env = {**os.environ, "HOME": str(shared / "L"), "RAY_TMPDIR": ray,
+           "TOPICAUDIT_INTEGRITY_KEY": "off", "TOPICAUDIT_CACHE_DIR": "off"}
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE", "RAY_ADDRESS"):
+        env.pop(name, None)
+    done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "run", "c.toml", "--output", "out",
+                           "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    shutil.rmtree(ray, ignore_errors=True)
+    assert _untouched(mine), done.stderr
+    assert done.returncode == 2, done.stderr
+    assert str(shared / "L") in done.stderr and "auth_token" in done.stderr
+    assert _untouched(mine) and not (tmp_path / "out").exists()
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy.matrix itself
