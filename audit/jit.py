@@ -7,7 +7,8 @@ raised at import, and every command that reached a kernel ended as an internal e
 compiles its kernels for itself instead, as numba does without ``cache=True``; ``NUMBA_CACHE_DIR`` names a
 cache folder for it. Nor is anything cached when numba's own place for it in the user's cache folder
 (``$XDG_CACHE_HOME/numba``, else ``~/.cache/numba``) lies behind another user's link in a shared sticky folder
-(hostile pass XIX: it wrote its kernels into the folder that link named).
+(hostile pass XIX: it wrote its kernels into the folder that link named), nor when ``NUMBA_CACHE_DIR``, which numba
+then uses for every kernel, does (hostile pass XIX-q: ``NUMBA_CACHE_DIR=/tmp/L`` wrote them there the same way).
 """
 from __future__ import annotations
 
@@ -18,17 +19,19 @@ import numba
 from topicaudit.folder_anchors import planted_link
 
 
-def _user_cache_planted() -> bool:
-    """Whether numba's user-wide cache folder (used when the package's own ``__pycache__`` cannot be written) is
-    reached through another user's link in a shared sticky folder; numba makes it as soon as a kernel is
-    declared, so this is decided before."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return False
+def _cache_planted() -> bool:
+    """Whether the folder numba would cache in is reached through another user's link in a shared sticky
+    folder: ``NUMBA_CACHE_DIR`` when set (numba's first choice), else its user-wide cache folder (used when the
+    package's own ``__pycache__`` cannot be written); numba makes it as soon as a kernel is declared, so this is
+    decided before."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    if chosen:
+        return planted_link(chosen) is not None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return planted_link(base) is not None
 
 
-_UNCACHED = _user_cache_planted()
+_UNCACHED = _cache_planted()
 
 
 def njit(*args, **options):

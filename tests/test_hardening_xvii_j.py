@@ -254,7 +254,9 @@ def test_matplotlibs_temporary_config_folder_is_not_left_behind(run_dir, tmp_pat
     done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "report", "RUN", "-o", "rep"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert "Matplotlib created a temporary" in done.stderr  # the case this is about
+    # The case this is about: since hostile pass XIX-q matplotlib is given topicaudit's own temporary folder where it
+    # would make one itself (its own went through TMPDIR's link), so it no longer says it made one.
+    assert "Matplotlib created a temporary" not in done.stderr
     assert list(temporary.iterdir()) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"
 
 

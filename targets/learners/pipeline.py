@@ -158,10 +158,13 @@ def released_phi(phi, k: int, n_words: int) -> np.ndarray:
     """The learner's Φ, refused (ValueError: the run names the learner, exit 2) unless it is what every statistic
     and bound assumes — k × n_words real floats, finite, non-negative, each row a distribution. A Φ of k + 1 rows,
     all zeros, complex or boolean was audited and given a verdict; a transposed, ragged or sparse one ended in an
-    internal error (hostile pass XVI)."""
+    internal error (hostile pass XVI), and so was a ``numpy.matrix`` or a masked array, whose methods take other
+    arguments (hostile pass XIX-q; a masked array's hidden entries are numbers the audit would read unmasked)."""
     problem = None
     if not isinstance(phi, np.ndarray):
         problem = f"a {type(phi).__name__}, not a numpy array"
+    elif type(phi) is not np.ndarray and not isinstance(phi, np.memmap):
+        problem = f"a {type(phi).__name__} (a subclass of numpy's ndarray), not a plain numpy array (np.asarray)"
     elif phi.dtype.kind != "f":
         problem = f"an array of {phi.dtype}, not of floats"
     elif phi.shape != (k, n_words):

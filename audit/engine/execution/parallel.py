@@ -27,6 +27,7 @@ from topicaudit.engine.execution.ray_local import (
     RayFailure,
     check_address_space,
     check_temp_root,
+    check_token_folder,
     environment,
     local_start_hint,
     quiet_raylet_banners,
@@ -120,6 +121,7 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
     if not address:
         check_address_space(object_store_bytes)
         check_temp_root()
+        check_token_folder()
     behaviour = current_behaviour()
     handlers = signal_handlers()
     reaper = None

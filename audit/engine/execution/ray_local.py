@@ -140,6 +140,27 @@ def check_temp_root() -> None:
                     "join a cluster with --ray-address")
 
 
+def check_token_folder() -> None:
+    """Refuse to start a local Ray instance that would make its authentication token through another user's link.
+
+    Ray (2.5x) turns token authentication on for a new local instance and, with no token given, makes one in
+    ``~/.ray/auth_token`` (``~/.ray`` with it): with ``HOME`` reached through another user's link in a shared
+    sticky folder, ``run --shadows 2`` wrote ``.ray/auth_token`` into the folder that link named (hostile pass
+    XIX-q). A token given by ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``, or ``RAY_AUTH_MODE=disabled``, is no
+    such write."""
+    if (os.environ.get("RAY_AUTH_TOKEN", "").strip() or os.environ.get("RAY_AUTH_TOKEN_PATH")
+            or os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "disabled"):
+        return
+    folder = os.path.join(os.path.expanduser("~"), ".ray")
+    planted = planted_link(folder)
+    if planted is not None:
+        raise UserError(f"a local Ray instance keeps its authentication token in {folder}/auth_token, making it "
+                        f"when missing: {planted[0]} is a symbolic link of another user (uid {planted[1]}) to "
+                        f"{planted[2]}, in a folder everyone may write to (sticky, as /tmp); set HOME to a folder "
+                        "of your own, or give Ray its token with RAY_AUTH_TOKEN_PATH, or join a cluster with "
+                        "--ray-address")
+
+
 def watch_raylet(ray) -> threading.Event:
     """End the driver with one line (exit 4) when the local raylet dies under it.
 

@@ -137,16 +137,34 @@ def _no_planted_matplotlib_folders() -> None:
     (``$XDG_CONFIG_HOME``/``$XDG_CACHE_HOME``, else ``~/.config``/``~/.cache``) lie behind another user's link in a
     shared sticky folder, it gets a temporary folder of its own instead (``MPLCONFIGDIR``, removed at exit as
     matplotlib's own is: by ``atexit`` in a Python session, by the supervisor after the command's ``os._exit``):
-    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named."""
-    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+    it wrote ``matplotlib/fontlist-….json`` into the user's folder that link named. ``MPLCONFIGDIR`` itself, when
+    set, is matplotlib's only folder, and is held to the same rule (hostile pass XIX-q: ``MPLCONFIGDIR=/tmp/L`` had
+    the font list written into the folder L named). And where matplotlib would make a temporary folder itself (its
+    folder is a file, or not writable), it is given this one: it made its own with ``tempfile``, through
+    ``TMPDIR=/tmp/L`` into the folder L named (hostile pass XIX-q, with ``MPLCONFIGDIR`` naming a file)."""
+    if "matplotlib" in sys.modules:
         return
     home = os.path.expanduser("~")
-    places = (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
-              os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+    chosen = os.environ.get("MPLCONFIGDIR")
+    places = (chosen,) if chosen else (os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                                                    "matplotlib"),
+                                       os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"),
+                                                    "matplotlib"))
     temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
-    if temporary is not None and any(planted_link(place) is not None for place in places):
+    if temporary is not None and any(planted_link(place) is not None or _falls_back(place) for place in places):
         os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-", dir=temporary)
         atexit.register(shutil.rmtree, made, True)
+
+
+def _falls_back(place: str) -> bool:
+    """Whether matplotlib, given ``place`` for its folder, would make a temporary folder instead: ``place`` is not
+    a writable folder and cannot be made (matplotlib makes it with its missing parents)."""
+    if os.path.lexists(place):
+        return not (os.path.isdir(place) and os.access(place, os.W_OK | os.X_OK))
+    above = os.path.dirname(place)
+    while not os.path.lexists(above) and above != os.path.dirname(above):
+        above = os.path.dirname(above)
+    return not (os.path.isdir(above) and os.access(above, os.W_OK | os.X_OK))
 
 
 def loglog(ax, floor: float, title: str):
