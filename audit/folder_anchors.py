@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import tempfile
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -110,6 +111,35 @@ def temporary_folder() -> str | None:
     return None
 
 
+_TEMPFILE_LOCK = threading.Lock()
+_TEMPFILE_HELD: list[Any] = [0, None, None]  # blocks inside, tempfile.tempdir before them, the one given
+
+
+@contextmanager
+def tempfile_without_planted_links() -> Iterator[None]:
+    """For the block, Python's ``tempfile`` (and every library that asks it) never chooses its folder through
+    another user's link: ``tempfile.gettempdir()`` tests its choice by making and removing a file there, and with
+    ``TMPDIR=/tmp/L`` (L another user's link to a folder of the user's) nltk's path check, run on every
+    pre-processed corpus, changed that folder's time (hostile pass XIX-r). Where a place named by ``TMPDIR``,
+    ``TEMP`` or ``TMP`` is such a link, ``tempfile.tempdir`` is ``temporary_folder`` for the block, then as found."""
+    with _TEMPFILE_LOCK:
+        if _TEMPFILE_HELD[0] == 0 and tempfile.tempdir is None and any(
+                planted_link(os.environ[name]) is not None for name in ("TMPDIR", "TEMP", "TMP")
+                if os.environ.get(name) and os.path.isabs(os.environ[name])):
+            _TEMPFILE_HELD[1:] = [tempfile.tempdir, temporary_folder()]
+            tempfile.tempdir = _TEMPFILE_HELD[2]
+        _TEMPFILE_HELD[0] += 1
+    try:
+        yield
+    finally:
+        with _TEMPFILE_LOCK:
+            _TEMPFILE_HELD[0] -= 1
+            if _TEMPFILE_HELD[0] == 0:
+                if _TEMPFILE_HELD[2] is not None and tempfile.tempdir == _TEMPFILE_HELD[2]:
+                    tempfile.tempdir = _TEMPFILE_HELD[1]
+                _TEMPFILE_HELD[1:] = [None, None]
+
+
 def declare(path: Path, anchor: Path) -> None:
     """``path`` (and everything below it) is topicaudit's own from ``anchor``, an ancestor the user named (or
     the XDG base): the folders between them are opened without following links."""
@@ -135,7 +165,7 @@ def command_scope() -> Iterator[None]:
     made: list[tuple[str, Path]] = []
     token = _SCOPE.set(made)
     try:
-        with command_process():  # and only this process carries the command on (a plug-in's fork ends)
+        with command_process(), tempfile_without_planted_links():  # only this process carries the command on
             yield
     finally:
         _SCOPE.reset(token)

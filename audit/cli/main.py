@@ -28,7 +28,7 @@ import warnings
 from contextlib import contextmanager
 
 from topicaudit.cli import supervisor
-from topicaudit.folder_anchors import temporary_folder
+from topicaudit.folder_anchors import temporary_folder, tempfile_without_planted_links
 from topicaudit.process_state import command_process, only_the_command, the_commands_process
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     """The command line in this process (the supervised child, or a test). The process is left as it was
     found: a library call after it behaves as in a fresh process."""
-    with _command_behaviour(), command_process():
+    with _command_behaviour(), command_process(), tempfile_without_planted_links():
         return _run_command(argv)
 
 

@@ -1,0 +1,68 @@
+"""Hostile pass XIX, helper r (tests/hostile_xix_r_cases.md): a third closing pass.
+
+- ``TMPDIR`` naming another user's link in a shared sticky folder (``/tmp/L`` → a folder of the user's): nltk's
+  path check, run whenever a text corpus is pre-processed (``run``, ``check`` and ``audit`` of JSON or text
+  candidates), asks ``tempfile.gettempdir()``, which tests its choice by making and removing a file there: the
+  user's folder got a new time, even when the command then refused the corpus
+  (``folder_anchors.tempfile_without_planted_links``, in the command line and in every API entry).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _planted(tmp_path: Path) -> tuple[Path, Path]:
+    """T, a shared sticky folder holding L, nobody's link to V, a folder of this user's dated 2020."""
+    shared, mine = tmp_path / "T", tmp_path / "V"
+    shared.mkdir()
+    mine.mkdir()
+    shared.chmod(0o1777)
+    (shared / "L").symlink_to(mine)
+    os.lchown(shared / "L", 65534, 65534)
+    os.utime(mine, (1577836800, 1577836800))
+    return shared, mine
+
+
+def _untouched(mine: Path) -> bool:
+    return os.listdir(mine) == [] and os.stat(mine).st_mtime == 1577836800
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_preprocessing_a_corpus_never_tests_tmpdir_through_another_users_link(tmp_path):
+    """TR1 (critical (c)): the command's pre-processing (nltk) made and removed a file in V through TMPDIR's link."""
+    shared, mine = _planted(tmp_path)
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
+    env = {**os.environ, "TMPDIR": str(shared / "L"), "TOPICAUDIT_INTEGRITY_KEY": "off"}
+    done = subprocess.run([sys.executable, "-c", "import sys; from topicaudit.cli.main import run_command; "
+                           "sys.exit(run_command(sys.argv[1:]))", "run", "--corpus", str(corpus), "--shadows", "0",
+                           "--canaries", "4", "--output", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and "c.json" in done.stderr, done.stderr  # every document empty: refused
+    assert _untouched(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_an_api_call_gives_tempfile_a_folder_beside_the_link_and_leaves_it_as_found(tmp_path, monkeypatch):
+    """TR2: inside an API call ``tempfile.gettempdir()`` is a folder no planted link leads to; after it, tempfile
+    chooses as before (the process is left as found)."""
+    from topicaudit.folder_anchors import command_scope
+    shared, mine = _planted(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(shared / "L"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with command_scope():
+        with command_scope():  # nested (a command calling an API entry) keeps it
+            inner = tempfile.gettempdir()
+        assert tempfile.gettempdir() == inner
+    assert "L" not in Path(inner).parts and os.path.isdir(inner)
+    assert tempfile.tempdir is None
+    assert _untouched(mine)
