@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -80,6 +82,26 @@ def _fixture_cache(config) -> str | None:
     return None
 
 
+def _temporary_run(config, tmp_path_factory):
+    """A fresh run directory for a call without a cache: in pytest's temporary folder, unless pytest would take
+    that folder through another user's link in a shared sticky folder (``$TMPDIR=/tmp/L``, L a link to a folder of
+    the user's: pytest resolves it and made ``pytest-of-USER/…`` and the run there, hostile pass XIX-r); then in a
+    folder of topicaudit's own where no such link leads (``folder_anchors.temporary_folder``)."""
+    if config.getoption("basetemp", None) is None:  # --basetemp is the user's own choice, followed
+        anchors = importlib.import_module("topicaudit.folder_anchors")
+        roots = ([os.environ["PYTEST_DEBUG_TEMPROOT"]] if os.environ.get("PYTEST_DEBUG_TEMPROOT") else
+                 [tempfile.tempdir] if tempfile.tempdir else
+                 [os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)])
+        if any(os.path.isabs(root) and anchors.planted_link(root) is not None for root in roots):
+            place = anchors.temporary_folder()
+            if place is None:
+                pytest.fail(f"no temporary folder for the assert_privacy fixture's run: {roots[0]} is another "
+                            "user's link and no other temporary place is writable; give the call an output, or "
+                            "pytest --basetemp", pytrace=False)
+            return os.path.join(tempfile.mkdtemp(prefix="topicaudit-", dir=place), "run")
+    return tmp_path_factory.mktemp("topicaudit") / "run"
+
+
 @pytest.fixture(name="assert_privacy")
 def assert_privacy_fixture(request, tmp_path_factory):
     assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
@@ -90,7 +112,7 @@ def assert_privacy_fixture(request, tmp_path_factory):
               cache=None, power=None, budget=None):
         cache = configured if cache is None else cache
         if output is None and resolve_root(cache) is None:  # no cache: a fresh temporary directory
-            output = tmp_path_factory.mktemp("topicaudit") / "run"
+            output = _temporary_run(request.config, tmp_path_factory)
         return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner,
                               cache=cache, power=power, budget=budget)
 

@@ -66,3 +66,30 @@ def test_an_api_call_gives_tempfile_a_folder_beside_the_link_and_leaves_it_as_fo
     assert "L" not in Path(inner).parts and os.path.isdir(inner)
     assert tempfile.tempdir is None
     assert _untouched(mine)
+
+
+PYTEST_PROJECT = '''
+def test_claim(assert_privacy):
+    assert_privacy({"synthetic": {"n_docs": 60, "n_words": 80, "k": 2}, "target": {"learner": "lda", "k": 2},
+                    "attack": {"shadows": 0, "canaries": {"count": 4}}}, epsilon=50)
+'''
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_the_fixture_without_a_cache_never_audits_behind_tmpdirs_link(tmp_path):
+    """PT1 (critical (c)): with the cache off, the assert_privacy fixture's run went into pytest's temporary folder,
+    which pytest made through TMPDIR's link (V/pytest-of-root/…/topicaudit0/run). ``-s``: pytest's own output
+    capture tests TMPDIR by making a file there, whoever's fixtures run."""
+    shared, mine = _planted(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_claim.py").write_text(PYTEST_PROJECT)
+    own = tmp_path / "own"
+    own.mkdir()
+    env = {**os.environ, "TMPDIR": str(shared / "L"), "TEMP": str(own), "TOPICAUDIT_CACHE_DIR": "off",
+           "TOPICAUDIT_INTEGRITY_KEY": "off"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_claim.py"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _untouched(mine)
+    assert list(own.glob("topicaudit-*/run/results.json"))  # the run is in a temporary folder of topicaudit's own
