@@ -55,3 +55,20 @@ def run_dir(tmp_path, monkeypatch, capsys):
     assert main(["run", "--shadows", "0", "--canaries", "20", "--k", "2", "--output", "RUN"]) == 0
     capsys.readouterr()
     return tmp_path / "RUN"
+
+
+def planted_by_another_user(tmp_path: Path) -> tuple[Path, Path]:
+    """T, a shared sticky folder holding L, nobody's link to V, a folder of this user's dated 2020 (needs root)."""
+    shared, mine = tmp_path / "T", tmp_path / "V"
+    shared.mkdir()
+    mine.mkdir()
+    shared.chmod(0o1777)
+    (shared / "L").symlink_to(mine)
+    os.lchown(shared / "L", 65534, 65534)
+    os.utime(mine, (1577836800, 1577836800))
+    return shared, mine
+
+
+def untouched_since_2020(mine: Path) -> bool:
+    """V as ``planted_by_another_user`` left it: empty, its time unchanged."""
+    return os.listdir(mine) == [] and os.stat(mine).st_mtime == 1577836800

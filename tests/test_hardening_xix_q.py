@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from linked_cache import planted_by_another_user, untouched_since_2020
+
 from topicaudit.targets.learners.pipeline import released_phi
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -39,39 +41,23 @@ print(plus_one(1))
 """
 
 
-def _planted(tmp_path: Path) -> tuple[Path, Path]:
-    """T, a shared sticky folder holding L, nobody's link to V, a folder of this user's dated 2020."""
-    shared, mine = tmp_path / "T", tmp_path / "V"
-    shared.mkdir()
-    mine.mkdir()
-    shared.chmod(0o1777)
-    (shared / "L").symlink_to(mine)
-    os.lchown(shared / "L", 65534, 65534)
-    os.utime(mine, (1577836800, 1577836800))
-    return shared, mine
-
-
-def _untouched(mine: Path) -> bool:
-    return os.listdir(mine) == [] and os.stat(mine).st_mtime == 1577836800
-
-
 @pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
 def test_numba_cache_dir_through_another_users_link_caches_nothing(tmp_path):
     """NC1 (critical (c)): ``NUMBA_CACHE_DIR`` naming another user's link wrote the kernels behind it."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     (tmp_path / "xix_q_kernel.py").write_text(KERNEL)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(shared / "L"), "PYTHONPATH": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", "import xix_q_kernel"], env=env, capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
-    assert _untouched(mine)
+    assert untouched_since_2020(mine)
 
 
 @pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
 def test_mplconfigdir_through_another_users_link_is_replaced_by_a_temporary_folder(tmp_path):
     """MC1 (critical (c)): ``MPLCONFIGDIR`` naming another user's link got matplotlib's font list behind it; it now
     gets a temporary folder of its own, as the default folders behind such a link do."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = {**os.environ, "MPLCONFIGDIR": str(shared / "L"), "TMPDIR": str(temporary)}
@@ -79,7 +65,7 @@ def test_mplconfigdir_through_another_users_link_is_replaced_by_a_temporary_fold
                            "new_figure; new_figure(2, 2); print(os.environ['MPLCONFIGDIR'])"],
                           env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
     assert made.startswith(str(temporary))
-    assert _untouched(mine)
+    assert untouched_since_2020(mine)
     assert os.listdir(temporary) == []  # removed at exit
 
 
@@ -88,7 +74,7 @@ def test_matplotlibs_own_fallback_never_goes_through_another_users_link(tmp_path
     """MC2 (critical (c)): with ``MPLCONFIGDIR`` a file, matplotlib made ``$TMPDIR/matplotlib-…`` itself, and with
     ``TMPDIR`` another user's link that folder was made (and removed) in the user's folder; it gets topicaudit's
     own temporary folder instead."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
     env = {**os.environ, "MPLCONFIGDIR": str(notes), "TMPDIR": str(shared / "L")}
@@ -96,7 +82,7 @@ def test_matplotlibs_own_fallback_never_goes_through_another_users_link(tmp_path
                            "new_figure; new_figure(2, 2); print(os.environ['MPLCONFIGDIR'])"],
                           env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
     assert made != str(notes) and not made.startswith(str(shared))
-    assert _untouched(mine) and notes.read_text() == "mine"
+    assert untouched_since_2020(mine) and notes.read_text() == "mine"
 
 
 CONFIG = "[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nlearner = \"lda\"\nk = 3\n[attack]\nshadows = 2\n"
@@ -106,7 +92,7 @@ CONFIG = "[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nlearner = \
 def test_a_local_ray_never_makes_its_token_through_another_users_link(tmp_path):
     """RT1 (critical (c)): with ``HOME`` another user's link to a folder of the user's, ``run --shadows 2`` had Ray
     write ``.ray/auth_token`` into that folder; the local start is refused, naming the link, nothing written."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     (tmp_path / "c.toml").write_text(CONFIG)
     ray = tempfile.mkdtemp(prefix="rt1-", dir="/tmp")  # short: Ray's socket paths are limited to 107 bytes
     env = {**os.environ, "HOME": str(shared / "L"), "RAY_TMPDIR": ray,
@@ -116,10 +102,10 @@ def test_a_local_ray_never_makes_its_token_through_another_users_link(tmp_path):
     done = subprocess.run([str(Path(sys.executable).parent / "topicaudit"), "run", "c.toml", "--output", "out",
                            "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     shutil.rmtree(ray, ignore_errors=True)
-    assert _untouched(mine), done.stderr
+    assert untouched_since_2020(mine), done.stderr
     assert done.returncode == 2, done.stderr
     assert str(shared / "L") in done.stderr and "auth_token" in done.stderr
-    assert _untouched(mine) and not (tmp_path / "out").exists()
+    assert untouched_since_2020(mine) and not (tmp_path / "out").exists()
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy.matrix itself

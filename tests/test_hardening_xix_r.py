@@ -17,29 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from linked_cache import planted_by_another_user, untouched_since_2020
+
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def _planted(tmp_path: Path) -> tuple[Path, Path]:
-    """T, a shared sticky folder holding L, nobody's link to V, a folder of this user's dated 2020."""
-    shared, mine = tmp_path / "T", tmp_path / "V"
-    shared.mkdir()
-    mine.mkdir()
-    shared.chmod(0o1777)
-    (shared / "L").symlink_to(mine)
-    os.lchown(shared / "L", 65534, 65534)
-    os.utime(mine, (1577836800, 1577836800))
-    return shared, mine
-
-
-def _untouched(mine: Path) -> bool:
-    return os.listdir(mine) == [] and os.stat(mine).st_mtime == 1577836800
 
 
 @pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
 def test_preprocessing_a_corpus_never_tests_tmpdir_through_another_users_link(tmp_path):
     """TR1 (critical (c)): the command's pre-processing (nltk) made and removed a file in V through TMPDIR's link."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     corpus = tmp_path / "c.json"
     corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
     env = {**os.environ, "TMPDIR": str(shared / "L"), "TOPICAUDIT_INTEGRITY_KEY": "off"}
@@ -48,7 +34,7 @@ def test_preprocessing_a_corpus_never_tests_tmpdir_through_another_users_link(tm
                            "--canaries", "4", "--output", str(tmp_path / "out")],
                           env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2 and "c.json" in done.stderr, done.stderr  # every document empty: refused
-    assert _untouched(mine)
+    assert untouched_since_2020(mine)
 
 
 @pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
@@ -56,7 +42,7 @@ def test_an_api_call_gives_tempfile_a_folder_beside_the_link_and_leaves_it_as_fo
     """TR2: inside an API call ``tempfile.gettempdir()`` is a folder no planted link leads to; after it, tempfile
     chooses as before (the process is left as found)."""
     from topicaudit.folder_anchors import command_scope
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     monkeypatch.setenv("TMPDIR", str(shared / "L"))
     monkeypatch.setattr(tempfile, "tempdir", None)
     with command_scope():
@@ -65,7 +51,7 @@ def test_an_api_call_gives_tempfile_a_folder_beside_the_link_and_leaves_it_as_fo
         assert tempfile.gettempdir() == inner
     assert "L" not in Path(inner).parts and os.path.isdir(inner)
     assert tempfile.tempdir is None
-    assert _untouched(mine)
+    assert untouched_since_2020(mine)
 
 
 PYTEST_PROJECT = '''
@@ -80,7 +66,7 @@ def test_the_fixture_without_a_cache_never_audits_behind_tmpdirs_link(tmp_path):
     """PT1 (critical (c)): with the cache off, the assert_privacy fixture's run went into pytest's temporary folder,
     which pytest made through TMPDIR's link (V/pytest-of-root/…/topicaudit0/run). ``-s``: pytest's own output
     capture tests TMPDIR by making a file there, whoever's fixtures run."""
-    shared, mine = _planted(tmp_path)
+    shared, mine = planted_by_another_user(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
     (project / "test_claim.py").write_text(PYTEST_PROJECT)
@@ -91,5 +77,5 @@ def test_the_fixture_without_a_cache_never_audits_behind_tmpdirs_link(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_claim.py"],
                           env=env, capture_output=True, text=True, timeout=300, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _untouched(mine)
+    assert untouched_since_2020(mine)
     assert list(own.glob("topicaudit-*/run/results.json"))  # the run is in a temporary folder of topicaudit's own
