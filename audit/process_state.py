@@ -157,18 +157,29 @@ def kept_process_state(who: str):
 
 
 _COMMAND_PID: ContextVar[int | None] = ContextVar("topicaudit_command_pid", default=None)
+_COMMAND_MEMO: ContextVar[dict | None] = ContextVar("topicaudit_command_memo", default=None)
 
 
 @contextmanager
 def command_process():
     """The block is one command (the command line's, or a call of the API): only this process may write its files
-    and print its results (``only_the_command``)."""
+    and print its results (``only_the_command``); what it computes once for the command lives as long as it
+    (``command_memo``)."""
     token = _COMMAND_PID.set(os.getpid())
+    memo = _COMMAND_MEMO.set({})
     try:
         yield
     finally:
         only_the_command("code the command called")
+        _COMMAND_MEMO.reset(memo)
         _COMMAND_PID.reset(token)
+
+
+def command_memo() -> dict | None:
+    """A dict that lives as long as the running command, None outside one: for what a command computes once and
+    asks for often (a plug-in's code digest walks its folders, and a run asked for it five times). Never longer:
+    a second call of the API, after the user edited the plug-in, must see the edit."""
+    return _COMMAND_MEMO.get()
 
 
 def the_commands_process() -> bool:

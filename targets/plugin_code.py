@@ -14,24 +14,56 @@ import os
 import sys
 import sysconfig
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+
+from topicaudit.process_state import command_memo
 
 
 def code_files(path: str) -> list[Path]:
     """The code files a plug-in's digest reads, for its ``package.module:Class`` path: its top-level module or
     package and the modules beside it (``_beside``); as many as the walk's limit found."""
+    walk = _walk(path)
+    return [] if walk is None else [*walk.files, *walk.beside]
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """What the walk of a plug-in's folders found: its own code files, the folders they are named relative to,
+    the modules and packages beside it, and the folder where the walk passed its limit (None when it did not)."""
+
+    files: list[Path]
+    base: list[Path]
+    root: Path | None
+    beside: list[Path]
+    too_large: Path | None
+
+
+def _walk(path: str) -> _Walk | None:
+    """The walk of a plug-in's folders (None when it cannot be found), once per command (``command_memo``): a run
+    asked for it five times, each a walk of every folder beside the plug-in."""
+    memo = command_memo()
+    key = ("plugin_code.walk", path, tuple(sys.path))
+    if memo is not None and key in memo:
+        return memo[key]
     budget = [DIGEST_WALK_LIMIT]
+    found: _Walk | None
     try:
         located = _located(path, budget)
-    except _TooLarge:
-        return []
-    if located is None:
-        return []
-    files, _, root = located
-    try:
-        return [*files, *_beside(root, set(files), budget)]
-    except _TooLarge:
-        return files
+    except _TooLarge as error:
+        found = _Walk([], [], None, [], Path(str(error)))
+    else:
+        if located is None:
+            found = None
+        else:
+            files, base, root = located
+            try:
+                found = _Walk(files, base, root, _beside(root, set(files), budget), None)
+            except _TooLarge as error:
+                found = _Walk(files, base, root, [], Path(str(error)))
+    if memo is not None:
+        memo[key] = found
+    return found
 
 
 def _located(path: str, budget: list[int]) -> tuple[list[Path], list[Path], Path] | None:
@@ -141,32 +173,35 @@ def _namespace_folder(folder: Path) -> bool:
 def code_digest(path: str) -> dict[str, str]:
     """``{"source_sha256": …}`` over the plug-in's code, found without importing it: its top-level module or package
     (every code file: source, bytecode, extension module) and the modules and packages beside it, which it may
-    import (``_beside``); empty when it cannot be found (the target's build then says why)."""
-    budget = [DIGEST_WALK_LIMIT]
-    try:
-        located = _located(path, budget)
-        if located is None:
-            return {}
-        files, base, root = located
-        beside = _beside(root, set(files), budget)
-    except _TooLarge as error:
+    import (``_beside``); empty when it cannot be found (the target's build then says why). Read once per command
+    (``command_memo``), so that one command keys every lookup by the same code."""
+    memo = command_memo()
+    key = ("plugin_code.digest", path, tuple(sys.path))
+    if memo is not None and key in memo:
+        return dict(memo[key])
+    walk = _walk(path)
+    found: dict[str, str] = {}
+    if walk is not None and walk.too_large is not None:
         warnings.warn(f"plug-in {path}: more than {DIGEST_WALK_LIMIT:,} files and folders in and beside its code "
-                      f"(under {error}), so its code is not digested and its runs are never reused from the run "
-                      "cache; keep the plug-in in a folder of its own", RuntimeWarning, stacklevel=2)
-        return {}
-    digest = hashlib.sha256()
-    for file in files:
-        relative = next((file.relative_to(b) for b in base if file.is_relative_to(b)), Path(file.name))
-        try:
-            digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
-        except OSError:
-            continue
-    for file in beside:
-        try:
-            digest.update(b"beside\0" + file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
-        except OSError:
-            continue
-    return {"source_sha256": digest.hexdigest()}
+                      f"(under {walk.too_large}), so its code is not digested and its runs are never reused from "
+                      "the run cache; keep the plug-in in a folder of its own", RuntimeWarning, stacklevel=2)
+    elif walk is not None:
+        digest = hashlib.sha256()
+        for file in walk.files:
+            relative = next((file.relative_to(b) for b in walk.base if file.is_relative_to(b)), Path(file.name))
+            try:
+                digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
+            except OSError:
+                continue
+        for file in walk.beside:
+            try:
+                digest.update(b"beside\0" + file.relative_to(walk.root).as_posix().encode() + b"\0" + file.read_bytes())
+            except OSError:
+                continue
+        found = {"source_sha256": digest.hexdigest()}
+    if memo is not None:
+        memo[key] = dict(found)
+    return found
 
 
 def _installed() -> set[Path]:
