@@ -8,7 +8,7 @@ import pytest
 from scipy import optimize, special, stats
 from scipy.special import logit
 
-from topicaudit.bounds import fdp
+from topicaudit.bounds import fdp, one_run
 from topicaudit.bounds.epsilon import EpsilonBound, Method, gdp_epsilon
 from topicaudit.bounds.fdp import _excess_mass, _ndtri, eps_lb_fdp_one_run, fdp_one_run_bound
 from topicaudit.bounds.guesses import default_guess_counts, margin_guess_counts
@@ -363,3 +363,29 @@ def test_score_arrays_agree_with_jax_privacy(shift, quantile):
     steinke = eps_lb_one_run(scores, labels, delta, ALPHA, k_plus=k, k_minus=0)
     assert steinke.epsilon == pytest.approx(auditor.epsilon_one_run(ALPHA, delta, threshold_strategy=explicit),
                                             rel=1e-5, abs=1e-5)
+
+
+def _p_value_every_outcome(m, r, v, epsilon, delta):
+    """Theorem 3's p-value summed over every outcome, none left out: what ``one_run_p_value`` must equal."""
+    q = 1.0 / (1.0 + math.exp(-epsilon))
+    p = stats.binom.sf(v - 1, r, q)
+    if delta > 0 and v > 0:
+        i = np.arange(1, v + 1)
+        p += 2.0 * m * delta * (np.cumsum(stats.binom.pmf(v - i, r, q)) / i).max()
+    return min(p, 1.0)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.7, 3.0, 9.0, 14.0, 40.0])
+def test_the_outcomes_left_out_are_zero_and_the_p_value_is_the_full_sums(epsilon):
+    """The p-value sums only outcomes that are not 0 in float64 (``negligible_outcomes``, a tail bound on each
+    side): bit for bit the sum over every outcome, for large and small r and guesses right or not."""
+    rng = np.random.default_rng(7)
+    for r in (1, 40, 3_000, 20_000, 60_000):
+        below, above = one_run.negligible_outcomes(np.array([r]), epsilon)
+        q = 1.0 / (1.0 + math.exp(-epsilon))
+        assert stats.binom.pmf(below, r, q)[0] == 0.0 or below[0] == 0
+        assert above[0] > r or stats.binom.pmf(above, r, q)[0] == 0.0
+        for v in {r, max(r - 3, 0), int(r * rng.uniform(0.5, 1.0))}:
+            for delta in (1e-5, 0.01):
+                assert one_run.one_run_p_value(2 * r, r, v, epsilon, delta) == _p_value_every_outcome(
+                    2 * r, r, v, epsilon, delta), (r, v, delta)

@@ -102,18 +102,78 @@ def one_run_p_value(m, r, v, epsilon, delta):
     q = 1.0 / (1.0 + math.exp(-epsilon))
     p = stats.binom.sf(v - 1, r, q)
     if delta > 0:
-        # Outcomes below r·q − √(380·r) have pmf < e^−760 (Hoeffding), which is 0 in float64: they add nothing
-        # to the sums and, over a larger i, cannot raise the maximum. Skipping them keeps large audits fast.
-        floor = np.maximum(np.floor(r * q - math.sqrt(380.0) * np.sqrt(r)) - 1, 0).astype(np.int64)
-        vmax = int((v - np.minimum(floor, v)).max(initial=0))
-        if vmax > 0:
-            i = np.arange(1, vmax + 1)
-            j = v[..., None] - i  # v - i: outcomes v-1, v-2, ..., v-vmax
-            pmf = np.where(j >= 0, stats.binom.pmf(np.maximum(j, 0), r[..., None], q), 0.0)
-            term = (np.cumsum(pmf, axis=-1) / i).max(axis=-1)  # (f(v-i) - f(v)) / i, max over i
-            p = p + 2.0 * m * delta * np.where(v > 0, term, 0.0)
+        # Only outcomes that are not 0 in float64 are summed (``negligible_outcomes``): those above add exact zeros
+        # before the first term, those below add zeros after it that, over a larger i, cannot raise the maximum.
+        below, above = negligible_outcomes(r, epsilon)
+        first = np.maximum(v - above, 1)  # i < first: outcomes v − i ≥ above
+        last = v - np.minimum(below, v)   # i > last: outcomes v − i ≤ below
+        start, stop = (int(first.min()), int(last.max())) if r.size else (1, 0)
+        if r.size * (stop - start + 1) <= ONE_ARRAY_OUTCOMES:
+            term = _largest_share(r, v, q, start, stop)
+        else:  # each (r, v) over its own outcomes: the guess counts of a large audit lie far apart
+            term = np.zeros(r.shape)
+            for at in np.ndindex(r.shape):
+                term[at] = _largest_share(r[at], v[at], q, int(first[at]), int(last[at]))
+        p = p + 2.0 * m * delta * term
     out = np.minimum(p, 1.0)
     return float(out) if out.ndim == 0 else out
+
+
+# An outcome whose probability is below e^−NEGLIGIBLE_LOG is 0 in float64 (the smallest positive double is about
+# e^−744): it adds nothing to a sum of probabilities.
+NEGLIGIBLE_LOG = 760.0
+CHERNOFF_FROM = 2_000  # outcomes on each side of r·q that Hoeffding keeps, from which Chernoff's bound is sought
+
+
+def negligible_outcomes(r, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per r: outcomes (below, above) such that P[Bin(r, q) = j] < e^−760 for every j ≤ below and every
+    j ≥ above (q = e^ε/(1 + e^ε)), so that ``one_run_p_value`` sums only the outcomes between them: the others
+    are 0 in float64 and change neither a sum nor a maximum. Each side takes the tighter of two tail bounds:
+    Hoeffding's, r·q ∓ √(380·r), and Chernoff's, r·KL(j/r ‖ q) ≥ 760 (found by bisection), far the tighter near
+    q = 1, where the ceilings of large audits lie. A bound over a million canaries then sums thousands of
+    outcomes, not hundreds of thousands, and gives the same number."""
+    r = np.asarray(r, np.float64)
+    q, one_minus_q = float(special.expit(epsilon)), float(special.expit(-epsilon))
+    spread = np.sqrt(NEGLIGIBLE_LOG / 2.0 * r)  # Hoeffding: P[|X − r·q| ≥ t] ≤ e^(−2t²/r) on each side
+
+    def exponent(a):  # r·KL(a ‖ q): Chernoff's P[Bin(r, q) ≤ a·r] (a < q) or P[Bin(r, q) ≥ a·r] (a > q)
+        with np.errstate(divide="ignore", invalid="ignore"):  # q = 1 or 0 in float64: inf, or NaN (never passes)
+            return r * (special.xlogy(a, a / q) + special.xlogy(1.0 - a, (1.0 - a) / one_minus_q))
+
+    def chernoff(end: float):  # the a between q and ``end`` nearest q whose exponent still passes the limit
+        near, far = np.full_like(r, q), np.full_like(r, end)
+        found = exponent(far) > NEGLIGIBLE_LOG
+        for _ in range(48):  # to well below one outcome in a·r for any r below 2^40
+            middle = 0.5 * (near + far)
+            passes = exponent(middle) > NEGLIGIBLE_LOG
+            near, far = np.where(passes, near, middle), np.where(passes, middle, far)
+        return far, found
+
+    if float(spread.max(initial=0.0)) < CHERNOFF_FROM:  # few outcomes either way: the bisection would cost more
+        return (np.maximum(np.floor(r * q - spread) - 1, 0).astype(np.int64),
+                np.minimum(np.ceil(r * q + spread) + 1, r + 1).astype(np.int64))
+    low, has_low = chernoff(0.0)
+    high, has_high = chernoff(1.0)
+    below = np.maximum(r * q - spread, np.where(has_low, low * r, -np.inf))
+    above = np.minimum(r * q + spread, np.where(has_high, high * r, np.inf))
+    return (np.maximum(np.floor(below) - 1, 0).astype(np.int64),
+            np.minimum(np.ceil(above) + 1, r + 1).astype(np.int64))
+
+
+# How many outcomes ``one_run_p_value`` evaluates in one array for all its (r, v) at once; past it, one array each.
+ONE_ARRAY_OUTCOMES = 200_000
+
+
+def _largest_share(r, v, q: float, first: int, last: int):
+    """max over i in [first, last] of P[v − i ≤ Bin(r, q) < v] / i, for scalar or array r and v (0 where v = 0):
+    the outcomes v − 1, …, v − first + 1 must be 0 in float64, so that the sum may start at v − first."""
+    if last < first:
+        return np.zeros(np.shape(r))
+    i = np.arange(first, last + 1)
+    j = np.asarray(v)[..., None] - i  # outcomes v − first, …, v − last
+    pmf = np.where(j >= 0, stats.binom.pmf(np.maximum(j, 0), np.asarray(r)[..., None], q), 0.0)
+    term = (np.cumsum(pmf, axis=-1) / i).max(axis=-1)
+    return np.where(np.asarray(v) > 0, term, 0.0)
 
 
 def one_run_epsilon(m, r, v, delta, alpha, iterations=40) -> float:
