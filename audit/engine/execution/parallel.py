@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topicaudit.engine.execution.phases import phase
-from topicaudit.engine.execution.ray_auth import authenticate, check_reachable, set_auth_mode
+from topicaudit.engine.execution.ray_auth import NAMED_ADDRESSES, authenticate, check_reachable, set_auth_mode
 from topicaudit.engine.execution.ray_local import (
     LOCAL_ENVIRONMENT,
     WORKER_ENVIRONMENT,
@@ -150,6 +150,10 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         if not address:  # Ray failed to start here (exit 4, as docs/exit-codes.md says), not a bad input
             raise RayCannotStart(f"a local Ray instance did not start: {' '.join(str(error).split())}; "
                              f"{local_start_hint()}") from None
+        if address in NAMED_ADDRESSES:  # nothing was probed: "auto" finds no cluster started on this machine
+            raise UserError(f"could not join a Ray cluster with address {address!r}: {' '.join(str(error).split())}; "
+                            "start one with `ray start --head`, give its HOST:PORT, or drop --ray-address (and "
+                            "RAY_ADDRESS) to use a local instance") from None
         raise UserError(f"could not connect to the Ray cluster at {address!r}: {error}; something answers there: "
                         "check that it is the address `ray start --head` printed and that this machine has the "
                         "cluster's Ray and Python versions (`ray --version`)") from None

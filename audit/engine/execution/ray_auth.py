@@ -11,11 +11,20 @@ from pathlib import Path
 from topicaudit.errors import UserError
 
 
+# The addresses ray.init takes that are not HOST:PORT: the cluster started on this machine, and a new local instance.
+NAMED_ADDRESSES = ("auto", "local")
+
+
 def check_reachable(address: str) -> None:
-    """Fail fast on an address nobody listens on (ray.init would retry for minutes)."""
+    """Fail fast on an address that is not one (Ray's own parse error was followed by our "something answers
+    there") or that nobody listens on (ray.init would retry for minutes)."""
+    if address in NAMED_ADDRESSES:
+        return
     host_port = _host_port(address)
-    if host_port is None:
-        return  # "auto" and other forms: ray.init reports its own errors quickly
+    if host_port is None or not 0 < host_port[1] < 65536:
+        raise UserError(f"the Ray address {address!r} is not HOST:PORT: give the address `ray start --head` "
+                        "printed (e.g. 10.0.0.5:6379, or ray://HOST:10001 for Ray Client), 'auto' for the cluster "
+                        "started on this machine, or drop --ray-address (and RAY_ADDRESS) to use a local instance")
     try:
         socket.create_connection(host_port, timeout=5).close()
     except OSError as error:
