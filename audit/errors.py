@@ -55,6 +55,18 @@ def user_message(error: UserError) -> str:
     return str(cause) if isinstance(cause, UserError) else str(error)
 
 
+def default_output_named(message: str, given_output) -> str:
+    """A refusal of the default output folder names the default, not the flag the user did not give: "cannot write
+    --output runs/demo-…; choose another --output" when no --output was given (hostile pass XIX-q, DO1/DO2)."""
+    if given_output is not None:
+        return message
+    for flag in ("-o/--output", "--output"):
+        if message.startswith(f"cannot write {flag} "):
+            return (message.replace(f"cannot write {flag} ", "cannot write the default output folder ", 1)
+                    .replace(f"choose another {flag}", f"give {flag} to choose another folder"))
+    return message
+
+
 # Bidirectional-text controls: they reorder what a terminal shows (a name can display as another).
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 

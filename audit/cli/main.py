@@ -36,6 +36,7 @@ from topicaudit.engine.storage.lock import in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
+    default_output_named,
     deleted_working_directory,
     developer_warning,
     EXIT_INTERNAL_ERROR,
@@ -337,7 +338,8 @@ def _run_command(argv: list[str] | None) -> int:
             finally:
                 parallel.wait_for_stop()  # a Ray instance still stopping in the background (run)
         except UserError as error:
-            say(f"topicaudit: error: {printable(user_message(error))}")
+            message = default_output_named(user_message(error), getattr(args, "output", ""))
+            say(f"topicaudit: error: {printable(message)}")
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             _ENDING.set()
