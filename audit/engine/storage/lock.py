@@ -18,6 +18,7 @@ import re
 import stat
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -228,6 +229,17 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     else:
         raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
                         f"are making and removing it); wait for them to finish, or choose another {flag}")
+    def leave_nothing() -> None:  # a folder this made that holds only its lock is no one's work: removed
+        if created and _holds_only_the_lock(folder):
+            _remove_own(folder)
+            remove_made(new_parents, above, found_above, made)
+
+    def undo() -> None:  # what a failed block's end does, for an exit that runs no block's end
+        _restore(folder, fd, former, times)
+        put_back_times(folder, found)
+        leave_nothing()
+
+    _ON_EXIT_NOW.append(undo)
     try:
         try:  # the PID's write inside: on a full disk it failed, and left the .lock it made (in a user's folder)
             _write_pid(fd, path / NAME)
@@ -240,12 +252,28 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             raise
         finally:
             with uninterrupted():
-                if created and _holds_only_the_lock(folder):
-                    _remove_own(folder)
-                    remove_made(new_parents, above, found_above, made)
+                leave_nothing()
     finally:
+        _ON_EXIT_NOW.remove(undo)
         handle.close()
         folder.close()
+
+
+# What each lock held now must undo if the process ends at once (``before_exit_now``).
+_ON_EXIT_NOW: list[Callable[[], None]] = []
+
+
+def before_exit_now() -> None:
+    """Before the process ends at once (a second Ctrl-C or SIGTERM: ``os._exit``, no block's end runs): each held
+    lock is undone as a failed block's end would: ``.lock`` as it was found (removed if made), the folder's times
+    put back, and a folder it made holding nothing but the lock removed. One stop sent to a command's process
+    group while its local Ray started came back as a second one (Ray's own processes stopping), and the new output
+    folder was left holding only ``.lock`` (hostile pass XIX-m, SG-AU); in a folder of the user's, a ``.lock``."""
+    for undo in reversed(_ON_EXIT_NOW):
+        try:
+            undo()
+        except Exception:  # noqa: BLE001 — the process is ending: what cannot be removed stays, as after kill -9
+            continue
 
 
 def _write_pid(fd: int, lock: Path) -> None:
