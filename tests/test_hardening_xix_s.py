@@ -1,0 +1,62 @@
+"""Hostile pass XIX, helper s (tests/hostile_xix_s_cases.md): a closing pass on code the user hands in, and on
+forged or crash-born verdicts.
+
+- ``check_learner`` let a learner's ``SystemExit`` (or any BaseException of its own) out of the checks that call its
+  ``fit`` or ``guarantee()`` directly (``phi``, ``same seed``, ``pickle``, ``guarantee``, …): a script running the
+  conformance suite ended with exit 0 when the learner called ``sys.exit(0)``, read as a pass, although no check
+  had finished. Now it is ``CheckDidNotFinish``, as a crash in any check; KeyboardInterrupt stays an interrupt.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from topicaudit.learner_checks import CheckDidNotFinish, CheckFailed
+from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.privacy.guarantee import Guarantee
+from topicaudit.testing import check_learner
+
+
+class _OwnBase(BaseException):
+    """A BaseException of the learner's own, not an Exception."""
+
+
+class Exits(VariationalLDA):
+    """Claims ε = 1; its fit or its guarantee() raises what ``how`` names."""
+
+    def __init__(self, k: int, how: str = "fit-exit0", **params):
+        super().__init__(k, **params)
+        self.how = how
+
+    def get_params(self) -> dict:
+        return {**super().get_params(), "how": self.how}
+
+    def fit(self, X, seed, record=None):
+        if self.how == "fit-exit0":
+            sys.exit(0)
+        if self.how == "fit-base":
+            raise _OwnBase("the learner's own")
+        if self.how == "fit-interrupt":
+            raise KeyboardInterrupt
+        return super().fit(X, seed)
+
+    def guarantee(self) -> Guarantee:
+        if self.how == "guarantee-exit0":
+            sys.exit(0)
+        return Guarantee(epsilon=1.0, delta=1e-5, adjacency="document", basis="paper-claim")
+
+
+@pytest.mark.parametrize("how, check", [("fit-exit0", "phi"), ("fit-exit0", "same seed"), ("fit-exit0", "pickle"),
+                                        ("fit-base", "phi"), ("guarantee-exit0", "guarantee")])
+def test_a_learners_exit_is_no_pass_of_the_conformance_suite(how, check):
+    """A learner's sys.exit(0) in a check that calls it directly left check_learner: a script's check ended 0."""
+    with pytest.raises(CheckDidNotFinish) as raised:
+        check_learner(Exits(k=3, how=how), (check,))
+    assert not isinstance(raised.value, CheckFailed)
+    assert check in str(raised.value) and "no finding" in str(raised.value)
+
+
+def test_an_interrupt_in_the_learner_stays_an_interrupt():
+    with pytest.raises(KeyboardInterrupt):
+        check_learner(Exits(k=3, how="fit-interrupt"), ("phi",))
