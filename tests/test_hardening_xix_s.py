@@ -5,12 +5,17 @@ forged or crash-born verdicts.
   ``fit`` or ``guarantee()`` directly (``phi``, ``same seed``, ``pickle``, ``guarantee``, …): a script running the
   conformance suite ended with exit 0 when the learner called ``sys.exit(0)``, read as a pass, although no check
   had finished. Now it is ``CheckDidNotFinish``, as a crash in any check; KeyboardInterrupt stays an interrupt.
+- ``topicaudit.run(config, learner=...)`` (and every API call but ``assert_privacy``, which said it already) let a
+  learner's ``sys.exit(0)`` in its ``guarantee()`` or its pickling out: the script ended 0 with no result. The API's
+  boundary now makes it a RuntimeError saying it is no result and no verdict.
 """
 from __future__ import annotations
 
 import sys
 
 import pytest
+
+import topicaudit
 
 from topicaudit.learner_checks import CheckDidNotFinish, CheckFailed
 from topicaudit.targets.learners.lda import VariationalLDA
@@ -60,3 +65,14 @@ def test_a_learners_exit_is_no_pass_of_the_conformance_suite(how, check):
 def test_an_interrupt_in_the_learner_stays_an_interrupt():
     with pytest.raises(KeyboardInterrupt):
         check_learner(Exits(k=3, how="fit-interrupt"), ("phi",))
+
+
+SMALL = {"synthetic": {"n_docs": 60, "n_words": 80, "k": 3}, "target": {"k": 3},
+         "attack": {"shadows": 0, "canaries": {"count": 10}}}
+
+
+def test_a_learners_exit_in_the_api_is_no_result(tmp_path, monkeypatch):
+    """topicaudit.run with a learner whose guarantee() called sys.exit(0): the script ended 0, no result."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError, match=r"sys\.exit\(0\).*no result"):
+        topicaudit.run(SMALL, learner=Exits(k=3, how="guarantee-exit0"))
