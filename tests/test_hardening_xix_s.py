@@ -8,10 +8,15 @@ forged or crash-born verdicts.
 - ``topicaudit.run(config, learner=...)`` (and every API call but ``assert_privacy``, which said it already) let a
   learner's ``sys.exit(0)`` in its ``guarantee()`` or its pickling out: the script ended 0 with no result. The API's
   boundary now makes it a RuntimeError saying it is no result and no verdict.
+- An installed plug-in module's helper module of the same distribution (``py_modules=["leakxs", "leakxs_noise"]``)
+  lies beside it in site-packages, where nothing beside is digested: the helper edited and reinstalled at the same
+  version reused the cached run of the code before the edit (NO SIGNAL where the edited code gave VIOLATED). The
+  digest now covers every code file the distribution lists (``plugin_code.with_distribution``).
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +24,7 @@ import topicaudit
 
 from topicaudit.learner_checks import CheckDidNotFinish, CheckFailed
 from topicaudit.targets.learners.lda import VariationalLDA
+from topicaudit.targets.plugins import LEARNER_GROUP, source
 from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.testing import check_learner
 
@@ -76,3 +82,28 @@ def test_a_learners_exit_in_the_api_is_no_result(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RuntimeError, match=r"sys\.exit\(0\).*no result"):
         topicaudit.run(SMALL, learner=Exits(k=3, how="guarantee-exit0"))
+
+
+def _installed_two_module_distribution(site: Path) -> Path:
+    """``leakxs`` 0.1.0 as pip installs it into ``site`` (a folder named site-packages): two top-level modules."""
+    site.mkdir(parents=True)
+    (site / "leakxs.py").write_text("import leakxs_noise\nfrom topicaudit.targets.learners.lda import VariationalLDA"
+                                    "\nclass Leak(VariationalLDA):\n    pass\n")
+    (site / "leakxs_noise.py").write_text('MODE = "uniform"\n')
+    info = site / "leakxs-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: leakxs\nVersion: 0.1.0\n")
+    (info / "top_level.txt").write_text("leakxs\nleakxs_noise\n")
+    (info / "RECORD").write_text("leakxs.py,,\nleakxs_noise.py,,\nleakxs-0.1.0.dist-info/METADATA,,\n")
+    return site / "leakxs_noise.py"
+
+
+def test_an_installed_plug_ins_helper_module_is_in_its_digest(tmp_path, monkeypatch):
+    """The helper edited and reinstalled at the same version: the same source_sha256, so the cached run was reused."""
+    helper = _installed_two_module_distribution(tmp_path / "site-packages")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    before = source("leakxs:Leak", LEARNER_GROUP)
+    helper.write_text('MODE = "real"\n')
+    after = source("leakxs:Leak", LEARNER_GROUP)
+    assert before["distribution"] == after["distribution"] == "leakxs" and after["version"] == "0.1.0"
+    assert before["source_sha256"] != after["source_sha256"]
