@@ -12,6 +12,10 @@ forged or crash-born verdicts.
   lies beside it in site-packages, where nothing beside is digested: the helper edited and reinstalled at the same
   version reused the cached run of the code before the edit (NO SIGNAL where the edited code gave VIOLATED). The
   digest now covers every code file the distribution lists (``plugin_code.with_distribution``).
+- A check that the learner's code crashed (``CheckDidNotFinish``) said "fails the 'record used' check: it raised
+  …", the words of a finding: docs/adding-a-learner.md's planted-bug test, ``pytest.raises(AssertionError,
+  match="fails the 'record used' check")``, passed for a learner that crashed in that check, no check done. A crash
+  now reads "the 'record used' check did not finish".
 """
 from __future__ import annotations
 
@@ -50,6 +54,10 @@ class Exits(VariationalLDA):
             raise _OwnBase("the learner's own")
         if self.how == "fit-interrupt":
             raise KeyboardInterrupt
+        if self.how == "fit-raise":
+            raise RuntimeError("CUDA out of memory")
+        if self.how == "fit-assert":
+            raise AssertionError("the learner's own")
         return super().fit(X, seed)
 
     def guarantee(self) -> Guarantee:
@@ -107,3 +115,12 @@ def test_an_installed_plug_ins_helper_module_is_in_its_digest(tmp_path, monkeypa
     after = source("leakxs:Leak", LEARNER_GROUP)
     assert before["distribution"] == after["distribution"] == "leakxs" and after["version"] == "0.1.0"
     assert before["source_sha256"] != after["source_sha256"]
+
+
+@pytest.mark.parametrize("how, check", [("fit-raise", "phi"), ("fit-assert", "phi"), ("fit-raise", "canary audit")])
+def test_a_crash_never_reads_as_a_checks_finding(how, check):
+    """The documented planted-bug test matched "fails the '<check>' check", which a crash in that check said too."""
+    with pytest.raises(CheckDidNotFinish) as raised:
+        check_learner(Exits(k=3, how=how), (check,))
+    assert f"fails the {check!r} check" not in str(raised.value)
+    assert f"the {check!r} check did not finish" in str(raised.value)
