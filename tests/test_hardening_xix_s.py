@@ -16,16 +16,23 @@ forged or crash-born verdicts.
   …", the words of a finding: docs/adding-a-learner.md's planted-bug test, ``pytest.raises(AssertionError,
   match="fails the 'record used' check")``, passed for a learner that crashed in that check, no check done. A crash
   now reads "the 'record used' check did not finish".
+- The run cache's key held the versions of numpy, scipy, scikit-learn, numba and nltk, not of gensim or tomotopy,
+  whose code ``gensim-lda`` and ``tomotopy-lda`` fit with: gensim upgraded (a copy with a changed ``get_topics``
+  under another version) reused the cached run of the version before, NO SIGNAL where the installed gensim gave
+  VIOLATED. The key now holds those (and dp-accounting's, which the claims come from).
 """
 from __future__ import annotations
 
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 import topicaudit
 
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.learner_checks import CheckDidNotFinish, CheckFailed
 from topicaudit.targets.learners.lda import VariationalLDA
 from topicaudit.targets.plugins import LEARNER_GROUP, source
@@ -124,3 +131,15 @@ def test_a_crash_never_reads_as_a_checks_finding(how, check):
         check_learner(Exits(k=3, how=how), (check,))
     assert f"fails the {check!r} check" not in str(raised.value)
     assert f"the {check!r} check did not finish" in str(raised.value)
+
+
+@pytest.mark.parametrize("learner, library", [("gensim-lda", "gensim"), ("tomotopy-lda", "tomotopy"),
+                                              ("lda", "dp-accounting")])
+def test_an_upgrade_of_the_library_a_learner_fits_with_is_another_cache_entry(tmp_path, monkeypatch, learner,
+                                                                               library):
+    """gensim upgraded under the cache: the entry of the version before was reused (its verdict, not this one's)."""
+    config = config_from_dict({**SMALL, "target": {"k": 3, "learner": learner}})
+    before = cached_run_dir(config, tmp_path)
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "999.0" if name == library else real(name))
+    assert cached_run_dir(config, tmp_path) != before
