@@ -30,8 +30,9 @@ from topicaudit.reports.build import build_report
 
 def _named_errors(function):
     """The API's boundary is the command line's: a working directory deleted under the call is the UserError the
-    command line prints (exit 2), not a bare FileNotFoundError from deep inside; and the folders the call declares
-    topicaudit's own (its caches) are its own only until it returns, as a command line's end with its process."""
+    command line prints (exit 2), not a bare FileNotFoundError from deep inside; a SystemExit from code the call ran
+    is a RuntimeError, never the script's exit; and the folders the call declares topicaudit's own (its caches) are
+    its own only until it returns, as a command line's end with its process."""
     @functools.wraps(function)
     def named(*args, **kwargs):
         try:
@@ -42,6 +43,12 @@ def _named_errors(function):
             if deleted is None:
                 raise
             raise deleted from None
+        except SystemExit as error:
+            # A learner's sys.exit(0) in its guarantee() or pickling ended a script's `topicaudit.run(...)` with
+            # exit 0 and no result, read as a pass (hostile pass XIX-s; assert_privacy said it already).
+            raise RuntimeError(f"topicaudit.{function.__name__} was ended by sys.exit({error.code!r}) before it "
+                               "returned (called by a learner's code or a library it uses); this is no result and "
+                               "no verdict") from error
     return named
 
 

@@ -252,3 +252,30 @@ def _beside(root: Path, own: set[Path], budget: list[int]) -> list[Path]:
         except OSError:
             continue
     return [f for f in found if f not in own]
+
+
+def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
+    """``digest`` (``code_digest``'s) extended over the code files its installed distribution ``dist`` lists (its
+    RECORD): an installed plug-in module's helper in the same distribution (``py_modules=["leak", "leak_noise"]``,
+    or a second top-level package) lies beside it in site-packages, where nothing beside is digested, so a helper
+    edited and reinstalled at the same version reused the cached run of the code before the edit (hostile pass
+    XIX-s). Empty when the distribution lists more code files than ``DIGEST_WALK_LIMIT`` (never reused, as for a
+    plug-in too large to digest); as given when it lists none (no RECORD, or an editable install's finder alone)."""
+    if "source_sha256" not in digest:
+        return digest
+    try:
+        listed = sorted(str(f) for f in dist.files or () if _is_code(Path(str(f))))
+    except Exception:  # noqa: BLE001 - another distribution's metadata, unreadable in any way: its version stands
+        return digest
+    if len(listed) > DIGEST_WALK_LIMIT:
+        warnings.warn(f"distribution {getattr(dist, 'name', dist)}: more than {DIGEST_WALK_LIMIT:,} code files, so "
+                      "its plug-in's code is not digested and its runs are never reused from the run cache",
+                      RuntimeWarning, stacklevel=2)
+        return {}
+    combined = hashlib.sha256(digest["source_sha256"].encode())
+    for name in listed:
+        try:
+            combined.update(b"distribution\0" + name.encode() + b"\0" + Path(dist.locate_file(name)).read_bytes())
+        except (OSError, ValueError):
+            continue
+    return {"source_sha256": combined.hexdigest()}

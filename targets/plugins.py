@@ -181,14 +181,17 @@ def source(name: str, group: str) -> dict[str, str] | None:
         dist = found.dist
         if dist is not None:
             out.update(distribution=dist.name, version=dist.version)
-        out.update(plugin_code.code_digest(found.value))
+        digest = plugin_code.code_digest(found.value)
+        out.update(plugin_code.with_distribution(digest, dist) if dist is not None else digest)
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
     dists = _distributions(tuple(sys.path)).get(top)
+    digest = plugin_code.code_digest(name)
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
-    out.update(plugin_code.code_digest(name))
+        digest = plugin_code.with_distribution(digest, metadata.distribution(dists[0]))
+    out.update(digest)
     return out
 
 

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import secrets
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,23 @@ from topicaudit.version import __version__, source_digest
 SCHEMA = "topicaudit.run-cache/1"
 # Library versions that cannot change a number: left out of the key, so upgrading them reuses the cache.
 NOT_IN_KEY = ("ray",)
+# The libraries a built-in learner's Φ comes from beyond those every run records (``package_versions``), and the one
+# the claims are accounted by: gensim upgraded under a cache reused the run of the version before, NO SIGNAL where
+# the installed gensim gave VIOLATED (hostile pass XIX-s).
+LEARNER_LIBRARIES = {"gensim-lda": ("gensim",), "tomotopy-lda": ("tomotopy",)}
+CLAIM_LIBRARIES = ("dp-accounting",)
+
+
+def library_versions(learner: str) -> dict[str, str]:
+    """The versions of the libraries ``learner``'s numbers and claim come from that ``package_versions`` leaves
+    out ("absent" when not installed)."""
+    found = {}
+    for name in (*LEARNER_LIBRARIES.get(learner, ()), *CLAIM_LIBRARIES):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
 
 
 def default_root() -> Path | None:
@@ -95,6 +113,7 @@ def cache_key(config: Config) -> dict[str, Any]:
                 inputs[f"corpus.options.{key}"] = content_digest(value)
     t = config.target
     versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
+    versions.update(library_versions(t.learner))
     code = sources(t.learner, t.vocabulary)
     if any("source_sha256" not in found for found in code.values()):
         # A plug-in whose code has no digest (defined in a notebook, frozen): nothing tells its code apart, so its
