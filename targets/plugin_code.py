@@ -263,6 +263,18 @@ def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     plug-in too large to digest); as given when it lists none (no RECORD, or an editable install's finder alone)."""
     if "source_sha256" not in digest:
         return digest
+    memo = command_memo()  # read once per command, as the digest is
+    key = ("plugin_code.distribution", digest["source_sha256"], str(getattr(dist, "_path", "")),
+           getattr(dist, "name", None))
+    if memo is not None and key in memo:
+        return dict(memo[key])
+    found = _with_distribution(digest, dist)
+    if memo is not None:
+        memo[key] = dict(found)
+    return found
+
+
+def _with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     try:
         listed = sorted(str(f) for f in dist.files or () if _is_code(Path(str(f))))
     except Exception:  # noqa: BLE001 - another distribution's metadata, unreadable in any way: its version stands
@@ -270,7 +282,7 @@ def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     if len(listed) > DIGEST_WALK_LIMIT:
         warnings.warn(f"distribution {getattr(dist, 'name', dist)}: more than {DIGEST_WALK_LIMIT:,} code files, so "
                       "its plug-in's code is not digested and its runs are never reused from the run cache",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
         return {}
     combined = hashlib.sha256(digest["source_sha256"].encode())
     for name in listed:
