@@ -7,8 +7,9 @@ the run write its model, scores and results into another run directory at the sa
 that directory's canaries beside the new scores (a verdict from two runs' files), or a failed start remove the
 user's folder of that name (hostile pass XVI). So the state the command relies on afterwards is kept: the working
 directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the signals
-the command answers, and the environment variables topicaudit reads. Each changed one is put back, with a note
-naming it. In a threaded API script a change another thread made meanwhile is put back too (and named).
+the command answers, the warnings filters, and the environment variables topicaudit reads. Each changed one is put
+back, with a note naming it (the warnings filters without one). In a threaded API script a change another thread
+made meanwhile is put back too (and named).
 
 A fork is not put back, it is ended: a learner whose fit forked and returned in both processes had its child
 carry on as the command (hostile pass XIX): it scored its own Φ, printed a second verdict and, after the command
@@ -116,6 +117,7 @@ def kept_process_state(who: str):
                 pass
     main = threading.current_thread() is threading.main_thread()
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS} if main else {}
+    filters = (warnings.filters, list(warnings.filters))
     try:
         with _no_bytecode():
             yield
@@ -148,6 +150,13 @@ def kept_process_state(who: str):
             if signal.getsignal(sig) is not handler and handler is not None:
                 signal.signal(sig, handler)
                 changed.append(f"handler of {signal.Signals(sig).name}")
+        if warnings.filters is not filters[0] or warnings.filters != filters[1]:
+            # A fit's simplefilter("error") turned topicaudit's own notes (this one too) into exceptions, exit 3
+            # blamed on topicaudit; its simplefilter("ignore") hid them (hostile pass XIX-s). Put back without a
+            # note: a fit that silences a library's warnings while it runs is common, and harmless once undone.
+            warnings.filters = filters[0]
+            warnings.filters[:] = filters[1]
+            getattr(warnings, "_filters_mutated", lambda: None)()  # the module's caches follow the list
         if cwd is not None:
             os.close(cwd)
         if changed:

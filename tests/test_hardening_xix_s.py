@@ -23,7 +23,9 @@ forged or crash-born verdicts.
 """
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -34,6 +36,7 @@ import topicaudit
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.learner_checks import CheckDidNotFinish, CheckFailed
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets.learners.lda import VariationalLDA
 from topicaudit.targets.plugins import LEARNER_GROUP, source
 from topicaudit.targets.privacy.guarantee import Guarantee
@@ -143,3 +146,29 @@ def test_an_upgrade_of_the_library_a_learner_fits_with_is_another_cache_entry(tm
     real = metadata.version
     monkeypatch.setattr(metadata, "version", lambda name: "999.0" if name == library else real(name))
     assert cached_run_dir(config, tmp_path) != before
+
+
+@pytest.mark.parametrize("action", ["error", "ignore"])
+def test_a_fits_warnings_filter_is_put_back_before_topicaudits_note(tmp_path, monkeypatch, action):
+    """PS3/PS4: a fit's simplefilter("error") turned topicaudit's note (the working directory put back) into an
+    exception, exit 3 blamed on topicaudit; its simplefilter("ignore") hid the note."""
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        before = list(warnings.filters)
+        with kept_process_state("the fit of XS"):
+            warnings.simplefilter(action)
+            os.chdir("/")
+        assert warnings.filters == before and os.getcwd() == str(tmp_path)
+    notes = [str(w.message) for w in seen if "the fit of XS" in str(w.message)]
+    assert len(notes) == 1 and "working directory" in notes[0]
+
+
+def test_a_fit_that_only_silences_a_librarys_warnings_is_put_back_without_a_note():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        before = list(warnings.filters)
+        with kept_process_state("the fit of XS"):
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+        assert warnings.filters == before
+    assert not [w for w in seen if "the fit of XS" in str(w.message)]
