@@ -92,7 +92,7 @@ def _temporary_run(config, tmp_path_factory):
         roots = ([os.environ["PYTEST_DEBUG_TEMPROOT"]] if os.environ.get("PYTEST_DEBUG_TEMPROOT") else
                  [tempfile.tempdir] if tempfile.tempdir else
                  [os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)])
-        if any(os.path.isabs(root) and anchors.planted_link(root) is not None for root in roots):
+        if any(anchors.planted_link(root) is not None for root in roots):  # a relative root: from the working folder
             place = anchors.temporary_folder()
             if place is None:
                 pytest.fail(f"no temporary folder for the assert_privacy fixture's run: {roots[0]} is another "

@@ -1,0 +1,80 @@
+"""Hostile pass XIX, helper t (tests/hostile_xix_t_cases.md): a closing pass on user files and exit codes.
+
+- A *relative* ``TMPDIR`` (``TEMP``, ``TMP``) that reaches another user's link in a shared sticky folder (``cd /tmp;
+  TMPDIR=L …``, L a link to a folder of the user's): Python's ``tempfile`` makes it absolute against the working
+  directory and tests it by making and removing a file there, and pytest makes its temporary folders there. XIX-r's
+  guards looked at absolute values only, so nltk's path check (any pre-processed corpus) changed the user's folder,
+  and the ``assert_privacy`` fixture without a cache wrote its run into it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from linked_cache import planted_by_another_user, untouched_since_2020
+
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_a_relative_tmpdir_through_another_users_link_is_never_tested_by_preprocessing(tmp_path):
+    """R1 (critical (c)): ``cd T; TMPDIR=L run --corpus …``: nltk's ``tempfile.gettempdir()`` made and removed a
+    file in V."""
+    shared, mine = planted_by_another_user(tmp_path)
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
+    env = {**os.environ, "TMPDIR": "L", "TOPICAUDIT_INTEGRITY_KEY": "off", "TOPICAUDIT_CACHE_DIR": "off"}
+    done = subprocess.run([sys.executable, "-c", "import sys; from topicaudit.cli.main import run_command; "
+                           "sys.exit(run_command(sys.argv[1:]))", "run", "--corpus", str(corpus), "--shadows", "0",
+                           "--canaries", "4", "--output", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=shared)
+    assert done.returncode == 2 and "c.json" in done.stderr, done.stderr  # every document empty: refused
+    assert untouched_since_2020(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+@pytest.mark.parametrize("name", ["TMPDIR", "TEMP"])
+def test_an_api_scope_gives_tempfile_a_folder_beside_a_relative_link(tmp_path, monkeypatch, name):
+    """R5: the same for ``TEMP=L`` (``TMPDIR`` unset) inside an API call; after it, tempfile chooses as before."""
+    from topicaudit.folder_anchors import command_scope
+    shared, mine = planted_by_another_user(tmp_path)
+    for variable in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv(name, "L")
+    monkeypatch.chdir(shared)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with command_scope():
+        inner = tempfile.gettempdir()
+    assert "L" not in Path(inner).parts and os.path.isabs(inner)
+    assert tempfile.tempdir is None
+    assert untouched_since_2020(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_the_fixtures_run_never_goes_behind_a_relative_tmpdirs_link(tmp_path, monkeypatch):
+    """R7 (critical (c)): ``cd T; TMPDIR=L pytest`` with the cache off: the fixture's run was made in
+    V/pytest-of-root/…/topicaudit0/run through pytest's temporary folder."""
+    from topicaudit.testing import _temporary_run
+    shared, mine = planted_by_another_user(tmp_path)
+    own = tmp_path / "own"
+    own.mkdir()
+    monkeypatch.delenv("PYTEST_DEBUG_TEMPROOT", raising=False)
+    monkeypatch.setenv("TMPDIR", "L")
+    monkeypatch.setenv("TEMP", str(own))
+    monkeypatch.chdir(shared)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    class PytestsOwn:
+        def mktemp(self, name):
+            raise AssertionError("pytest's temporary folder would be made through L")
+
+    run = _temporary_run(SimpleNamespace(getoption=lambda name, default=None: None), PytestsOwn())
+    assert Path(run).parent.parent == own
+    assert untouched_since_2020(mine)
