@@ -78,3 +78,20 @@ def test_the_fixtures_run_never_goes_behind_a_relative_tmpdirs_link(tmp_path, mo
     run = _temporary_run(SimpleNamespace(getoption=lambda name, default=None: None), PytestsOwn())
     assert Path(run).parent.parent == own
     assert untouched_since_2020(mine)
+
+
+LAUNCHER = Path(sys.executable).parent / "topicaudit"
+
+
+@pytest.mark.skipif(not ROOT or not LAUNCHER.exists(), reason="needs root and the installed launcher")
+def test_the_interpreter_writes_no_bytecode_behind_a_planted_pycache_prefix(tmp_path):
+    """P1 (critical (c)): ``cd T; PYTHONPYCACHEPREFIX=L topicaudit …`` (a user's shell does not set
+    PYTHONDONTWRITEBYTECODE): the interpreter wrote the bytecode of every module it imported into V, the launcher's
+    check included (the user's own prefix is still written: it costs another few seconds of compiling, so it was
+    tried by hand, not here)."""
+    shared, mine = planted_by_another_user(tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    planted = subprocess.run([str(LAUNCHER), "--version"], env={**env, "PYTHONPYCACHEPREFIX": "L"}, cwd=shared,
+                             capture_output=True, text=True, timeout=120)
+    assert planted.returncode == 0 and "PYTHONPYCACHEPREFIX" in planted.stderr, planted.stderr
+    assert untouched_since_2020(mine)
