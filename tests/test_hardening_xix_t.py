@@ -95,3 +95,32 @@ def test_the_interpreter_writes_no_bytecode_behind_a_planted_pycache_prefix(tmp_
                              capture_output=True, text=True, timeout=120)
     assert planted.returncode == 0 and "PYTHONPYCACHEPREFIX" in planted.stderr, planted.stderr
     assert untouched_since_2020(mine)
+
+
+def test_a_local_ray_keeps_its_sessions_in_a_folder_no_other_user_can_enter(tmp_path, monkeypatch):
+    """Y2 (critical (c)): Ray makes its root and every session folder writable by everyone, not sticky (/tmp/ray
+    and its session_*/logs are 0777): another local user renamed a running session's ``logs`` and put a link to a
+    folder of the user's in its place, and the run's Ray processes wrote some forty log files into that folder and
+    made it 0777. A local instance's root is now inside a new folder of this user's alone (0700), removed after."""
+    ray = pytest.importorskip("ray")
+    from topicaudit.engine.execution import parallel
+    from topicaudit.engine.execution.ray_local import RayCannotStart
+    seen = {}
+
+    def init(**kwargs):  # what Ray would use, then a start that fails (no Ray process is started here)
+        seen["base"] = os.environ.get("RAY_TMPDIR")
+        info = os.lstat(seen["base"])
+        seen["mode"], seen["owner"] = info.st_mode & 0o7777, info.st_uid
+        raise ValueError("not started in this test")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(RayCannotStart):
+        with parallel.ray_session():
+            pass
+    assert Path(seen["base"]).parent == tmp_path
+    assert seen["mode"] == 0o700 and seen["owner"] == os.geteuid()
+    assert not os.path.exists(seen["base"]) and "RAY_TMPDIR" not in os.environ
