@@ -124,3 +124,23 @@ def test_a_local_ray_keeps_its_sessions_in_a_folder_no_other_user_can_enter(tmp_
     assert Path(seen["base"]).parent == tmp_path
     assert seen["mode"] == 0o700 and seen["owner"] == os.geteuid()
     assert not os.path.exists(seen["base"]) and "RAY_TMPDIR" not in os.environ
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_the_fixtures_run_refuses_a_basetemp_behind_another_users_link(tmp_path, monkeypatch):
+    """Q7 (critical (c)): ``cd T; pytest --basetemp=L/bt`` with the cache off: pytest made V/bt (and would first
+    empty it, were it there) and the fixture wrote its run into it. A --basetemp is the user's choice, as --output
+    is, and held to the same rule: refused, naming the link, before pytest makes anything."""
+    from topicaudit.testing import _temporary_run
+    shared, mine = planted_by_another_user(tmp_path)
+    monkeypatch.chdir(tmp_path)  # pytest reads --basetemp against the folder it was started in, not this one
+
+    class PytestsOwn:
+        def mktemp(self, name):
+            raise AssertionError("pytest's temporary folder would be made through L")
+
+    config = SimpleNamespace(getoption=lambda name, default=None: "L/bt" if name == "basetemp" else None,
+                             invocation_params=SimpleNamespace(dir=shared))
+    with pytest.raises(pytest.fail.Exception, match="L"):
+        _temporary_run(config, PytestsOwn())
+    assert untouched_since_2020(mine)
