@@ -21,7 +21,7 @@ except ImportError:  # Windows has no address-space limits
     resource = None
 
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
-from topicaudit.folder_anchors import planted_link, temporary_folder
+from topicaudit.folder_anchors import planted_link
 
 
 ONE_THREAD = {name: "1" for name in (
@@ -99,11 +99,9 @@ def private_temp_base() -> str:
     ``session_*/logs``: 0777): another local user renamed a running session's ``logs`` folder and put a link to
     a folder of the user's in its place, and the run's Ray processes wrote their logs into that folder and made
     it writable by everyone (hostile pass XIX-t). Inside a folder only this user may enter, nobody else can."""
-    base = os.path.dirname(ray_temp_root())
-    if "RAY_TMPDIR" not in os.environ:
-        base = temporary_folder() or base  # where no other user's link in a shared sticky folder leads
-    try:
-        return tempfile.mkdtemp(prefix="ta-", dir=base)
+    base = os.path.dirname(ray_temp_root())  # held to check_temp_root's rules before (planted links refused)
+    try:  # a short name: Ray's socket paths below it must stay under 108 bytes
+        return tempfile.mkdtemp(prefix="t", dir=base)
     except OSError as error:
         raise UserError(f"cannot make a private folder for a local Ray instance in {base}: {error.strerror}; set "
                         "RAY_TMPDIR to a folder you can write, or join a cluster with --ray-address") from None
