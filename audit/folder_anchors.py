@@ -121,11 +121,13 @@ def tempfile_without_planted_links() -> Iterator[None]:
     another user's link: ``tempfile.gettempdir()`` tests its choice by making and removing a file there, and with
     ``TMPDIR=/tmp/L`` (L another user's link to a folder of the user's) nltk's path check, run on every
     pre-processed corpus, changed that folder's time (hostile pass XIX-r). Where a place named by ``TMPDIR``,
-    ``TEMP`` or ``TMP`` is such a link, ``tempfile.tempdir`` is ``temporary_folder`` for the block, then as found."""
+    ``TEMP`` or ``TMP`` is such a link (relative ones too, ``cd /tmp; TMPDIR=L``: tempfile makes them absolute
+    against the working directory, hostile pass XIX-t), ``tempfile.tempdir`` is ``temporary_folder`` for the
+    block, then as found."""
     with _TEMPFILE_LOCK:
         if _TEMPFILE_HELD[0] == 0 and tempfile.tempdir is None and any(
                 planted_link(os.environ[name]) is not None for name in ("TMPDIR", "TEMP", "TMP")
-                if os.environ.get(name) and os.path.isabs(os.environ[name])):
+                if os.environ.get(name)):  # a relative one too: tempfile joins it to the working directory
             _TEMPFILE_HELD[1:] = [tempfile.tempdir, temporary_folder()]
             tempfile.tempdir = _TEMPFILE_HELD[2]
         _TEMPFILE_HELD[0] += 1

@@ -86,13 +86,23 @@ def _temporary_run(config, tmp_path_factory):
     """A fresh run directory for a call without a cache: in pytest's temporary folder, unless pytest would take
     that folder through another user's link in a shared sticky folder (``$TMPDIR=/tmp/L``, L a link to a folder of
     the user's: pytest resolves it and made ``pytest-of-USER/…`` and the run there, hostile pass XIX-r); then in a
-    folder of topicaudit's own where no such link leads (``folder_anchors.temporary_folder``)."""
-    if config.getoption("basetemp", None) is None:  # --basetemp is the user's own choice, followed
-        anchors = importlib.import_module("topicaudit.folder_anchors")
+    folder of topicaudit's own where no such link leads (``folder_anchors.temporary_folder``). A ``--basetemp``
+    is the user's choice, followed as an ``--output`` is, but not through such a link: ``--basetemp=/tmp/L/bt``
+    made (and would first have emptied) the folder of the user's that L names, and the run went there (XIX-t)."""
+    anchors = importlib.import_module("topicaudit.folder_anchors")
+    given = config.getoption("basetemp", None)
+    if given is not None:  # as pytest reads it: against the folder it was started in, `..` by the text
+        planted = anchors.planted_link(os.path.abspath(os.path.join(config.invocation_params.dir, given)))
+        if planted is not None:
+            pytest.fail(f"the assert_privacy fixture's run would go into --basetemp {given}: {planted[0]} is a "
+                        f"symbolic link of another user (uid {planted[1]}) to {planted[2]}, in a folder everyone "
+                        "may write to (sticky, as /tmp): topicaudit does not follow it; give --basetemp a path "
+                        "of your own, or the call an output", pytrace=False)
+    else:
         roots = ([os.environ["PYTEST_DEBUG_TEMPROOT"]] if os.environ.get("PYTEST_DEBUG_TEMPROOT") else
                  [tempfile.tempdir] if tempfile.tempdir else
                  [os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)])
-        if any(os.path.isabs(root) and anchors.planted_link(root) is not None for root in roots):
+        if any(anchors.planted_link(root) is not None for root in roots):  # a relative root: from the working folder
             place = anchors.temporary_folder()
             if place is None:
                 pytest.fail(f"no temporary folder for the assert_privacy fixture's run: {roots[0]} is another "

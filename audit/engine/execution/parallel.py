@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from topicaudit.engine.execution.ray_local import (
     check_token_folder,
     environment,
     local_start_hint,
+    private_temp_base,
     quiet_raylet_banners,
     restore_signal_handlers,
     signal_handlers,
@@ -122,61 +124,66 @@ def ray_session(address: str = "", num_cpus: int = 0, object_store_bytes: int = 
         check_address_space(object_store_bytes)
         check_temp_root()
         check_token_folder()
-    behaviour = current_behaviour()
-    handlers = signal_handlers()
-    reaper = None
-    if behaviour.on_start is not None:
-        behaviour.on_start()
+    private = None if address else private_temp_base()  # Ray's root inside it: a folder no other user enters
     try:
-        if address:
-            ray.init(address=address, runtime_env={"env_vars": WORKER_ENVIRONMENT}, **common)
-        else:
-            # Workers inherit the raylet's environment, so a local instance needs no
-            # runtime_env (which would make the runtime-env agent build one per job).
-            reaper = start_reaper()
-            with environment(LOCAL_ENVIRONMENT):
-                ray.init(
-                    address="local",
-                    num_cpus=num_cpus or os.cpu_count(),
-                    object_store_memory=max(object_store_bytes, 100 * 2**20),
-                    **common,
-                )
-            reaper.watch(ray)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        if token_mode_set:
-            set_auth_mode(ray, None)
-        if reaper is not None:
-            reaper.stop()
-        if not address:  # Ray failed to start here (exit 4, as docs/exit-codes.md says), not a bad input
-            raise RayCannotStart(f"a local Ray instance did not start: {' '.join(str(error).split())}; "
-                             f"{local_start_hint()}") from None
-        if address in NAMED_ADDRESSES:  # nothing was probed: "auto" finds no cluster started on this machine
-            raise UserError(f"could not join a Ray cluster with address {address!r}: {' '.join(str(error).split())}; "
-                            "start one with `ray start --head`, give its HOST:PORT, or drop --ray-address (and "
-                            "RAY_ADDRESS) to use a local instance") from None
-        raise UserError(f"could not connect to the Ray cluster at {address!r}: {error}; something answers there: "
-                        "check that it is the address `ray start --head` printed and that this machine has the "
-                        "cluster's Ray and Python versions (`ray --version`)") from None
-    except Exception as error:  # e.g. "the node timed out during startup" on an overloaded machine
-        if reaper is not None:
-            reaper.stop()
-        raise RayFailure(f"Ray did not start: {' '.join(str(error).split())}") from None
-    finally:
-        restore_signal_handlers(handlers)
-    quiet_raylet_banners(ray)
-    stop_watching = watch_raylet(ray) if not address and behaviour.exit_when_raylet_dies else threading.Event()
-    try:
-        yield ray
-    finally:
-        stop_watching.set()  # before the raylet stops, which the watcher would take for a crash
+        behaviour = current_behaviour()
+        handlers = signal_handlers()
+        reaper = None
+        if behaviour.on_start is not None:
+            behaviour.on_start()
         try:
-            with phase("stop"):
-                ray.shutdown()
-        finally:
-            if reaper is not None:
-                reaper.stop()
+            if address:
+                ray.init(address=address, runtime_env={"env_vars": WORKER_ENVIRONMENT}, **common)
+            else:
+                # Workers inherit the raylet's environment, so a local instance needs no
+                # runtime_env (which would make the runtime-env agent build one per job).
+                reaper = start_reaper()
+                with environment({**LOCAL_ENVIRONMENT, "RAY_TMPDIR": private}):
+                    ray.init(
+                        address="local",
+                        num_cpus=num_cpus or os.cpu_count(),
+                        object_store_memory=max(object_store_bytes, 100 * 2**20),
+                        **common,
+                    )
+                reaper.watch(ray)
+        except (ConnectionError, RuntimeError, ValueError) as error:
             if token_mode_set:
                 set_auth_mode(ray, None)
+            if reaper is not None:
+                reaper.stop()
+            if not address:  # Ray failed to start here (exit 4, as docs/exit-codes.md says), not a bad input
+                raise RayCannotStart(f"a local Ray instance did not start: {' '.join(str(error).split())}; "
+                                 f"{local_start_hint()}") from None
+            if address in NAMED_ADDRESSES:  # nothing was probed: "auto" finds no cluster started on this machine
+                raise UserError(f"could not join a Ray cluster with address {address!r}: "
+                                f"{' '.join(str(error).split())}; start one with `ray start --head`, give its "
+                                "HOST:PORT, or drop --ray-address (and RAY_ADDRESS) to use a local instance") from None
+            raise UserError(f"could not connect to the Ray cluster at {address!r}: {error}; something answers there: "
+                            "check that it is the address `ray start --head` printed and that this machine has the "
+                            "cluster's Ray and Python versions (`ray --version`)") from None
+        except Exception as error:  # e.g. "the node timed out during startup" on an overloaded machine
+            if reaper is not None:
+                reaper.stop()
+            raise RayFailure(f"Ray did not start: {' '.join(str(error).split())}") from None
+        finally:
+            restore_signal_handlers(handlers)
+        quiet_raylet_banners(ray)
+        stop_watching = watch_raylet(ray) if not address and behaviour.exit_when_raylet_dies else threading.Event()
+        try:
+            yield ray
+        finally:
+            stop_watching.set()  # before the raylet stops, which the watcher would take for a crash
+            try:
+                with phase("stop"):
+                    ray.shutdown()
+            finally:
+                if reaper is not None:
+                    reaper.stop()
+                if token_mode_set:
+                    set_auth_mode(ray, None)
+    finally:
+        if private is not None:  # the sessions' logs with it (Ray's processes have ended, or the reaper ends them)
+            shutil.rmtree(private, ignore_errors=True)
 
 
 class StartingSession:

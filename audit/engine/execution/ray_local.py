@@ -91,6 +91,22 @@ def ray_temp_root() -> str:
     return os.path.join(base, "ray")
 
 
+def private_temp_base() -> str:
+    """A new folder of this user's alone (mode 0700) for a local Ray instance to keep its root in
+    (``RAY_TMPDIR``), made where Ray would have made that root; the caller removes it after the session.
+
+    Ray makes its root and every session folder in it writable by everyone, and not sticky (``/tmp/ray``,
+    ``session_*/logs``: 0777): another local user renamed a running session's ``logs`` folder and put a link to
+    a folder of the user's in its place, and the run's Ray processes wrote their logs into that folder and made
+    it writable by everyone (hostile pass XIX-t). Inside a folder only this user may enter, nobody else can."""
+    base = os.path.dirname(ray_temp_root())  # held to check_temp_root's rules before (planted links refused)
+    try:  # a short name: Ray's socket paths below it must stay under 108 bytes
+        return tempfile.mkdtemp(prefix="t", dir=base)
+    except OSError as error:
+        raise UserError(f"cannot make a private folder for a local Ray instance in {base}: {error.strerror}; set "
+                        "RAY_TMPDIR to a folder you can write, or join a cluster with --ray-address") from None
+
+
 def check_temp_root() -> None:
     """Refuse to start a local Ray instance whose temporary folder is another user's symbolic link.
 
