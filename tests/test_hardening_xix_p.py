@@ -54,21 +54,34 @@ class CForks(VariationalLDA):
 
 POOL = '''
 import multiprocessing
+import time
 from topicaudit.targets.learners.lda import VariationalLDA
 from topicaudit.targets.base import Adjacency, Basis, Guarantee
 
 
-def square(x):
-    return x * x
+def wait(ready):
+    ready.set()
+    time.sleep(60)
 
 
 class Pooled(VariationalLDA):
+    """Forked workers that the fit ends with SIGTERM, as a pool's exit does (Process.terminate, not a Pool: a Pool's
+    own terminate can deadlock on its task queue's lock under load, a multiprocessing race, not topicaudit's)."""
+
     def guarantee(self):
         return Guarantee(epsilon=1.0, delta=0.0, adjacency=Adjacency.DOCUMENT, basis=Basis.PAPER_CLAIM)
 
     def fit(self, X, seed):
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            assert pool.map(square, [1, 2, 3]) == [1, 4, 9]
+        context = multiprocessing.get_context("fork")
+        ready = [context.Event() for _ in range(2)]
+        workers = [context.Process(target=wait, args=(event,)) for event in ready]
+        for worker, event in zip(workers, ready):
+            worker.start()
+            assert event.wait(30)
+        for worker in workers:
+            worker.terminate()
+            worker.join(30)
+            assert worker.exitcode == -15, worker.exitcode
         return super().fit(X, seed)
 '''
 
