@@ -274,6 +274,33 @@ def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     return found
 
 
+# The digest of each plug-in module's files as first read while that module was loaded in this process, by the module's
+# name: (the module object, the digest). Process-long on purpose, unlike ``command_memo``.
+_AS_LOADED: dict[str, tuple[object, str]] = {}
+
+
+def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
+    """``digest`` when it still describes the code this process runs, else empty (never reused, as for code with
+    no digest). Python imports a module once: after an edit to the plug-in's files, a second call of the API in the
+    same process ran the code imported before the edit under the digest of the files after it, so a fresh process
+    running the edited code reused that entry (hostile pass XIX-u: NO SIGNAL where the edited code gives VIOLATED).
+    """
+    module = sys.modules.get(path.partition(":")[0])
+    if "source_sha256" not in digest or module is None:
+        return digest
+    name = path.partition(":")[0]
+    seen = _AS_LOADED.get(name)
+    if seen is None or seen[0] is not module:
+        _AS_LOADED[name] = (module, digest["source_sha256"])
+        return digest
+    if seen[1] == digest["source_sha256"]:
+        return digest
+    warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code that runs is "
+                  "not the code on disk; this run is not reused from the run cache (a new Python process audits the "
+                  "edit)", RuntimeWarning, stacklevel=3)
+    return {}
+
+
 def _with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     try:
         listed = sorted(str(f) for f in dist.files or () if _is_code(Path(str(f))))

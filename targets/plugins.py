@@ -182,7 +182,8 @@ def source(name: str, group: str) -> dict[str, str] | None:
         if dist is not None:
             out.update(distribution=dist.name, version=dist.version)
         digest = plugin_code.code_digest(found.value)
-        out.update(plugin_code.with_distribution(digest, dist) if dist is not None else digest)
+        out.update(plugin_code.as_loaded(found.value, plugin_code.with_distribution(digest, dist)
+                                         if dist is not None else digest))
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
@@ -191,7 +192,7 @@ def source(name: str, group: str) -> dict[str, str] | None:
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
         digest = plugin_code.with_distribution(digest, metadata.distribution(dists[0]))
-    out.update(digest)
+    out.update(plugin_code.as_loaded(name, digest))
     return out
 
 

@@ -1,0 +1,89 @@
+"""Hardening XIX, helper u (issue 32, hostile pass XIX-u: forged and crash-born verdicts). Every case it ran is in
+tests/hostile_xix_u_cases.md.
+
+Critical:
+- ST1: the run cache keyed a plug-in by its files on disk, but Python imports a module once. In one session
+  (a notebook, a pytest run, a script calling ``assert_privacy`` twice) the plug-in's file was edited between two
+  calls: the second call ran the code imported before the edit under the key of the files after it, and a fresh
+  process running the edited code reused that entry ("same configuration, corpus content and code"): NO SIGNAL
+  where the edited code gives VIOLATED. A plug-in whose files changed after this process imported it now has no
+  digest (its run is never reused), with a warning (``plugin_code.as_loaded``).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_cache import cached_run_dir
+
+LEARNER = '''
+import numpy as np
+
+MODE = "uniform"
+
+
+class Leak:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        counts = np.asarray(X.sum(axis=0)).ravel() + 1.0
+        if MODE == "uniform":
+            counts = np.ones_like(counts)
+        phi = np.vstack([counts] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+'''
+
+SETTINGS = {"synthetic": {"n_docs": 50, "n_words": 60},
+            "target": {"k": 2, "learner": "staleplug:Leak", "vocabulary": "all"},
+            "attack": {"shadows": 0, "canaries": {"count": 10}}}
+
+FRESH = ("import json, sys; from topicaudit.engine.configuration.loading import config_from_dict; "
+         "from topicaudit.engine.storage.run_cache import cached_run_dir; "
+         "print(cached_run_dir(config_from_dict(json.loads(sys.argv[1])), sys.argv[2]))")
+
+
+@pytest.fixture
+def plug_in(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "staleplug.py").write_text(LEARNER)
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("staleplug", None)
+
+
+def fresh_process_entry(site, cache) -> str:
+    """The cache entry a new Python process, importing the plug-in's files as they are now, looks for."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", FRESH, json.dumps(SETTINGS), str(cache)], env=env,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_an_edit_after_the_import_is_never_keyed_as_the_code_that_ran(plug_in, tmp_path):
+    importlib.import_module("staleplug")  # the session imported it (an earlier call audited it)
+    cache = tmp_path / "cache"
+    before = cached_run_dir(config_from_dict(SETTINGS), cache)
+    assert cached_run_dir(config_from_dict(SETTINGS), cache) == before  # unchanged: the same entry
+    (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        stale = cached_run_dir(config_from_dict(SETTINGS), cache)  # runs the uniform code still loaded
+    assert stale != before
+    assert str(stale) != fresh_process_entry(plug_in, cache)  # the edited code never finds the stale run
+    assert any(issubclass(w.category, RuntimeWarning) and "staleplug" in str(w.message) for w in said)
+
+
+def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
+    cache = tmp_path / "cache"
+    (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
+    assert "staleplug" not in sys.modules
+    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
