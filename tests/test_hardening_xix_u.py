@@ -8,9 +8,12 @@ Critical:
   process running the edited code reused that entry ("same configuration, corpus content and code"): NO SIGNAL
   where the edited code gives VIOLATED. A plug-in whose files changed after this process imported it now has no
   digest (its run is never reused), with a warning (``plugin_code.as_loaded``).
+- NP1: a fit that replaced ``builtins.print`` (to silence a library) left ``check`` exit 1 with no VIOLATED line
+  printed; ``print`` and ``warnings.showwarning`` are now put back after the plug-in's code (``kept_process_state``).
 """
 from __future__ import annotations
 
+import builtins
 import importlib
 import json
 import os
@@ -22,6 +25,7 @@ import pytest
 
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
+from topicaudit.process_state import kept_process_state
 
 LEARNER = '''
 import numpy as np
@@ -87,3 +91,20 @@ def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
     (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
     assert "staleplug" not in sys.modules
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+
+
+@pytest.mark.parametrize("name", ["print", "showwarning"])
+def test_a_fit_that_replaces_print_or_showwarning_has_it_put_back(name):
+    """NP1: a fit that silenced a chatty library by replacing ``print`` left ``check`` exit 1 with no VIOLATED line
+    printed (check.json said VIOLATED); one replacing ``warnings.showwarning`` hid topicaudit's notes."""
+    owner = builtins if name == "print" else warnings
+    original = getattr(owner, name)
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with kept_process_state("the fit of Quiet"):
+                setattr(owner, name, lambda *a, **k: None)
+        assert getattr(owner, name) is original
+        assert any(issubclass(w.category, RuntimeWarning) and name in str(w.message) for w in said)
+    finally:
+        setattr(owner, name, original)
