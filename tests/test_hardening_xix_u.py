@@ -10,6 +10,8 @@ Critical:
   digest (its run is never reused), with a warning (``plugin_code.as_loaded``).
 - NP1: a fit that replaced ``builtins.print`` (to silence a library) left ``check`` exit 1 with no VIOLATED line
   printed; ``print`` and ``warnings.showwarning`` are now put back after the plug-in's code (``kept_process_state``).
+- DL1: ``check_learner`` read the learner's parameters (to name it) outside the checks' guard: a parameter whose
+  ``==``, ``repr`` or property called ``sys.exit(0)`` ended a script running the suite with exit 0 and no check run.
 """
 from __future__ import annotations
 
@@ -108,3 +110,30 @@ def test_a_fit_that_replaces_print_or_showwarning_has_it_put_back(name):
         assert any(issubclass(w.category, RuntimeWarning) and name in str(w.message) for w in said)
     finally:
         setattr(owner, name, original)
+
+
+class _ExitsOnCompare:
+    """A parameter value whose ``==`` calls ``sys.exit(0)``."""
+
+    def __eq__(self, other):
+        sys.exit(0)
+
+    __hash__ = object.__hash__
+
+
+class _LearnerWithAnOddParameter:
+    def __init__(self, k, prior=None):
+        self.k = k
+        self.prior = prior
+
+    def fit(self, X, seed):
+        raise AssertionError("never reached: no check may run")
+
+
+def test_a_parameter_that_exits_when_read_is_no_pass_of_check_learner():
+    """DL1: check_learner named the learner (its parameters compared with their defaults) before any check, outside
+    the checks' guard: a parameter whose ``==`` (or ``repr``, or a property) called ``sys.exit(0)`` left
+    check_learner as SystemExit(0), and a script running the suite ended with exit 0, read as a pass."""
+    from topicaudit.learner_checks import CheckDidNotFinish, check_learner
+    with pytest.raises(CheckDidNotFinish, match="no check ran"):
+        check_learner(_LearnerWithAnOddParameter(k=3, prior=_ExitsOnCompare()), ("phi",))
