@@ -7,12 +7,14 @@ reinstalled after an edit at the same version), so installed plug-ins are digest
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.machinery
 import importlib.util
 import os
 import sys
 import sysconfig
+import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,14 +293,91 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
     name = path.partition(":")[0]
     seen = _AS_LOADED.get(name)
     if seen is None or seen[0] is not module:
-        _AS_LOADED[name] = (module, digest["source_sha256"])
-        return digest
+        # First seen here, it may have been imported (a notebook's first cell) and edited before this call.
+        files = {os.path.realpath(f) for f in code_files(path)}
+        edited = any(_differs_from_its_file(m) for m in list(sys.modules.values())
+                     if isinstance(getattr(m, "__file__", None), str) and os.path.realpath(m.__file__) in files)
+        _AS_LOADED[name] = (module, None if edited else digest["source_sha256"])
+        seen = _AS_LOADED[name]
     if seen[1] == digest["source_sha256"]:
         return digest
     warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code that runs is "
                   "not the code on disk; this run is not reused from the run cache (a new Python process audits the "
                   "edit)", RuntimeWarning, stacklevel=3)
     return {}
+
+
+def _differs_from_its_file(module: types.ModuleType) -> bool:
+    """Whether ``module`` as imported differs from its source file as it is now: the code of a function or method,
+    or a literal constant set at the top of the module or of a class in it. True when the file no longer compiles."""
+    file = module.__file__
+    if not file.endswith(".py"):
+        return False
+    try:
+        tree = ast.parse(Path(file).read_bytes(), file)
+        compiled = compile(tree, file, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return True
+    codes: dict[str, types.CodeType] = {}
+    stack = [compiled]
+    while stack:
+        for const in stack.pop().co_consts:
+            if isinstance(const, types.CodeType):
+                codes[const.co_qualname] = const
+                stack.append(const)
+    namespaces = [(vars(module), tree.body)]
+    for node in tree.body:
+        found = vars(module).get(node.name) if isinstance(node, ast.ClassDef) else None
+        if isinstance(found, type) and found.__module__ == module.__name__:
+            namespaces.append((vars(found), node.body))
+    for namespace, body in namespaces:
+        if _constants_differ(namespace, body) or any(_code_differs(value, codes, module.__name__)
+                                                     for value in list(namespace.values())):
+            return True
+    return False
+
+
+def _constants_differ(namespace, body: list) -> bool:
+    """A literal assigned by name in ``body`` (``MODE = "uniform"``) that ``namespace`` holds with another value."""
+    for node in body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names, value = [t.id for t in node.targets], node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            names, value = [node.target.id], node.value
+        else:
+            continue
+        try:
+            literal = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        for name in names:
+            try:
+                if name in namespace and not (type(namespace[name]) is type(literal) and namespace[name] == literal):
+                    return True
+            except Exception:  # noqa: BLE001 - a value whose == fails: nothing tells
+                continue
+    return False
+
+
+def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
+    """Whether a function of ``module`` (a method, static or class method, property getter) runs other code than
+    the function of the same qualified name in the file compiled now (``codes``)."""
+    value = getattr(value, "__func__", getattr(value, "fget", value))
+    value = getattr(value, "__wrapped__", value) if isinstance(getattr(value, "__wrapped__", None),
+                                                                 types.FunctionType) else value
+    if not isinstance(value, types.FunctionType) or value.__module__ != module or "<" in value.__qualname__:
+        return False
+    now = codes.get(value.__code__.co_qualname)
+    if now is None:
+        return True
+
+    def shape(code: types.CodeType):
+        return (code.co_code, code.co_names, tuple(c.co_qualname if isinstance(c, types.CodeType) else (type(c), c)
+                                                   for c in code.co_consts))
+    try:
+        return shape(value.__code__) != shape(now)
+    except Exception:  # noqa: BLE001 - a constant whose == fails: nothing tells
+        return False
 
 
 def _with_distribution(digest: dict[str, str], dist) -> dict[str, str]:

@@ -7,7 +7,9 @@ Critical:
   calls: the second call ran the code imported before the edit under the key of the files after it, and a fresh
   process running the edited code reused that entry ("same configuration, corpus content and code"): NO SIGNAL
   where the edited code gives VIOLATED. A plug-in whose files changed after this process imported it now has no
-  digest (its run is never reused), with a warning (``plugin_code.as_loaded``).
+  digest (its run is never reused), with a warning (``plugin_code.as_loaded``). ST4, the same: the plug-in imported,
+  then edited, then the process's first call of topicaudit (a notebook); the imported code is compared with the
+  file compiled now (its functions' code, its literal constants).
 - NP1: a fit that replaced ``builtins.print`` (to silence a library) left ``check`` exit 1 with no VIOLATED line
   printed; ``print`` and ``warnings.showwarning`` are now put back after the plug-in's code (``kept_process_state``).
 - DL1: ``check_learner`` read the learner's parameters (to name it) outside the checks' guard: a parameter whose
@@ -86,6 +88,29 @@ def test_an_edit_after_the_import_is_never_keyed_as_the_code_that_ran(plug_in, t
     assert stale != before
     assert str(stale) != fresh_process_entry(plug_in, cache)  # the edited code never finds the stale run
     assert any(issubclass(w.category, RuntimeWarning) and "staleplug" in str(w.message) for w in said)
+
+
+@pytest.mark.parametrize("edit", [('MODE = "uniform"', 'MODE = "real"'),
+                                  ("counts = np.ones_like(counts)", "counts = counts * 1.0")])
+def test_an_edit_between_the_import_and_the_first_call_is_never_keyed_as_the_code_that_ran(plug_in, tmp_path, edit):
+    """ST4: a notebook imports the plug-in in its first cell, the file is edited (a constant, or a method's body),
+    and the next cell is the process's first call of topicaudit."""
+    importlib.import_module("staleplug")
+    (plug_in / "staleplug.py").write_text(LEARNER.replace(*edit))
+    cache = tmp_path / "cache"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        stale = cached_run_dir(config_from_dict(SETTINGS), cache)
+    assert str(stale) != fresh_process_entry(plug_in, cache)
+    assert any(issubclass(w.category, RuntimeWarning) and "staleplug" in str(w.message) for w in said)
+
+
+def test_an_edit_that_changes_no_code_keeps_the_entry(plug_in, tmp_path):
+    """A comment added above the code after the import: other lines, the same code; the run is found again."""
+    importlib.import_module("staleplug")
+    (plug_in / "staleplug.py").write_text("# a note\n" + LEARNER)
+    cache = tmp_path / "cache"
+    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
 
 
 def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
