@@ -4,6 +4,9 @@
 Found without importing the plug-in: its top-level module or package (every folder Python can import it from),
 and the modules and packages beside it, which it may import. A version says nothing of the files (a package
 reinstalled after an edit at the same version), so installed plug-ins are digested too.
+
+Longer than 400 lines because a plug-in's code as this process imported it is told from its files as they are now
+here too (``as_loaded``), beside the digest it corrects.
 """
 from __future__ import annotations
 
@@ -331,9 +334,28 @@ def _differs_from_its_file(module: types.ModuleType) -> bool:
         if isinstance(found, type) and found.__module__ == module.__name__:
             namespaces.append((vars(found), node.body))
     for namespace, body in namespaces:
-        if _constants_differ(namespace, body) or any(_code_differs(value, codes, module.__name__)
-                                                     for value in list(namespace.values())):
+        if _constants_differ(namespace, body) or _defaults_differ(namespace, body) or any(
+                _code_differs(value, codes, module.__name__) for value in list(namespace.values())):
             return True
+    return False
+
+
+def _defaults_differ(namespace, body: list) -> bool:
+    """A function defined in ``body`` whose literal default values (``scale=1.0``) differ from the imported one's:
+    they are not in its code."""
+    for node in body:
+        found = namespace.get(node.name) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        found = getattr(found, "__func__", found)
+        if not isinstance(found, types.FunctionType):
+            continue
+        try:
+            now = (tuple(ast.literal_eval(d) for d in node.args.defaults) or None,
+                   {a.arg: ast.literal_eval(d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
+                    if d is not None} or None)
+            if now != (found.__defaults__, found.__kwdefaults__):
+                return True
+        except Exception:  # noqa: BLE001 - a default that is no literal, or whose == fails: nothing tells
+            continue
     return False
 
 

@@ -41,8 +41,8 @@ class Leak:
     def __init__(self, k):
         self.k = k
 
-    def fit(self, X, seed):
-        counts = np.asarray(X.sum(axis=0)).ravel() + 1.0
+    def fit(self, X, seed, scale=1.0):
+        counts = np.asarray(X.sum(axis=0)).ravel() * scale + 1.0
         if MODE == "uniform":
             counts = np.ones_like(counts)
         phi = np.vstack([counts] * self.k)
@@ -91,9 +91,11 @@ def test_an_edit_after_the_import_is_never_keyed_as_the_code_that_ran(plug_in, t
 
 
 @pytest.mark.parametrize("edit", [('MODE = "uniform"', 'MODE = "real"'),
-                                  ("counts = np.ones_like(counts)", "counts = counts * 1.0")])
+                                  ("counts = np.ones_like(counts)", "counts = counts * 1.0"),
+                                  ("scale=1.0", "scale=0.0")])
 def test_an_edit_between_the_import_and_the_first_call_is_never_keyed_as_the_code_that_ran(plug_in, tmp_path, edit):
-    """ST4: a notebook imports the plug-in in its first cell, the file is edited (a constant, or a method's body),
+    """ST4: a notebook imports the plug-in in its first cell, the file is edited (a constant, a method's body, a
+    default value: ST4b),
     and the next cell is the process's first call of topicaudit."""
     importlib.import_module("staleplug")
     (plug_in / "staleplug.py").write_text(LEARNER.replace(*edit))
