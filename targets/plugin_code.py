@@ -404,9 +404,19 @@ def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
 
 def _with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     try:
-        listed = sorted(str(f) for f in dist.files or () if _is_code(Path(str(f))))
+        files = dist.files
+        listed = sorted(str(f) for f in files or () if _is_code(Path(str(f))))
+        # No list of files (a dist-info without RECORD): the top-level modules it names, else a helper installed
+        # beside the plug-in was in no digest and its edit reused the run before it (hostile pass XIX-u).
+        tops = sorted((dist.read_text("top_level.txt") or "").split()) if files is None else []
     except Exception:  # noqa: BLE001 - another distribution's metadata, unreadable in any way: its version stands
         return digest
+    if tops:
+        combined = hashlib.sha256(digest["source_sha256"].encode())
+        for top in tops:
+            combined.update(b"top-level\0" + top.encode() + b"\0" + code_digest(f"{top}:_").get("source_sha256",
+                                                                                              "").encode())
+        return {"source_sha256": combined.hexdigest()}
     if len(listed) > DIGEST_WALK_LIMIT:
         warnings.warn(f"distribution {getattr(dist, 'name', dist)}: more than {DIGEST_WALK_LIMIT:,} code files, so "
                       "its plug-in's code is not digested and its runs are never reused from the run cache",

@@ -12,6 +12,8 @@ Critical:
   file compiled now (its functions' code, its literal constants).
 - NP1: a fit that replaced ``builtins.print`` (to silence a library) left ``check`` exit 1 with no VIOLATED line
   printed; ``print`` and ``warnings.showwarning`` are now put back after the plug-in's code (``kept_process_state``).
+- RC1: an installed distribution with no list of its files (a dist-info without RECORD): a helper module it installs
+  beside its plug-in was in no digest; the modules its top_level.txt names are digested now.
 - DL1: ``check_learner`` read the learner's parameters (to name it) outside the checks' guard: a parameter whose
   ``==``, ``repr`` or property called ``sys.exit(0)`` ended a script running the suite with exit 0 and no check run.
 """
@@ -164,3 +166,31 @@ def test_a_parameter_that_exits_when_read_is_no_pass_of_check_learner():
     from topicaudit.learner_checks import CheckDidNotFinish, check_learner
     with pytest.raises(CheckDidNotFinish, match="no check ran"):
         check_learner(_LearnerWithAnOddParameter(k=3, prior=_ExitsOnCompare()), ("phi",))
+
+
+def test_a_helper_of_an_installed_distribution_without_a_record_is_digested(tmp_path, monkeypatch):
+    """RC1: a distribution installed without a list of its files (a dist-info with no RECORD) whose plug-in module
+    imports a helper module it installs beside it: nothing beside a module in site-packages is digested, and the
+    distribution listed nothing, so an edit to the helper at the same version kept the cache key. Its
+    top_level.txt names the helper; each module it names is digested."""
+    from topicaudit.targets import plugin_code
+    from topicaudit.targets.plugins import LEARNER_GROUP, source
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "leakrc.py").write_text(LEARNER.replace("import numpy as np", "import numpy as np\nimport leakrc_noise"))
+    (site / "leakrc_noise.py").write_text("SCALE = 0.0\n")
+    info = site / "leakrc-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: leakrc\nVersion: 0.1.0\n")
+    (info / "top_level.txt").write_text("leakrc\nleakrc_noise\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(plugin_code, "_installed", lambda: {site.resolve()})
+    plugins_module = sys.modules["topicaudit.targets.plugins"]
+    plugins_module._distributions.cache_clear()
+    try:
+        before = source("leakrc:Leak", LEARNER_GROUP)
+        assert before["distribution"] == "leakrc"
+        (site / "leakrc_noise.py").write_text("SCALE = 1.0\n")
+        assert source("leakrc:Leak", LEARNER_GROUP)["source_sha256"] != before["source_sha256"]
+    finally:
+        plugins_module._distributions.cache_clear()
