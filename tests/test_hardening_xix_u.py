@@ -14,6 +14,9 @@ Critical:
   printed; ``print`` and ``warnings.showwarning`` are now put back after the plug-in's code (``kept_process_state``).
 - RC1: an installed distribution with no list of its files (a dist-info without RECORD): a helper module it installs
   beside its plug-in was in no digest; the modules its top_level.txt names are digested now.
+- GC1: a plug-in's guarantee() ran outside every ``kept_process_state`` block: one that moved the working directory
+  had the run written into another folder; one that replaced ``print`` or ``sys.stdout`` left exit 1 with no VIOLATED
+  printed. Every read of a claim goes through ``targets.base.claim``, such a block.
 - DL1: ``check_learner`` read the learner's parameters (to name it) outside the checks' guard: a parameter whose
   ``==``, ``repr`` or property called ``sys.exit(0)`` ended a script running the suite with exit 0 and no check run.
 """
@@ -194,3 +197,34 @@ def test_a_helper_of_an_installed_distribution_without_a_record_is_digested(tmp_
         assert source("leakrc:Leak", LEARNER_GROUP)["source_sha256"] != before["source_sha256"]
     finally:
         plugins_module._distributions.cache_clear()
+
+
+class ChdirClaim:
+    """A learner whose guarantee() moves the working directory (to the folder in $XU_TO)."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        raise AssertionError("never fitted here")
+
+    def guarantee(self):
+        from topicaudit.targets.base import NO_GUARANTEE
+        os.chdir(os.environ["XU_TO"])
+        return NO_GUARANTEE
+
+
+def test_a_guarantee_that_moves_the_working_directory_has_it_put_back(tmp_path, monkeypatch):
+    """GC1: guarantee() is read wherever the engine needs the claim, outside the fits' blocks: one that called
+    os.chdir had ``check cX.toml --output o`` write its run into /tmp/o (and one replacing print or sys.stdout left
+    exit 1 with no VIOLATED line printed)."""
+    from topicaudit.targets.registry import build_target
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("XU_TO", str(elsewhere))
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build_target(f"{__name__}:ChdirClaim", 3, "all")
+    assert os.getcwd() == str(tmp_path)
+    assert any(issubclass(w.category, RuntimeWarning) and "working directory" in str(w.message) for w in said)
