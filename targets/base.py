@@ -117,9 +117,14 @@ def records(method) -> bool:
 
 
 def declared_mechanism(part) -> Mechanism | None:
-    """The mechanism a learner or step declares it records (its optional ``mechanism()``), else None."""
+    """The mechanism a learner or step declares it records (its optional ``mechanism()``), else None; what the call
+    changed of the process is put back, as for ``claim`` (a mechanism() calling os.chdir had the run written into
+    another folder, hostile pass XIX-u)."""
     declare = getattr(type(part), "mechanism", None)
-    return part.mechanism() if callable(declare) else None
+    if not callable(declare):
+        return None
+    with kept_process_state(f"the mechanism() of {type(part).__name__}"):
+        return part.mechanism()
 
 
 def claim(part) -> Guarantee:

@@ -16,7 +16,8 @@ Critical:
   beside its plug-in was in no digest; the modules its top_level.txt names are digested now.
 - GC1: a plug-in's guarantee() ran outside every ``kept_process_state`` block: one that moved the working directory
   had the run written into another folder; one that replaced ``print`` or ``sys.stdout`` left exit 1 with no VIOLATED
-  printed. Every read of a claim goes through ``targets.base.claim``, such a block.
+  printed. Every read of a claim goes through ``targets.base.claim``, such a block. MC1: the same for mechanism()
+  (``targets.base.declared_mechanism``).
 - DL1: ``check_learner`` read the learner's parameters (to name it) outside the checks' guard: a parameter whose
   ``==``, ``repr`` or property called ``sys.exit(0)`` ended a script running the suite with exit 0 and no check run.
 """
@@ -228,3 +229,28 @@ def test_a_guarantee_that_moves_the_working_directory_has_it_put_back(tmp_path, 
         build_target(f"{__name__}:ChdirClaim", 3, "all")
     assert os.getcwd() == str(tmp_path)
     assert any(issubclass(w.category, RuntimeWarning) and "working directory" in str(w.message) for w in said)
+
+
+class ChdirMechanism(ChdirClaim):
+    """Its mechanism() moves the working directory; it claims nothing."""
+
+    def guarantee(self):
+        from topicaudit.targets.base import NO_GUARANTEE
+        return NO_GUARANTEE
+
+    def mechanism(self):
+        os.chdir(os.environ["XU_TO"])
+
+
+def test_a_mechanism_that_moves_the_working_directory_has_it_put_back(tmp_path, monkeypatch):
+    """MC1: mechanism() is read wherever the engine needs it, outside the fits' blocks: one that called os.chdir had
+    the run written into /tmp/o."""
+    from topicaudit.targets.base import declared_mechanism
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("XU_TO", str(elsewhere))
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert declared_mechanism(ChdirMechanism(3)) is None
+    assert os.getcwd() == str(tmp_path)
