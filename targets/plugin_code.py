@@ -11,6 +11,7 @@ here too (``as_loaded``), beside the digest it corrects.
 from __future__ import annotations
 
 import ast
+import dis
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -328,15 +329,32 @@ def _differs_from_its_file(module: types.ModuleType) -> bool:
             if isinstance(const, types.CodeType):
                 codes[const.co_qualname] = const
                 stack.append(const)
-    namespaces = [(vars(module), tree.body)]
+    namespaces = [(vars(module), tree.body, compiled)]
     for node in tree.body:
         found = vars(module).get(node.name) if isinstance(node, ast.ClassDef) else None
         if isinstance(found, type) and found.__module__ == module.__name__:
-            namespaces.append((vars(found), node.body))
-    for namespace, body in namespaces:
-        if _constants_differ(namespace, body) or _defaults_differ(namespace, body) or any(
-                _code_differs(value, codes, module.__name__) for value in list(namespace.values())):
+            namespaces.append((vars(found), node.body, codes.get(found.__qualname__)))
+    for namespace, body, code in namespaces:
+        if (_constants_differ(namespace, body) or _folded_constants_differ(namespace, code)
+                or _defaults_differ(namespace, body)
+                or any(_code_differs(value, codes, module.__name__) for value in list(namespace.values()))):
             return True
+    return False
+
+
+def _folded_constants_differ(namespace, code: types.CodeType | None) -> bool:
+    """A name the body's code stores a constant in, as the compiler folded it (``SCALE = 1.0 * 0`` is 0.0, no
+    literal), that ``namespace`` holds with another value."""
+    previous = None
+    for instruction in dis.get_instructions(code) if code is not None else ():
+        if instruction.opname in ("STORE_NAME", "STORE_GLOBAL") and getattr(previous, "opname", "") == "LOAD_CONST":
+            name, value = instruction.argval, previous.argval
+            try:
+                if name in namespace and not (type(namespace[name]) is type(value) and namespace[name] == value):
+                    return True
+            except Exception:  # noqa: BLE001 - a value whose == fails: nothing tells
+                pass
+        previous = instruction
     return False
 
 

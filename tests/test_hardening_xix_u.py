@@ -98,10 +98,10 @@ def test_an_edit_after_the_import_is_never_keyed_as_the_code_that_ran(plug_in, t
 
 @pytest.mark.parametrize("edit", [('MODE = "uniform"', 'MODE = "real"'),
                                   ("counts = np.ones_like(counts)", "counts = counts * 1.0"),
-                                  ("scale=1.0", "scale=0.0")])
+                                  ("scale=1.0", "scale=0.0"), ('MODE = "uniform"', 'MODE = "re" + "al"')])
 def test_an_edit_between_the_import_and_the_first_call_is_never_keyed_as_the_code_that_ran(plug_in, tmp_path, edit):
     """ST4: a notebook imports the plug-in in its first cell, the file is edited (a constant, a method's body, a
-    default value: ST4b),
+    default value: ST4b; a constant the compiler folds from an expression: ST4c),
     and the next cell is the process's first call of topicaudit."""
     importlib.import_module("staleplug")
     (plug_in / "staleplug.py").write_text(LEARNER.replace(*edit))
