@@ -20,6 +20,7 @@ import sys
 import sysconfig
 import types
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -323,20 +324,29 @@ def _differs_from_its_file(module: types.ModuleType) -> bool:
     except (OSError, SyntaxError, ValueError):
         return True
     codes: dict[str, types.CodeType] = {}
+    twice = set()  # qualified names defined more than once (in an if and its else): nothing tells which ran
     stack = [compiled]
     while stack:
         for const in stack.pop().co_consts:
             if isinstance(const, types.CodeType):
+                if const.co_qualname in codes:
+                    twice.add(const.co_qualname)
                 codes[const.co_qualname] = const
                 stack.append(const)
+    for name in twice:
+        del codes[name]
     namespaces = [(vars(module), tree.body, compiled)]
     for node in tree.body:
         found = vars(module).get(node.name) if isinstance(node, ast.ClassDef) else None
         if isinstance(found, type) and found.__module__ == module.__name__:
             namespaces.append((vars(found), node.body, codes.get(found.__qualname__)))
     for namespace, body, code in namespaces:
-        if (_constants_differ(namespace, body) or _folded_constants_differ(namespace, code)
-                or _defaults_differ(namespace, body)
+        # Only names the body sets once: `try: import x; HAS_X = True` / `except ImportError: HAS_X = False` holds
+        # one of its two constants, and a name set twice at the top holds the second.
+        stored = Counter(i.argval for i in (dis.get_instructions(code) if code is not None else ())
+                         if i.opname == "STORE_NAME")
+        once = {name: namespace[name] for name, count in stored.items() if count == 1 and name in namespace}
+        if (_constants_differ(once, body) or _folded_constants_differ(once, code) or _defaults_differ(once, body)
                 or any(_code_differs(value, codes, module.__name__) for value in list(namespace.values()))):
             return True
     return False

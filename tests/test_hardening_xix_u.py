@@ -121,6 +121,17 @@ def test_an_edit_that_changes_no_code_keeps_the_entry(plug_in, tmp_path):
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
 
 
+def test_a_constant_set_in_two_branches_is_no_edit(plug_in, tmp_path):
+    """``try: import x; HAS_X = True`` / ``except ImportError: HAS_X = False`` holds one of its two constants: an
+    unchanged plug-in written so keeps its entry (one of the two compared alone read as an edit, never reused)."""
+    branches = LEARNER.replace("import numpy as np\n", "import numpy as np\ntry:\n    import not_installed_xu\n"
+                               "    HAS_IT = True\nexcept ImportError:\n    HAS_IT = False\nLEVEL = 1\nLEVEL = 2\n")
+    (plug_in / "staleplug.py").write_text(branches)
+    importlib.import_module("staleplug")
+    cache = tmp_path / "cache"
+    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+
+
 def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
     cache = tmp_path / "cache"
     (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
