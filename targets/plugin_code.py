@@ -358,12 +358,8 @@ def _folded_constants_differ(namespace, code: types.CodeType | None) -> bool:
     previous = None
     for instruction in dis.get_instructions(code) if code is not None else ():
         if instruction.opname in ("STORE_NAME", "STORE_GLOBAL") and getattr(previous, "opname", "") == "LOAD_CONST":
-            name, value = instruction.argval, previous.argval
-            try:
-                if name in namespace and not (type(namespace[name]) is type(value) and namespace[name] == value):
-                    return True
-            except Exception:  # noqa: BLE001 - a value whose == fails: nothing tells
-                pass
+            if instruction.argval in namespace and _holds_other(namespace[instruction.argval], previous.argval):
+                return True
         previous = instruction
     return False
 
@@ -400,13 +396,23 @@ def _constants_differ(namespace, body: list) -> bool:
             literal = ast.literal_eval(value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
-        for name in names:
-            try:
-                if name in namespace and not (type(namespace[name]) is type(literal) and namespace[name] == literal):
-                    return True
-            except Exception:  # noqa: BLE001 - a value whose == fails: nothing tells
-                continue
+        if any(name in namespace and _holds_other(namespace[name], literal) for name in names):
+            return True
     return False
+
+
+_PLAIN = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, type(None))
+
+
+def _holds_other(held, written) -> bool:
+    """Whether a name holds another value than the constant its body sets; False when the value is no plain one
+    (an Enum's member, a NamedTuple's field: what the class made of the constant) or cannot be compared."""
+    if not isinstance(held, _PLAIN):
+        return False
+    try:
+        return bool(held != written)
+    except Exception:  # noqa: BLE001 - a value whose != fails: nothing tells
+        return False
 
 
 def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
@@ -418,8 +424,8 @@ def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
     if not isinstance(value, types.FunctionType) or value.__module__ != module or "<" in value.__qualname__:
         return False
     now = codes.get(value.__code__.co_qualname)
-    if now is None:
-        return True
+    if now is None or os.path.realpath(value.__code__.co_filename) != os.path.realpath(now.co_filename):
+        return False  # made at import, not written in the file (a dataclass's __init__), or defined in no body
 
     def shape(code: types.CodeType):
         return (code.co_code, code.co_names, tuple(c.co_qualname if isinstance(c, types.CodeType) else (type(c), c)

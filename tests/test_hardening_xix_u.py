@@ -132,6 +132,47 @@ def test_a_constant_set_in_two_branches_is_no_edit(plug_in, tmp_path):
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
 
 
+MADE_AT_IMPORT = '''import enum
+import functools
+import typing
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Settings:
+    alpha: float = 0.1
+
+
+class Pair(typing.NamedTuple):
+    a: int = 1
+
+
+class Kind(enum.Enum):
+    A = 1
+
+
+@functools.total_ordering
+class Order:
+    def __lt__(self, other):
+        return False
+
+    def __eq__(self, other):
+        return True
+'''
+
+
+def test_methods_made_at_import_are_no_edit(plug_in, tmp_path):
+    """A dataclass's generated methods, total_ordering's, a NamedTuple's fields and an Enum's members: made at
+    import from what the file says, so not compared (each read as an edit, and such a plug-in was never reused)."""
+    made = LEARNER.replace("import numpy as np\n", MADE_AT_IMPORT)
+    (plug_in / "staleplug.py").write_text(made)
+    importlib.import_module("staleplug")
+    cache = tmp_path / "cache"
+    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+
+
 def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
     cache = tmp_path / "cache"
     (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
