@@ -173,6 +173,26 @@ def test_methods_made_at_import_are_no_edit(plug_in, tmp_path):
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
 
 
+def test_a_learner_in_a_test_module_pytest_rewrote_is_no_edit(tmp_path, monkeypatch):
+    """pytest compiles a test module's asserts anew: its functions' code is not the file's compiled plainly, and a
+    learner defined in a test file read as edited (never reused from the cache, a wrong warning)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "test_xu_inline.py").write_text(LEARNER + "\n\ndef test_it():\n    assert Leak(2).k == 2\n")
+    monkeypatch.syspath_prepend(str(site))
+    settings = {**SETTINGS, "target": {**SETTINGS["target"], "learner": "test_xu_inline:Leak"}}
+    try:
+        module = importlib.import_module("test_xu_inline")
+        if type(module.__loader__).__name__ != "AssertionRewritingHook":
+            pytest.skip("pytest did not rewrite the module here")
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            cached_run_dir(config_from_dict(settings), tmp_path / "cache")
+        assert not [w for w in said if "test_xu_inline" in str(w.message)]
+    finally:
+        sys.modules.pop("test_xu_inline", None)
+
+
 def test_a_plug_in_not_yet_imported_is_keyed_by_its_files(plug_in, tmp_path):
     cache = tmp_path / "cache"
     (plug_in / "staleplug.py").write_text(LEARNER.replace('MODE = "uniform"', 'MODE = "real"'))
