@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from topicaudit.process_state import kept_process_state
 from topicaudit.targets.mechanisms import Mechanism, Recorder, Transcript
 from topicaudit.targets.privacy.guarantee import NO_GUARANTEE, Adjacency, Basis, Guarantee, Neighbours
 
@@ -116,16 +117,30 @@ def records(method) -> bool:
 
 
 def declared_mechanism(part) -> Mechanism | None:
-    """The mechanism a learner or step declares it records (its optional ``mechanism()``), else None."""
+    """The mechanism a learner or step declares it records (its optional ``mechanism()``), else None; what the call
+    changed of the process is put back, as for ``claim`` (a mechanism() calling os.chdir had the run written into
+    another folder, hostile pass XIX-u)."""
     declare = getattr(type(part), "mechanism", None)
-    return part.mechanism() if callable(declare) else None
+    if not callable(declare):
+        return None
+    with kept_process_state(f"the mechanism() of {type(part).__name__}"):
+        return part.mechanism()
+
+
+def claim(part) -> Guarantee:
+    """``part.guarantee()``, with what it changed of the process put back (``kept_process_state``): a plug-in's
+    guarantee() is called wherever the engine reads the claim, outside its fits' blocks, and one that changed the
+    working directory had the run written into another folder; one that replaced ``print`` or ``sys.stdout`` left
+    check exit 1 with no VIOLATED line printed (hostile pass XIX-u)."""
+    with kept_process_state(f"the guarantee() of {type(part).__name__}"):
+        return part.guarantee()
 
 
 def document_cap(learner) -> int | None:
     """The most tokens a learner keeps of one document, as its declared mechanism states it (document-level
     claims only: a word-level release's ``document_tokens`` is one token of a word)."""
     mechanism = declared_mechanism(learner)
-    adjacency = learner.guarantee().adjacency
+    adjacency = claim(learner).adjacency
     if mechanism is None or adjacency is None or not adjacency.document_level:
         return None
     return mechanism.document_cap()

@@ -24,7 +24,7 @@ from typing import Any
 from topicaudit.errors import UserError
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugin_code
-from topicaudit.targets.base import declared_mechanism, records
+from topicaudit.targets.base import claim, declared_mechanism, records
 from topicaudit.targets.mechanisms import Mechanism
 
 LEARNER_GROUP = "topicaudit.learners"
@@ -131,7 +131,7 @@ def check_declared_release(obj, what: str, group: str) -> None:
         raise UserError(f"{what}: mechanism() returned a {type(declared).__name__}, not a release of "
                         "topicaudit.mechanisms (GaussianNoise, LaplaceNoise, GeometricNoise, RandomisedResponse, "
                         "SetUnion, or a subclass of Mechanism)")
-    if declared is None and records(method) and math.isfinite(obj.guarantee().epsilon):
+    if declared is None and records(method) and math.isfinite(claim(obj).epsilon):
         raise UserError(f"{what}: its {method.__name__}() takes a recorder but it declares no mechanism(); return "
                         "the kind and constants of what it records, e.g. LaplaceNoise(scale, document_tokens) "
                         "(docs/adding-a-learner.md)")
@@ -182,7 +182,8 @@ def source(name: str, group: str) -> dict[str, str] | None:
         if dist is not None:
             out.update(distribution=dist.name, version=dist.version)
         digest = plugin_code.code_digest(found.value)
-        out.update(plugin_code.with_distribution(digest, dist) if dist is not None else digest)
+        out.update(plugin_code.as_loaded(found.value, plugin_code.with_distribution(digest, dist)
+                                         if dist is not None else digest))
         return out
     out = {"class": name}
     top = name.partition(":")[0].split(".")[0]
@@ -191,7 +192,7 @@ def source(name: str, group: str) -> dict[str, str] | None:
     if dists:
         out.update(distribution=dists[0], version=metadata.version(dists[0]))
         digest = plugin_code.with_distribution(digest, metadata.distribution(dists[0]))
-    out.update(digest)
+    out.update(plugin_code.as_loaded(name, digest))
     return out
 
 

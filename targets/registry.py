@@ -18,6 +18,7 @@ import numpy as np
 from topicaudit.errors import UserError
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
+from topicaudit.targets.base import claim as base_claim
 from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.params import check_topics
@@ -115,7 +116,7 @@ def claim_of(part, what: str):
     string, δ outside [0, 1]: an internal error, exit 3, before hostile pass XIX)."""
     try:
         with plugin_code(part, "guarantee()"):  # a plug-in's own exception said as its own, not topicaudit's bug
-            claim = part.guarantee()
+            claim = base_claim(part)
     except (ValueError, TypeError) as error:
         raise UserError(f"{what}: its guarantee() cannot state a claim: {error}; return a Guarantee whose ε is a "
                         "number ≥ 0 (math.inf for none) and δ a number in [0, 1)") from None
@@ -129,7 +130,7 @@ def default_vocabulary(model) -> str:
     """The vocabulary step a learner gets when the configuration names none: the public one (``all``) for a
     learner claiming a finite ε, so that its claim stands (a data-dependent vocabulary, ``observed``, is not
     private, and a canary's word in it gives its coin away); ``observed``, the paper's, for the others."""
-    return "all" if math.isfinite(model.guarantee().epsilon) else "observed"
+    return "all" if math.isfinite(base_claim(model).epsilon) else "observed"
 
 
 @functools.lru_cache(maxsize=256)
@@ -176,7 +177,7 @@ def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str
                     place: str = "[model] learner (--learner)") -> Pipeline:
     """The named learner over a fixed vocabulary (every column it is given): shadows of a model whose words are known."""
     step, model = _load(VOCABULARY_STEPS["all"])(), build_learner(learner, k, params, where, place)
-    return Pipeline(step, model, compose(step.guarantee(), model.guarantee()))
+    return Pipeline(step, model, compose(base_claim(step), base_claim(model)))
 
 
 def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | None = None,
@@ -216,7 +217,7 @@ def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | No
         except ValueError as error:
             raise UserError(f"[target] test_bug: {error}") from None
     try:
-        guarantee = compose(step.guarantee(), model.guarantee())  # an incoherent composition is refused now
+        guarantee = compose(base_claim(step), base_claim(model))  # an incoherent composition is refused now
     except ValueError as error:
         raise UserError(f"vocabulary step {vocabulary!r} and learner {learner!r} cannot be composed: {error}; "
                         "choose a vocabulary step with the learner's adjacency, or 'all' (public vocabulary)") from None

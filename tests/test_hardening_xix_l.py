@@ -76,6 +76,8 @@ def test_an_edit_to_an_installed_plug_in_at_the_same_version_is_another_cache_en
         before = [source(n, LEARNER_GROUP) for n in ("split-counts", "tinytopics.learners:SplitCounts")]
         entry = cached_run_dir(config, tmp_path / "cache")
         learners = site / "tinytopics" / "learners.py"
+        for name in [n for n in sys.modules if n == "tinytopics" or n.startswith("tinytopics.")]:
+            del sys.modules[name]  # the next CI job's process (this one runs the code it imported: XIX-u, ST1)
         learners.write_text(learners.read_text() + "\n# the noise halved\n")
         after = [source(n, LEARNER_GROUP) for n in ("split-counts", "tinytopics.learners:SplitCounts")]
         assert all(a["source_sha256"] != b["source_sha256"] and a["version"] == "0.3" for a, b in zip(after, before))
@@ -140,6 +142,9 @@ def test_a_learner_defined_in_a_script_is_keyed_by_the_script(tmp_path, monkeypa
     monkeypatch.setitem(sys.modules, "scriptmain", module)
     before = source("scriptmain:L", LEARNER_GROUP)["source_sha256"]
     script.write_text("MODE = 'leaks'\n")
+    edited = types.ModuleType("scriptmain")  # the edited script's next run (this process runs the code it loaded)
+    edited.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "scriptmain", edited)
     assert source("scriptmain:L", LEARNER_GROUP)["source_sha256"] != before
 
 

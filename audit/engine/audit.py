@@ -54,7 +54,7 @@ from topicaudit.engine.storage.results import GuaranteeInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.storage.scores_csv import scores_csv
-from topicaudit.targets.base import Release
+from topicaudit.targets.base import Release, claim
 
 
 # -- orchestration ----------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
     versus = _versus_reference(columns["beyond_reference"], reference_score, rank_by)
     scoring_seconds = time.perf_counter() - t
 
-    guarantee = inputs.target.learner.guarantee()
+    guarantee = claim(inputs.target.learner)
     result = AuditResults(
         schema=USER_AUDIT_SCHEMA,
         name=config.name,

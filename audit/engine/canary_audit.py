@@ -24,7 +24,7 @@ from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.storage.results import AttackMetrics, CanaryBounds, CanaryResults, MechanismInfo
 from topicaudit.errors import UserError
-from topicaudit.targets.base import Release, declared_mechanism
+from topicaudit.targets.base import Release, claim, declared_mechanism
 from topicaudit.targets.privacy.guarantee import RELEASE_TOP_N, declared
 
 
@@ -33,10 +33,10 @@ def build_canaries(config: Config, X, target, adjacency: str | None) -> CanarySe
     c = config.attack.canaries
     if not c.count:
         return None
-    kind = resolve_kind(c.kind, adjacency, target.learner.guarantee().relation,
+    kind = resolve_kind(c.kind, adjacency, claim(target.learner).relation,
                         c.observe != "release" and target.observes_vocabulary)
     length = c.length or default_length(target.learner, X,
-                                        declared(target.learner.guarantee().parameters, RELEASE_TOP_N))
+                                        declared(claim(target.learner).parameters, RELEASE_TOP_N))
     # Threshold canaries: ANCHORS one-word documents hold each anchored canary's word, a candidate with or without
     # it, far enough below the cap Γ that a step spending twice the budget does not saturate it; the fresh
     # documents are 4× the step's per-document cap long.

@@ -16,6 +16,7 @@ from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
+from topicaudit.targets.base import claim
 from topicaudit.targets.privacy.guarantee import adjacency_of
 
 
@@ -42,11 +43,11 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
     guarantee = target.guarantee()
     canaries = config.attack.canaries
     observes_step = canaries.observe != "release" and target.observes_vocabulary
-    kind = resolve_kind(canaries.kind, guarantee.adjacency, target.learner.guarantee().relation,
+    kind = resolve_kind(canaries.kind, guarantee.adjacency, claim(target.learner).relation,
                         observes_step) if canaries.count else None
     if kind == "threshold" and observes_step:
         # Threshold canaries observe the DP vocabulary step, which check holds to its own claim (as check RUN_DIR).
-        guarantee = target.vocabulary_step.guarantee()
+        guarantee = claim(target.vocabulary_step)
     claimed = None if math.isinf(guarantee.epsilon) else guarantee.epsilon
     if epsilon is None and claimed is None:
         raise UserError(f"the target ({t.learner}) claims no ε, so there is nothing to check; pass the claim "
