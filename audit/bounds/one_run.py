@@ -122,42 +122,24 @@ def one_run_p_value(m, r, v, epsilon, delta):
 # An outcome whose probability is below e^−NEGLIGIBLE_LOG is 0 in float64 (the smallest positive double is about
 # e^−744): it adds nothing to a sum of probabilities.
 NEGLIGIBLE_LOG = 760.0
-CHERNOFF_FROM = 2_000  # outcomes on each side of r·q that Hoeffding keeps, from which Chernoff's bound is sought
 
 
 def negligible_outcomes(r, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """Per r: outcomes (below, above) such that P[Bin(r, q) = j] < e^−760 for every j ≤ below and every
     j ≥ above (q = e^ε/(1 + e^ε)), so that ``one_run_p_value`` sums only the outcomes between them: the others
-    are 0 in float64 and change neither a sum nor a maximum. Each side takes the tighter of two tail bounds:
-    Hoeffding's, r·q ∓ √(380·r), and Chernoff's, r·KL(j/r ‖ q) ≥ 760 (found by bisection), far the tighter near
-    q = 1, where the ceilings of large audits lie. A bound over a million canaries then sums thousands of
-    outcomes, not hundreds of thousands, and gives the same number."""
+    are 0 in float64 and change neither a sum nor a maximum. Each side lies t from r·q, t the smaller of two tail
+    bounds' (each a sum of r independent terms in [−1, 1] around their means): Hoeffding's, P ≤ e^(−2t²/r), and
+    Bernstein's, P ≤ e^(−t²/(2(σ² + t/3))) with σ² = r·q·(1 − q), far the tighter near q = 1, where the ceilings of
+    large audits lie. A bound over a million canaries then sums thousands of outcomes, not hundreds of thousands,
+    and gives the same number."""
     r = np.asarray(r, np.float64)
     q, one_minus_q = float(special.expit(epsilon)), float(special.expit(-epsilon))
-    spread = np.sqrt(NEGLIGIBLE_LOG / 2.0 * r)  # Hoeffding: P[|X − r·q| ≥ t] ≤ e^(−2t²/r) on each side
-
-    def exponent(a):  # r·KL(a ‖ q): Chernoff's P[Bin(r, q) ≤ a·r] (a < q) or P[Bin(r, q) ≥ a·r] (a > q)
-        with np.errstate(divide="ignore", invalid="ignore"):  # q = 1 or 0 in float64: inf, or NaN (never passes)
-            return r * (special.xlogy(a, a / q) + special.xlogy(1.0 - a, (1.0 - a) / one_minus_q))
-
-    def chernoff(end: float):  # the a between q and ``end`` nearest q whose exponent still passes the limit
-        near, far = np.full_like(r, q), np.full_like(r, end)
-        found = exponent(far) > NEGLIGIBLE_LOG
-        for _ in range(48):  # to well below one outcome in a·r for any r below 2^40
-            middle = 0.5 * (near + far)
-            passes = exponent(middle) > NEGLIGIBLE_LOG
-            near, far = np.where(passes, near, middle), np.where(passes, middle, far)
-        return far, found
-
-    if float(spread.max(initial=0.0)) < CHERNOFF_FROM:  # few outcomes either way: the bisection would cost more
-        return (np.maximum(np.floor(r * q - spread) - 1, 0).astype(np.int64),
-                np.minimum(np.ceil(r * q + spread) + 1, r + 1).astype(np.int64))
-    low, has_low = chernoff(0.0)
-    high, has_high = chernoff(1.0)
-    below = np.maximum(r * q - spread, np.where(has_low, low * r, -np.inf))
-    above = np.minimum(r * q + spread, np.where(has_high, high * r, np.inf))
-    return (np.maximum(np.floor(below) - 1, 0).astype(np.int64),
-            np.minimum(np.ceil(above) + 1, r + 1).astype(np.int64))
+    hoeffding = np.sqrt(NEGLIGIBLE_LOG / 2.0 * r)
+    third = NEGLIGIBLE_LOG / 3.0  # Bernstein's exponent at t equals the limit: t² − (2L/3)·t − 2L·σ² = 0
+    bernstein = third + np.sqrt(third * third + 2.0 * NEGLIGIBLE_LOG * r * q * one_minus_q)
+    spread = np.minimum(hoeffding, bernstein)
+    return (np.maximum(np.floor(r * q - spread) - 1, 0).astype(np.int64),
+            np.minimum(np.ceil(r * q + spread) + 1, r + 1).astype(np.int64))
 
 
 # How many outcomes ``one_run_p_value`` evaluates in one array for all its (r, v) at once; past it, one array each.
