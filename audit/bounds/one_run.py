@@ -128,8 +128,8 @@ def negligible_outcomes(r, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """Per r: outcomes (below, above) such that P[Bin(r, q) = j] < e^−760 for every j ≤ below and every
     j ≥ above (q = e^ε/(1 + e^ε)), so that ``one_run_p_value`` sums only the outcomes between them: the others
     are 0 in float64 and change neither a sum nor a maximum. Each side lies t from r·q, t the smaller of two tail
-    bounds' (each a sum of r independent terms in [−1, 1] around their means): Hoeffding's, P ≤ e^(−2t²/r), and
-    Bernstein's, P ≤ e^(−t²/(2(σ² + t/3))) with σ² = r·q·(1 − q), far the tighter near q = 1, where the ceilings of
+    bounds for a sum of r independent coins: Hoeffding's, P ≤ e^(−2t²/r), and Bernstein's (each coin within 1 of
+    its mean), P ≤ e^(−t²/(2(σ² + t/3))) with σ² = r·q·(1 − q), far the tighter near q = 1, where the ceilings of
     large audits lie. A bound over a million canaries then sums thousands of outcomes, not hundreds of thousands,
     and gives the same number."""
     r = np.asarray(r, np.float64)
