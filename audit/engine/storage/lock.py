@@ -229,6 +229,7 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     else:
         raise UserError(f"{path} was removed or replaced each time its writer lock was taken (other commands "
                         f"are making and removing it); wait for them to finish, or choose another {flag}")
+
     def leave_nothing() -> None:  # a folder this made that holds only its lock is no one's work: removed
         if created and _holds_only_the_lock(folder):
             _remove_own(folder)
