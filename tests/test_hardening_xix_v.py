@@ -1,0 +1,101 @@
+"""Hardening XIX, helper v (issue 32, hostile pass XIX-v, the closing pass). Every case it ran is in
+tests/hostile_xix_v_cases.md.
+
+Critical:
+- N1: a plug-in imported, then edited, then the process's first call (a notebook): ``as_loaded`` compared each
+  function's own code, with the functions defined inside it (a lambda, a comprehension, a nested ``def``) by name
+  only, and skipped a module-level lambda and the methods of a class not defined at the module's top (in an
+  ``if``). An edit there kept the key of the edited file for the imported code's run, and a fresh process reused it:
+  NO SIGNAL where the edited code gives VIOLATED.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_cache import cached_run_dir
+
+LEARNER = '''
+import numpy as np
+
+shrink_all = lambda phi: phi * 1.0
+
+if True:
+    class Helper:
+        def scale(self, phi):
+            return phi * 1.0
+
+
+class Leak:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        counts = np.asarray(X.sum(axis=0)).ravel() + 1.0
+        flatten = lambda c: np.ones_like(c)
+        def nested(c):
+            return c * 1.0
+        rows = [flatten(counts) for _ in range(self.k)]
+        phi = nested(shrink_all(Helper().scale(np.vstack(rows))))
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+'''
+
+SETTINGS = {"synthetic": {"n_docs": 50, "n_words": 60},
+            "target": {"k": 2, "learner": "staleplugv:Leak", "vocabulary": "all"},
+            "attack": {"shadows": 0, "canaries": {"count": 10}}}
+
+FRESH = ("import json, sys; from topicaudit.engine.configuration.loading import config_from_dict; "
+         "from topicaudit.engine.storage.run_cache import cached_run_dir; "
+         "print(cached_run_dir(config_from_dict(json.loads(sys.argv[1])), sys.argv[2]))")
+
+
+@pytest.fixture
+def plug_in(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "staleplugv.py").write_text(LEARNER)
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("staleplugv", None)
+
+
+def fresh_process_entry(site, cache) -> str:
+    """The cache entry a new Python process, importing the plug-in's files as they are now, looks for."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", FRESH, json.dumps(SETTINGS), str(cache)], env=env,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("edit", [("lambda c: np.ones_like(c)", "lambda c: c"),
+                                  ("[flatten(counts) for _ in", "[flatten(counts) * 0 + 1 for _ in"),
+                                  ("            return c * 1.0", "            return c * 0.0 + 1.0"),
+                                  ("shrink_all = lambda phi: phi * 1.0", "shrink_all = lambda phi: phi * 2.0"),
+                                  ("            return phi * 1.0", "            return phi * 2.0")],
+                         ids=["lambda", "comprehension", "nested def", "module lambda", "class in an if"])
+def test_an_edit_inside_a_function_defined_in_another_is_never_keyed_as_the_code_that_ran(plug_in, tmp_path, edit):
+    """N1: the plug-in imported, then edited where only a function inside another (or a lambda, or a class in an
+    ``if``) changes, then the process's first call: its entry is never the one the edited code finds."""
+    importlib.import_module("staleplugv")
+    (plug_in / "staleplugv.py").write_text(LEARNER.replace(*edit))
+    cache = tmp_path / "cache"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        stale = cached_run_dir(config_from_dict(SETTINGS), cache)
+    assert str(stale) != fresh_process_entry(plug_in, cache)
+    assert any(issubclass(w.category, RuntimeWarning) and "staleplugv" in str(w.message) for w in said)
+
+
+def test_nested_code_unchanged_keeps_the_entry(plug_in, tmp_path):
+    """A comment added above the code after the import: the nested functions' lines move, their code does not."""
+    importlib.import_module("staleplugv")
+    (plug_in / "staleplugv.py").write_text("# a note\n# another\n" + LEARNER)
+    cache = tmp_path / "cache"
+    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
