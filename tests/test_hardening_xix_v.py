@@ -11,6 +11,7 @@ Critical:
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
+from topicaudit.process_state import kept_process_state
 
 LEARNER = '''
 import numpy as np
@@ -99,3 +101,19 @@ def test_nested_code_unchanged_keeps_the_entry(plug_in, tmp_path):
     (plug_in / "staleplugv.py").write_text("# a note\n# another\n" + LEARNER)
     cache = tmp_path / "cache"
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+
+
+@pytest.mark.parametrize("name", ["stdout", "stderr"])
+def test_a_fit_that_replaces_a_stream_s_write_has_it_put_back(name, monkeypatch):
+    """V1: a fit that silenced a library by setting ``sys.stdout.write`` on the stream itself (the same object, so
+    not seen as a swapped stream) left ``check`` exit 1 with nothing printed and no note (check.json said VIOLATED)."""
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, name, stream)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with kept_process_state("the fit of Quiet"):
+            getattr(sys, name).write = lambda text: len(text)
+    print("VIOLATED: the verdict", file=getattr(sys, name))
+    stream.flush()
+    assert b"VIOLATED" in stream.buffer.getvalue()
+    assert any(issubclass(w.category, RuntimeWarning) and f"sys.{name}" in str(w.message) for w in said)
