@@ -2,6 +2,10 @@
 tests/hostile_xix_v_cases.md.
 
 Critical:
+- CL2: a learner whose class's name, read (a metaclass's ``__name__``), called ``sys.exit(0)``: check_learner read it
+  outside its guard to word the guard's own failure, and a script running the suite ended with exit 0, no check run.
+- V1: a fit that set ``sys.stdout.write`` on the stream itself (not a swapped stream) left check exit 1 with no
+  VIOLATED line and no note; what is set on the standard streams is put back now.
 - N1: a plug-in imported, then edited, then the process's first call (a notebook): ``as_loaded`` compared each
   function's own code, with the functions defined inside it (a lambda, a comprehension, a nested ``def``) by name
   only, and skipped a module-level lambda and the methods of a class not defined at the module's top (in an
@@ -22,7 +26,9 @@ import pytest
 
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
+from topicaudit.learner_checks import CheckDidNotFinish, check_learner
 from topicaudit.process_state import kept_process_state
+from topicaudit.targets.learners.lda import VariationalLDA
 
 LEARNER = '''
 import numpy as np
@@ -117,3 +123,22 @@ def test_a_fit_that_replaces_a_stream_s_write_has_it_put_back(name, monkeypatch)
     stream.flush()
     assert b"VIOLATED" in stream.buffer.getvalue()
     assert any(issubclass(w.category, RuntimeWarning) and f"sys.{name}" in str(w.message) for w in said)
+
+
+class _ExitsWhenNamed(type):
+    """A metaclass whose class name, read, calls ``sys.exit(0)``."""
+
+    @property
+    def __name__(cls):
+        sys.exit(0)
+
+
+def test_a_learner_whose_class_name_exits_is_no_pass_of_check_learner():
+    """CL2: check_learner named the learner again (its class's ``__name__``) to word the guard's failure, outside the
+    guard: a class whose name, read, called ``sys.exit(0)`` ended a script running the suite with exit 0, no check
+    run."""
+    class Named(VariationalLDA, metaclass=_ExitsWhenNamed):
+        pass
+
+    with pytest.raises(CheckDidNotFinish, match="no check ran"):
+        check_learner(Named(k=3), ("phi",))
