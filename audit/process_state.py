@@ -6,7 +6,8 @@ every fit in a Ray worker). What it changed in the process was then the command'
 the run write its model, scores and results into another run directory at the same relative path, and check read
 that directory's canaries beside the new scores (a verdict from two runs' files), or a failed start remove the
 user's folder of that name (hostile pass XVI). So the state the command relies on afterwards is kept: the working
-directory, the umask, the standard streams (the objects and file descriptors 1 and 2), the handlers of the signals
+directory, the umask, the standard streams (the objects, what is set on them, such as a ``write``, and
+file descriptors 1 and 2), the handlers of the signals
 the command answers, the warnings filters, ``print`` and ``warnings.showwarning`` (the verdict and the notes are shown
 through them), and the environment variables topicaudit reads. Each changed one is put
 back, with a note naming it (the warnings filters without one). In a threaded API script a change another thread
@@ -64,6 +65,15 @@ def _umask() -> int | None:
     return None
 
 
+def _attributes(stream) -> dict | None:
+    """What is set on a stream object itself (its ``__dict__``: ``mode``, or a ``write`` put there), None for one
+    without."""
+    try:
+        return dict(vars(stream))
+    except TypeError:
+        return None
+
+
 def _identity(fd: int) -> tuple[int, int] | None:
     try:
         info = os.fstat(fd)
@@ -109,6 +119,7 @@ def kept_process_state(who: str):
     umask = _umask()
     environment = _watched_environment()
     streams = (sys.stdout, sys.stderr)
+    attributes = [_attributes(stream) for stream in streams]
     descriptors = {}
     for fd in (1, 2):
         found = _identity(fd)
@@ -144,6 +155,15 @@ def kept_process_state(who: str):
         if sys.stdout is not streams[0] or sys.stderr is not streams[1]:
             sys.stdout, sys.stderr = streams
             changed.append("sys.stdout or sys.stderr")
+        for stream, held, named in zip(streams, attributes, ("sys.stdout", "sys.stderr")):
+            # The same stream with its own `write` set (a fit silencing a library) left check exit 1 with nothing
+            # printed and no note (hostile pass XIX-v): what was set on the object is put back.
+            now = _attributes(stream)
+            if held is not None and (now is None or now.keys() != held.keys()
+                                     or any(now[key] is not value for key, value in held.items())):
+                vars(stream).clear()
+                vars(stream).update(held)
+                changed.append(f"{named}'s attributes")
         for fd, (found, copy) in descriptors.items():
             if _identity(fd) != found:
                 os.dup2(copy, fd)

@@ -343,6 +343,11 @@ def _differs_from_its_file(module: types.ModuleType) -> bool:
         found = vars(module).get(node.name) if isinstance(node, ast.ClassDef) else None
         if isinstance(found, type) and found.__module__ == module.__name__:
             namespaces.append((vars(found), node.body, codes.get(found.__qualname__)))
+    # A class defined in an `if` or a `try` at the top: its methods' code is compared too (no literals: no body).
+    top = [vars(module).get(node.name) for node in tree.body if isinstance(node, ast.ClassDef)]
+    namespaces += [(vars(found), [], codes.get(found.__qualname__)) for found in list(vars(module).values())
+                   if isinstance(found, type) and found.__module__ == module.__name__
+                   and not any(found is other for other in top) and found.__qualname__ in codes]
     for namespace, body, code in namespaces:
         # Only names the body sets once: `try: import x; HAS_X = True` / `except ImportError: HAS_X = False` holds
         # one of its two constants, and a name set twice at the top holds the second.
@@ -425,14 +430,16 @@ def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
     value = getattr(value, "__func__", getattr(value, "fget", value))
     value = getattr(value, "__wrapped__", value) if isinstance(getattr(value, "__wrapped__", None),
                                                                  types.FunctionType) else value
-    if not isinstance(value, types.FunctionType) or value.__module__ != module or "<" in value.__qualname__:
+    if not isinstance(value, types.FunctionType) or value.__module__ != module or "<locals>" in value.__qualname__:
         return False
     now = codes.get(value.__code__.co_qualname)
     if now is None or os.path.realpath(value.__code__.co_filename) != os.path.realpath(now.co_filename):
         return False  # made at import, not written in the file (a dataclass's __init__), or defined in no body
 
     def shape(code: types.CodeType):
-        return (code.co_code, code.co_names, tuple(c.co_qualname if isinstance(c, types.CodeType) else (type(c), c)
+        # The code of a function defined inside (a lambda, a comprehension, a nested def) is compared too: an edit
+        # there alone was keyed as the edited file while the imported code ran (hostile pass XIX-v).
+        return (code.co_code, code.co_names, tuple(shape(c) if isinstance(c, types.CodeType) else (type(c), c)
                                                    for c in code.co_consts))
     try:
         return shape(value.__code__) != shape(now)
