@@ -1,0 +1,56 @@
+"""Hostile pass XIX-w (tests/hostile_xix_w_cases.md): the critical defects it found, each fixed with its test."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+SMALL = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
+         "attack": {"shadows": 0, "canaries": {"count": 20}}}
+
+
+@pytest.fixture(scope="module")
+def canary_run(tmp_path_factory):
+    """A small canary-only run (no Ray): ε = 0.01 is refuted by it."""
+    import topicaudit
+
+    out = tmp_path_factory.mktemp("xix-w") / "run"
+    topicaudit.run({**SMALL, "output": str(out)}, quiet=True)
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/sys/fs/pipe-max-size"), reason="sizes a pipe as Linux does")
+def test_the_verdict_line_reaches_a_full_nonblocking_unbuffered_stdout(canary_run):
+    """NB1: `check RUN --epsilon 0.01` with PYTHONUNBUFFERED=1 and stdout a non-blocking pipe already full: Python's
+    unbuffered writer took EAGAIN as "nothing written" and print() returned, so the command exited 1 with no
+    VIOLATED line anywhere and no note (check.json said VIOLATED). The line must reach the reader once it reads."""
+    fcntl = pytest.importorskip("fcntl")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    os.set_blocking(write_end, False)
+    os.write(write_end, b"x" * 4096)  # full: every write now fails with EAGAIN until the reader starts
+    received = bytearray()
+
+    def reader():  # starts once the verdict is recorded (it is printed right after), so the print meets a full pipe
+        deadline = time.monotonic() + 120
+        while not (canary_run / "check.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        while chunk := os.read(read_end, 65536):
+            received.extend(chunk)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    done = subprocess.run([sys.executable, "-m", "topicaudit.cli.main", "check", str(canary_run), "--epsilon",
+                           "0.01", "--quiet"], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "TOPICAUDIT_INTEGRITY_KEY": "off"})
+    os.close(write_end)
+    thread.join()
+    os.close(read_end)
+    printed = received[4096:].decode()
+    assert done.returncode == 1, done.stderr
+    assert "VIOLATED" in printed, done.stderr
