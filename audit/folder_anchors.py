@@ -123,10 +123,12 @@ def tempfile_without_planted_links() -> Iterator[None]:
     pre-processed corpus, changed that folder's time (hostile pass XIX-r). Where a place named by ``TMPDIR``,
     ``TEMP`` or ``TMP`` is such a link (relative ones too, ``cd /tmp; TMPDIR=L``: tempfile makes them absolute
     against the working directory, hostile pass XIX-t), ``tempfile.tempdir`` is ``temporary_folder`` for the
-    block, then as found."""
+    block, then as found. So it is where such a place is absent now: another user may plant the link later, before
+    tempfile's first choice (hostile pass XIX-w: nobody flipping T/F between a link and nothing, V's time changed)."""
     with _TEMPFILE_LOCK:
         if _TEMPFILE_HELD[0] == 0 and tempfile.tempdir is None and any(
-                planted_link(os.environ[name]) is not None for name in ("TMPDIR", "TEMP", "TMP")
+                planted_link(os.environ[name]) is not None or not os.path.isdir(os.environ[name])
+                for name in ("TMPDIR", "TEMP", "TMP")
                 if os.environ.get(name)):  # a relative one too: tempfile joins it to the working directory
             _TEMPFILE_HELD[1:] = [tempfile.tempdir, temporary_folder()]
             tempfile.tempdir = _TEMPFILE_HELD[2]

@@ -6,8 +6,10 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from linked_cache import planted_by_another_user, untouched_since_2020
 
 SMALL = {"synthetic": {"n_docs": 120, "n_words": 300, "mean_length": 30}, "target": {"k": 3},
          "attack": {"shadows": 0, "canaries": {"count": 20}}}
@@ -54,3 +56,26 @@ def test_the_verdict_line_reaches_a_full_nonblocking_unbuffered_stdout(canary_ru
     printed = received[4096:].decode()
     assert done.returncode == 1, done.stderr
     assert "VIOLATED" in printed, done.stderr
+
+
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_tempfile_never_chooses_a_tmpdir_absent_at_the_check_and_planted_after_it(tmp_path, monkeypatch):
+    """FL2 (critical (c)): ``TMPDIR=T/F``, F absent when the command looked and another user's link to V when
+    tempfile first chose (nobody flipping F): nltk's ``gettempdir()`` made and removed its test file in V."""
+    import tempfile
+
+    from topicaudit.folder_anchors import command_scope
+    shared, mine = planted_by_another_user(tmp_path)
+    for variable in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("TMPDIR", str(shared / "F"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with command_scope():
+        (shared / "F").symlink_to(mine)  # planted between the command's look and tempfile's first choice
+        os.lchown(shared / "F", 65534, 65534)
+        inner = tempfile.gettempdir()
+    assert Path(inner) != shared / "F"
+    assert untouched_since_2020(mine)
