@@ -94,6 +94,34 @@ def planted_link(path: Path | str) -> tuple[str, int, str] | None:
     return None
 
 
+def pycache_prefix_planted(prefix: str) -> bool:
+    """Whether the interpreter's bytecode under ``prefix`` (``PYTHONPYCACHEPREFIX``) would go through another
+    user's link (``planted_link``). Its missing folders are made first, one at a time and never through a link, as
+    the interpreter would make them on its first write: the launcher looked while ``/tmp/F`` was absent, another
+    user made F a link to a folder of the user's a moment later, and the interpreter wrote its bytecode there
+    (hostile pass XIX-w). Still racing after a few tries: taken as planted (no bytecode is written)."""
+    for _ in range(20):
+        if planted_link(prefix) is not None:
+            return True
+        missing, path = [], Path(prefix) if os.path.isabs(prefix) else Path(os.getcwd(), prefix)
+        while not os.path.lexists(path) and path != path.parent:
+            missing.append(path)
+            path = path.parent
+        try:
+            for folder in reversed(missing):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:  # made since: by whom, the next look says
+                    pass
+                if stat.S_ISLNK(os.lstat(folder).st_mode):
+                    break
+            else:
+                return planted_link(prefix) is not None
+        except OSError:  # cannot be made here: the interpreter cannot write there either
+            return planted_link(prefix) is not None
+    return True
+
+
 TEMPORARY_PLACES = ("/tmp", "/var/tmp", "/usr/tmp")  # after $TMPDIR, $TEMP and $TMP, as Python's tempfile tries
 
 

@@ -79,3 +79,33 @@ def test_tempfile_never_chooses_a_tmpdir_absent_at_the_check_and_planted_after_i
         inner = tempfile.gettempdir()
     assert Path(inner) != shared / "F"
     assert untouched_since_2020(mine)
+
+
+LAUNCHER = Path(__file__).resolve().parent.parent / "audit" / "cli" / "topicaudit"
+# sh: another user's link planted after the launcher looked, before the interpreter starts; Python: a string
+PLANTS_THEN_IMPORTS = """#!/bin/sh
+'''true' "{python}"; [ -e "{link}" ] || {{ ln -s "{mine}" "{link}"; chown -h 65534 "{link}"; }}; exec "{python}" "$0" "$@"
+' '''
+import json, csv, difflib, fractions  # modules the interpreter compiles now, writing their bytecode
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_the_interpreter_never_writes_bytecode_behind_a_link_planted_after_the_launcher_looked(tmp_path):
+    """FL1 (critical (c)): ``PYTHONPYCACHEPREFIX=T/F topicaudit …``, F absent when the launcher looked and another
+    user's link to V a moment later (nobody flipping F): the interpreter wrote the bytecode of every module it
+    imported into V. The launcher is run beside an entry that plants the link itself, then imports."""
+    import shutil
+
+    shared, mine = planted_by_another_user(tmp_path)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    shutil.copy(LAUNCHER, folder / "topicaudit")
+    (folder / "topicaudit-python").write_text(PLANTS_THEN_IMPORTS.format(
+        python=sys.executable, link=str(shared / "F"), mine=str(mine)))
+    (folder / "topicaudit-python").chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([str(folder / "topicaudit")], env={**env, "PYTHONPYCACHEPREFIX": str(shared / "F")},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert untouched_since_2020(mine)
