@@ -94,12 +94,13 @@ def planted_link(path: Path | str) -> tuple[str, int, str] | None:
     return None
 
 
-def pycache_prefix_planted(prefix: str) -> bool:
-    """Whether the interpreter's bytecode under ``prefix`` (``PYTHONPYCACHEPREFIX``) would go through another
-    user's link (``planted_link``). Its missing folders are made first, one at a time and never through a link, as
-    the interpreter would make them on its first write: the launcher looked while ``/tmp/F`` was absent, another
-    user made F a link to a folder of the user's a moment later, and the interpreter wrote its bytecode there
-    (hostile pass XIX-w). Still racing after a few tries: taken as planted (no bytecode is written)."""
+def planted_once_made(prefix: str) -> bool:
+    """Whether a folder a library will write in (``PYTHONPYCACHEPREFIX``, ``NUMBA_CACHE_DIR``) is reached through
+    another user's link (``planted_link``). Its missing folders are made first, one at a time and never through a
+    link, as the library would make them on its first write: the launcher looked while ``/tmp/F`` was absent,
+    another user made F a link to a folder of the user's a moment later, and the interpreter wrote its bytecode
+    there; numba made its cache folder there (hostile pass XIX-w). Still racing after a few tries: taken as
+    planted (the caller writes nothing there)."""
     for _ in range(20):
         if planted_link(prefix) is not None:
             return True

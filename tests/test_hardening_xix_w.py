@@ -109,3 +109,29 @@ def test_the_interpreter_never_writes_bytecode_behind_a_link_planted_after_the_l
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert untouched_since_2020(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_numba_never_caches_behind_a_link_planted_after_the_cache_folder_was_judged(tmp_path):
+    """FL3 (critical (c)): ``NUMBA_CACHE_DIR=T/F check …``, F absent when topicaudit judged it and another user's
+    link to V when numba made its cache folder (nobody flipping F): numba made ``attacks_…/`` in V. The link is
+    planted right after the judgement here (``planted_link`` is wrapped to plant it)."""
+    shared, mine = planted_by_another_user(tmp_path)
+    script = ("import os, topicaudit.folder_anchors as f\n"
+              "original = f.planted_link\n"
+              "def planting(path):\n"
+              "    found = original(path)\n"
+              "    link = os.environ['NUMBA_CACHE_DIR']\n"
+              "    if not os.path.lexists(link):\n"
+              "        os.symlink(os.environ['XW_MINE'], link)\n"
+              "        os.lchown(link, 65534, 65534)\n"
+              "    return found\n"
+              "f.planted_link = planting\n"
+              "from kernels import twice\n"
+              "print(twice(21))\n")
+    (tmp_path / "kernels.py").write_text("from topicaudit.jit import njit\n\n\n@njit(cache=True)\ndef twice(x):\n"
+                                         "    return 2 * x\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "NUMBA_CACHE_DIR": str(shared / "F"), "XW_MINE": str(mine)})
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
+    assert untouched_since_2020(mine)
