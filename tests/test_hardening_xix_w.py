@@ -135,3 +135,27 @@ def test_numba_never_caches_behind_a_link_planted_after_the_cache_folder_was_jud
                           env={**os.environ, "NUMBA_CACHE_DIR": str(shared / "F"), "XW_MINE": str(mine)})
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
     assert untouched_since_2020(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_matplotlib_never_writes_behind_a_link_planted_after_its_folder_was_judged(tmp_path):
+    """FL4 (critical (c)): ``MPLCONFIGDIR=T/F report …``, F absent when topicaudit judged it and another user's
+    link to V when matplotlib made its folder (nobody flipping F): ``fontlist-v3.11.0.json`` was written into V."""
+    shared, mine = planted_by_another_user(tmp_path)
+    script = ("import os, topicaudit.folder_anchors as f\n"
+              "import topicaudit.engine.presentation.roc_figure as r\n"
+              "original = r.planted_link\n"
+              "def planting(path):\n"
+              "    found = original(path)\n"
+              "    link = os.environ['MPLCONFIGDIR']\n"
+              "    if str(path) == link and not os.path.lexists(link):  # right after F itself was judged\n"
+              "        os.symlink(os.environ['XW_MINE'], link)\n"
+              "        os.lchown(link, 65534, 65534)\n"
+              "    return found\n"
+              "r.planted_link = f.planted_link = planting\n"
+              "r._no_planted_matplotlib_folders()\n"
+              "import matplotlib.font_manager\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MPLCONFIGDIR": str(shared / "F"), "XW_MINE": str(mine)})
+    assert done.returncode == 0, done.stderr
+    assert untouched_since_2020(mine)
