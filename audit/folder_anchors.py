@@ -94,6 +94,35 @@ def planted_link(path: Path | str) -> tuple[str, int, str] | None:
     return None
 
 
+def planted_once_made(prefix: str) -> bool:
+    """Whether a folder a library will write in (``PYTHONPYCACHEPREFIX``, ``NUMBA_CACHE_DIR``) is reached through
+    another user's link (``planted_link``). Its missing folders are made first, one at a time and never through a
+    link, as the library would make them on its first write: the launcher looked while ``/tmp/F`` was absent,
+    another user made F a link to a folder of the user's a moment later, and the interpreter wrote its bytecode
+    there; numba made its cache folder there (hostile pass XIX-w). Still racing after a few tries: taken as
+    planted (the caller writes nothing there)."""
+    for _ in range(20):
+        if planted_link(prefix) is not None:
+            return True
+        missing, path = [], Path(prefix) if os.path.isabs(prefix) else Path(os.getcwd(), prefix)
+        while not os.path.lexists(path) and path != path.parent:
+            missing.append(path)
+            path = path.parent
+        try:
+            for folder in reversed(missing):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:  # made since: by whom, the next look says
+                    pass
+                if stat.S_ISLNK(os.lstat(folder).st_mode):
+                    break
+            else:
+                return planted_link(prefix) is not None
+        except OSError:  # cannot be made here: the interpreter cannot write there either
+            return planted_link(prefix) is not None
+    return True
+
+
 TEMPORARY_PLACES = ("/tmp", "/var/tmp", "/usr/tmp")  # after $TMPDIR, $TEMP and $TMP, as Python's tempfile tries
 
 
@@ -123,10 +152,12 @@ def tempfile_without_planted_links() -> Iterator[None]:
     pre-processed corpus, changed that folder's time (hostile pass XIX-r). Where a place named by ``TMPDIR``,
     ``TEMP`` or ``TMP`` is such a link (relative ones too, ``cd /tmp; TMPDIR=L``: tempfile makes them absolute
     against the working directory, hostile pass XIX-t), ``tempfile.tempdir`` is ``temporary_folder`` for the
-    block, then as found."""
+    block, then as found. So it is where such a place is absent now: another user may plant the link later, before
+    tempfile's first choice (hostile pass XIX-w: nobody flipping T/F between a link and nothing, V's time changed)."""
     with _TEMPFILE_LOCK:
         if _TEMPFILE_HELD[0] == 0 and tempfile.tempdir is None and any(
-                planted_link(os.environ[name]) is not None for name in ("TMPDIR", "TEMP", "TMP")
+                planted_link(os.environ[name]) is not None or not os.path.isdir(os.environ[name])
+                for name in ("TMPDIR", "TEMP", "TMP")
                 if os.environ.get(name)):  # a relative one too: tempfile joins it to the working directory
             _TEMPFILE_HELD[1:] = [tempfile.tempdir, temporary_folder()]
             tempfile.tempdir = _TEMPFILE_HELD[2]

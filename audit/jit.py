@@ -16,7 +16,7 @@ import os
 
 import numba
 
-from topicaudit.folder_anchors import planted_link
+from topicaudit.folder_anchors import planted_link, planted_once_made
 
 
 def _cache_planted() -> bool:
@@ -25,8 +25,8 @@ def _cache_planted() -> bool:
     package's own ``__pycache__`` cannot be written); numba makes it as soon as a kernel is declared, so this is
     decided before."""
     chosen = os.environ.get("NUMBA_CACHE_DIR")
-    if chosen:
-        return planted_link(chosen) is not None
+    if chosen:  # made now if missing: absent here, another user's link a moment later was followed (XIX-w)
+        return planted_once_made(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return planted_link(base) is not None
 

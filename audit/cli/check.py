@@ -188,8 +188,8 @@ def execute(args) -> int:
                 say(result.message())
         elif sys.stdout is None:  # set so by code the command ran (a learner): print() wrote nothing, unsaid
             raise ValueError("sys.stdout is None")
-        else:
-            print(result.message(), flush=True)
+        else:  # through the descriptor too: an unbuffered print (PYTHONUNBUFFERED) lost the line in a full pipe
+            _print_document(result.message() + "\n", "backslashreplace")
     except (OSError, ValueError) as error:  # stdout broken (EPIPE), full (/dev/full) or closed
         _unprinted(error, written)
     # The verdict was computed and recorded in check.json: its code stands whether or not it could be printed.

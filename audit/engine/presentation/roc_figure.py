@@ -27,7 +27,7 @@ from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
 from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
 from topicaudit.engine.storage.results import RunResults
-from topicaudit.folder_anchors import planted_link, temporary_folder
+from topicaudit.folder_anchors import planted_link, planted_once_made, temporary_folder
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 SVG_SALT = "topicaudit"
@@ -151,7 +151,9 @@ def _no_planted_matplotlib_folders() -> None:
                                        os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"),
                                                     "matplotlib"))
     temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
-    if temporary is not None and any(planted_link(place) is not None or _falls_back(place) for place in places):
+    # MPLCONFIGDIR made now if missing: absent here, another user's link a moment later was followed (XIX-w)
+    if temporary is not None and any((planted_once_made(place) if chosen else planted_link(place) is not None)
+                                     or _falls_back(place) for place in places):
         os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-", dir=temporary)
         atexit.register(shutil.rmtree, made, True)
 
