@@ -32,7 +32,7 @@ from topicaudit.folder_anchors import temporary_folder, tempfile_without_planted
 from topicaudit.process_state import command_process, only_the_command, the_commands_process
 from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
-from topicaudit.engine.storage.lock import before_exit_now, in_uninterrupted
+from topicaudit.engine.storage.lock import at_first_stop, before_exit_now, in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.memory import out_of_memory
 from topicaudit.errors import (  # noqa: F401
@@ -140,6 +140,7 @@ def _signals(command: str | None = None):
             supervisor.tell(supervisor.SAID_INTERRUPTED)
             before_exit_now()  # a new folder holding only its .lock is removed, as the block's end would have
             os._exit(EXIT_INTERRUPTED)
+        at_first_stop()  # a lock whose folder holds nothing else is undone now: Ray may end the process first
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
     def unraisable(info):

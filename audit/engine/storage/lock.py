@@ -235,7 +235,9 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
             _remove_own(folder)
             remove_made(new_parents, above, found_above, made)
 
-    def undo() -> None:  # what a failed block's end does, for an exit that runs no block's end
+    def undo(only_unwritten: bool = False) -> None:  # what a failed block's end does, for an exit that runs none
+        if only_unwritten and not _holds_only_the_lock(folder):
+            return
         _restore(folder, fd, former, times)
         put_back_times(folder, found)
         leave_nothing()
@@ -243,7 +245,8 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     _ON_EXIT_NOW.append(undo)
     try:
         try:  # the PID's write inside: on a full disk it failed, and left the .lock it made (in a user's folder)
-            _write_pid(fd, path / NAME)
+            if former != b"":  # an empty .lock that was there is locked as it is, never written (see below)
+                _write_pid(fd, path / NAME)
             with holding(path, folder):  # every write below ``path`` goes through this descriptor
                 yield
         except BaseException:
@@ -260,8 +263,27 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         folder.close()
 
 
-# What each lock held now must undo if the process ends at once (``before_exit_now``).
-_ON_EXIT_NOW: list[Callable[[], None]] = []
+# An empty ``.lock`` that was there may be the user's (a placeholder file, a tool's marker): the lock is taken on it
+# without writing the PID, so that no end of the command (one Ray's own code forces, SIGKILL) leaves it holding one
+# (hostile pass XIX-w: a stop to the process group while Ray started left the user's empty .lock holding the PID). A
+# second writer is then told "another process" instead of the holder's PID.
+
+
+# What each lock held now must undo if the process ends at once (``before_exit_now``, ``at_first_stop``).
+_ON_EXIT_NOW: list[Callable[..., None]] = []
+
+
+def at_first_stop() -> None:
+    """At the first Ctrl-C or SIGTERM: each held lock whose folder holds nothing but the lock is undone now, as
+    ``before_exit_now`` would, rather than when its block ends. A stop sent to the whole process group while a
+    local Ray started also ended Ray's own processes, and Ray's code then ended the command before any block's end
+    ran: a user's empty ``.lock`` in ``--output`` was left holding the command's PID (hostile pass XIX-w). A folder
+    holding work (a model, a config) is left to the block's end, which keeps it for a resume."""
+    for undo in reversed(_ON_EXIT_NOW):
+        try:
+            undo(only_unwritten=True)
+        except Exception:  # noqa: BLE001 — the block's own end tries again
+            continue
 
 
 def before_exit_now() -> None:
