@@ -245,7 +245,9 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
     _ON_EXIT_NOW.append(undo)
     try:
         try:  # the PID's write inside: on a full disk it failed, and left the .lock it made (in a user's folder)
-            if former != b"":  # an empty .lock that was there is locked as it is, never written (see below)
+            # An empty .lock that was there may be the user's: locked as it is, never written, so that no end of the
+            # command leaves it holding a PID (hostile pass XIX-w: Ray's own code ended one after a group SIGTERM).
+            if former != b"":
                 _write_pid(fd, path / NAME)
             with holding(path, folder):  # every write below ``path`` goes through this descriptor
                 yield
@@ -261,12 +263,6 @@ def writer_lock(path: str | Path, flag: str = "--output", wait: float = 0.0):
         _ON_EXIT_NOW.remove(undo)
         handle.close()
         folder.close()
-
-
-# An empty ``.lock`` that was there may be the user's (a placeholder file, a tool's marker): the lock is taken on it
-# without writing the PID, so that no end of the command (one Ray's own code forces, SIGKILL) leaves it holding one
-# (hostile pass XIX-w: a stop to the process group while Ray started left the user's empty .lock holding the PID). A
-# second writer is then told "another process" instead of the holder's PID.
 
 
 # What each lock held now must undo if the process ends at once (``before_exit_now``, ``at_first_stop``).
