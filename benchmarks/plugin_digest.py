@@ -5,7 +5,7 @@ executable given, alternated, so two builds compare side by side on one machine 
   .venv/bin/python benchmarks/plugin_digest.py --topicaudit .venv/bin/topicaudit /path/to/old/.venv/bin/topicaudit \\
       --beside 12000 --repeat 3 --out /tmp/plugin-digest --record benchmarks/results/plugin_digest.jsonl
 
-One JSON line per command: the executable, the tree's size, seconds, exit code, the load average before and after.
+--link DIR links DIR (a site-packages, say) beside the plug-in instead of the generated tree. One JSON line per command: the executable, the tree's size, seconds, exit code, the load average before and after.
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topicaudit", nargs="+", type=Path, required=True, help="the executables to compare")
     parser.add_argument("--beside", type=int, default=12_000, help="modules in the tree beside the plug-in")
+    parser.add_argument("--link", type=Path, help="a folder linked beside the plug-in instead (a site-packages)")
+    parser.add_argument("--warm", action="store_true", help="one untimed run per executable first (numba's cache)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--record", type=Path)
@@ -35,11 +37,18 @@ def main() -> int:
     plug = args.out / "plug"
     (plug / "tree").mkdir(parents=True)
     (plug / "digestplug.py").write_text(PLUGIN)
-    for i in range(args.beside):
-        (plug / "tree" / f"m{i:05d}.py").write_text(f"VALUE = {i}\n")
+    if args.link:
+        (plug / "tree").rmdir()
+        (plug / "tree").symlink_to(args.link.resolve(), target_is_directory=True)
+    else:
+        for i in range(args.beside):
+            (plug / "tree" / f"m{i:05d}.py").write_text(f"VALUE = {i}\n")
     (args.out / "c.toml").write_text(CONFIG)
     env = {**os.environ, "PYTHONPATH": str(plug), "TOPICAUDIT_INTEGRITY_KEY": "off"}
     lines = []
+    for index, exe in enumerate(args.topicaudit if args.warm else []):
+        subprocess.run([str(exe), "run", str(args.out / "c.toml"), "--output", str(args.out / f"warm-{index}"),
+                        "--quiet"], env=env, capture_output=True)
     for round_ in range(args.repeat):
         for index, exe in enumerate(args.topicaudit):
             run_dir = args.out / f"run-{round_}-{index}"
@@ -47,7 +56,7 @@ def main() -> int:
             start = time.perf_counter()
             done = subprocess.run([str(exe), "run", str(args.out / "c.toml"), "--output", str(run_dir), "--quiet"],
                                   env=env, capture_output=True, text=True)
-            line = {"topicaudit": str(exe), "beside": args.beside, "seconds": round(time.perf_counter() - start, 2),
+            line = {"topicaudit": str(exe), "beside": str(args.link) if args.link else args.beside, "seconds": round(time.perf_counter() - start, 2),
                     "exit": done.returncode, "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
             if done.returncode != 0:
                 line["stderr"] = done.stderr[-400:]
