@@ -12,12 +12,12 @@ and after.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
+
+from harness import record, timed_command
 
 CONFIG = "seed = 0\n[synthetic]\nn_docs = 200\nn_words = 300\nk = 3\n[target]\nk = 3\n[attack]\nshadows = 0\n" \
          "[attack.canaries]\ncount = 60\n"
@@ -43,21 +43,12 @@ def main() -> int:
             for index, exe in enumerate(args.topicaudit):
                 run = args.out / f"run-{round_}-{claim:g}-{index}"
                 shutil.copytree(args.out / "pA", run)
-                load = os.getloadavg()[0]
-                start = time.perf_counter()
-                done = subprocess.run([str(exe), "check", str(run), "--epsilon", f"{claim:g}"], env=env,
-                                      capture_output=True, text=True)
-                seconds = time.perf_counter() - start
-                verdict = next((l for l in done.stdout.splitlines() if l.startswith(("VIOLATED", "CONSISTENT", "NO "))),
-                               "")
-                line = {"topicaudit": str(exe), "claim": claim, "seconds": round(seconds, 2), "exit": done.returncode,
-                        "verdict": verdict[:160], "load_before": round(load, 2),
-                        "load_after": round(os.getloadavg()[0], 2)}
-                print(json.dumps(line), flush=True)
+                line, done = timed_command([str(exe), "check", str(run), "--epsilon", f"{claim:g}"], env,
+                                           topicaudit=str(exe), claim=claim)
+                line["verdict"] = next((v for v in done.stdout.splitlines()
+                                        if v.startswith(("VIOLATED", "CONSISTENT", "NO "))), "")[:160]
                 lines.append(line)
-    if args.record:
-        with args.record.open("a") as record:
-            record.writelines(json.dumps(line) + "\n" for line in lines)
+    record(args.record, lines)
     return 0
 
 

@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,25 @@ import scipy.sparse as sp
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
+
+
+def timed_command(argv: list[str], env: dict, **fields) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run one command and time it: ``fields``, then seconds, exit code and the load average before and after,
+    as one JSON line (printed) — the side-by-side comparisons of two builds (check_claim_timings, plugin_digest)."""
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    line = {**fields, "seconds": round(time.perf_counter() - start, 2), "exit": done.returncode,
+            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
+    print(json.dumps(line), flush=True)
+    return line, done
+
+
+def record(path: Path | None, lines: list[dict]) -> None:
+    """Append the JSON lines to ``path`` (benchmarks/results/…), when one was given."""
+    if path:
+        with path.open("a") as out:
+            out.writelines(json.dumps(line) + "\n" for line in lines)
 
 
 def invocation(script: str) -> str:

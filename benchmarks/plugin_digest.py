@@ -10,12 +10,12 @@ executable given, alternated, so two builds compare side by side on one machine 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
+
+from harness import record, timed_command
 
 PLUGIN = ("from topicaudit.targets.learners.lda import VariationalLDA\n\n\n"
           "class Beside(VariationalLDA):\n    \"\"\"The built-in learner, kept in a folder with a large tree.\"\"\"\n")
@@ -52,19 +52,13 @@ def main() -> int:
     for round_ in range(args.repeat):
         for index, exe in enumerate(args.topicaudit):
             run_dir = args.out / f"run-{round_}-{index}"
-            load = os.getloadavg()[0]
-            start = time.perf_counter()
-            done = subprocess.run([str(exe), "run", str(args.out / "c.toml"), "--output", str(run_dir), "--quiet"],
-                                  env=env, capture_output=True, text=True)
-            line = {"topicaudit": str(exe), "beside": str(args.link) if args.link else args.beside, "seconds": round(time.perf_counter() - start, 2),
-                    "exit": done.returncode, "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
+            line, done = timed_command([str(exe), "run", str(args.out / "c.toml"), "--output", str(run_dir),
+                                        "--quiet"], env, topicaudit=str(exe),
+                                       beside=str(args.link) if args.link else args.beside)
             if done.returncode != 0:
-                line["stderr"] = done.stderr[-400:]
-            print(json.dumps(line), flush=True)
+                print(done.stderr[-400:], flush=True)
             lines.append(line)
-    if args.record:
-        with args.record.open("a") as record:
-            record.writelines(json.dumps(line) + "\n" for line in lines)
+    record(args.record, lines)
     return 0
 
 
