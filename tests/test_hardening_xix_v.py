@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import importlib
 import io
-import json
-import os
-import subprocess
 import sys
 import warnings
 
 import pytest
+
+import stale_plugin
 
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
@@ -55,31 +54,16 @@ class Leak:
         return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
 '''
 
-SETTINGS = {"synthetic": {"n_docs": 50, "n_words": 60},
-            "target": {"k": 2, "learner": "staleplugv:Leak", "vocabulary": "all"},
-            "attack": {"shadows": 0, "canaries": {"count": 10}}}
-
-FRESH = ("import json, sys; from topicaudit.engine.configuration.loading import config_from_dict; "
-         "from topicaudit.engine.storage.run_cache import cached_run_dir; "
-         "print(cached_run_dir(config_from_dict(json.loads(sys.argv[1])), sys.argv[2]))")
+SETTINGS = stale_plugin.settings("staleplugv")
 
 
 @pytest.fixture
 def plug_in(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "staleplugv.py").write_text(LEARNER)
-    monkeypatch.syspath_prepend(str(site))
-    yield site
-    sys.modules.pop("staleplugv", None)
+    yield from stale_plugin.installed(tmp_path, monkeypatch, "staleplugv", LEARNER)
 
 
 def fresh_process_entry(site, cache) -> str:
-    """The cache entry a new Python process, importing the plug-in's files as they are now, looks for."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
-    done = subprocess.run([sys.executable, "-c", FRESH, json.dumps(SETTINGS), str(cache)], env=env,
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return stale_plugin.fresh_process_entry(site, cache, SETTINGS)
 
 
 @pytest.mark.parametrize("edit", [("lambda c: np.ones_like(c)", "lambda c: c"),
