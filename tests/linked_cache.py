@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,14 @@ def planted_by_another_user(tmp_path: Path) -> tuple[Path, Path]:
 def untouched_since_2020(mine: Path) -> bool:
     """V as ``planted_by_another_user`` left it: empty, its time unchanged."""
     return os.listdir(mine) == [] and os.stat(mine).st_mtime == 1577836800
+
+
+def run_on_an_empty_corpus(tmp_path: Path, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """`run` (in a new process) of a corpus whose every document is stopwords: refused (exit 2) after pre-processing,
+    which asks tempfile for its folder (nltk's path check) — where a planted TMPDIR changed the user's folder."""
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
+    return subprocess.run([sys.executable, "-c", "import sys; from topicaudit.cli.main import run_command; "
+                           "sys.exit(run_command(sys.argv[1:]))", "run", "--corpus", str(corpus), "--shadows", "0",
+                           "--canaries", "4", "--output", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=cwd)

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from linked_cache import planted_by_another_user, untouched_since_2020
+from linked_cache import planted_by_another_user, run_on_an_empty_corpus, untouched_since_2020
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -26,13 +25,8 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def test_preprocessing_a_corpus_never_tests_tmpdir_through_another_users_link(tmp_path):
     """TR1 (critical (c)): the command's pre-processing (nltk) made and removed a file in V through TMPDIR's link."""
     shared, mine = planted_by_another_user(tmp_path)
-    corpus = tmp_path / "c.json"
-    corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
     env = {**os.environ, "TMPDIR": str(shared / "L"), "TOPICAUDIT_INTEGRITY_KEY": "off"}
-    done = subprocess.run([sys.executable, "-c", "import sys; from topicaudit.cli.main import run_command; "
-                           "sys.exit(run_command(sys.argv[1:]))", "run", "--corpus", str(corpus), "--shadows", "0",
-                           "--canaries", "4", "--output", str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = run_on_an_empty_corpus(tmp_path, env, tmp_path)
     assert done.returncode == 2 and "c.json" in done.stderr, done.stderr  # every document empty: refused
     assert untouched_since_2020(mine)
 

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from linked_cache import planted_by_another_user, untouched_since_2020
+from linked_cache import planted_by_another_user, run_on_an_empty_corpus, untouched_since_2020
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -28,13 +27,8 @@ def test_a_relative_tmpdir_through_another_users_link_is_never_tested_by_preproc
     """R1 (critical (c)): ``cd T; TMPDIR=L run --corpus …``: nltk's ``tempfile.gettempdir()`` made and removed a
     file in V."""
     shared, mine = planted_by_another_user(tmp_path)
-    corpus = tmp_path / "c.json"
-    corpus.write_text(json.dumps({"text": ["the and of", "a to in"] * 5}))
     env = {**os.environ, "TMPDIR": "L", "TOPICAUDIT_INTEGRITY_KEY": "off", "TOPICAUDIT_CACHE_DIR": "off"}
-    done = subprocess.run([sys.executable, "-c", "import sys; from topicaudit.cli.main import run_command; "
-                           "sys.exit(run_command(sys.argv[1:]))", "run", "--corpus", str(corpus), "--shadows", "0",
-                           "--canaries", "4", "--output", str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=shared)
+    done = run_on_an_empty_corpus(tmp_path, env, shared)
     assert done.returncode == 2 and "c.json" in done.stderr, done.stderr  # every document empty: refused
     assert untouched_since_2020(mine)
 
