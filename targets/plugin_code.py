@@ -5,25 +5,22 @@ Found without importing the plug-in: its top-level module or package (every fold
 and the modules and packages beside it, which it may import. A version says nothing of the files (a package
 reinstalled after an edit at the same version), so installed plug-ins are digested too.
 
-Longer than 400 lines because a plug-in's code as this process imported it is told from its files as they are now
-here too (``as_loaded``), beside the digest it corrects.
+A plug-in imported, then edited in the same process, runs other code than its files say: ``as_loaded`` drops the
+digest then (``topicaudit.loaded_code``).
 """
 from __future__ import annotations
 
-import ast
-import dis
 import hashlib
 import importlib.machinery
 import importlib.util
 import os
 import sys
 import sysconfig
-import types
 import warnings
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from topicaudit.loaded_code import changed_since_loaded
 from topicaudit.process_state import command_memo
 
 
@@ -281,170 +278,26 @@ def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
     return found
 
 
-# The digest of each plug-in module's files as first read while that module was loaded in this process, by the module's
-# name: (the module object, the digest). Process-long on purpose, unlike ``command_memo``.
-_AS_LOADED: dict[str, tuple[object, str]] = {}
-
-
 def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
     """``digest`` when it still describes the code this process runs, else empty (never reused, as for code with
     no digest). Python imports a module once: after an edit to the plug-in's files, a second call of the API in the
     same process ran the code imported before the edit under the digest of the files after it, so a fresh process
     running the edited code reused that entry (hostile pass XIX-u: NO SIGNAL where the edited code gives VIOLATED).
+    Each loaded module of the plug-in's files is held against its file as it was loaded (``loaded_code``).
     """
-    module = sys.modules.get(path.partition(":")[0])
-    if "source_sha256" not in digest or module is None:
+    if "source_sha256" not in digest:
         return digest
-    name = path.partition(":")[0]
-    seen = _AS_LOADED.get(name)
-    if seen is None or seen[0] is not module:
-        # First seen here, it may have been imported (a notebook's first cell) and edited before this call.
-        files = {os.path.realpath(f) for f in code_files(path)}
-        edited = any(_differs_from_its_file(m) for m in list(sys.modules.values())
-                     if isinstance(getattr(m, "__file__", None), str) and os.path.realpath(m.__file__) in files)
-        _AS_LOADED[name] = (module, None if edited else digest["source_sha256"])
-        seen = _AS_LOADED[name]
-    if seen[1] == digest["source_sha256"]:
-        return digest
-    warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code that runs is "
-                  "not the code on disk; this run is not reused from the run cache (a new Python process audits the "
-                  "edit)", RuntimeWarning, stacklevel=3)
-    return {}
-
-
-def _differs_from_its_file(module: types.ModuleType) -> bool:
-    """Whether ``module`` as imported differs from its source file as it is now: the code of a function or method,
-    or a literal constant set at the top of the module or of a class in it. True when the file no longer compiles."""
-    file = module.__file__
-    if not file.endswith(".py"):
-        return False
-    try:
-        tree = ast.parse(Path(file).read_bytes(), file)
-        compiled = compile(tree, file, "exec", dont_inherit=True)
-    except (OSError, SyntaxError, ValueError):
-        return True
-    codes: dict[str, types.CodeType] = {}
-    twice = set()  # qualified names defined more than once (in an if and its else): nothing tells which ran
-    stack = [compiled]
-    while stack:
-        for const in stack.pop().co_consts:
-            if isinstance(const, types.CodeType):
-                if const.co_qualname in codes:
-                    twice.add(const.co_qualname)
-                codes[const.co_qualname] = const
-                stack.append(const)
-    for name in twice:
-        del codes[name]
-    # A loader of its own may compile other code than the file says (pytest rewrites a test module's asserts, and
-    # every test function read as an edit): the functions' code is compared for a plain import only.
-    plain_import = type(getattr(module, "__loader__", None)) is importlib.machinery.SourceFileLoader
-    namespaces = [(vars(module), tree.body, compiled)]
-    for node in tree.body:
-        found = vars(module).get(node.name) if isinstance(node, ast.ClassDef) else None
-        if isinstance(found, type) and found.__module__ == module.__name__:
-            namespaces.append((vars(found), node.body, codes.get(found.__qualname__)))
-    # A class defined in an `if` or a `try` at the top: its methods' code is compared too (no literals: no body).
-    top = [vars(module).get(node.name) for node in tree.body if isinstance(node, ast.ClassDef)]
-    namespaces += [(vars(found), [], codes.get(found.__qualname__)) for found in list(vars(module).values())
-                   if isinstance(found, type) and found.__module__ == module.__name__
-                   and not any(found is other for other in top) and found.__qualname__ in codes]
-    for namespace, body, code in namespaces:
-        # Only names the body sets once: `try: import x; HAS_X = True` / `except ImportError: HAS_X = False` holds
-        # one of its two constants, and a name set twice at the top holds the second.
-        stored = Counter(i.argval for i in (dis.get_instructions(code) if code is not None else ())
-                         if i.opname == "STORE_NAME")
-        once = {name: namespace[name] for name, count in stored.items() if count == 1 and name in namespace}
-        if (_constants_differ(once, body) or _folded_constants_differ(once, code) or _defaults_differ(once, body)
-                or (plain_import and any(_code_differs(value, codes, module.__name__)
-                                         for value in list(namespace.values())))):
-            return True
-    return False
-
-
-def _folded_constants_differ(namespace, code: types.CodeType | None) -> bool:
-    """A name the body's code stores a constant in, as the compiler folded it (``SCALE = 1.0 * 0`` is 0.0, no
-    literal), that ``namespace`` holds with another value."""
-    previous = None
-    for instruction in dis.get_instructions(code) if code is not None else ():
-        if instruction.opname in ("STORE_NAME", "STORE_GLOBAL") and getattr(previous, "opname", "") == "LOAD_CONST":
-            if instruction.argval in namespace and _holds_other(namespace[instruction.argval], previous.argval):
-                return True
-        previous = instruction
-    return False
-
-
-def _defaults_differ(namespace, body: list) -> bool:
-    """A function defined in ``body`` whose literal default values (``scale=1.0``) differ from the imported one's:
-    they are not in its code."""
-    for node in body:
-        found = namespace.get(node.name) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        found = getattr(found, "__func__", found)
-        if not isinstance(found, types.FunctionType):
-            continue
-        try:
-            now = (tuple(ast.literal_eval(d) for d in node.args.defaults) or None,
-                   {a.arg: ast.literal_eval(d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
-                    if d is not None} or None)
-            if now != (found.__defaults__, found.__kwdefaults__):
-                return True
-        except Exception:  # noqa: BLE001 - a default that is no literal, or whose == fails: nothing tells
-            continue
-    return False
-
-
-def _constants_differ(namespace, body: list) -> bool:
-    """A literal assigned by name in ``body`` (``MODE = "uniform"``) that ``namespace`` holds with another value."""
-    for node in body:
-        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
-            names, value = [t.id for t in node.targets], node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            names, value = [node.target.id], node.value
-        else:
-            continue
-        try:
-            literal = ast.literal_eval(value)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if any(name in namespace and _holds_other(namespace[name], literal) for name in names):
-            return True
-    return False
-
-
-_PLAIN = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, type(None))
-
-
-def _holds_other(held, written) -> bool:
-    """Whether a name holds another value than the constant its body sets; False when the value is no plain one
-    (an Enum's member, a NamedTuple's field: what the class made of the constant) or cannot be compared."""
-    if not isinstance(held, _PLAIN):
-        return False
-    try:
-        return bool(held != written)
-    except Exception:  # noqa: BLE001 - a value whose != fails: nothing tells
-        return False
-
-
-def _code_differs(value, codes: dict[str, types.CodeType], module: str) -> bool:
-    """Whether a function of ``module`` (a method, static or class method, property getter) runs other code than
-    the function of the same qualified name in the file compiled now (``codes``)."""
-    value = getattr(value, "__func__", getattr(value, "fget", value))
-    value = getattr(value, "__wrapped__", value) if isinstance(getattr(value, "__wrapped__", None),
-                                                                 types.FunctionType) else value
-    if not isinstance(value, types.FunctionType) or value.__module__ != module or "<locals>" in value.__qualname__:
-        return False
-    now = codes.get(value.__code__.co_qualname)
-    if now is None or os.path.realpath(value.__code__.co_filename) != os.path.realpath(now.co_filename):
-        return False  # made at import, not written in the file (a dataclass's __init__), or defined in no body
-
-    def shape(code: types.CodeType):
-        # The code of a function defined inside (a lambda, a comprehension, a nested def) is compared too: an edit
-        # there alone was keyed as the edited file while the imported code ran (hostile pass XIX-v).
-        return (code.co_code, code.co_names, tuple(shape(c) if isinstance(c, types.CodeType) else (type(c), c)
-                                                   for c in code.co_consts))
-    try:
-        return shape(value.__code__) != shape(now)
-    except Exception:  # noqa: BLE001 - a constant whose == fails: nothing tells
-        return False
+    files = {os.path.realpath(f) for f in code_files(path)}
+    names = {os.path.basename(f) for f in files}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if (isinstance(file, str) and os.path.basename(file) in names and os.path.realpath(file) in files
+                and changed_since_loaded(module)):
+            warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
+                          "that runs is not the code on disk; this run is not reused from the run cache (a new "
+                          "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+            return {}
+    return digest
 
 
 def _with_distribution(digest: dict[str, str], dist) -> dict[str, str]:

@@ -98,12 +98,17 @@ def test_an_edit_between_the_import_and_the_first_call_is_never_keyed_as_the_cod
     assert any(issubclass(w.category, RuntimeWarning) and "staleplug" in str(w.message) for w in said)
 
 
-def test_an_edit_that_changes_no_code_keeps_the_entry(plug_in, tmp_path):
-    """A comment added above the code after the import: other lines, the same code; the run is found again."""
+def test_any_write_to_the_file_after_the_import_drops_the_entry(plug_in, tmp_path):
+    """A comment added above the code after the import: what runs is not told from the file by reading code any
+    more (``loaded_code``: the file is no longer the one loaded), so the run is not reused: a refit, with the
+    warning, never a stale entry."""
     importlib.import_module("staleplug")
     (plug_in / "staleplug.py").write_text("# a note\n" + LEARNER)
     cache = tmp_path / "cache"
-    assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) != fresh_process_entry(plug_in, cache)
+    assert any("changed after this process imported it" in str(w.message) for w in said)
 
 
 def test_a_constant_set_in_two_branches_is_no_edit(plug_in, tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
 import sys
 import warnings
 
@@ -85,12 +86,27 @@ def test_an_edit_inside_a_function_defined_in_another_is_never_keyed_as_the_code
     assert any(issubclass(w.category, RuntimeWarning) and "staleplugv" in str(w.message) for w in said)
 
 
-def test_nested_code_unchanged_keeps_the_entry(plug_in, tmp_path):
-    """A comment added above the code after the import: the nested functions' lines move, their code does not."""
+def test_an_unedited_plug_in_keeps_the_entry(plug_in, tmp_path):
+    """Imported before the first call and never edited: this process's entry is the one a fresh process finds."""
     importlib.import_module("staleplugv")
-    (plug_in / "staleplugv.py").write_text("# a note\n# another\n" + LEARNER)
     cache = tmp_path / "cache"
     assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) == fresh_process_entry(plug_in, cache)
+
+
+def test_an_edit_that_puts_the_file_s_times_back_is_still_seen(plug_in, tmp_path):
+    """The file's modification time set back after the edit (``touch -r``), its size unchanged: its change time,
+    which no user can set back, still tells that it is not the file that was loaded."""
+    importlib.import_module("staleplugv")
+    path = plug_in / "staleplugv.py"
+    before = path.stat()
+    edited = LEARNER.replace("phi * 1.0", "phi * 2.0")
+    assert len(edited) == len(LEARNER)
+    path.write_text(edited)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    cache = tmp_path / "cache"
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert str(cached_run_dir(config_from_dict(SETTINGS), cache)) != fresh_process_entry(plug_in, cache)
 
 
 @pytest.mark.parametrize("name", ["stdout", "stderr"])

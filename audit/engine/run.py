@@ -188,7 +188,8 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
     except (UserError, OSError, ValueError):
         return None  # the ordinary resume says what is wrong, or repairs it
     same = (stored.config_hash == chash and stored.name == config.name and stored.versions == package_versions()
-            and recorded.get("attack", {}).get("attacks") == list(config.attack.attacks))
+            and recorded.get("attack", {}).get("attacks") == list(config.attack.attacks)
+            and _same_plugin_code(stored, config))
     if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
         return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
     if not quiet:
@@ -196,6 +197,15 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
               "code (nothing refitted or rescored)", file=sys.stderr)
     return replace(stored, resumed=True, absent=stored.absent - {"resumed"})
+
+
+def _same_plugin_code(stored: RunResults, config: Config) -> bool:
+    """Whether the plug-ins' code recorded when the run finished is this process's, digested: the key was taken when
+    the run started, and code edited while it ran (then put back) was recorded without a digest, or with another."""
+    now = sources(config.target.learner, config.target.vocabulary)
+    recorded = {key: value for key in ("learner_source", "vocabulary_source")
+                if (value := getattr(stored.target, key)) is not None}
+    return recorded == now and all("source_sha256" in found for found in now.values())
 
 
 def _every_listed_file_in_place(run_dir: Path) -> bool:

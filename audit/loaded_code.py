@@ -1,0 +1,80 @@
+"""Whether a module this process runs is still the file it was loaded from.
+
+Python loads a module once. A plug-in imported, then edited, then audited in the same process (a notebook, a script
+calling the API twice) ran the code imported before the edit under the digest of the files after it, so a fresh
+process running the edited code reused that cached run (hostile passes XIX-u and XIX-v). Comparing the loaded
+module with its file (its functions' code, its constants) missed edits and flagged changes its own code made.
+
+What the file was when it was loaded is recorded instead: an audit hook, installed when topicaudit is first
+imported, notes the file's identity and times (``os.stat``: device, inode, size, modification and change times) as
+each module's code starts to run. A module is unchanged when its file still has them all. The change time (ctime)
+cannot be set back by a user, so an edit that restores the modification time is seen too. A module loaded before
+topicaudit was imported has no record; its file counts as changed when its ctime is not older than the process.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+
+# The stat of each module file as its code started to run, by the path the code was compiled from (the module's
+# __file__): one entry per load, so a file loaded twice under different contents is seen as changed.
+_LOADED: dict[str, list[tuple[int, ...]]] = {}
+
+
+def _identity(path: str) -> tuple[int, ...]:
+    found = os.stat(path)
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted.
+    if event != "exec" or not args:
+        return
+    code = args[0]
+    if type(code) is not types.CodeType or code.co_name != "<module>" or not code.co_filename.endswith(".py"):
+        return
+    try:
+        _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
+    except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
+        pass
+
+
+def _process_start_ns() -> int:
+    """When this process started, on the clock files' times are on (Linux's /proc: clock ticks after the boot,
+    rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before the
+    hook counts as changed."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            started_ticks = int(stat.read().rpartition(b")")[2].split()[19])
+        booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
+    except Exception:  # noqa: BLE001 - no /proc, or another layout
+        return 0
+
+
+_PROCESS_START_NS = _process_start_ns()
+
+
+def changed_since_loaded(module: types.ModuleType) -> bool:
+    """Whether ``module``'s file is no longer the file its code was loaded from (edited, replaced, removed).
+    A module with no file is never changed."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return False
+    try:
+        now = _identity(path)
+    except (OSError, ValueError):
+        return True
+    recorded = _LOADED.get(path)
+    if recorded:
+        return any(seen != now for seen in recorded)
+    return now[4] >= _PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
+
+
+def install() -> None:
+    """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
+    if not getattr(sys, "_topicaudit_loaded_code_hook", False):
+        sys.addaudithook(_on_audit)
+        sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]
