@@ -55,3 +55,20 @@ def test_the_command_lines_ray_behaviour_holds_in_its_block_and_in_the_thread_th
     assert seen == [asked]
     assert parallel.current_behaviour() == parallel.RayBehaviour()
     assert not hasattr(parallel, "EXIT_WHEN_RAYLET_DIES") and not hasattr(parallel, "ON_RAY_START")
+
+
+def test_a_fit_that_reconfigures_stdout_has_its_encoding_put_back(monkeypatch):
+    """NP3 (pass XIX-u): ``sys.stdout.reconfigure(encoding="ascii")`` in a fit left the verdict line (its ε)
+    unprintable; the stream's encoding and error handler are put back after the learner's code."""
+    import io
+    import sys
+
+    from topicaudit.process_state import kept_process_state
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with kept_process_state("the fit of a learner"):
+            sys.stdout.reconfigure(encoding="ascii", errors="strict")
+    assert sys.stdout is stream and stream.encoding == "utf-8"
+    print("ε ≥ 2.2", file=stream)  # the line a verdict prints
