@@ -120,7 +120,8 @@ def _verify_listed(path: Path, what: str, names, must_be_listed: list[str]) -> P
     for name in must_be_listed:
         if name not in found.files:
             raise UserError(f"{path / name} is not listed in {where}: the manifest was edited or damaged (or the "
-                            f"file added), so this file cannot be verified; {manifest.RERUN}")
+                            "file added), or the command writing it was stopped before it listed the file, so this "
+                            f"file cannot be verified; rerun that same command to finish it, or {manifest.RERUN}")
     for name in names:
         if name in found.files and not present(path / name):
             raise UserError(f"{path / name} is listed in {where} but missing: the {what} directory was damaged; "
