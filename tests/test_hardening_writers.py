@@ -138,3 +138,15 @@ def test_in_process_exit_1_needs_a_printed_verdict(monkeypatch, capsys):
 
     monkeypatch.setattr(check, "execute", verdict)
     assert main(["check", "x"]) == 1
+
+
+def test_an_output_file_below_a_file_is_named_as_below_a_file(tmp_path):
+    """O7 (pass XIX-w): ``--json thesis.tex/o.json`` said "directory thesis.tex does not exist" of a file."""
+    from topicaudit.engine.configuration.validation import check_output_file
+    from topicaudit.errors import UserError
+    (tmp_path / "thesis.tex").write_text("mine")
+    with pytest.raises(UserError, match="thesis.tex is a file, not a directory"):
+        check_output_file(tmp_path / "thesis.tex" / "o.json", "--json")
+    with pytest.raises(UserError, match="absent does not exist"):
+        check_output_file(tmp_path / "absent" / "o.json", "--json")
+    assert (tmp_path / "thesis.tex").read_text() == "mine"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -228,7 +229,8 @@ def write_reports(result: CheckResult, json_path: Path | None, junit_path: Path 
         if path is not None:
             path = Path(path)
             if not path.parent.is_dir():
-                raise UserError(f"cannot write {path}: directory {path.parent} does not exist")
+                what = "is a file, not a directory" if os.path.lexists(path.parent) else "does not exist"
+                raise UserError(f"cannot write {path}: {path.parent} {what}; give a path in an existing directory")
             if path.is_symlink():  # a rename over it would replace the link (docs/check.md)
                 raise UserError(f"cannot write {path}: it is a symbolic link, and topicaudit never writes through "
                                 "one; give the file's own path, or another path (--json, --junit)")

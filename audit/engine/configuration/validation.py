@@ -156,7 +156,8 @@ def check_output_file(path, flag: str) -> Path:
         raise UserError(f"cannot write {flag} {path}: it is a FIFO, socket or device, not a regular file, and "
                         "topicaudit writes its files by replacing them; give the path of a regular file")
     if not path.parent.is_dir():
-        raise UserError(f"cannot write {flag} {path}: directory {path.parent} does not exist")
+        what = "is a file, not a directory" if os.path.lexists(path.parent) else "does not exist"
+        raise UserError(f"cannot write {flag} {path}: {path.parent} {what}; give a path in an existing directory")
     _probe(path.parent, f"{flag} {path}")
     return path
 
