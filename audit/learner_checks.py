@@ -471,6 +471,9 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
     largest testable ε) and the result's ``tested`` is False: the learner passed
     every check but that claim was not tested.
     """
+    if checks is not None and not list(checks):
+        # check_learner(l, []) ran nothing and said nothing: a test that passes without checking (pass XIX-v, CL3)
+        raise ValueError(f"checks is empty, so no check would run; leave it out to run them all: {', '.join(CHECKS)}")
     unknown = sorted(set(checks or ()) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(map(repr, unknown))}; the checks: {', '.join(CHECKS)}")

@@ -280,3 +280,10 @@ def test_the_untestable_message_states_the_bound_canaries_could_prove():
     some = CanaryAuditDesign(80.0, 1e-5, 0.01, "unique-word", 1.0, 250, 9.0, 9.0, False, limit=9.0 - MARGIN)
     said = some.untestable_message()
     assert "prove at most ε ≈ 9.00" in said and "claims above ε = 8.50 at δ = 1e-05 are not tested" in said, said
+
+
+@pytest.mark.parametrize("checks", [[], (), set()])
+def test_an_empty_list_of_checks_is_refused_not_passed(checks):
+    """CL3/CL4 (pass XIX-v): ``check_learner(l, [])`` ran no check and returned as a pass."""
+    with pytest.raises(ValueError, match="no check would run"):
+        check_learner(build_learner("lda", 2, {"max_iter": 2}), checks)
