@@ -73,6 +73,25 @@ def changed_since_loaded(module: types.ModuleType) -> bool:
     return now[4] >= _PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
 
 
+def changed_files(paths) -> list[str]:
+    """Those of ``paths`` (real paths) whose code this process loaded, as any module, and whose file is no longer as
+    it was then: a module kept out of ``sys.modules`` (a plug-in loading its helper with ``spec_from_file_location``
+    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1)."""
+    wanted = set(paths)
+    found = []
+    for path, recorded in list(_LOADED.items()):
+        try:
+            if os.path.realpath(path) not in wanted:
+                continue
+            now = _identity(path)
+        except (OSError, ValueError):
+            found.append(path)
+            continue
+        if any(seen != now for seen in recorded):
+            found.append(path)
+    return found
+
+
 def install() -> None:
     """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):

@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topicaudit.loaded_code import changed_since_loaded
+from topicaudit.loaded_code import changed_files, changed_since_loaded
 from topicaudit.process_state import command_memo
 
 
@@ -289,14 +289,15 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
         return digest
     files = {os.path.realpath(f) for f in code_files(path)}
     names = {os.path.basename(f) for f in files}
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if (isinstance(file, str) and os.path.basename(file) in names and os.path.realpath(file) in files
-                and changed_since_loaded(module)):
-            warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
-                          "that runs is not the code on disk; this run is not reused from the run cache (a new "
-                          "Python process audits the edit)", RuntimeWarning, stacklevel=3)
-            return {}
+    # Every load of them, in sys.modules or not (a helper kept out of it, XIX-x S1), and the modules loaded before
+    # topicaudit was (no record: their files' change times).
+    modules = [m for m in list(sys.modules.values()) if isinstance(file := getattr(m, "__file__", None), str)
+               and os.path.basename(file) in names and os.path.realpath(file) in files]
+    if changed_files(files) or any(changed_since_loaded(module) for module in modules):
+        warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
+                      "that runs is not the code on disk; this run is not reused from the run cache (a new "
+                      "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+        return {}
     return digest
 
 

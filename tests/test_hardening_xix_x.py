@@ -30,3 +30,55 @@ def test_a_tie_across_the_cut_counts_its_worst():
     # bottom 2: the 1.0 (a non-member) and one of the tied 2.0s, which may be a member: 1 sure hit
     assert guess_outcomes(scores, labels, [(2, 0), (0, 2), (2, 2), (1, 1)]) == [
         (2, 0, 2, 1), (0, 2, 2, 1), (2, 2, 4, 2), (1, 1, 2, 2)]
+
+
+LOADER = '''
+import importlib.util, pathlib
+import numpy as np
+
+_spec = importlib.util.spec_from_file_location("xl_impl_private", pathlib.Path(__file__).with_name("xlimpl.py"))
+impl = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(impl)  # a plug-in loader's idiom: the helper is in no sys.modules entry
+
+
+class Leak:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        counts = impl.shape(np.asarray(X.sum(axis=0)).ravel() + 1.0)
+        phi = np.vstack([counts] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+'''
+
+
+def test_a_helper_loaded_outside_sys_modules_then_edited_drops_the_entry(tmp_path, monkeypatch):
+    """S1: the plug-in loads its helper beside it with spec_from_file_location/exec_module and keeps it out of
+    sys.modules; the helper edited after the import (the edit makes the fit raise) was not seen, so the run of the
+    code loaded before the edit (NO SIGNAL, exit 0) was cached under the edited files' key and a fresh check of the
+    edited plug-in reused it: exit 0 where the code on disk cannot fit."""
+    import importlib
+    import sys
+    import warnings
+
+    import stale_plugin
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.storage.run_cache import cached_run_dir
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "xlloader.py").write_text(LOADER)
+    (site / "xlimpl.py").write_text("import numpy as np\n\n\ndef shape(counts):\n    return np.ones_like(counts)\n")
+    monkeypatch.syspath_prepend(str(site))
+    settings = stale_plugin.settings("xlloader")
+    try:
+        importlib.import_module("xlloader")
+        (site / "xlimpl.py").write_text("def shape(counts):\n    raise RuntimeError('edited')\n")
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            entry = str(cached_run_dir(config_from_dict(settings), tmp_path / "cache"))
+    finally:
+        sys.modules.pop("xlloader", None)
+    assert entry != stale_plugin.fresh_process_entry(site, tmp_path / "cache", settings)
+    assert any("changed after this process imported it" in str(w.message) for w in said)
+
