@@ -82,3 +82,30 @@ def test_a_helper_loaded_outside_sys_modules_then_edited_drops_the_entry(tmp_pat
     assert entry != stale_plugin.fresh_process_entry(site, tmp_path / "cache", settings)
     assert any("changed after this process imported it" in str(w.message) for w in said)
 
+
+def test_a_stale_bytecode_file_python_would_run_is_in_the_digest(tmp_path, monkeypatch):
+    """S2: the source edited at the same size and modification time (two saves in one second, a copy keeping times)
+    after its .pyc was written: Python's rule (mtime in seconds, size) runs the bytecode of the old code, under the
+    digest of the new source; a later process without that .pyc (the cache cleared, another checkout) ran the code
+    on disk and reused that run (NO SIGNAL, exit 0, where the code on disk cannot fit: exit 2)."""
+    import os
+    import py_compile
+    import shutil
+
+    from topicaudit.targets import plugin_code
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = tmp_path / "stalepyc.py"
+    source.write_text('MODE = "ones"\n')
+    os.utime(source, (1_700_000_000, 1_700_000_000))
+    py_compile.compile(str(source), doraise=True)
+    fresh = plugin_code.code_digest("stalepyc:Leak")
+    source.write_text('MODE = "nope"\n')  # the same size
+    os.utime(source, (1_700_000_000, 1_700_000_000))  # the same time: Python runs the .pyc of "ones"
+    stale = plugin_code.code_digest("stalepyc:Leak")
+    shutil.rmtree(tmp_path / "__pycache__")
+    on_disk = plugin_code.code_digest("stalepyc:Leak")
+    assert stale != on_disk and fresh != on_disk
+    py_compile.compile(str(source), doraise=True)  # bytecode of the code on disk: the same digest as none
+    assert plugin_code.code_digest("stalepyc:Leak") == on_disk
+
