@@ -42,12 +42,34 @@ def _on_audit(event: str, args: tuple) -> None:
 
 
 def _process_start_ns() -> int:
-    """When this process started, on the clock files' times are on (Linux's /proc: clock ticks after the boot,
-    rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before the
-    hook counts as changed."""
+    """When this process's Python started, on the clock files' times are on (Linux's /proc: clock ticks after the
+    boot, rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before
+    the hook counts as changed. A process forked from its parent (``os.fork``, multiprocessing's default start on
+    Linux) holds the modules the parent loaded: the start of the earliest ancestor with the same command line (a fork
+    keeps it) is taken, else a module loaded by the parent, then edited before the fork, read as unchanged (hostile
+    pass XIX-x, S8)."""
     try:
-        with open("/proc/self/stat", "rb") as stat:
-            started_ticks = int(stat.read().rpartition(b")")[2].split()[19])
+        def stat(pid: str) -> list[bytes]:
+            with open(f"/proc/{pid}/stat", "rb") as found:
+                return found.read().rpartition(b")")[2].split()
+
+        def cmdline(pid: str) -> bytes:
+            with open(f"/proc/{pid}/cmdline", "rb") as found:
+                return found.read()
+
+        own, fields = cmdline("self"), stat("self")
+        started_ticks = int(fields[19])
+        parent = fields[1].decode()
+        for _ in range(64):  # a chain of forks, to the first ancestor that is another program
+            if parent in ("0", "1"):
+                break
+            try:
+                if cmdline(parent) != own:
+                    break
+                fields = stat(parent)
+            except OSError:
+                break
+            started_ticks, parent = min(started_ticks, int(fields[19])), fields[1].decode()
         booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
         return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
     except Exception:  # noqa: BLE001 - no /proc, or another layout

@@ -109,3 +109,46 @@ def test_a_stale_bytecode_file_python_would_run_is_in_the_digest(tmp_path, monke
     py_compile.compile(str(source), doraise=True)  # bytecode of the code on disk: the same digest as none
     assert plugin_code.code_digest("stalepyc:Leak") == on_disk
 
+
+FORKED = """
+import json, os, pathlib, sys, time, warnings
+sys.path.insert(0, sys.argv[1])
+import staleloaded  # before topicaudit, in the parent
+time.sleep(0.05)
+path = pathlib.Path(sys.argv[1], "staleloaded.py")
+path.write_text(path.read_text().replace('float("1.0")', 'float("0.0")'))
+time.sleep(0.05)  # the edit older than the child process by more than the clocks' grain
+pid = os.fork()
+if pid == 0:
+    warnings.simplefilter("ignore")
+    from topicaudit.engine.configuration.loading import config_from_dict
+    from topicaudit.engine.storage.run_cache import cached_run_dir
+    print(cached_run_dir(config_from_dict(json.loads(sys.argv[2])), sys.argv[3]), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_child_counts_the_modules_its_parent_loaded(tmp_path):
+    """S8: a script imports the plug-in (not topicaudit), the file is edited, then the script forks (os.fork,
+    multiprocessing's default start method on Linux) and the child imports topicaudit and audits: the child runs
+    the parent's code, loaded before the edit, but the edit is older than the child, so 'loaded before topicaudit
+    and changed since the process started' saw no change and the old code's run took the edited files' key."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import stale_plugin
+    from test_loaded_code import HELPER, LEARNER, SETTINGS
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "stalehelper.py").write_text(HELPER)
+    (site / "staleloaded.py").write_text(LEARNER)
+    cache = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", FORKED, str(site), json.dumps(SETTINGS), cache],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    child = done.stdout.strip().splitlines()[-1]
+    assert child != stale_plugin.fresh_process_entry(site, cache, SETTINGS)
