@@ -95,6 +95,22 @@ def changed_since_loaded(module: types.ModuleType) -> bool:
     return now[4] >= _PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
 
 
+def loaded_before_hook(module: types.ModuleType) -> bool:
+    """Whether ``module`` has a file and no record of its load (loaded before topicaudit was imported)."""
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and not _LOADED.get(path)
+
+
+def changed_while_running(path: str) -> bool:
+    """Whether the file at ``path`` changed after this process started (or cannot be read). A plug-in loaded before
+    topicaudit may have loaded its other files with no trace (``exec_module`` outside ``sys.modules``), so each of
+    them is held to the process's start (hostile pass XIX-x, S9)."""
+    try:
+        return _identity(path)[4] >= _PROCESS_START_NS
+    except (OSError, ValueError):
+        return True
+
+
 def changed_files(paths) -> list[str]:
     """Those of ``paths`` (real paths) whose code this process loaded, as any module, and whose file is no longer as
     it was then: a module kept out of ``sys.modules`` (a plug-in loading its helper with ``spec_from_file_location``

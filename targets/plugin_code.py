@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topicaudit.loaded_code import changed_files, changed_since_loaded
+from topicaudit.loaded_code import changed_files, changed_since_loaded, changed_while_running, loaded_before_hook
 from topicaudit.process_state import command_memo
 
 
@@ -323,7 +323,9 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
     # topicaudit was (no record: their files' change times).
     modules = [m for m in list(sys.modules.values()) if isinstance(file := getattr(m, "__file__", None), str)
                and os.path.basename(file) in names and os.path.realpath(file) in files]
-    if changed_files(files) or any(changed_since_loaded(module) for module in modules):
+    early = any(loaded_before_hook(module) for module in modules)  # then any of its files, loaded untraced (S9)
+    if (changed_files(files) or any(changed_since_loaded(module) for module in modules)
+            or early and any(changed_while_running(file) for file in files)):
         warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
                       "that runs is not the code on disk; this run is not reused from the run cache (a new "
                       "Python process audits the edit)", RuntimeWarning, stacklevel=3)

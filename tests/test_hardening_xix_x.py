@@ -152,3 +152,43 @@ def test_a_forked_child_counts_the_modules_its_parent_loaded(tmp_path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     child = done.stdout.strip().splitlines()[-1]
     assert child != stale_plugin.fresh_process_entry(site, cache, SETTINGS)
+
+
+BEFORE = """
+import json, pathlib, sys, time, warnings
+sys.path.insert(0, sys.argv[1])
+import xlloader  # before topicaudit: its helper is loaded by exec_module, in no sys.modules entry, with no record
+time.sleep(0.05)
+path = pathlib.Path(sys.argv[1], "xlimpl.py")
+path.write_text("def shape(counts):\\n    raise RuntimeError('edited')\\n")
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.storage.run_cache import cached_run_dir
+warnings.simplefilter("ignore")
+print(cached_run_dir(config_from_dict(json.loads(sys.argv[2])), sys.argv[3]))
+"""
+
+
+def test_a_helper_loaded_outside_sys_modules_before_topicaudit_then_edited(tmp_path):
+    """S9: S1's plug-in imported before topicaudit (a notebook's first cell), its helper edited, then audited: no
+    record of the helper's load and no module of it to hold against its file, so the old code's run took the edited
+    files' key. A plug-in loaded before topicaudit holds every file of it to the process's start."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import stale_plugin
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "xlloader.py").write_text(LOADER)
+    (site / "xlimpl.py").write_text("import numpy as np\n\n\ndef shape(counts):\n    return np.ones_like(counts)\n")
+    settings = stale_plugin.settings("xlloader")
+    cache = str(tmp_path / "cache")
+    time.sleep(0.05)
+    done = subprocess.run([sys.executable, "-c", BEFORE, str(site), json.dumps(settings), cache],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    here = done.stdout.strip().splitlines()[-1]
+    assert here != stale_plugin.fresh_process_entry(site, cache, settings)
