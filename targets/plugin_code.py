@@ -10,6 +10,7 @@ digest then (``topicaudit.loaded_code``).
 """
 from __future__ import annotations
 
+import _imp
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -228,9 +229,11 @@ def _stale_bytecode(source: Path) -> bytes:
     if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER or written > found.st_ctime_ns:
         return b""
     flags = int.from_bytes(data[4:8], "little")
-    if flags & 0b10 or (not flags & 0b1 and (data[8:12] != (int(found.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                                               or data[12:16] != (found.st_size & 0xFFFFFFFF).to_bytes(4, "little"))):
-        return b""  # a checked hash-based .pyc, or one whose header Python finds stale: the source is compiled
+    checked = flags & 0b10 and _imp.check_hash_based_pycs != "never"  # Python hashes the source (unless told not to)
+    stale = not flags & 0b1 and (data[8:12] != (int(found.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                                 or data[12:16] != (found.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+    if checked or stale:
+        return b""  # Python compiles the source (XIX-x P3: a checked .pyc under --check-hash-based-pycs never is run)
     try:
         same = marshal.loads(data[16:]) == compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
     except Exception:  # noqa: BLE001 - bytecode or source that cannot be read as code: the bytes tell it apart

@@ -192,3 +192,24 @@ def test_a_helper_loaded_outside_sys_modules_before_topicaudit_then_edited(tmp_p
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     here = done.stdout.strip().splitlines()[-1]
     assert here != stale_plugin.fresh_process_entry(site, cache, settings)
+
+
+def test_a_checked_hash_pyc_python_is_told_not_to_check_is_in_the_digest(tmp_path, monkeypatch):
+    """P3: under ``python --check-hash-based-pycs never`` Python runs a checked hash-based .pyc without reading its
+    source; the source edited after it was written ran the old code under the new source's digest, and a process
+    without the .pyc reused that run (NO SIGNAL, exit 0, where the code on disk cannot fit)."""
+    import _imp
+    import py_compile
+    import shutil
+
+    from topicaudit.targets import plugin_code
+
+    monkeypatch.setattr(_imp, "check_hash_based_pycs", "never")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = tmp_path / "hashpyc.py"
+    source.write_text('MODE = "ones"\n')
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    source.write_text('MODE = "nope"\n')
+    stale = plugin_code.code_digest("hashpyc:Leak")
+    shutil.rmtree(tmp_path / "__pycache__")
+    assert stale != plugin_code.code_digest("hashpyc:Leak")
