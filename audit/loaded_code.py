@@ -42,12 +42,34 @@ def _on_audit(event: str, args: tuple) -> None:
 
 
 def _process_start_ns() -> int:
-    """When this process started, on the clock files' times are on (Linux's /proc: clock ticks after the boot,
-    rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before the
-    hook counts as changed."""
+    """When this process's Python started, on the clock files' times are on (Linux's /proc: clock ticks after the
+    boot, rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before
+    the hook counts as changed. A process forked from its parent (``os.fork``, multiprocessing's default start on
+    Linux) holds the modules the parent loaded: the start of the earliest ancestor with the same command line (a fork
+    keeps it) is taken, else a module loaded by the parent, then edited before the fork, read as unchanged (hostile
+    pass XIX-x, S8)."""
     try:
-        with open("/proc/self/stat", "rb") as stat:
-            started_ticks = int(stat.read().rpartition(b")")[2].split()[19])
+        def stat(pid: str) -> list[bytes]:
+            with open(f"/proc/{pid}/stat", "rb") as found:
+                return found.read().rpartition(b")")[2].split()
+
+        def cmdline(pid: str) -> bytes:
+            with open(f"/proc/{pid}/cmdline", "rb") as found:
+                return found.read()
+
+        own, fields = cmdline("self"), stat("self")
+        started_ticks = int(fields[19])
+        parent = fields[1].decode()
+        for _ in range(64):  # a chain of forks, to the first ancestor that is another program
+            if parent in ("0", "1"):
+                break
+            try:
+                if cmdline(parent) != own:
+                    break
+                fields = stat(parent)
+            except OSError:
+                break
+            started_ticks, parent = min(started_ticks, int(fields[19])), fields[1].decode()
         booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
         return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
     except Exception:  # noqa: BLE001 - no /proc, or another layout
@@ -71,6 +93,41 @@ def changed_since_loaded(module: types.ModuleType) -> bool:
     if recorded:
         return any(seen != now for seen in recorded)
     return now[4] >= _PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
+
+
+def loaded_before_hook(module: types.ModuleType) -> bool:
+    """Whether ``module`` has a file and no record of its load (loaded before topicaudit was imported)."""
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and not _LOADED.get(path)
+
+
+def changed_while_running(path: str) -> bool:
+    """Whether the file at ``path`` changed after this process started (or cannot be read). A plug-in loaded before
+    topicaudit may have loaded its other files with no trace (``exec_module`` outside ``sys.modules``), so each of
+    them is held to the process's start (hostile pass XIX-x, S9)."""
+    try:
+        return _identity(path)[4] >= _PROCESS_START_NS
+    except (OSError, ValueError):
+        return True
+
+
+def changed_files(paths) -> list[str]:
+    """Those of ``paths`` (real paths) whose code this process loaded, as any module, and whose file is no longer as
+    it was then: a module kept out of ``sys.modules`` (a plug-in loading its helper with ``spec_from_file_location``
+    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1)."""
+    wanted = set(paths)
+    found = []
+    for path, recorded in list(_LOADED.items()):
+        try:
+            if os.path.realpath(path) not in wanted:
+                continue
+            now = _identity(path)
+        except (OSError, ValueError):
+            found.append(path)
+            continue
+        if any(seen != now for seen in recorded):
+            found.append(path)
+    return found
 
 
 def install() -> None:

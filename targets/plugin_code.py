@@ -10,9 +10,11 @@ digest then (``topicaudit.loaded_code``).
 """
 from __future__ import annotations
 
+import _imp
 import hashlib
 import importlib.machinery
 import importlib.util
+import marshal
 import os
 import sys
 import sysconfig
@@ -20,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topicaudit.loaded_code import changed_since_loaded
+from topicaudit.loaded_code import changed_files, changed_since_loaded, changed_while_running, loaded_before_hook
 from topicaudit.process_state import command_memo
 
 
@@ -194,18 +196,49 @@ def code_digest(path: str) -> dict[str, str]:
         for file in walk.files:
             relative = next((file.relative_to(b) for b in walk.base if file.is_relative_to(b)), Path(file.name))
             try:
-                digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes())
+                digest.update(relative.as_posix().encode() + b"\0" + file.read_bytes() + _stale_bytecode(file))
             except OSError:
                 continue
         for file in walk.beside:
             try:
-                digest.update(b"beside\0" + file.relative_to(walk.root).as_posix().encode() + b"\0" + file.read_bytes())
+                digest.update(b"beside\0" + file.relative_to(walk.root).as_posix().encode() + b"\0" + file.read_bytes()
+                              + _stale_bytecode(file))
             except OSError:
                 continue
         found = {"source_sha256": digest.hexdigest()}
     if memo is not None:
         memo[key] = dict(found)
     return found
+
+
+def _stale_bytecode(source: Path) -> bytes:
+    """The bytecode file Python runs for ``source`` when it is not ``source``'s code, else nothing: Python runs a .pyc
+    whose header has the source's modification time (in seconds) and size, or an unchecked hash-based one whatever
+    the source holds, so a source edited at the same size within the second (or its times kept by a copy) ran its
+    old code under the new source's digest, and a process without that .pyc reused the run (hostile pass XIX-x, S2).
+    Compared (compiled anew) only when the source changed after the .pyc was written: a .pyc written by someone
+    else after the source is the plug-in author's own code, as any code of theirs."""
+    if not source.name.endswith(".py"):
+        return b""
+    try:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        data = cached.read_bytes()
+        found, written = source.stat(), cached.stat().st_mtime_ns
+    except (OSError, ValueError, NotImplementedError):
+        return b""
+    if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER or written > found.st_ctime_ns:
+        return b""
+    flags = int.from_bytes(data[4:8], "little")
+    checked = flags & 0b10 and _imp.check_hash_based_pycs != "never"  # Python hashes the source (unless told not to)
+    stale = not flags & 0b1 and (data[8:12] != (int(found.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                                 or data[12:16] != (found.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+    if checked or stale:
+        return b""  # Python compiles the source (XIX-x P3: a checked .pyc under --check-hash-based-pycs never is run)
+    try:
+        same = marshal.loads(data[16:]) == compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - bytecode or source that cannot be read as code: the bytes tell it apart
+        same = False
+    return b"" if same else b"\0stale bytecode\0" + data
 
 
 def _installed() -> set[Path]:
@@ -289,14 +322,17 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
         return digest
     files = {os.path.realpath(f) for f in code_files(path)}
     names = {os.path.basename(f) for f in files}
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if (isinstance(file, str) and os.path.basename(file) in names and os.path.realpath(file) in files
-                and changed_since_loaded(module)):
-            warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
-                          "that runs is not the code on disk; this run is not reused from the run cache (a new "
-                          "Python process audits the edit)", RuntimeWarning, stacklevel=3)
-            return {}
+    # Every load of them, in sys.modules or not (a helper kept out of it, XIX-x S1), and the modules loaded before
+    # topicaudit was (no record: their files' change times).
+    modules = [m for m in list(sys.modules.values()) if isinstance(file := getattr(m, "__file__", None), str)
+               and os.path.basename(file) in names and os.path.realpath(file) in files]
+    early = any(loaded_before_hook(module) for module in modules)  # then any of its files, loaded untraced (S9)
+    if (changed_files(files) or any(changed_since_loaded(module) for module in modules)
+            or early and any(changed_while_running(file) for file in files)):
+        warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
+                      "that runs is not the code on disk; this run is not reused from the run cache (a new "
+                      "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+        return {}
     return digest
 
 

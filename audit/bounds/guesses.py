@@ -67,16 +67,31 @@ def guess_pairs(n: int, k_plus=None, k_minus=None) -> list[tuple[int, int]]:
 def guess_outcomes(scores, labels, pairs, seed=0) -> list[tuple[int, int, int, int]]:
     """(k+, k−, r, v) per pair: guess "in" for the k+ highest scores, "out" for the k− lowest.
 
-    r = k+ + k− guesses, v of them correct. Ties are broken by a seeded random
-    order (a permutation, then a stable sort by score), never by input order,
-    which may follow the labels. ``scores``/``labels`` as from ``prepare_scores``.
+    r = k+ + k− guesses, v of them correct. A guess among tied scores is counted as the worst the tie allows (the
+    tied non-members taken first for "in", the tied members first for "out"): a tie says nothing of who is in. A
+    seeded random order was used, but the canaries' coins are seeded too (CANARY_SEED), so a learner whose scores
+    all tie was graded by one fixed order: for the default 10 canaries it put the five members first, and a uniform
+    Φ was VIOLATED ε ≥ 0.247 (hostile pass XIX-x, R1). ``seed`` is kept for the details it is recorded in.
+    ``scores``/``labels`` as from ``prepare_scores``.
     """
-    n = scores.size
-    perm = np.random.default_rng(seed).permutation(n)
-    order = perm[np.argsort(-scores[perm], kind="stable")]
-    hits_top = np.r_[0, np.cumsum(labels[order])]  # members among the top j
-    hits_bottom = np.r_[0, np.cumsum(~labels[order[::-1]])]  # non-members among the bottom j
-    return [(kp, km, kp + km, int(hits_top[kp] + hits_bottom[km])) for kp, km in pairs]
+    scores = np.asarray(scores, np.float64)
+    labels = np.asarray(labels, bool)
+    ascending = np.sort(scores)
+    outcomes = []
+    for kp, km in pairs:
+        v = 0
+        if kp > 0:
+            cut = ascending[-kp]  # the k+-th highest score
+            above = scores > cut
+            tied = scores == cut
+            v += int(np.sum(labels & above)) + max(0, kp - int(above.sum()) - int(np.sum(~labels & tied)))
+        if km > 0:
+            cut = ascending[km - 1]  # the k−-th lowest score
+            below = scores < cut
+            tied = scores == cut
+            v += int(np.sum(~labels & below)) + max(0, km - int(below.sum()) - int(np.sum(labels & tied)))
+        outcomes.append((kp, km, kp + km, v))
+    return outcomes
 
 
 def one_run_guesses(scores, labels, delta, alpha, k_plus, k_minus, m, seed):
