@@ -1,0 +1,50 @@
+"""Hostile pass XIX-y (tests/hostile_xix_y_cases.md): the critical defects it found, each fixed with its test."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from linked_cache import planted_by_another_user, untouched_since_2020
+
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+# A script that judges matplotlib's folders with ``planted_link`` wrapped so that, right after the folder named by
+# ``XY_PLANT`` was judged absent, another user's link to V takes its place (the race nobody's flipper won), then
+# imports matplotlib's font manager, which makes its folders and writes its font list.
+_PLANT_AFTER_JUDGEMENT = (
+    "import os, topicaudit.folder_anchors as f\n"
+    "import topicaudit.engine.presentation.roc_figure as r\n"
+    "original = f.planted_link\n"
+    "seen = [0]\n"
+    "def planting(path):\n"
+    "    found = original(path)\n"
+    "    seen[0] += str(path) == os.environ['XY_LAST']\n"
+    "    link = os.environ['XY_PLANT']\n"
+    "    if seen[0] == int(os.environ['XY_NTH']) and not os.path.lexists(link):  # right after the last judgement\n"
+    "        os.symlink(os.environ['XY_MINE'], link)\n"
+    "        os.lchown(link, 65534, 65534)\n"
+    "    return found\n"
+    "r.planted_link = f.planted_link = planting\n"
+    "r._no_planted_matplotlib_folders()\n"
+    "import matplotlib.font_manager\n")
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+@pytest.mark.parametrize("variables", [("XDG_CONFIG_HOME", "XDG_CACHE_HOME"), ("HOME",)])
+def test_matplotlib_never_writes_behind_a_home_planted_after_its_folders_were_judged(tmp_path, variables):
+    """FM1, FM2 (critical (c)): ``XDG_CONFIG_HOME=T/F XDG_CACHE_HOME=T/F report RUN -o rep`` (or ``HOME=T/F``), F
+    absent when topicaudit judged matplotlib's default folders and nobody's link to V when matplotlib made them
+    (nobody flipping F): ``V/matplotlib/fontlist-v3.11.0.json`` was written. XIX-w fixed the same race for a set
+    ``MPLCONFIGDIR`` only."""
+    shared, mine = planted_by_another_user(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    env.update({name: str(shared / "F") for name in variables})
+    last = str(shared / "F" / (".cache/matplotlib" if variables == ("HOME",) else "matplotlib"))
+    env.update({"XY_PLANT": str(shared / "F"), "XY_MINE": str(mine), "XY_LAST": last,
+                "XY_NTH": str(len(variables) if variables != ("HOME",) else 1)})
+    done = subprocess.run([sys.executable, "-c", _PLANT_AFTER_JUDGEMENT], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert untouched_since_2020(mine), os.listdir(mine)
