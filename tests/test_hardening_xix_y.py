@@ -48,3 +48,38 @@ def test_matplotlib_never_writes_behind_a_home_planted_after_its_folders_were_ju
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert untouched_since_2020(mine), os.listdir(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_rays_token_folder_is_never_made_behind_a_home_planted_after_it_was_judged(tmp_path):
+    """RT1 (critical (c)): ``HOME=T/F run c2.toml`` (a local Ray: 2 shadows), F absent when topicaudit judged
+    ``~/.ray`` and nobody's link to V when Ray made its token (nobody flipping F): ``V/.ray/auth_token`` was written.
+    Here the link is planted right after the judgement, and Ray's own making of its token folder
+    (``os.makedirs(~/.ray)``, the token written in it) follows a judgement that let it."""
+    shared, mine = planted_by_another_user(tmp_path)
+    script = ("import os, topicaudit.folder_anchors as f\n"
+              "import topicaudit.engine.execution.ray_local as r\n"
+              "from topicaudit.errors import UserError\n"
+              "original = f.planted_link\n"
+              "def planting(path):\n"
+              "    found = original(path)\n"
+              "    link = os.environ['HOME']\n"
+              "    if not os.path.lexists(link):  # right after the judgement\n"
+              "        os.symlink(os.environ['XY_MINE'], link)\n"
+              "        os.lchown(link, 65534, 65534)\n"
+              "    return found\n"
+              "r.planted_link = f.planted_link = planting\n"
+              "try:\n"
+              "    r.check_token_folder()\n"
+              "except UserError as refused:\n"
+              "    print('refused:', refused)\n"
+              "else:  # what Ray does next when no token is given\n"
+              "    folder = os.path.expanduser('~/.ray')\n"
+              "    os.makedirs(folder, exist_ok=True)\n"
+              "    with open(os.path.join(folder, 'auth_token'), 'w') as token:\n"
+              "        token.write('0' * 64)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update({"HOME": str(shared / "F"), "XY_MINE": str(mine)})
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert untouched_since_2020(mine), os.listdir(mine)
