@@ -83,3 +83,29 @@ def test_rays_token_folder_is_never_made_behind_a_home_planted_after_it_was_judg
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert untouched_since_2020(mine), os.listdir(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_the_phase_trace_is_never_created_behind_a_folder_planted_after_it_was_judged(tmp_path):
+    """PT2 (critical (c)): ``TOPICAUDIT_PHASE_TRACE=T/G/trace.txt check RUN …``, G absent when the trace's folder was
+    judged and nobody's link to V when the trace was opened (nobody flipping G): ``V/trace.txt`` was created and
+    written. The link is planted right after the judgement here."""
+    shared, mine = planted_by_another_user(tmp_path)
+    script = ("import os, topicaudit.folder_anchors as f\n"
+              "import topicaudit.engine.execution.phases as p\n"
+              "original = f.planted_link\n"
+              "def planting(path):\n"
+              "    found = original(path)\n"
+              "    link = os.environ['XY_PLANT']\n"
+              "    if not os.path.lexists(link):  # right after the judgement\n"
+              "        os.symlink(os.environ['XY_MINE'], link)\n"
+              "        os.lchown(link, 65534, 65534)\n"
+              "    return found\n"
+              "p.planted_link = f.planted_link = planting\n"
+              "p._append({'phase': 'x'})\n")
+    env = {**os.environ, "TOPICAUDIT_PHASE_TRACE": str(shared / "G" / "trace.txt"), "XY_PLANT": str(shared / "G"),
+           "XY_MINE": str(mine)}
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert untouched_since_2020(mine), os.listdir(mine)
