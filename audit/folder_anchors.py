@@ -108,18 +108,31 @@ def planted_once_made(prefix: str) -> bool:
         while not os.path.lexists(path) and path != path.parent:
             missing.append(path)
             path = path.parent
+        if not missing:
+            return planted_link(prefix) is not None
+        try:  # each folder made in the one above it, opened without following a link: the nearest one that is
+            # there may have become another user's link since the look above (hostile pass XIX-y: mkdir followed it)
+            above = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # cannot be opened: the library cannot write there either
+            return planted_link(prefix) is not None
         try:
+            if planted_link(str(path)) is not None or not os.path.samestat(os.fstat(above), os.stat(path)):
+                continue  # the folder opened was reached through a planted link, or has been swapped since
             for folder in reversed(missing):
                 try:
-                    os.mkdir(folder)
+                    os.mkdir(folder.name, dir_fd=above)
                 except FileExistsError:  # made since: by whom, the next look says
                     pass
-                if stat.S_ISLNK(os.lstat(folder).st_mode):
-                    break
-            else:
-                return planted_link(prefix) is not None
-        except OSError:  # cannot be made here: the interpreter cannot write there either
+                inner = os.open(folder.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                | getattr(os, "O_CLOEXEC", 0), dir_fd=above)
+                os.close(above)
+                above = inner
             return planted_link(prefix) is not None
+        except OSError:  # cannot be made here (or a link took a name): the next look says
+            if not os.access(path, os.W_OK | os.X_OK):
+                return planted_link(prefix) is not None
+        finally:
+            os.close(above)
     return True
 
 

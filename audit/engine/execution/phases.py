@@ -17,6 +17,7 @@ named was appended to before it was read, and could not be read). Any other path
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -86,7 +87,16 @@ def _write(path: str, line: bytes) -> None:
     """Append ``line`` to ``path``, a regular file (created if missing; a link is not followed)."""
     flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
-    fd = os.open(path, flags, 0o644)
+    # Created in its folder opened first, and that folder judged again as opened: absent at the check above, the
+    # folder became another user's link a moment later and the trace was created in the folder it named (XIX-y)
+    folder = os.path.dirname(os.path.abspath(path))
+    above = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if planted_link(folder) is not None or not os.path.samestat(os.fstat(above), os.stat(folder)):
+            raise OSError(errno.EPERM, "its folder became another user's symbolic link")
+        fd = os.open(os.path.basename(path), flags, 0o644, dir_fd=above)
+    finally:
+        os.close(above)
     try:
         info = os.fstat(fd)
         if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:  # swapped since the check: left alone

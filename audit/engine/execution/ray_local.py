@@ -21,7 +21,7 @@ except ImportError:  # Windows has no address-space limits
     resource = None
 
 from topicaudit.errors import EXIT_RAY_FAILED, UserError
-from topicaudit.folder_anchors import planted_link
+from topicaudit.folder_anchors import planted_link, planted_once_made
 
 
 ONE_THREAD = {name: "1" for name in (
@@ -168,8 +168,10 @@ def check_token_folder() -> None:
             or os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "disabled"):
         return
     folder = os.path.join(os.path.expanduser("~"), ".ray")
-    planted = planted_link(folder)
-    if planted is not None:
+    # Made now if missing, never through a link (Ray makes it anyway): a HOME absent here and another user's link
+    # a moment later had Ray write .ray/auth_token into the folder that link named (hostile pass XIX-y)
+    if planted_once_made(folder):
+        planted = planted_link(folder) or (folder, "another", "a folder that kept changing")
         raise UserError(f"a local Ray instance keeps its authentication token in {folder}/auth_token, making it "
                         f"when missing: {planted[0]} is a symbolic link of another user (uid {planted[1]}) to "
                         f"{planted[2]}, in a folder everyone may write to (sticky, as /tmp); set HOME to a folder "

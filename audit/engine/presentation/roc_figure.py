@@ -27,7 +27,7 @@ from topicaudit.attacks.metrics import roc_curve
 from topicaudit.attacks.registry import recommended_attack  # the rule of docs/attacks.md
 from topicaudit.bounds.dp_region import Claim, claim_of, dp_tpr_bound
 from topicaudit.engine.storage.results import RunResults
-from topicaudit.folder_anchors import planted_link, planted_once_made, temporary_folder
+from topicaudit.folder_anchors import planted_link, planted_once_made, temporary_folder  # noqa: F401 (tests wrap it)
 
 REGION_COLOR, REGION_EDGE = "#d62728", "#7a0f10"  # the region a DP claim excludes, and its boundary
 SVG_SALT = "topicaudit"
@@ -152,8 +152,9 @@ def _no_planted_matplotlib_folders() -> None:
                                                     "matplotlib"))
     temporary = temporary_folder()  # never through another user's link ($TMPDIR=/tmp/L)
     # MPLCONFIGDIR made now if missing: absent here, another user's link a moment later was followed (XIX-w)
-    if temporary is not None and any((planted_once_made(place) if chosen else planted_link(place) is not None)
-                                     or _falls_back(place) for place in places):
+    # Each made now if missing, never through a link: absent here, another user's link a moment later was followed
+    # (XIX-w for MPLCONFIGDIR; XIX-y for the default folders below a HOME or XDG_* folder that did not exist yet)
+    if temporary is not None and any(planted_once_made(place) or _falls_back(place) for place in places):
         os.environ["MPLCONFIGDIR"] = made = tempfile.mkdtemp(prefix="matplotlib-", dir=temporary)
         atexit.register(shutil.rmtree, made, True)
 
