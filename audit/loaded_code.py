@@ -111,15 +111,17 @@ def changed_while_running(path: str) -> bool:
         return True
 
 
-def changed_files(paths) -> list[str]:
+def changed_files(paths, names=None) -> list[str]:
     """Those of ``paths`` (real paths) whose code this process loaded, as any module, and whose file is no longer as
     it was then: a module kept out of ``sys.modules`` (a plug-in loading its helper with ``spec_from_file_location``
-    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1)."""
+    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1).
+    names: the file names the paths are known by besides their own (a link named as the module)."""
     wanted = set(paths)
+    names = {os.path.basename(path) for path in wanted} | set(names or ())
     found = []
     for path, recorded in list(_LOADED.items()):
         try:
-            if os.path.realpath(path) not in wanted:
+            if os.path.basename(path) not in names or os.path.realpath(path) not in wanted:
                 continue
             now = _identity(path)
         except (OSError, ValueError):

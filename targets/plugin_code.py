@@ -320,18 +320,23 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
     """
     if "source_sha256" not in digest:
         return digest
-    files = {os.path.realpath(f) for f in code_files(path)}
-    names = {os.path.basename(f) for f in files}
+    listed = code_files(path)
+    files = {os.path.realpath(f) for f in listed}
+    names = {os.path.basename(f) for f in [*listed, *files]}  # a module's file may be a link of another name
     # Every load of them, in sys.modules or not (a helper kept out of it, XIX-x S1), and the modules loaded before
     # topicaudit was (no record: their files' change times).
     modules = [m for m in list(sys.modules.values()) if isinstance(file := getattr(m, "__file__", None), str)
                and os.path.basename(file) in names and os.path.realpath(file) in files]
     early = any(loaded_before_hook(module) for module in modules)  # then any of its files, loaded untraced (S9)
-    if (changed_files(files) or any(changed_since_loaded(module) for module in modules)
+    if (changed_files(files, names) or any(changed_since_loaded(module) for module in modules)
             or early and any(changed_while_running(file) for file in files)):
-        warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
-                      "that runs is not the code on disk; this run is not reused from the run cache (a new "
-                      "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+        memo = command_memo()
+        if memo is None or ("plugin_code.warned", path) not in memo:  # once per command, not once per read
+            warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
+                          "that runs is not the code on disk; this run is not reused from the run cache (a new "
+                          "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+            if memo is not None:
+                memo[("plugin_code.warned", path)] = True
         return {}
     return digest
 

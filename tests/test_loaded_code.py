@@ -185,3 +185,21 @@ def test_a_run_whose_plug_in_changed_while_it_ran_is_never_reused(tmp_path, monk
                           text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr
     assert "reusing" not in done.stderr
+
+
+def test_a_plug_in_whose_file_is_a_link_of_another_name(tmp_path, monkeypatch):
+    """site/staleloaded.py is a link to code/real_code.py: the edit to the file it names is seen after the import."""
+    (tmp_path / "code").mkdir()
+    (tmp_path / "site").mkdir()
+    (tmp_path / "code" / "real_code.py").write_text(LEARNER.replace("import stalehelper\n", "")
+                                                    .replace("stalehelper.shape(", "("))
+    (tmp_path / "site" / "staleloaded.py").symlink_to(tmp_path / "code" / "real_code.py")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    try:
+        importlib.import_module("staleloaded")
+        target = tmp_path / "code" / "real_code.py"
+        target.write_text(target.read_text().replace('float("1.0")', 'float("0.0")'))
+        entry, said = _entry(tmp_path / "cache")
+        assert entry != stale_plugin.fresh_process_entry(tmp_path / "site", tmp_path / "cache", SETTINGS) and said
+    finally:
+        sys.modules.pop("staleloaded", None)
