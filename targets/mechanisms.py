@@ -437,7 +437,14 @@ class Recorder:
                 self._local = np.zeros((values.shape[0], self.columns.size), dtype=values.dtype)
             self._local[:, inside] = observed
         else:
-            self._parts.setdefault(mechanism.values, []).append(np.array(observed, dtype=mechanism.stored))
+            stored = np.array(observed, dtype=mechanism.stored)
+            if stored.dtype.kind == "f" and not np.isfinite(stored).all():
+                # ε = 1e-300: noise beyond float32's range, NaN scores, and a verdict computed from them (XIX-z, N2)
+                raise ValueError(f"the release {mechanism.kind} records holds values that are not finite (inf or "
+                                 f"NaN) once stored as {stored.dtype}: its noise overflows, so it cannot be "
+                                 "audited; a claim so small that the noise is beyond any float's range is no claim "
+                                 "a topic model can be released under")
+            self._parts.setdefault(mechanism.values, []).append(stored)
             for name, array in (extra or {}).items():
                 self._parts.setdefault(name, []).append(np.asarray(array))
         return values

@@ -223,3 +223,15 @@ def test_the_cap_canaries_outgrow_is_the_declared_release_s():
     assert document_cap(DPStochasticVariationalLDA(3, epsilon=1.0, max_doc_tokens=40)) == 40
     assert document_cap(ZhaoHDPLDA(3)) is None            # word-level: a release's one token is no document cap
     assert document_cap(LocallyPrivateLDA(3, epsilon=1.0)) is None
+
+
+def test_a_release_whose_noise_overflows_is_refused_not_audited(tmp_path):
+    """N2 (pass XIX-z): dp-cgs claiming ε = 1e-300 stored noise beyond float32's range, and the run recorded
+    CONSISTENT from NaN scores that `check` then refused as an edit; the release is refused when recorded."""
+    from topicaudit.cli.main import main
+    config = tmp_path / "c.toml"
+    config.write_text('[synthetic]\nn_docs = 60\nn_words = 80\n[target]\nk = 2\nlearner = "dp-cgs"\n'
+                      '[target.params]\nepsilon = 1e-300\nmax_iter = 2\n[attack]\nshadows = 0\n'
+                      '[attack.canaries]\ncount = 10\n')
+    assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
