@@ -135,16 +135,21 @@ def test_a_plug_in_shipped_as_bytecode_only_is_keyed_by_its_code(tmp_path, monke
 def test_a_learner_defined_in_a_script_is_keyed_by_the_script(tmp_path, monkeypatch):
     # A class of the script that calls assert_privacy (its __main__, which has no spec) had no digest: the script
     # edited to leak reused the cached NO SIGNAL of the script before the edit.
+    from topicaudit import loaded_code
     script = tmp_path / "privacy_test_script.py"
-    script.write_text("MODE = 'noised'\n")
-    module = types.ModuleType("scriptmain")
-    module.__file__ = str(script)
-    monkeypatch.setitem(sys.modules, "scriptmain", module)
+
+    def run_script(text: str) -> None:  # as Python runs a script: its code executed in a module of its own
+        script.write_text(text)
+        module = types.ModuleType("scriptmain")
+        module.__file__ = str(script)
+        exec(compile(script.read_text(), str(script), "exec"), vars(module))
+        monkeypatch.setitem(sys.modules, "scriptmain", module)
+
+    monkeypatch.setattr(loaded_code, "_LOADED", {})
+    run_script("MODE = 'noised'\n")
     before = source("scriptmain:L", LEARNER_GROUP)["source_sha256"]
-    script.write_text("MODE = 'leaks'\n")
-    edited = types.ModuleType("scriptmain")  # the edited script's next run (this process runs the code it loaded)
-    edited.__file__ = str(script)
-    monkeypatch.setitem(sys.modules, "scriptmain", edited)
+    monkeypatch.setattr(loaded_code, "_LOADED", {})  # the edited script's next run: another process
+    run_script("MODE = 'leaks'\n")
     assert source("scriptmain:L", LEARNER_GROUP)["source_sha256"] != before
 
 
