@@ -231,7 +231,7 @@ def test_a_release_whose_noise_overflows_is_refused_not_audited(tmp_path):
     from topicaudit.cli.main import main
     config = tmp_path / "c.toml"
     config.write_text('[synthetic]\nn_docs = 60\nn_words = 80\n[target]\nk = 2\nlearner = "dp-cgs"\n'
-                      '[target.params]\nepsilon = 1e-300\nmax_iter = 2\n[attack]\nshadows = 0\n'
+                      '[target.params]\nepsilon = 1e-300\nn_iter = 2\n[attack]\nshadows = 0\n'
                       '[attack.canaries]\ncount = 10\n')
     assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run").exists()
