@@ -18,7 +18,7 @@ import numpy as np
 from topicaudit.errors import UserError
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
-from topicaudit.targets.base import claim as base_claim
+from topicaudit.targets.base import claim as base_claim, declared_mechanism
 from topicaudit.targets.privacy.composition import compose
 from topicaudit.targets.privacy.guarantee import Guarantee
 from topicaudit.targets.params import check_topics
@@ -78,9 +78,17 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
         )
     try:
         with kept_process_state(f"the constructor of {what}"):
-            return cls(**fixed, **params)
+            made = cls(**fixed, **params)
     except (TypeError, ValueError) as error:
         raise UserError(f"bad parameter for {what} in {where}: {error}") from None
+    if cls.__module__.startswith("topicaudit."):
+        try:
+            # The release its parameters give, described now: dp-cgs at ε = 5e-324 has an infinite noise scale,
+            # and the description failed later as an internal error (pass XIX-z, N3)
+            declared_mechanism(made)
+        except ValueError as error:
+            raise UserError(f"bad parameter for {what} in {where}: {error}") from None
+    return made
 
 
 def learner_class(learner: str, place: str = LEARNER_PLACE) -> tuple[type, dict]:

@@ -235,3 +235,13 @@ def test_a_release_whose_noise_overflows_is_refused_not_audited(tmp_path):
                       '[attack.canaries]\ncount = 10\n')
     assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run").exists()
+
+
+def test_parameters_whose_release_cannot_be_described_are_a_bad_parameter(tmp_path, capsys):
+    """N3 (pass XIX-z): dp-cgs at ε = 5e-324 (its noise scale infinite) was exit 3, an internal error."""
+    from topicaudit.cli.main import main
+    config = tmp_path / "c.toml"
+    config.write_text('[synthetic]\nn_docs = 60\nn_words = 80\n[target]\nk = 2\nlearner = "dp-cgs"\n'
+                      '[target.params]\nepsilon = 5e-324\n[attack]\nshadows = 0\n[attack.canaries]\ncount = 10\n')
+    assert main(["run", str(config), "--output", str(tmp_path / "run")]) == 2
+    assert "[target.params]" in capsys.readouterr().err and not (tmp_path / "run").exists()
