@@ -22,7 +22,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topicaudit.loaded_code import changed_files, changed_since_loaded, changed_while_running, loaded_before_hook
+from topicaudit.loaded_code import (changed_files, changed_mapped, changed_since_loaded, changed_while_running,
+                                    loaded_before_hook)
 from topicaudit.process_state import command_memo
 
 
@@ -328,7 +329,8 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
     modules = [m for m in list(sys.modules.values()) if isinstance(file := getattr(m, "__file__", None), str)
                and os.path.basename(file) in names and os.path.realpath(file) in files]
     early = any(loaded_before_hook(module) for module in modules)  # then any of its files, loaded untraced (S9)
-    if (changed_files(files, names) or any(changed_since_loaded(module) for module in modules)
+    if (changed_files(files, names) or changed_mapped(files, names)
+            or any(changed_since_loaded(module) for module in modules)
             or early and any(changed_while_running(file) for file in files)):
         memo = command_memo()
         if memo is None or ("plugin_code.warned", path) not in memo:  # once per command, not once per read

@@ -1,0 +1,88 @@
+"""Hostile pass XIX-ya (tests/hostile_xix_ya_cases.md): a plug-in's code that Python does not load as a module (a
+shared library it opens with ctypes) is still held against its file."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+KERNEL = '''
+import ctypes, pathlib
+import numpy as np
+
+_lib = ctypes.CDLL(str(pathlib.Path(__file__).with_name("libyakernel.so")))
+_lib.scale.restype = ctypes.c_double
+
+
+class Kernel:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        row = 1.0 + _lib.scale() * 50.0 * np.asarray(X.sum(axis=0)).ravel()
+        phi = np.vstack([row] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+'''
+
+
+def _build(folder, scale: str) -> None:
+    (folder / "yakernel.c").write_text(f"double scale(void) {{ return {scale}; }}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / "libyakernel.so"), str(folder / "yakernel.c")],
+                   check=True)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or sys.platform != "linux", reason="needs gcc and /proc")
+def test_a_shared_library_the_plugin_opened_then_rebuilt_drops_the_digest(tmp_path, monkeypatch):
+    """C1: the plug-in's kernel is a shared library beside it, opened with ctypes at import (a C kernel built in
+    place); the library rebuilt (scale 0 → 1: the rebuilt learner's Φ follows the counts, VIOLATED) after the
+    import. The process still runs the library it opened (dlopen keeps it), but its digest was the rebuilt file's,
+    with no warning: the API's second audit (NO SIGNAL) took the rebuilt code's key, and a fresh
+    `topicaudit check` of the rebuilt plug-in said 'reusing …', NO SIGNAL, exit 0, where it gives VIOLATED."""
+    import importlib
+    import warnings
+
+    from topicaudit.targets import plugin_code
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "yakernel.py").write_text(KERNEL)
+    _build(site, "0.0")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        importlib.import_module("yakernel")
+        digest = plugin_code.code_digest("yakernel:Kernel")
+        _build(site, "1.0")
+        rebuilt = plugin_code.code_digest("yakernel:Kernel")
+        assert rebuilt != digest
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert plugin_code.as_loaded("yakernel:Kernel", rebuilt) == {}
+    finally:
+        sys.modules.pop("yakernel", None)
+    assert any("changed after this process imported it" in str(w.message) for w in said)
+
+
+UNCHANGED = """
+import json, sys, warnings
+sys.path.insert(0, sys.argv[1])
+import topicaudit
+from topicaudit.targets import plugin_code
+import yakernel
+warnings.simplefilter("error")
+digest = plugin_code.code_digest("yakernel:Kernel")
+print(json.dumps(plugin_code.as_loaded("yakernel:Kernel", digest) == digest and "source_sha256" in digest))
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or sys.platform != "linux", reason="needs gcc and /proc")
+def test_a_shared_library_built_before_the_process_keeps_the_digest(tmp_path):
+    """C1's fix costs no reuse for a library built before the process that opened it (the common case: a build,
+    then a check)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "yakernel.py").write_text(KERNEL)
+    _build(site, "0.0")
+    done = subprocess.run([sys.executable, "-c", UNCHANGED, str(site)], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "true", done.stderr
