@@ -13,8 +13,10 @@ topicaudit was imported has no record; its file counts as changed when its ctime
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 import types
 
@@ -23,13 +25,49 @@ import types
 _LOADED: dict[str, list[tuple[int, ...]]] = {}
 
 
+# The stat of each source file this process opened (``open``: a plug-in that runs a helper's text with
+# ``exec(open(path).read())`` compiles it as "<string>", so no module code of that file is ever run and noted above;
+# hostile pass XIX-ya, C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
+_OPENED: dict[str, list[tuple[int, ...]]] = {}
+_UNNOTED = threading.local()
+
+
+@contextlib.contextmanager
+def unnoted():
+    """Files opened in this block (topicaudit reading a plug-in's files for its digest) are not noted as opened."""
+    before = getattr(_UNNOTED, "on", False)
+    _UNNOTED.on = True
+    try:
+        yield
+    finally:
+        _UNNOTED.on = before
+
+
 def _identity(path: str) -> tuple[int, ...]:
     found = os.stat(path)
     return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
+def _reading(args: tuple) -> bool:
+    """Whether an ``open`` event's (path, mode, flags) opens for reading only (a write is an edit, not a load)."""
+    mode = args[1] if len(args) > 1 else None
+    if isinstance(mode, str):
+        return not set(mode) & set("wax+")
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    return flags & os.O_ACCMODE == os.O_RDONLY
+
+
 def _on_audit(event: str, args: tuple) -> None:
-    # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted.
+    # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
+    # and a source file opened by the process's own code.
+    if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
+        if not getattr(_UNNOTED, "on", False) and _reading(args):
+            try:
+                path = os.path.abspath(args[0])
+                _OPENED.setdefault(path, []).append(_identity(path))
+            except Exception:  # noqa: BLE001 - a hook must never fail an open (a file that is not there: none)
+                pass
+        return
     if event != "exec" or not args:
         return
     code = args[0]
@@ -114,12 +152,13 @@ def changed_while_running(path: str) -> bool:
 def changed_files(paths, names=None) -> list[str]:
     """Those of ``paths`` (real paths) whose code this process loaded, as any module, and whose file is no longer as
     it was then: a module kept out of ``sys.modules`` (a plug-in loading its helper with ``spec_from_file_location``
-    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1).
+    and ``exec_module``) runs its loaded code too, and was not held against its file (hostile pass XIX-x, S1); so does
+    a source file the process opened and may have run as text (XIX-ya, C2).
     names: the file names the paths are known by besides their own (a link named as the module)."""
     wanted = set(paths)
     names = {os.path.basename(path) for path in wanted} | set(names or ())
     found = []
-    for path, recorded in list(_LOADED.items()):
+    for path, recorded in [*list(_LOADED.items()), *list(_OPENED.items())]:
         try:
             if os.path.basename(path) not in names or os.path.realpath(path) not in wanted:
                 continue

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.loaded_code import (changed_files, changed_mapped, changed_since_loaded, changed_while_running,
-                                    loaded_before_hook)
+                                    loaded_before_hook, unnoted)
 from topicaudit.process_state import command_memo
 
 
@@ -186,12 +186,20 @@ def code_digest(path: str) -> dict[str, str]:
     key = ("plugin_code.digest", path, tuple(sys.path))
     if memo is not None and key in memo:
         return dict(memo[key])
+    with unnoted():  # its reads of the files are not the process opening them to run (loaded_code)
+        found = _code_digest(path)
+    if memo is not None:
+        memo[key] = dict(found)
+    return found
+
+
+def _code_digest(path: str) -> dict[str, str]:
     walk = _walk(path)
     found: dict[str, str] = {}
     if walk is not None and walk.too_large is not None:
         warnings.warn(f"plug-in {path}: more than {DIGEST_WALK_LIMIT:,} files and folders in and beside its code "
                       f"(under {walk.too_large}), so its code is not digested and its runs are never reused from "
-                      "the run cache; keep the plug-in in a folder of its own", RuntimeWarning, stacklevel=2)
+                      "the run cache; keep the plug-in in a folder of its own", RuntimeWarning, stacklevel=3)
     elif walk is not None:
         digest = hashlib.sha256()
         for file in walk.files:
@@ -207,8 +215,6 @@ def code_digest(path: str) -> dict[str, str]:
             except OSError:
                 continue
         found = {"source_sha256": digest.hexdigest()}
-    if memo is not None:
-        memo[key] = dict(found)
     return found
 
 
@@ -306,7 +312,8 @@ def with_distribution(digest: dict[str, str], dist) -> dict[str, str]:
            getattr(dist, "name", None))
     if memo is not None and key in memo:
         return dict(memo[key])
-    found = _with_distribution(digest, dist)
+    with unnoted():
+        found = _with_distribution(digest, dist)
     if memo is not None:
         memo[key] = dict(found)
     return found

@@ -86,3 +86,74 @@ def test_a_shared_library_built_before_the_process_keeps_the_digest(tmp_path):
     _build(site, "0.0")
     done = subprocess.run([sys.executable, "-c", UNCHANGED, str(site)], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "true", done.stderr
+
+
+EXEC_READER = '''
+import os
+import numpy as np
+
+_ns = {}
+with open(os.path.join(os.path.dirname(__file__), "yaexkernels.py")) as _f:
+    exec(_f.read(), _ns)  # an old idiom: the kernels' text run into a namespace, compiled as "<string>"
+
+
+class Ex:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        row = _ns["shape"](np.asarray(X.sum(axis=0)).ravel())
+        phi = np.vstack([row] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+'''
+
+
+def test_a_helper_whose_text_the_plugin_ran_then_edited_drops_the_digest(tmp_path, monkeypatch):
+    """C2: the plug-in runs its helper's text (``exec(open(path).read(), ns)``), so no module code of that file is
+    run (the code is "<string>") and the load hook had no record of it; the helper edited after the import (its Φ
+    then follows the counts: VIOLATED) was not seen: the API's audit ran the old code (NO SIGNAL) under the edited
+    files' key, and a fresh `topicaudit check` said 'reusing …', NO SIGNAL, exit 0."""
+    import importlib
+    import warnings
+
+    from topicaudit.targets import plugin_code
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "yaexreader.py").write_text(EXEC_READER)
+    (site / "yaexkernels.py").write_text("import numpy as np\n\n\ndef shape(counts):\n    return np.ones_like(counts)\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        importlib.import_module("yaexreader")
+        digest = plugin_code.code_digest("yaexreader:Ex")
+        assert plugin_code.as_loaded("yaexreader:Ex", digest) == digest  # nothing changed yet
+        (site / "yaexkernels.py").write_text("def shape(counts):\n    return 1.0 + 50.0 * counts\n")
+        edited = plugin_code.code_digest("yaexreader:Ex")
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert plugin_code.as_loaded("yaexreader:Ex", edited) == {}
+    finally:
+        sys.modules.pop("yaexreader", None)
+    assert any("changed after this process imported it" in str(w.message) for w in said)
+
+
+def test_the_digest_reading_a_file_is_not_a_load(tmp_path, monkeypatch):
+    """C2's fix notes the code files the process opens; topicaudit's own reads (the digest) are not noted, so a
+    helper beside the plug-in that nothing loaded may be edited between two audits of one process and reused."""
+    import importlib
+
+    from topicaudit.targets import plugin_code
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "yaquiet.py").write_text("class Q:\n    pass\n")
+    (site / "yaquietbeside.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        importlib.import_module("yaquiet")
+        plugin_code.code_digest("yaquiet:Q")
+        (site / "yaquietbeside.py").write_text("X = 2\n")
+        edited = plugin_code.code_digest("yaquiet:Q")
+        assert plugin_code.as_loaded("yaquiet:Q", edited) == edited
+    finally:
+        sys.modules.pop("yaquiet", None)
