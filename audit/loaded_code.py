@@ -215,6 +215,78 @@ def changed_mapped(paths, names=None) -> list[str]:
     return found
 
 
+def _function_codes(found) -> list[types.CodeType]:
+    """The code of a function and of what decorators wrap (``staticmethod``, ``classmethod``, ``property``'s getter,
+    ``functools.wraps``' ``__wrapped__``, numba's ``py_func``); none for anything else."""
+    codes: list[types.CodeType] = []
+    for _ in range(8):
+        if found is None:
+            break
+        code = getattr(found, "__code__", None)
+        if isinstance(code, types.CodeType):
+            codes.append(code)
+        found = next((inner for name in ("__func__", "fget", "__wrapped__", "py_func")
+                      if (inner := getattr(found, name, None)) is not None), None)
+    return codes
+
+
+def _same_code(found, compiled: list[types.CodeType]) -> bool:
+    """Whether ``found`` is a function the file compiled to (by where it is defined: its file's name, qualified name
+    and first line; pytest's rewritten asserts change the rest). An object with no code is not judged."""
+    codes = _function_codes(found)
+    defined = {(os.path.basename(c.co_filename), c.co_qualname, c.co_firstlineno) for c in compiled}
+    return not codes or any((os.path.basename(c.co_filename), c.co_qualname, c.co_firstlineno) in defined
+                            for c in codes)
+
+
+_NEW_LOCALS = 0x0002  # CO_NEWLOCALS: set for a function's code, not for a class body's
+
+
+def _defined(code: types.CodeType, prefix: str = "") -> dict[str, list[types.CodeType]]:
+    """The functions a module's (or class body's) code defines, by name; a name defined twice (``try``/``except``
+    alternatives) has each."""
+    found: dict[str, list[types.CodeType]] = {}
+    for const in code.co_consts:
+        if (isinstance(const, types.CodeType) and const.co_name.isidentifier()  # not a lambda or comprehension
+                and const.co_qualname == prefix + const.co_name):
+            found.setdefault(const.co_name, []).append(const)
+    return found
+
+
+def patched_since_loaded(module: types.ModuleType) -> bool:
+    """Whether a function or method that ``module``'s file defines (at its top level, or in a class body there) is no
+    longer the code the file compiles to: replaced or deleted in the running process. A test that stubbed a learner's
+    ``fit`` (``monkeypatch.setattr``, ``mock.patch.object``) audited the stub under the unchanged files' digest, and
+    a fresh check of the real learner reused that run (hostile pass XIX-ya, M1). A module whose file cannot be read
+    or compiled counts as patched; so does a name the file defines but binds to another function (an import that
+    replaces a fallback definition): it cannot be told from a patch."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return False
+    try:
+        with unnoted(), open(path, "rb") as source:
+            top = compile(source.read(), path, "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - unreadable, or not code: nothing says it is the code that runs
+        return True
+    namespace = vars(module)
+    for name, codes in _defined(top).items():
+        found = namespace.get(name)
+        if found is not None and any(not code.co_flags & _NEW_LOCALS for code in codes):  # a class body's code
+            found = found if isinstance(found, type) else type(found)  # a singleton: ``Infinity = Infinity()``
+            if found.__qualname__ != name:
+                return True  # another class (a stub) in its place
+            body = vars(found)
+            for class_code in codes:  # the methods the class body defines
+                for method, compiled in _defined(class_code, name + ".").items():
+                    if method.startswith("__") and not method.endswith("__"):  # a private name, mangled
+                        method = f"_{name.lstrip('_')}{method}"
+                    if method not in body or not _same_code(body[method], compiled):
+                        return True
+        elif found is not None and not _same_code(found, codes):
+            return True
+    return False
+
+
 def install() -> None:
     """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):

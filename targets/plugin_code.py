@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topicaudit.loaded_code import (changed_files, changed_mapped, changed_since_loaded, changed_while_running,
-                                    loaded_before_hook, unnoted)
+                                    loaded_before_hook, patched_since_loaded, unnoted)
 from topicaudit.process_state import command_memo
 
 
@@ -337,12 +337,12 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
                and os.path.basename(file) in names and os.path.realpath(file) in files]
     early = any(loaded_before_hook(module) for module in modules)  # then any of its files, loaded untraced (S9)
     if (changed_files(files, names) or changed_mapped(files, names)
-            or any(changed_since_loaded(module) for module in modules)
+            or any(changed_since_loaded(module) or patched_since_loaded(module) for module in modules)
             or early and any(changed_while_running(file) for file in files)):
         memo = command_memo()
         if memo is None or ("plugin_code.warned", path) not in memo:  # once per command, not once per read
-            warnings.warn(f"plug-in {path}: its code files changed after this process imported it, so the code "
-                          "that runs is not the code on disk; this run is not reused from the run cache (a new "
+            warnings.warn(f"plug-in {path}: its code files changed after this process imported it (or its "
+                          "code was replaced in it, a patched method), so the code that runs is not the code on disk; this run is not reused from the run cache (a new "
                           "Python process audits the edit)", RuntimeWarning, stacklevel=3)
             if memo is not None:
                 memo[("plugin_code.warned", path)] = True

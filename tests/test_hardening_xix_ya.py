@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 KERNEL = '''
@@ -157,3 +158,61 @@ def test_the_digest_reading_a_file_is_not_a_load(tmp_path, monkeypatch):
         assert plugin_code.as_loaded("yaquiet:Q", edited) == edited
     finally:
         sys.modules.pop("yaquiet", None)
+
+
+PATCHED = '''
+import numpy as np
+
+
+def _row(counts):
+    return 1.0 + 50.0 * counts
+
+
+class Leak:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        phi = np.vstack([_row(np.asarray(X.sum(axis=0)).ravel())] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    @staticmethod
+    def name():
+        return "leak"
+'''
+
+
+@pytest.mark.parametrize("how", ["method", "module function", "static method", "deleted method", "class"])
+def test_a_plugin_patched_in_the_process_drops_the_digest(tmp_path, monkeypatch, how):
+    """M1: a test stubs the learner's fit (``monkeypatch.setattr(Leak, "fit", stub)``, ``mock.patch.object``) and
+    audits with the shared cache: the stub's run (NO SIGNAL) was kept under the plug-in's files' key, and a fresh
+    `topicaudit check` of the real, leaking learner said 'reusing …', NO SIGNAL, exit 0, where it gives VIOLATED.
+    Its files are unchanged; the code that runs is not theirs."""
+    import importlib
+    import warnings
+
+    from topicaudit.targets import plugin_code
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "yapatched.py").write_text(PATCHED)
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        module = importlib.import_module("yapatched")
+        digest = plugin_code.code_digest("yapatched:Leak")
+        assert plugin_code.as_loaded("yapatched:Leak", digest) == digest  # as imported
+        if how == "method":
+            monkeypatch.setattr(module.Leak, "fit", lambda self, X, seed: np.ones((self.k, X.shape[1]), np.float32))
+        elif how == "module function":
+            monkeypatch.setattr(module, "_row", lambda counts: counts * 0.0 + 1.0)
+        elif how == "static method":
+            monkeypatch.setattr(module.Leak, "name", staticmethod(lambda: "stub"))
+        elif how == "deleted method":
+            monkeypatch.delattr(module.Leak, "fit")
+        else:
+            monkeypatch.setattr(module, "Leak", type("Leak", (), {"fit": lambda self, X, seed: None}))
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            assert plugin_code.as_loaded("yapatched:Leak", digest) == {}
+    finally:
+        sys.modules.pop("yapatched", None)
