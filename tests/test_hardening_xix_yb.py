@@ -41,3 +41,47 @@ def test_numba_never_caches_in_its_user_wide_folder_behind_a_link_planted_after_
                           env={**env, "XDG_CACHE_HOME": str(shared / "F"), "YB_MINE": str(mine)})
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
     assert untouched_since_2020(mine), os.listdir(mine)
+
+
+def _plant_after_judgement(monkeypatch, link, mine, nth=1):
+    """``planted_link`` wrapped (where it is looked up) so that, right after its ``nth`` judgement of a way,
+    another user's link to ``mine`` takes the absent name ``link`` (the race nobody's flipper won)."""
+    import topicaudit.folder_anchors as anchors
+    import topicaudit.owned_folders as owned
+    original, calls = anchors.planted_link, [0]
+
+    def planting(path):
+        found = original(path)
+        calls[0] += 1
+        if calls[0] == nth and not os.path.lexists(link):
+            os.symlink(mine, link)
+            os.lchown(link, 65534, 65534)
+        return found
+    monkeypatch.setattr(anchors, "planted_link", planting)
+    monkeypatch.setattr(owned, "planted_link", planting)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_an_output_folder_is_never_made_behind_a_link_planted_above_it_after_it_was_judged(tmp_path, monkeypatch):
+    """HL1 (critical (3)): ``run cA.toml --output /tmp/T/A/b/o``, nobody flipping A between nothing and a link to
+    V: ``open_folder`` judged the way (A absent: no link), A became the link, and ``mkdir(parents=True)`` made
+    ``V/b/o`` through it before the second judgement refused the output (exit 2, V changed)."""
+    from topicaudit.owned_folders import LinkedFolder, open_folder
+    shared, mine = planted_by_another_user(tmp_path)
+    _plant_after_judgement(monkeypatch, str(shared / "A"), str(mine))
+    with pytest.raises(LinkedFolder):
+        open_folder(shared / "A" / "b" / "o", create=True).close()
+    assert untouched_since_2020(mine), os.listdir(mine)
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a link to another user needs root")
+def test_a_reports_folders_are_never_made_behind_a_link_planted_above_them(tmp_path, monkeypatch):
+    """HL1's cause in ``report -o /tmp/T/A/b/rep``: the folders above the output were made with
+    ``mkdir(parents=True)`` after the judgement, through a link planted above them since (``sweep --output`` made
+    its output the same way)."""
+    from topicaudit.reports.output_folder import write_report
+    shared, mine = planted_by_another_user(tmp_path)
+    _plant_after_judgement(monkeypatch, str(shared / "A"), str(mine), nth=2)  # after the output's checks
+    with pytest.raises(Exception):
+        write_report(shared / "A" / "b" / "rep", [], lambda figures: pytest.fail("composed behind the link"))
+    assert untouched_since_2020(mine), os.listdir(mine)
