@@ -10,6 +10,7 @@ command's path below an earlier command's cache is the user's again, its links f
 """
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import stat
@@ -128,8 +129,8 @@ def planted_once_made(prefix: str) -> bool:
                 os.close(above)
                 above = inner
             return planted_link(prefix) is not None
-        except OSError:  # cannot be made here (or a link took a name): the next look says
-            if not os.access(path, os.W_OK | os.X_OK):
+        except OSError as error:  # cannot be made here (or a link took a name): the next look says
+            if not os.access(path, os.W_OK | os.X_OK) or error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
                 return planted_link(prefix) is not None
         finally:
             os.close(above)

@@ -12,23 +12,47 @@ then uses for every kernel, does (hostile pass XIX-q: ``NUMBA_CACHE_DIR=/tmp/L``
 """
 from __future__ import annotations
 
+import inspect
 import os
 
 import numba
+
+try:  # numba's internals (its cache locators, its cache folder): they may move between releases
+    from numba.core import caching as _caching
+    from numba.misc.appdirs import AppDirs as _AppDirs
+except ImportError:
+    _caching = _AppDirs = None
 
 from topicaudit.folder_anchors import planted_link, planted_once_made
 
 
 def _cache_planted() -> bool:
-    """Whether the folder numba would cache in is reached through another user's link in a shared sticky
-    folder: ``NUMBA_CACHE_DIR`` when set (numba's first choice), else its user-wide cache folder (used when the
-    package's own ``__pycache__`` cannot be written); numba makes it as soon as a kernel is declared, so this is
-    decided before."""
+    """Whether ``NUMBA_CACHE_DIR`` (numba's first choice, for every kernel) is reached through another user's link
+    in a shared sticky folder; numba makes it as soon as a kernel is declared, so this is decided before."""
     chosen = os.environ.get("NUMBA_CACHE_DIR")
     if chosen:  # made now if missing: absent here, another user's link a moment later was followed (XIX-w)
         return planted_once_made(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return planted_link(base) is not None
+    return False
+
+
+def _user_wide_planted(function) -> bool:
+    """Whether numba would cache ``function``'s kernel in its user-wide folder (``$XDG_CACHE_HOME/numba``, else
+    ``~/.cache/numba``: where the package's own ``__pycache__`` cannot be written) and that folder is reached
+    through another user's link. It is made now if missing (``planted_once_made``), as numba would make it next:
+    judged as the path was, a ``XDG_CACHE_HOME=/tmp/F`` absent then and another user's link a moment later had
+    numba write its kernels into the folder that link named (hostile pass XIX-yb). numba's own in-tree locator
+    answers first (it makes ``__pycache__`` beside the module, as numba does next), so nothing is made in the
+    user's cache folder when numba would not use it."""
+    try:
+        in_tree = getattr(_caching, "InTreeCacheLocator", None) or getattr(_caching, "_InTreeCacheLocator")
+        if in_tree.from_function(function, inspect.getfile(function)) is not None:
+            return False
+        folder = _AppDirs(appname="numba", appauthor=False).user_cache_dir
+    except Exception:  # numba's internals have moved: cached only where its user-wide folder is already there
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "numba")
+        return planted_link(folder) is not None or not os.path.isdir(folder)
+    return planted_once_made(folder)
 
 
 _UNCACHED = _cache_planted()
@@ -38,7 +62,7 @@ def njit(*args, **options):
     """``numba.njit`` with the same arguments; ``cache=True`` falls back to no cache when numba has no place
     for one."""
     def decorate(function):
-        if _UNCACHED and options.get("cache"):
+        if options.get("cache") and (_UNCACHED or _user_wide_planted(function)):
             return numba.njit(**{**options, "cache": False})(function)
         try:
             return numba.njit(**options)(function)

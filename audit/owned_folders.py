@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from topicaudit.errors import UserError
-from topicaudit.folder_anchors import anchor_of, declare, held_descriptor, planted_link
+from topicaudit.folder_anchors import anchor_of, declare, held_descriptor, planted_link, planted_once_made
 from topicaudit.process_state import only_the_command
 
 # Descriptor-relative calls (POSIX); elsewhere each call takes the folder's path.
@@ -66,6 +66,18 @@ def refuse_planted_link(path: Path | str) -> None:
     found = planted_link(path)
     if found is not None:
         raise PlantedLink(Path(path), *found)
+
+
+def make_folders(path: Path) -> None:
+    """``path``'s missing folders made, as the user's ``mkdir -p`` would, but one at a time and never through
+    another user's link (``planted_once_made``): judged, then made with ``mkdir(parents=True)``, a link planted
+    above it between the two (``--output /tmp/A/b/o``, A absent when judged) had the folders made in the folder
+    that link named, before the output was refused (hostile pass XIX-yb). What cannot be made raises as mkdir."""
+    if planted_once_made(os.fspath(path)):
+        refuse_planted_link(path)
+        raise UserError(f"{path}: a symbolic link on the way to it kept changing while its folders were made "
+                        "(another user's, in a folder everyone may write to); nothing was made through it")
+    Path(path).mkdir(parents=True, exist_ok=True)  # made above; else its error (permissions, a full disk)
 
 
 class Folder:
@@ -303,7 +315,7 @@ def open_folder(path: Path, create: bool = False) -> Folder:
     if folder is None:
         refuse_planted_link(base)
         if create:
-            base.mkdir(parents=True, exist_ok=True)
+            make_folders(base)
         folder = Folder(base, os.open(base, _DIRECTORY) if BY_DESCRIPTOR else None)
         try:  # again once open: a link planted between the look and the open (a race) is refused too
             refuse_planted_link(base)

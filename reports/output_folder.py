@@ -23,7 +23,7 @@ from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.engine.storage.lock import listing, remove_made, uninterrupted
 from topicaudit.errors import UserError
 from topicaudit.folder_anchors import absolute
-from topicaudit.owned_folders import Folder, ancestors, new_folder, open_folder, remove
+from topicaudit.owned_folders import Folder, ancestors, make_folders, new_folder, open_folder, remove
 from topicaudit.reports.document import Report
 from topicaudit.reports.html import render_html
 from topicaudit.reports.markdown import render_markdown
@@ -45,7 +45,7 @@ def write_report(output: Path, read_from: list[Path], compose: Callable[[Path], 
     above = (new_parents[-1] if new_parents else output).parent  # the user's: its times put back on failure
     found, staging, made = listing(above), None, None
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(output.parent)
         with open_folder(output.parent) as parent:  # the folders made, by identity: removed on failure only if so
             made = [os.fstat(parent.fd), *ancestors(parent, len(new_parents) - 1)] if parent.fd is not None else None
         remove_stale_staging(output)

@@ -41,7 +41,7 @@ from topicaudit.engine.storage.durable_write import atomic_write_text
 from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
 from topicaudit.folder_anchors import absolute
-from topicaudit.owned_folders import LinkedFolder, open_folder
+from topicaudit.owned_folders import LinkedFolder, make_folders, open_folder
 from topicaudit.inputs.files import check_regular
 from topicaudit.targets import build_target, vocabulary_of
 
@@ -215,7 +215,7 @@ def _run_sweep(config: Config, parameter: str, values: list[Any], replicates: in
             )
     elif output.exists() and not holds_only_the_lock(output):
         raise UserError(f"output directory {output} is not empty and is not a topicaudit sweep; choose another output (--output)")
-    output.mkdir(parents=True, exist_ok=True)
+    make_folders(output)
 
     index = {
         "schema": SWEEP_SCHEMA,
