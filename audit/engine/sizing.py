@@ -211,7 +211,7 @@ def _design(config: Config, corpus, target, epsilon: float | None, delta: float 
                               tokens=probe.length, topics=config.target.k, paired=probe.kind in PAIRED_KINDS,
                               stage="learner", arrays=sorted(declared_release.arrays))
     recorded = GuaranteeInfo.from_json(guarantee.to_json(), "guarantee")  # as the run records it
-    shape = claim_shape(recorded, mechanism, None) if epsilon == claimed else None
+    shape = claim_shape(recorded, mechanism, None) if (epsilon, delta) == (claimed, recorded.delta) else None
     methods = (Method.FDP_PURE, shape.method) if shape is not None else tuple(VALID_BOUNDS)
     names = simulate_score_sets(mechanism.release(), np.array([True, False, True, False]), probe.length, 2.0,
                                 np.random.default_rng(POWER_SEED), paired=bool(mechanism.paired), k=config.target.k,

@@ -121,7 +121,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         observe = observe or "release"  # runs from before canaries could observe a mechanism
         methods = tuple(VALID_BOUNDS)
         mechanism = recorded_mechanism if observe == "mechanism" else None
-        if mechanism is not None and epsilon == guarantee.epsilon:
+        if mechanism is not None and (epsilon, delta) == (guarantee.epsilon, guarantee.delta):  # its own claim only
             shape = claim_shape(guarantee, mechanism, anchors)
             if shape is not None:
                 # The curve test subsumes Steinke et al.'s bound here; dropping it leaves α to the tests that bite.
