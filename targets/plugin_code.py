@@ -342,8 +342,9 @@ def as_loaded(path: str, digest: dict[str, str]) -> dict[str, str]:
         memo = command_memo()
         if memo is None or ("plugin_code.warned", path) not in memo:  # once per command, not once per read
             warnings.warn(f"plug-in {path}: its code files changed after this process imported it (or its "
-                          "code was replaced in it, a patched method), so the code that runs is not the code on disk; this run is not reused from the run cache (a new "
-                          "Python process audits the edit)", RuntimeWarning, stacklevel=3)
+                          "code was replaced in it, a patched method), so the code that runs is not the code on "
+                          "disk; this run is not reused from the run cache (a new Python process audits the edit)",
+                          RuntimeWarning, stacklevel=3)
             if memo is not None:
                 memo[("plugin_code.warned", path)] = True
         return {}

@@ -37,3 +37,11 @@ def fresh_process_entry(site: Path, cache, settings: dict) -> str:
     done = subprocess.run([sys.executable, "-c", FRESH, json.dumps(settings), str(cache)], env=env,
                           capture_output=True, text=True, check=True)
     return done.stdout.strip().splitlines()[-1]
+
+
+def as_another_process(monkeypatch) -> None:
+    """Forget what this process loaded and opened (``topicaudit.loaded_code``'s records), as the next process of a
+    CI would start: a test that edits a plug-in it imported, then reads its digest again, stands for that process."""
+    from topicaudit import loaded_code
+    monkeypatch.setattr(loaded_code, "_LOADED", {})
+    monkeypatch.setattr(loaded_code, "_OPENED", {})

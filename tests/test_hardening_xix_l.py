@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import stale_plugin
+
 from plugin_package import write_package
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.configuration.validation import check_shadows
@@ -78,7 +80,9 @@ def test_an_edit_to_an_installed_plug_in_at_the_same_version_is_another_cache_en
         learners = site / "tinytopics" / "learners.py"
         for name in [n for n in sys.modules if n == "tinytopics" or n.startswith("tinytopics.")]:
             del sys.modules[name]  # the next CI job's process (this one runs the code it imported: XIX-u, ST1)
-        learners.write_text(learners.read_text() + "\n# the noise halved\n")
+        edited = learners.read_text() + "\n# the noise halved\n"  # read here: a file this process read may have run
+        stale_plugin.as_another_process(monkeypatch)
+        learners.write_text(edited)
         after = [source(n, LEARNER_GROUP) for n in ("split-counts", "tinytopics.learners:SplitCounts")]
         assert all(a["source_sha256"] != b["source_sha256"] and a["version"] == "0.3" for a, b in zip(after, before))
         assert cached_run_dir(config, tmp_path / "cache") != entry
@@ -135,7 +139,6 @@ def test_a_plug_in_shipped_as_bytecode_only_is_keyed_by_its_code(tmp_path, monke
 def test_a_learner_defined_in_a_script_is_keyed_by_the_script(tmp_path, monkeypatch):
     # A class of the script that calls assert_privacy (its __main__, which has no spec) had no digest: the script
     # edited to leak reused the cached NO SIGNAL of the script before the edit.
-    from topicaudit import loaded_code
     script = tmp_path / "privacy_test_script.py"
 
     def run_script(text: str) -> None:  # as Python runs a script: its code executed in a module of its own
@@ -145,10 +148,10 @@ def test_a_learner_defined_in_a_script_is_keyed_by_the_script(tmp_path, monkeypa
         exec(compile(script.read_text(), str(script), "exec"), vars(module))
         monkeypatch.setitem(sys.modules, "scriptmain", module)
 
-    monkeypatch.setattr(loaded_code, "_LOADED", {})
+    stale_plugin.as_another_process(monkeypatch)
     run_script("MODE = 'noised'\n")
     before = source("scriptmain:L", LEARNER_GROUP)["source_sha256"]
-    monkeypatch.setattr(loaded_code, "_LOADED", {})  # the edited script's next run: another process
+    stale_plugin.as_another_process(monkeypatch)  # the edited script's next run: another process
     run_script("MODE = 'leaks'\n")
     assert source("scriptmain:L", LEARNER_GROUP)["source_sha256"] != before
 
