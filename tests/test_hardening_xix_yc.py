@@ -57,3 +57,17 @@ def test_a_gaussian_vocabulary_steps_gdp_test_is_for_its_own_claim_only(tmp_path
     assert topicaudit.check(config.output).violated  # its own claim (ε = 3, δ = 1e-5): noise ÷ 10 is caught
     other = topicaudit.check(config.output, epsilon=3.0, delta=0.999999)
     assert not other.violated, other.message()
+
+
+def test_a_swept_whole_number_is_the_run_s_float(tmp_path):
+    """N1 (listed by this pass, fixed after it): `sweep --param target.test_under_noise --values 1,1000` lists 1
+    where the run's configuration holds 1.0; its report refused the sweep as "moved or copied". Another value still
+    is refused."""
+    from types import SimpleNamespace
+
+    from topicaudit.errors import UserError
+    from topicaudit.reports.collect import _in_its_slot
+    run = SimpleNamespace(config={"target": {"test_under_noise": 1.0}}, seed=0, path=tmp_path / "run")
+    assert _in_its_slot(run, {"value": 1, "seed": 0}, "target.test_under_noise", tmp_path) is run
+    with pytest.raises(UserError, match="moved or copied"):
+        _in_its_slot(run, {"value": 1000, "seed": 0}, "target.test_under_noise", tmp_path)
