@@ -13,7 +13,10 @@ topicaudit was imported has no record; its file counts as changed when its ctime
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import enum
+import importlib.util
 import os
 import sys
 import threading
@@ -237,8 +240,8 @@ def _same_code(found, compiled: list[types.CodeType]) -> bool:
     code (``singledispatchmethod``) is not judged."""
     codes = _function_codes(found)
     defined = {(os.path.basename(c.co_filename), c.co_qualname, c.co_firstlineno) for c in compiled}
-    if not codes:
-        return not callable(found)
+    if not codes:  # a C function or class (a ``try: from _accel import f`` over the file's ``def f``) is not judged
+        return not callable(found) or isinstance(found, (types.BuiltinFunctionType, type))
     return any((os.path.basename(c.co_filename), c.co_qualname, c.co_firstlineno) in defined
                             for c in codes)
 
@@ -259,18 +262,80 @@ def _defined(code: types.CodeType, prefix: str = "") -> dict[str, list[types.Cod
 
 def _added_method(cls: type, class_codes: list[types.CodeType]) -> bool:
     """Whether ``cls`` holds a method its class body does not bind: a stub set on the class over an inherited
-    ``fit`` ran in the base class's place (hostile pass XIX-za). Methods a decorator generates (a dataclass's
-    ``__init__``: compiled from no file, named in the class) are not."""
+    ``fit`` ran in the base class's place (hostile pass XIX-za). Special (``__x__``) methods, which decorators add
+    (a dataclass's ``__init__``, ``functools.total_ordering``'s ``__le__``), C methods, and Enums are not judged."""
+    if isinstance(cls, enum.EnumMeta):
+        return False
     bound = {name for code in class_codes for name in code.co_names}
     for name, value in vars(cls).items():
-        if name in bound or not (callable(value) or _function_codes(value)):
+        if name in bound or (name.startswith("__") and name.endswith("__")):
             continue
-        codes = _function_codes(value)
-        if not (name.startswith("__") and name.endswith("__") and codes
-                and all(c.co_filename.startswith("<") and c.co_qualname.startswith(cls.__qualname__ + ".")
-                        for c in codes)):
+        if _function_codes(value) or (callable(value) and not isinstance(
+                value, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType, type))):
             return True
     return False
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple)
+_UNSEEN = object()
+
+
+def _rebound(namespace: dict, statements: list, package: str | None, in_class: bool = False) -> bool:
+    """Whether a name these statements (a module's or class body's, into ``if``/``try`` blocks) bind only to an
+    immutable literal (``SCALE = 50.0``) or only by ``from M import f`` now holds something else: a test's
+    ``monkeypatch.setattr(plugin, "SCALE", 0)``, or its imported kernel patched where it is used, changed what the
+    plug-in computes under the same files (hostile pass XIX-za). A name bound otherwise anywhere is not judged."""
+    bindings: dict[str, list] = {}
+    pending = list(statements)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            pending += node.body + node.orelse if not isinstance(node, ast.With) else node.body
+            pending += [s for h in getattr(node, "handlers", ()) for s in h.body] + list(getattr(node, "finalbody", ()))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                value = _UNSEEN
+            for target in (t for t in targets if isinstance(t, ast.Name)):
+                bindings.setdefault(target.id, []).append(("value", value) if isinstance(value, _IMMUTABLE)
+                                                          else ("other", None))
+        elif isinstance(node, ast.ImportFrom) and not any(a.name == "*" for a in node.names):
+            try:
+                source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            except (ImportError, ValueError):
+                source = None
+            for alias in node.names:
+                bindings.setdefault(alias.asname or alias.name, []).append(("import", (source, alias.name)))
+        else:
+            for name in _stored_names(node):
+                bindings.setdefault(name, []).append(("other", None))
+    for name, ways in bindings.items():
+        if name not in namespace or any(kind == "other" for kind, _ in ways):
+            continue
+        found = namespace[name]
+        if not any(_is_bound_value(found, kind, what, in_class) for kind, what in ways):
+            return True
+    return False
+
+
+def _stored_names(node) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Import):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+def _is_bound_value(found, kind: str, what, in_class: bool = False) -> bool:
+    if kind == "value":
+        if in_class and (not isinstance(found, _IMMUTABLE) or isinstance(found, enum.Enum)):
+            return True  # a class that makes its attributes into other objects (an Enum's members, a NamedTuple's)
+        return type(found) is type(what) and (found == what or found != found and what != what)
+    source, name = what
+    module = sys.modules.get(source) if source else None
+    return module is None or getattr(module, name, _UNSEEN) is found or not hasattr(module, name)
 
 
 def patched_since_loaded(module: types.ModuleType) -> bool:
@@ -285,10 +350,22 @@ def patched_since_loaded(module: types.ModuleType) -> bool:
         return False
     try:
         with unnoted(), open(path, "rb") as source:
-            top = compile(source.read(), path, "exec", dont_inherit=True)
+            source_text = source.read()
+        top = compile(source_text, path, "exec", dont_inherit=True)
     except Exception:  # noqa: BLE001 - unreadable, or not code: nothing says it is the code that runs
         return True
     namespace = vars(module)
+    try:
+        tree = ast.parse(source_text, path)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True
+    if _rebound(namespace, tree.body, getattr(module, "__package__", None)):
+        return True
+    for node in tree.body:
+        cls = namespace.get(node.name) if isinstance(node, ast.ClassDef) else None
+        if (isinstance(cls, type) and cls.__qualname__ == node.name and not node.decorator_list  # it may rewrite
+                and _rebound(dict(vars(cls)), node.body, None, True)):
+            return True
     for name, codes in _defined(top).items():
         found = namespace.get(name)
         if found is not None and any(not code.co_flags & _NEW_LOCALS for code in codes):  # a class body's code
