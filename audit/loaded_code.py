@@ -280,11 +280,13 @@ _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple)
 _UNSEEN = object()
 
 
-def _rebound(namespace: dict, statements: list, package: str | None, in_class: bool = False) -> bool:
+def _rebound(namespace: dict, statements: list, package: str | None, in_class: bool = False,
+             outer: dict | None = None) -> bool:
     """Whether a name these statements (a module's or class body's, into ``if``/``try`` blocks) bind only to an
     immutable literal (``SCALE = 50.0``) or only by ``from M import f`` now holds something else: a test's
     ``monkeypatch.setattr(plugin, "SCALE", 0)``, or its imported kernel patched where it is used, changed what the
-    plug-in computes under the same files (hostile pass XIX-za). A name bound otherwise anywhere is not judged."""
+    plug-in computes under the same files (hostile pass XIX-za); so does a class body's ``fit = _fit`` no longer
+    ``outer``'s ``_fit``. A name bound otherwise anywhere is not judged."""
     bindings: dict[str, list] = {}
     pending = list(statements)
     while pending:
@@ -299,8 +301,9 @@ def _rebound(namespace: dict, statements: list, package: str | None, in_class: b
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 value = _UNSEEN
             for target in (t for t in targets if isinstance(t, ast.Name)):
-                bindings.setdefault(target.id, []).append(("value", value) if isinstance(value, _IMMUTABLE)
-                                                          else ("other", None))
+                bindings.setdefault(target.id, []).append(
+                    ("value", value) if isinstance(value, _IMMUTABLE) else ("alias", (outer, node.value.id))
+                    if isinstance(node.value, ast.Name) and outer is not None else ("other", None))
         elif isinstance(node, ast.ImportFrom) and not any(a.name == "*" for a in node.names):
             try:
                 source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
@@ -329,6 +332,8 @@ def _stored_names(node) -> list[str]:
 
 
 def _is_bound_value(found, kind: str, what, in_class: bool = False) -> bool:
+    if kind == "alias":
+        return what[1] not in what[0] or what[0][what[1]] is found
     if kind == "value":
         if in_class and (not isinstance(found, _IMMUTABLE) or isinstance(found, enum.Enum)):
             return True  # a class that makes its attributes into other objects (an Enum's members, a NamedTuple's)
@@ -364,7 +369,7 @@ def patched_since_loaded(module: types.ModuleType) -> bool:
     for node in tree.body:
         cls = namespace.get(node.name) if isinstance(node, ast.ClassDef) else None
         if (isinstance(cls, type) and cls.__qualname__ == node.name and not node.decorator_list  # it may rewrite
-                and _rebound(dict(vars(cls)), node.body, None, True)):
+                and _rebound(dict(vars(cls)), node.body, None, True, namespace)):
             return True
     for name, codes in _defined(top).items():
         found = namespace.get(name)

@@ -40,9 +40,14 @@ class Inherit(Base):
     """fit inherited from zabase.Base."""
 
 
+def _fit(self, X, seed):
+    return self.fit(X, seed)
+
+
 class Own:
     FACTOR = 1.0
     alias = kernel
+    refit = _fit
 
     def __init__(self, k):
         self.k = k
@@ -73,6 +78,8 @@ PATCHES = {
     "inherited method set on the class": lambda m: mock.patch.object(m.Inherit, "fit", _stub, create=True),
     # a name the file imports, rebound in the plug-in's module (patched where it is used)
     "imported function rebound": lambda m: mock.patch.object(m, "kernel", lambda counts, scale: counts * 0 + 1.0),
+    # a method the class body binds to a module function by name (``fit = _fit``)
+    "method bound by name in the class body": lambda m: mock.patch.object(m.Own, "refit", _stub),
     # a constant the file assigns, at its top level or in a class body
     "module constant": lambda m: mock.patch.object(m, "SCALE", 0.0),
     "class constant": lambda m: mock.patch.object(m.Own, "FACTOR", 0.0),
