@@ -102,14 +102,16 @@ def _temporary_run(config, tmp_path_factory):
         roots = ([os.environ["PYTEST_DEBUG_TEMPROOT"]] if os.environ.get("PYTEST_DEBUG_TEMPROOT") else
                  [tempfile.tempdir] if tempfile.tempdir else
                  [os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)])
-        if any(anchors.planted_link(root) is not None for root in roots):  # a relative root: from the working folder
+        # a root absent now is no better: another user may make it a link before pytest takes it (XIX-zb, FQ2)
+        if any(anchors.planted_link(root) is not None or not os.path.isdir(root) for root in roots):
             place = anchors.temporary_folder()
             if place is None:
-                pytest.fail(f"no temporary folder for the assert_privacy fixture's run: {roots[0]} is another "
-                            "user's link and no other temporary place is writable; give the call an output, or "
-                            "pytest --basetemp", pytrace=False)
+                pytest.fail(f"no temporary folder for the assert_privacy fixture's run: {roots[0]} is absent or "
+                            "another user's link and no other temporary place is writable; give the call an output, "
+                            "or pytest --basetemp", pytrace=False)
             return os.path.join(tempfile.mkdtemp(prefix="topicaudit-", dir=place), "run")
-    return tmp_path_factory.mktemp("topicaudit") / "run"
+    with anchors.tempfile_without_planted_links():  # pytest's root is tempfile's choice: never through such a link
+        return tmp_path_factory.mktemp("topicaudit") / "run"
 
 
 @pytest.fixture(name="assert_privacy")
