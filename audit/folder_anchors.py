@@ -130,7 +130,9 @@ def planted_once_made(prefix: str) -> bool:
                 above = inner
             return planted_link(prefix) is not None
         except OSError as error:  # cannot be made here (or a link took a name): the next look says
-            if not os.access(path, os.W_OK | os.X_OK) or error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            # Only a link taking a name is looked at again; anything else (a full or read-only disk, a name too
+            # long, a folder such as /proc that makes nothing) is the caller's own mkdir's error to report
+            if not os.access(path, os.W_OK | os.X_OK) or error.errno not in (errno.EEXIST, errno.ELOOP, errno.ENOTDIR):
                 return planted_link(prefix) is not None
         finally:
             os.close(above)

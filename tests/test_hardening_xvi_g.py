@@ -25,6 +25,8 @@ import sys
 
 import pytest
 
+import stale_plugin
+
 from linked_cache import snapshot
 from topicaudit.cli.main import main
 from topicaudit.engine.configuration.loading import config_from_dict
@@ -67,6 +69,7 @@ def test_an_edit_to_a_helper_module_beside_a_plug_in_is_another_cache_entry(tmp_
         assert source("ourlearner:Counts", LEARNER_GROUP)["source_sha256"] == before  # stable while unchanged
         for name in ("ourlearner", "helper"):  # the next process: one that imported them before the edit runs
             sys.modules.pop(name, None)        # the old code, and has no digest (hostile pass XIX-u, ST1)
+        stale_plugin.as_another_process(monkeypatch)
         (site / "helper.py").write_text("SMOOTHING = 0.0\n")
         assert source("ourlearner:Counts", LEARNER_GROUP)["source_sha256"] != before
         assert cached_run_dir(config, tmp_path / "cache") != entry
