@@ -324,12 +324,13 @@ def test_alpha_above_one_half_is_refused(run, tmp_path, capsys, where):
 
 
 # -- the pass: parallel checks of one cached configuration -----------------------------------------------------
+# Held long enough for assert_privacy's new process (``engine.cached_audit``) to start and find it held.
 HOLD_WRITER = textwrap.dedent("""
     import sys, time
     from topicaudit.engine.storage.lock import writer_lock
     with writer_lock(sys.argv[1]):
         print("holding", flush=True)
-        time.sleep(2.0)
+        time.sleep(12.0)
 """)
 
 

@@ -27,7 +27,8 @@ from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, use_cache
+from topicaudit.engine.storage.run_cache import checked_root
+from topicaudit.engine.cached_audit import cached_audit
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
 from topicaudit.engine.storage.bounded_read import read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
@@ -306,17 +307,20 @@ def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool
     if cache is not None and not isinstance(cache, bool):
         cache = arguments.path(cache, "cache")
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
-    sizing = None
-    if auto:
-        sizing = size_canaries(config, epsilon, delta, alpha, check_power(power),
-                               parse_budget(DEFAULT_BUDGET if budget is None else budget),
-                               cache_root=None if config.output else checked_root(cache))
-        config.attack.canaries.count = sizing.count
-    cached = use_cache(config, cache)
+    power = check_power(power) if auto else None
+    budget = parse_budget(DEFAULT_BUDGET if budget is None else budget) if auto else None
+    root = None if config.output else checked_root(cache)
     started = time.perf_counter()
-    execute_run(config, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached is not None else 0.0)
+    if root is not None:  # kept in the run cache: sized and fitted in a fresh process (``cached_audit``)
+        sizing = cached_audit(config, cache, root, epsilon, delta, alpha, auto, power, budget)
+    else:
+        sizing = size_canaries(config, epsilon, delta, alpha, power, budget) if auto else None
+        if sizing is not None:
+            config.attack.canaries.count = sizing.count
+        execute_run(config, quiet=True)
     result = check_run(config.run_dir, epsilon, delta, alpha)
     if sizing is not None:
-        sizing.took = round(time.perf_counter() - started, 1)
+        choosing = (sizing.sizing_seconds or 0.0) if sizing.kept is None else 0.0  # made in this call, not the audit
+        sizing.took = round(time.perf_counter() - started - choosing, 1)
         result = dataclasses.replace(result, sizing=sizing.to_json())
     return result

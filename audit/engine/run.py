@@ -160,6 +160,15 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     return typed
 
 
+def finished_in_place(config: Config) -> bool:
+    """Whether ``config``'s run directory holds this very run, finished (``finished_run``): nothing to fit, so a
+    cached audit is reused in the process asking (``engine.cached_audit``)."""
+    config = run_config(config)
+    check_name(config.name)
+    validate(config)
+    return finished_run(config, load_audit_corpus(config)) is not None
+
+
 def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResults | None:
     """The run directory's results as they stand, when it holds this very run finished: same configuration
     and corpus content (its config hash), same name and reported attacks, same code (topicaudit's version and

@@ -28,11 +28,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import math
-import os
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -52,16 +49,13 @@ from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.engine.configuration.validation import MAX_CANARIES
 from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo
-from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.storage.kept_sizing import read_kept, write_kept
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
 from topicaudit.errors import UserError
-from topicaudit.inputs.integrity_key import integrity_key
-from topicaudit.folder_anchors import anchor_of, declare
-from topicaudit.owned_folders import LinkedFolder, open_folder
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise
@@ -88,14 +82,6 @@ MEASURED_OPTIMISTIC = {
 }
 # Canaries of the pilot fit that measures a Gaussian step's contribution (thousands of sampled shares).
 PILOT = 2_000
-
-
-SIZING_MAC_DOMAIN = "topicaudit.sizing-mac/1"  # what an integrity key's MAC over a kept sizing is a MAC of
-
-
-def _mac_payload(key: str, body: dict[str, Any]) -> bytes:
-    """What a kept sizing's MAC covers: its cache key (configuration, claim, power, budget) and its content."""
-    return f"{key}\0{json.dumps(body, sort_keys=True, default=str)}".encode()
 
 
 @dataclass
@@ -306,26 +292,10 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     a key of the configuration, the claim, the power and the budget, and read back next time."""
     target_power = check_power(power)
     validate(_with_count(config, START))
-    kept = None
-    if cache_root is not None:
-        key = json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha],
-                          "power": target_power, "budget": budget}, sort_keys=True, default=str)
-        kept = Path(cache_root) / "sizing" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-        if not anchor_of(Path(cache_root))[1]:  # not below the cache's anchor (``checked_root``): its own
-            declare(Path(cache_root), Path(cache_root))
-    secret = integrity_key()
-    if kept is not None:
-        try:  # nothing read or written through a link (a sizing went into the folder it named): owned_folders
-            data = json.loads(_read_kept(kept))
-            mac = data.pop("mac", None)
-            # With a key, only a sizing it MAC'd: a planted one (5 canaries, "100%" power) made a VIOLATED
-            # claim CONSISTENT at 0% power, under a sizing line stating power the audit did not have.
-            if secret is None or secret.verifies(SIZING_MAC_DOMAIN, _mac_payload(key, data), mac):
-                found = Sizing.from_json(data)
-                found.kept = str(kept)
-                return found
-        except (OSError, ValueError, TypeError, AttributeError, RecursionError, LinkedFolder):
-            pass
+    key = _kept_key(config, epsilon, delta, alpha, target_power, budget)  # before the design settles the config
+    found = _read(cache_root, key)
+    if found is not None:
+        return found
     started = time.perf_counter()
     corpus = load_audit_corpus(config)
     t = config.target
@@ -370,27 +340,33 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                     caveat=MEASURED_OPTIMISTIC.get(str(mechanism.kind)) if count != needed else None)
     if config.attack.shadows:
         sizing.fit_estimate += f"; the {config.attack.shadows} shadow models come on top of these estimates"
-    if kept is not None:
-        try:
-            open_folder(kept.parent, create=True).close()
-            body = sizing.to_json()
-            if secret is not None:
-                body["mac"] = secret.mac(SIZING_MAC_DOMAIN, _mac_payload(key, body))
-            atomic_write_text(kept, json.dumps(body, indent=2) + "\n")
-        except (OSError, UserError):  # (UserError: the entry is a directory or FIFO, which is never replaced)
-            pass  # a cache that cannot be written costs a new sizing next time, nothing else
+    if cache_root is not None:
+        write_kept(cache_root, key, sizing.to_json())
     return sizing
 
 
-def _read_kept(kept: Path) -> str:
-    """A kept sizing's text, read by the descriptor of its folder (opened below the cache's anchor without
-    following a link), never through a link nor from a FIFO."""
-    with open_folder(kept.parent) as folder:
-        fd = folder.open(kept.name, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{kept} is not a regular file")
-        return handle.read(1 << 20).decode("utf-8")
+def _kept_key(config: Config, epsilon, delta, alpha, power: float, budget) -> str:
+    """The key a sizing is kept under (``storage.kept_sizing``): the run's cache key with no canaries, the claim,
+    the power and the budget."""
+    return json.dumps({"run": cache_key(_with_count(config, 0)), "claim": [epsilon, delta, alpha], "power": power,
+                       "budget": budget}, sort_keys=True, default=str)
 
 
-__all__ = ["AUTO", "DEFAULT_BUDGET", "Sizing", "check_power", "nice_count", "parse_budget", "size_canaries"]
+def kept_sizing(config: Config, epsilon: float | None, delta: float | None, alpha: float | None,
+                power: float | None, budget: float | None, cache_root: Path | None) -> Sizing | None:
+    """The choice ``size_canaries`` kept in ``cache_root`` for this very audit; None when there is none."""
+    return _read(cache_root, _kept_key(config, epsilon, delta, alpha, check_power(power), budget))
+
+
+def _read(cache_root: Path | None, key: str) -> Sizing | None:
+    if cache_root is None:
+        return None
+    data = read_kept(cache_root, key)
+    try:
+        return None if data is None else Sizing.from_json(data)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["AUTO", "DEFAULT_BUDGET", "Sizing", "check_power", "kept_sizing", "nice_count", "parse_budget",
+           "size_canaries"]

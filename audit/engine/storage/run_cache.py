@@ -103,8 +103,9 @@ def content_digest(path: str | os.PathLike) -> str | None:
         return None
 
 
-def cache_key(config: Config) -> dict[str, Any]:
-    """Everything the cached run's verdict depends on (what is hashed into its directory's name)."""
+def cache_key(config: Config, unkeyed: bool = False) -> dict[str, Any]:
+    """Everything the cached run's verdict depends on (what is hashed into its directory's name); ``unkeyed``: a
+    key never found again (a run fitted where its code cannot be vouched for, ``engine.cached_audit``)."""
     inputs: dict[str, str | None] = {}
     if config.corpus.path is not None:
         inputs["corpus"] = content_digest(config.corpus.path)
@@ -115,7 +116,7 @@ def cache_key(config: Config) -> dict[str, Any]:
     versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
     versions.update(library_versions(t.learner))
     code = sources(t.learner, t.vocabulary)
-    if any("source_sha256" not in found for found in code.values()):
+    if unkeyed or any("source_sha256" not in found for found in code.values()):
         # A plug-in whose code has no digest (defined in a notebook, frozen): nothing tells its code apart, so its
         # entry is never found again (reused, it was the run of whatever code ran first).
         code["unidentified"] = secrets.token_hex(16)
@@ -130,9 +131,15 @@ def cache_key(config: Config) -> dict[str, Any]:
     }
 
 
-def cached_run_dir(config: Config, root: Path) -> Path:
-    """The run directory of this configuration in the cache ``root``."""
-    payload = json.dumps(cache_key(config), sort_keys=True, default=str)
+def identified(config: Config) -> bool:
+    """Whether the key names every code the run depends on by its files (a plug-in defined in a notebook, or
+    replaced in this process since it was imported, is not: its runs are never found again)."""
+    return "unidentified" not in cache_key(config)["code"]
+
+
+def cached_run_dir(config: Config, root: Path, unkeyed: bool = False) -> Path:
+    """The run directory of this configuration in the cache ``root`` (``unkeyed``: one never found again)."""
+    payload = json.dumps(cache_key(config, unkeyed), sort_keys=True, default=str)
     digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
     label = learner_label(config.target.learner)
     return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{digest}"
@@ -143,15 +150,15 @@ def cached_run_dir(config: Config, root: Path) -> Path:
 WAIT_FOR_WRITER_SECONDS = 3600.0
 
 
-def use_cache(config: Config, cache: str | os.PathLike | bool | None) -> Path | None:
+def use_cache(config: Config, cache: str | os.PathLike | bool | None, unkeyed: bool = False) -> Path | None:
     """Point the configuration's output at its cached run directory (unless it names its own output); returns
-    that directory, or None when no cache is used."""
+    that directory, or None when no cache is used. unkeyed: a directory never found again (``cache_key``)."""
     if config.output:
         return None
     root = checked_root(cache)
     if root is None:
         return None
-    run_dir = cached_run_dir(config, root)  # below the cache's anchor: the writer lock opens it without links
+    run_dir = cached_run_dir(config, root, unkeyed)  # below the cache's anchor: the writer lock opens it without links
     config.output = str(run_dir)
     return run_dir
 

@@ -1,0 +1,98 @@
+"""``assert_privacy``'s audits kept in the run cache: fitted (and sized) in a fresh Python process.
+
+The cache keys a run by the files of its code (``engine.storage.run_cache``); what a process runs may differ from
+its files (a test double: a method replaced by ``monkeypatch`` or ``mock.patch``, a constant set over, a library
+patched where it lives), and a run fitted there and stored under the files' key was later reused as theirs (hostile
+passes XIX-ya and XIX-za). ``topicaudit.patched_code`` sees the common forms; no comparison sees them all. So a
+run the cache will hold is never fitted in the process that asks: a new interpreter (``execution.fresh_process``),
+started from the same executable, environment, working directory and ``sys.path``, sizes (``--canaries auto``)
+and fits it from the files, and the asking process only reuses and checks it. A run already finished in the cache,
+with its sizing kept, is reused at once, as before (no new process).
+
+Consequence, documented in docs/check.md: with a cache, what is audited is the code on disk, whatever the calling
+process replaced in memory. A plug-in seen replaced (``patched_code``), or whose code has no files, is audited as
+it runs here, under a key never found again; so is every run when no new interpreter can start.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.execution import fresh_process
+from topicaudit.engine.run import execute_run, finished_in_place
+from topicaudit.engine.sizing import Sizing, kept_sizing, size_canaries
+from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, identified, use_cache
+
+
+def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, epsilon: float | None,
+                 delta: float | None, alpha: float | None, auto: bool, power: float | None,
+                 budget: float | None) -> Sizing | None:
+    """Size (``auto``) and run ``config``'s audit in the run cache ``root`` (``checked_root(cache)``), pointing
+    ``config`` at its run directory and canary count; returns the sizing (None unless ``auto``)."""
+    if not (identified(config) and fresh_process.available() and _round_trips(config)):
+        sizing = None
+        if auto:
+            sizing = size_canaries(config, epsilon, delta, alpha, power, budget)
+            config.attack.canaries.count = sizing.count
+        use_cache(config, cache, unkeyed=True)
+        execute_run(config, quiet=True)
+        return sizing
+    sizing = kept_sizing(config, epsilon, delta, alpha, power, budget, root) if auto else None
+    if not auto or sizing is not None:
+        probe = _copy(config)
+        if sizing is not None:
+            probe.attack.canaries.count = sizing.count
+        use_cache(probe, cache)
+        if finished_in_place(probe):
+            config.attack.canaries.count, config.output = probe.attack.canaries.count, probe.output
+            return sizing
+    answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
+        "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
+        "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget},
+        environment=_ray_address())
+    config.attack.canaries.count, config.output = answer["count"], answer["run_dir"]
+    return None if answer["sizing"] is None else Sizing.from_json(answer["sizing"])
+
+
+def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: float | None, delta: float | None,
+                     alpha: float | None, auto: bool, power: float | None, budget: float | None) -> dict[str, Any]:
+    """The new process's side of ``cached_audit``: the sizing and the run, from the files."""
+    run = config_from_dict(config)
+    sizing = None
+    if auto:
+        sizing = size_canaries(run, epsilon, delta, alpha, power, budget, cache_root=checked_root(cache))
+        run.attack.canaries.count = sizing.count
+    use_cache(run, cache)
+    execute_run(run, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS)
+    return {"run_dir": str(run.run_dir), "count": run.attack.canaries.count,
+            "sizing": None if sizing is None else sizing.to_json()}
+
+
+def _copy(config: Config) -> Config:
+    return config_from_dict(json.loads(json.dumps(config.to_dict())))
+
+
+def _round_trips(config: Config) -> bool:
+    """Whether the configuration reaches the new process as it is (its JSON read back has the same identity): a
+    parameter JSON cannot carry (a NumPy scalar) would otherwise key one run and fit another."""
+    try:
+        back = _copy(config)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return back.identity() == config.identity() and back.name == config.name and back.output == config.output
+
+
+def _ray_address() -> dict[str, str]:
+    """A Ray session this process started or joined, for the new process to join (the engine uses a session
+    already initialised as it is; the new process sees it by its address)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return {}
+    try:
+        return {"RAY_ADDRESS": str(ray.get_runtime_context().gcs_address)}
+    except Exception:  # noqa: BLE001 - an older Ray without the address: the new process starts its own
+        return {}

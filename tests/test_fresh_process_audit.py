@@ -1,0 +1,94 @@
+"""assert_privacy's cached audits are fitted in a fresh Python process (``engine.cached_audit``): the run the cache
+keeps under the files' key is the files' run, whatever the calling process replaced in memory (hostile passes
+XIX-ya and XIX-za: a test's stub of a learner's method, stored under the real code's key, was reused later as the
+real learner's audit). Errors and warnings of the new process come back as their own kinds."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from topicaudit.engine.check import assert_privacy
+from topicaudit.engine.execution import fresh_process
+from topicaudit.errors import UserError
+from topicaudit.targets.learners.lda import VariationalLDA
+
+CANARY_ONLY = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
+               "attack": {"shadows": 0, "canaries": {"count": 60}}}
+CLAIM = 5  # never refuted by 60 canaries (test_run_cache.py)
+
+
+def test_a_method_replaced_in_this_process_is_not_what_a_cached_audit_fits(tmp_path, monkeypatch):
+    def stub(self, X, seed):
+        raise RuntimeError("the stub ran")
+
+    monkeypatch.setattr(VariationalLDA, "fit", stub)  # a built-in learner: no comparison of plug-in files sees it
+    with pytest.raises(RuntimeError, match="the stub ran"):  # not kept in a cache: audited as it runs here
+        assert_privacy(CANARY_ONLY, epsilon=CLAIM, cache=False, output=tmp_path / "here")
+    result = assert_privacy(CANARY_ONLY, epsilon=CLAIM, cache=tmp_path / "cache")  # kept: fitted from the files
+    assert result.verdict == "CONSISTENT"
+    (entry,) = [p for p in (tmp_path / "cache").iterdir() if p.name != "sizing"]
+    assert (entry / "models" / "canary-target.npz").is_file()
+
+    def no_new_process(*args, **kwargs):
+        raise AssertionError("a finished cached run started a new process")
+
+    monkeypatch.setattr(fresh_process, "call_fresh", no_new_process)
+    again = assert_privacy(CANARY_ONLY, epsilon=CLAIM, cache=tmp_path / "cache")  # reused here, at once
+    assert again.verdict == "CONSISTENT" and again.epsilon_lower_bound == result.epsilon_lower_bound
+
+
+FIT_ENDINGS = {
+    "refuses": ("raise ValueError('too few documents for this learner')", UserError, "too few documents"),
+    "exits": ("sys.exit(0)", UserError, "its own fit raised SystemExit: 0"),
+    "asserts": ("assert False, 'a learner assertion'", UserError, "its own fit raised AssertionError: a learner"),
+    "raises": ("raise KeyError('odd')", UserError, "its own fit raised KeyError: 'odd'"),
+    "warns": ("warnings.warn('a note from the learner', UserWarning)", None, "a note from the learner"),
+}
+
+
+@pytest.mark.parametrize("ending", sorted(FIT_ENDINGS))
+def test_a_plug_in_ending_in_the_new_process_ends_the_call_as_in_this_one(tmp_path, monkeypatch, ending):
+    code, kind, message = FIT_ENDINGS[ending]
+    module = f"fresh_{ending}"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(f"""
+        import sys
+        import warnings
+
+        import numpy as np
+
+        from topicaudit.targets.base import NO_GUARANTEE
+
+
+        class Learner:
+            def __init__(self, k):
+                self.k = k
+
+            def fit(self, X, seed):
+                {code}
+                phi = np.ones((self.k, X.shape[1]), np.float32)
+                return phi / phi.sum(axis=1, keepdims=True)
+
+            def guarantee(self):
+                return NO_GUARANTEE
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the new process imports the plug-in by this process's sys.path
+    config = {**CANARY_ONLY, "target": {"k": 3, "learner": f"{module}:Learner"}}
+    if kind is None:  # the fit's warnings, as a fit in this process gives them
+        with pytest.warns(RuntimeWarning, match=message):
+            assert assert_privacy(config, epsilon=CLAIM, cache=tmp_path / "cache").verdict != "VIOLATED"
+    else:
+        with pytest.raises(kind, match=message):
+            assert_privacy(config, epsilon=CLAIM, cache=tmp_path / "cache")
+
+
+def test_a_new_process_that_ends_without_answering_is_no_verdict():
+    with pytest.raises(RuntimeError, match="ended \\(signal 9\\) before it answered"):
+        fresh_process._answered(b"", -9)
+    with pytest.raises(KeyboardInterrupt):
+        fresh_process._answered(b'{"kind": "interrupt", "warnings": []}', 0)
+    with pytest.raises(UserError, match="what to fix"):
+        fresh_process._answered(b'{"kind": "user", "class": "topicaudit.errors:UserError", "message": "what to fix"}',
+                                0)
+    with pytest.raises(RuntimeError, match="SomeError: x"):  # another's class is never imported by its name
+        fresh_process._answered(b'{"kind": "error", "class": "os:SomeError", "message": "x"}', 0)
