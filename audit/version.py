@@ -5,7 +5,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import secrets
+import sys
 from pathlib import Path
+
+import topicaudit.loaded_code as loaded_code
 
 __version__ = "0.1.0"
 
@@ -23,7 +27,14 @@ def source_digest() -> str:
     (``pip install -e .``, the README's) they are mapped from their own folders, and the digest read ``audit`` alone:
     an edit to a built-in learner reused the run of the code before it (hostile pass XIX-zc). Each subpackage found
     outside the package's folder is digested too, under its name.
+
+    A module of topicaudit whose file changed after this process loaded it (a built-in learner edited between two
+    calls in one notebook or pytest session) runs other code than the files say: the digest is then this process's
+    own (``edited-`` and a token drawn once), which no other process computes, so the run of the code loaded before
+    the edit is never reused under the files' key (hostile pass XIX-zc, ED2), as a plug-in's (``loaded_code``).
     """
+    if edited_since_loaded():
+        return f"edited-{_PROCESS_TOKEN}"
     digest = hashlib.sha256()
     root = _package_root()
     for folder, prefix in [(root, ""), *_mapped_subpackages(root)]:
@@ -35,6 +46,16 @@ def source_digest() -> str:
                     label = prefix + path.relative_to(folder).as_posix()
                     digest.update(label.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+_PROCESS_TOKEN = secrets.token_hex(24)
+
+
+def edited_since_loaded() -> list[str]:
+    """topicaudit's own modules whose files changed (edited, replaced, removed) after this process loaded them."""
+    return [name for name, module in list(sys.modules.items())
+            if (name == "topicaudit" or name.startswith("topicaudit.")) and module is not None
+            and loaded_code.changed_since_loaded(module)]
 
 
 # The subpackages setup.py maps from folders of their own (pyproject.toml's [tool.setuptools.package-dir]).

@@ -67,3 +67,25 @@ def test_this_install_digests_targets():
     root = version._package_root()
     folder = Path(topicaudit.targets.__path__[0])
     assert version._inside(folder, root) or (folder, "targets/") in version._mapped_subpackages(root)
+
+
+def test_a_module_edited_after_its_load_gives_this_process_its_own_digest(tmp_path, monkeypatch):
+    """ED2: a notebook audits dp-cgs, edits targets/learners/dp_cgs.py (a planted bug), audits again in the same
+    process: the code that ran was the one loaded before the edit, and its run was kept under the edited files' key;
+    a fresh process running the bug said "reusing …", CONSISTENT, exit 0 (a fresh cache: VIOLATED, exit 1)."""
+    import importlib.util as util
+    import sys
+
+    probe = tmp_path / "zc_probe.py"
+    probe.write_text("SCALE = 1.0\n")
+    spec = util.spec_from_file_location("topicaudit._zc_probe", probe)
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # noted by topicaudit.loaded_code's audit hook as it is loaded
+    monkeypatch.setitem(sys.modules, "topicaudit._zc_probe", module)
+    before = version.source_digest()
+    assert not before.startswith("edited-") and version.edited_since_loaded() == []
+    probe.write_text("SCALE = 1.0 / 50\n")  # the file edited; the process still runs SCALE = 1.0
+    after = version.source_digest()
+    assert after != before and after.startswith("edited-")
+    assert version.edited_since_loaded() == ["topicaudit._zc_probe"]
+    assert version.source_digest() == after  # one digest for the whole process: its run directory stays one
