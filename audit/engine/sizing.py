@@ -54,7 +54,8 @@ from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
-from topicaudit.engine.power import POWER_SEED, TARGET_POWER, nice_count, search_count, simulated_power
+from topicaudit.engine.power import (POWER_SEED, TARGET_POWER, claim_scale, nice_count, search_count,
+                                     simulated_power)
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
@@ -305,6 +306,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                                                                            alpha)
     if isinstance(mechanism.release(), GaussianNoise):
         mechanism = dataclasses.replace(mechanism, contribution=_pilot_contribution(config, corpus, target))
+    scale = claim_scale(epsilon, target.guarantee().epsilon)  # the power against f× the claim tested (XIX-zd)
     fit_seconds, how = _fit_time(target, corpus.X, config.seed)
     fixed = float(corpus.X[probe.fixed_rows].sum())
     per_canary = (float(probe.training_matrix(corpus.X).sum()) - fixed) / max(probe.count, 1)
@@ -312,7 +314,8 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
 
     def power_at(m: int) -> float:
         started = time.perf_counter()
-        value = simulated_power(mechanism, np.zeros(m, bool), epsilon, delta, alpha_each, shape, methods)["2x"]
+        value = simulated_power(mechanism, np.zeros(m, bool), epsilon, delta, alpha_each, shape, methods,
+                                scale=scale)["2x"]
         simulation = time.perf_counter() - started
         estimates[m] = fit_seconds(fixed + per_canary * m) + SCORING_SECONDS_PER_CANARY * m + 2 * simulation
         return value

@@ -36,7 +36,7 @@ from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import Method, check_level
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, Evidence, canary_verdict_scores, judge
 from topicaudit.engine.claim_tests import SHAPED, ClaimShape, claim_shape, release_tail, release_tail_test, shaped_tests
-from topicaudit.engine.power import canaries_for_ceiling, canaries_for_power, simulated_power
+from topicaudit.engine.power import canaries_for_ceiling, canaries_for_power, claim_scale, simulated_power
 from topicaudit.engine.storage.check_result import DELTA_TAIL, CheckResult
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
@@ -174,11 +174,12 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     if not judgement.bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
     power = None
+    scale = claim_scale(float(epsilon), guarantee.epsilon)  # "2× less private" than the claim tested (XIX-zd)
     if mechanism is not None and (mechanism.stage != "vocabulary" or mechanism.anchors is not None):
         labels = evidence[0].labels
         try:
             power = simulated_power(mechanism, labels, float(epsilon), float(delta), judgement.alpha_each, shape,
-                                    [m for m in methods if m not in SHAPED])
+                                    [m for m in methods if m not in SHAPED], scale=scale)
         except ValueError as error:  # a release kind this installation cannot simulate (a plug-in's own)
             notes = [*notes, f"no power estimate: {error}"]
         if power is not None and mechanism.kind == GaussianNoise.kind and mechanism.contribution is None:
@@ -190,7 +191,8 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         methods_left = [m for m in methods if m not in SHAPED]
         needed = canaries_for_power(
             lambda m: simulated_power(mechanism, np.zeros(m, bool), float(epsilon), float(delta),
-                                      judgement.alpha_each, shape, methods_left, factors=(2.0,))["2x"],
+                                      judgement.alpha_each, shape, methods_left, factors=(2.0,),
+                                      scale=scale)["2x"],
             evidence[0].labels.size, suggest)
     base = evidence[0].labels.size  # the canaries when there are any, else the natural documents
     raise_ceiling = canaries_for_ceiling(max(b.epsilon for b in judgement.bounds.values()), judgement.ceiling,
