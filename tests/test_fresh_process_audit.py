@@ -4,7 +4,12 @@ XIX-ya and XIX-za: a test's stub of a learner's method, stored under the real co
 real learner's audit). Errors and warnings of the new process come back as their own kinds."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +97,46 @@ def test_a_new_process_that_ends_without_answering_is_no_verdict():
                                 0)
     with pytest.raises(RuntimeError, match="SomeError: x"):  # another's class is never imported by its name
         fresh_process._answered(b'{"kind": "error", "class": "os:SomeError", "message": "x"}', 0)
+
+
+SCRIPT = '''
+import numpy as np
+from topicaudit.engine.check import assert_privacy
+from topicaudit.targets.base import NO_GUARANTEE
+
+
+class Uniform:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        phi = np.ones((self.k, X.shape[1]), np.float32)
+        return phi / phi.sum(axis=1, keepdims=True)
+
+    def guarantee(self):
+        return NO_GUARANTEE
+
+
+GUARD
+    config = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3},
+              "attack": {"shadows": 0, "canaries": {"count": 60}}}
+    print(assert_privacy(config, epsilon=5, learner=Uniform(k=3)).run_dir)
+'''
+
+
+def test_a_learner_the_calling_script_defines_is_loaded_from_that_script(tmp_path):
+    """A class of the script itself (``__main__:Uniform``) reaches the new process as multiprocessing's spawn
+    brings it: the script run as ``__mp_main__``; a script that calls assert_privacy unguarded is told why."""
+    env = {**os.environ, "TOPICAUDIT_CACHE_DIR": str(tmp_path / "cache"), "TOPICAUDIT_INTEGRITY_KEY": "off"}
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(SCRIPT.replace("GUARD", 'if __name__ == "__main__":'))
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text(SCRIPT.replace("GUARD", "if True:"))
+    time.sleep(1.1)  # a script changed in the second its process started counts as changed (never reused): loaded_code
+    first, again = (subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, env=env,
+                                   timeout=600) for _ in range(2))
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    run_dir = Path(first.stdout.strip())
+    assert again.stdout.strip() == str(run_dir) and run_dir.parent == tmp_path / "cache" / "runs"
+    done = subprocess.run([sys.executable, str(unguarded)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode != 0 and 'put the script\'s calls under `if __name__ == "__main__":`' in done.stderr

@@ -15,6 +15,7 @@ it runs here, under a key never found again; so is every run when no new interpr
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -26,6 +27,11 @@ from topicaudit.engine.execution import fresh_process
 from topicaudit.engine.run import execute_run, finished_in_place
 from topicaudit.engine.sizing import Sizing, kept_sizing, size_canaries
 from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, identified, use_cache
+from topicaudit.errors import UserError
+
+# Set while the new process runs the caller's script as a module (a learner it defines): a call of assert_privacy
+# there is the script's own call, repeated because it is not under ``if __name__ == "__main__":``.
+_LOADING_SCRIPT: list[str] = []
 
 
 def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, epsilon: float | None,
@@ -33,6 +39,10 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
                  budget: float | None) -> Sizing | None:
     """Size (``auto``) and run ``config``'s audit in the run cache ``root`` (``checked_root(cache)``), pointing
     ``config`` at its run directory and canary count; returns the sizing (None unless ``auto``)."""
+    if _LOADING_SCRIPT:
+        raise UserError(f"{_LOADING_SCRIPT[0]} calls assert_privacy when it is imported: the audit's new process "
+                        "loads the script for the learner it defines, and would audit again; put the script's "
+                        "calls under `if __name__ == \"__main__\":`")
     if not (identified(config) and fresh_process.available() and _round_trips(config)):
         sizing = None
         if auto:
@@ -52,15 +62,18 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
             return sizing
     answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
         "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
-        "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget},
-        environment=_ray_address())
+        "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget,
+        "script": _script(config)}, environment=_ray_address())
     config.attack.canaries.count, config.output = answer["count"], answer["run_dir"]
     return None if answer["sizing"] is None else Sizing.from_json(answer["sizing"])
 
 
 def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: float | None, delta: float | None,
-                     alpha: float | None, auto: bool, power: float | None, budget: float | None) -> dict[str, Any]:
+                     alpha: float | None, auto: bool, power: float | None, budget: float | None,
+                     script: str | None = None) -> dict[str, Any]:
     """The new process's side of ``cached_audit``: the sizing and the run, from the files."""
+    if script is not None:
+        _load_script(script)
     run = config_from_dict(config)
     sizing = None
     if auto:
@@ -70,6 +83,31 @@ def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: 
     execute_run(run, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS)
     return {"run_dir": str(run.run_dir), "count": run.attack.canaries.count,
             "sizing": None if sizing is None else sizing.to_json()}
+
+
+def _script(config: Config) -> str | None:
+    """The calling script's file when a learner or vocabulary step of ``config`` is a class it defines
+    (``__main__:Class``): the new process loads it for that class."""
+    named = (config.target.learner, config.target.vocabulary)
+    if not any(isinstance(n, str) and n.startswith("__main__:") for n in named):
+        return None
+    file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return file if isinstance(file, str) else None
+
+
+def _load_script(path: str) -> None:
+    """The caller's script as this process's ``__main__``, run under the name ``__mp_main__`` (as multiprocessing
+    runs it in the processes it spawns), so its ``if __name__ == "__main__":`` block does not run again."""
+    spec = importlib.util.spec_from_file_location("__mp_main__", path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"cannot load {path}, the script that defines the learner, in the audit's new process")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["__mp_main__"] = sys.modules["__main__"] = module
+    _LOADING_SCRIPT.append(path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        _LOADING_SCRIPT.clear()
 
 
 def _copy(config: Config) -> Config:
