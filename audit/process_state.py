@@ -9,7 +9,7 @@ user's folder of that name (hostile pass XVI). So the state the command relies o
 directory, the umask, the standard streams (the objects, what is set on them, such as a ``write``, and
 file descriptors 1 and 2), the handlers of the signals
 the command answers, the warnings filters, ``print`` and ``warnings.showwarning`` (the verdict and the notes are shown
-through them), and the environment variables topicaudit reads. Each changed one is put
+through them), the recursion limit, and the environment variables topicaudit reads. Each changed one is put
 back, with a note naming it (the warnings filters without one). In a threaded API script a change another thread
 made meanwhile is put back too (and named).
 
@@ -141,6 +141,7 @@ def kept_process_state(who: str):
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS} if main else {}
     filters = (warnings.filters, list(warnings.filters))
     printer, shower = builtins.print, warnings.showwarning
+    depth = sys.getrecursionlimit()
     try:
         with _no_bytecode():
             yield
@@ -187,6 +188,10 @@ def kept_process_state(who: str):
                 os.dup2(copy, fd)
                 changed.append(f"file descriptor {fd}")
             os.close(copy)
+        if sys.getrecursionlimit() != depth:
+            # sys.setrecursionlimit(60) in a fit ended the command in RecursionError, exit 3 (hostile pass XIX-zc)
+            sys.setrecursionlimit(depth)
+            changed.append("the recursion limit")
         if builtins.print is not printer:
             # A fit that silenced a chatty library by replacing print left check exit 1 with no VIOLATED line printed
             # (hostile pass XIX-u): the verdict is printed with print.

@@ -89,3 +89,19 @@ def test_a_module_edited_after_its_load_gives_this_process_its_own_digest(tmp_pa
     assert after != before and after.startswith("edited-")
     assert version.edited_since_loaded() == ["topicaudit._zc_probe"]
     assert version.source_digest() == after  # one digest for the whole process: its run directory stays one
+
+
+def test_a_recursion_limit_a_fit_lowers_is_put_back_with_a_note():
+    """S-rec: a plug-in's fit calling sys.setrecursionlimit(60) left the command to end in RecursionError, exit 3."""
+    import sys
+    import warnings
+
+    from topicaudit.process_state import kept_process_state
+
+    before = sys.getrecursionlimit()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kept_process_state("the fit of Shallow"):
+            sys.setrecursionlimit(60)
+    assert sys.getrecursionlimit() == before
+    assert any("recursion limit" in str(w.message) for w in caught)
