@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution import fresh_process
 from topicaudit.engine.run import execute_run, finished_in_place
 from topicaudit.engine.sizing import Sizing, kept_sizing, size_canaries
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, identified, use_cache
+from topicaudit.engine.storage.run_cache import (WAIT_FOR_WRITER_SECONDS, cache_key, checked_root, identified,
+                                                 use_cache)
 
 
 def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, epsilon: float | None,
@@ -34,13 +36,7 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
     """Size (``auto``) and run ``config``'s audit in the run cache ``root`` (``checked_root(cache)``), pointing
     ``config`` at its run directory and canary count; returns the sizing (None unless ``auto``)."""
     if not (identified(config) and fresh_process.available() and _round_trips(config)):
-        sizing = None
-        if auto:
-            sizing = size_canaries(config, epsilon, delta, alpha, power, budget)
-            config.attack.canaries.count = sizing.count
-        use_cache(config, cache, unkeyed=True)
-        execute_run(config, quiet=True)
-        return sizing
+        return _here(config, cache, epsilon, delta, alpha, auto, power, budget)
     sizing = kept_sizing(config, epsilon, delta, alpha, power, budget, root) if auto else None
     if not auto or sizing is not None:
         probe = _copy(config)
@@ -52,16 +48,29 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
             return sizing
     answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
         "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
-        "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget},
-        environment=_ray_address())
+        "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget,
+        "code": _code(config)}, environment=_ray_address())
+    if answer.get("differs"):
+        # The new process would import other code than this one runs and keyed (a learner's module loaded here from
+        # a file by its path, another of its name on sys.path; sys.path changed since the import): its verdict
+        # was reported for this learner (hostile pass XIX-ze, C1). Audited as it runs here, never kept.
+        warnings.warn(f"a new Python process imports other code for this audit than this process runs "
+                      f"({answer['differs']}); the audit is fitted in this process and not kept in the run cache",
+                      RuntimeWarning, stacklevel=4)
+        return _here(config, cache, epsilon, delta, alpha, auto, power, budget)
     config.attack.canaries.count, config.output = answer["count"], answer["run_dir"]
     return None if answer["sizing"] is None else Sizing.from_json(answer["sizing"])
 
 
 def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: float | None, delta: float | None,
-                     alpha: float | None, auto: bool, power: float | None, budget: float | None) -> dict[str, Any]:
+                     alpha: float | None, auto: bool, power: float | None, budget: float | None,
+                     code: dict[str, Any]) -> dict[str, Any]:
     """The new process's side of ``cached_audit``: the sizing and the run, from the files."""
     run = config_from_dict(config)
+    found = _code(run)
+    if found != code:  # before any fit: the caller audits what it runs (``cached_audit``)
+        differs = sorted(name for name in {*found, *code} if found.get(name) != code.get(name))
+        return {"differs": ", ".join(_described(name, found.get(name)) for name in differs)}
     sizing = None
     if auto:
         sizing = size_canaries(run, epsilon, delta, alpha, power, budget, cache_root=checked_root(cache))
@@ -70,6 +79,28 @@ def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: 
     execute_run(run, quiet=True, wait_for_writer=WAIT_FOR_WRITER_SECONDS)
     return {"run_dir": str(run.run_dir), "count": run.attack.canaries.count,
             "sizing": None if sizing is None else sizing.to_json()}
+
+
+def _here(config: Config, cache: str | Path | bool | None, epsilon: float | None, delta: float | None,
+          alpha: float | None, auto: bool, power: float | None, budget: float | None) -> Sizing | None:
+    """The audit sized and fitted in this process, under a key never found again."""
+    sizing = None
+    if auto:
+        sizing = size_canaries(config, epsilon, delta, alpha, power, budget)
+        config.attack.canaries.count = sizing.count
+    use_cache(config, cache, unkeyed=True)
+    execute_run(config, quiet=True)
+    return sizing
+
+
+def _code(config: Config) -> dict[str, Any]:
+    """The code part of the run's cache key, as JSON reads it back: what each process would fit."""
+    return json.loads(json.dumps(cache_key(config)["code"], sort_keys=True, default=str))
+
+
+def _described(name: str, value: Any) -> str:
+    where = value.get("class") if isinstance(value, dict) else None
+    return f"{name} ({where})" if where else name
 
 
 def _copy(config: Config) -> Config:
