@@ -4,6 +4,8 @@ process runs, never of another file of the same module name."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -53,3 +55,40 @@ def test_a_learner_loaded_from_its_path_is_audited_not_another_file_of_its_name(
     with pytest.warns(RuntimeWarning, match="imports other code for this audit than this process runs"):
         with pytest.raises(AssertionError, match="VIOLATED"):
             assert_privacy(CONFIG, epsilon=0.01, learner=module.Learner(2), cache=tmp_path / "cache")
+
+
+SITECUSTOMIZE = '''
+import numpy as np
+import topicaudit.targets.learners.lda as lda
+
+
+def uniform(self, X, seed, *args, **kwargs):
+    phi = np.ones((self.k, X.shape[1]), np.float32)
+    return phi / phi.sum(axis=1, keepdims=True)
+
+
+lda.VariationalLDA.fit = uniform
+'''
+
+
+def test_a_patch_python_runs_at_start_is_in_the_key_of_its_runs(tmp_path):
+    """S1: a sitecustomize.py on PYTHONPATH (a CI's start-up shim) replaced the built-in learner's fit in every
+    process, the new process of a cached assert_privacy included: its run was kept under the files' key, and
+    `check` without the shim reused it, NO SIGNAL where the learner gives VIOLATED."""
+    (tmp_path / "shim").mkdir()
+    (tmp_path / "shim" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    config = tmp_path / "audit.toml"
+    config.write_text('[synthetic]\nn_docs = 150\nn_words = 250\n[target]\nk = 3\nvocabulary = "all"\n'
+                      "[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
+    cache = tmp_path / "cache"
+    call = ("from topicaudit.engine.check import assert_privacy\n"
+            f"print(assert_privacy({str(config)!r}, epsilon=0.01, cache={str(cache)!r}).verdict)\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(tmp_path / "shim"), os.environ.get("PYTHONPATH")]))}
+    shimmed = subprocess.run([sys.executable, "-c", call], env=environment, capture_output=True, text=True,
+                             cwd=tmp_path)
+    assert shimmed.returncode == 0 and shimmed.stdout.strip().endswith("NO SIGNAL"), shimmed.stderr[-2000:]
+    fresh = subprocess.run([sys.executable, "-m", "topicaudit", "check", str(config), "--epsilon", "0.01",
+                            "--cache", str(cache)], capture_output=True, text=True, cwd=tmp_path)
+    assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
+    assert "reusing" not in fresh.stderr

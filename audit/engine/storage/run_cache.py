@@ -30,6 +30,8 @@ import hashlib
 import json
 import os
 import secrets
+import site
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,41 @@ def library_versions(learner: str) -> dict[str, str]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = "absent"
+    return found
+
+
+# What Python runs at every start, before any script (``site``): the modules it imports by these names, and the
+# ``import`` lines of the .pth files in its site folders. A patch kept there (a CI's sitecustomize.py replacing a
+# learner's fit on PYTHONPATH) runs in every process, the new process of a cached ``assert_privacy`` included: its
+# run was kept under the files' key and a process without it reused it, NO SIGNAL where it gives VIOLATED (hostile
+# pass XIX-ze, S1). The modules such a line or module imports from elsewhere are not covered (docs/check.md).
+STARTUP_MODULES = ("sitecustomize", "usercustomize")
+
+
+def startup_code() -> dict[str, str]:
+    """A digest of each start-up module this process ran (by name) and of the site folders' .pth import lines."""
+    found: dict[str, str] = {}
+    for name in STARTUP_MODULES:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str):
+            found[name] = content_digest(file) or "unreadable"
+    lines = hashlib.sha256()
+    folders = [*getattr(site, "getsitepackages", lambda: [])(), site.getusersitepackages()] \
+        if sys.flags.no_site == 0 else []
+    for folder in dict.fromkeys(folders):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                    run = [line for line in handle if line.startswith(("import ", "import\t"))]
+            except OSError:
+                continue
+            if run:
+                lines.update(name.encode() + b"\0" + "".join(run).encode())
+    found["pth"] = lines.hexdigest()
     return found
 
 
@@ -127,7 +164,7 @@ def cache_key(config: Config, unkeyed: bool = False) -> dict[str, Any]:
         "attacks": list(config.attack.attacks),
         "inputs": inputs,
         "code": {"topicaudit": __version__, "source": source_digest(), "versions": versions,
-                 **code},
+                 "startup": startup_code(), **code},
     }
 
 
