@@ -92,3 +92,25 @@ def test_a_patch_python_runs_at_start_is_in_the_key_of_its_runs(tmp_path):
                             "--cache", str(cache)], capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
     assert "reusing" not in fresh.stderr
+
+
+def test_a_cached_audit_does_not_fit_in_a_ray_session_of_the_calling_process(tmp_path, monkeypatch):
+    """R2: the new process joined the Ray session the test had started; its workers, started while PYTHONPATH named a
+    start-up shim (sitecustomize.py replacing the built-in learner's fit), fitted the shadows and canary releases,
+    kept under the key of the new process, which had no shim: `check` without it reused NO SIGNAL where the
+    learner gives VIOLATED."""
+    ray = pytest.importorskip("ray")
+    (tmp_path / "shim").mkdir()
+    (tmp_path / "shim" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "shim"),
+                                                                   os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        monkeypatch.undo()  # the shim reaches the session's workers only
+        config = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3, "vocabulary": "all"},
+                  "attack": {"shadows": 2, "canaries": {"count": 60}}}
+        with pytest.raises(AssertionError, match="VIOLATED"):
+            assert_privacy(config, epsilon=0.01, cache=tmp_path / "cache")
+    finally:
+        ray.shutdown()

@@ -11,12 +11,14 @@ with its sizing kept, is reused at once, as before (no new process).
 
 Consequence, documented in docs/check.md: with a cache, what is audited is the code on disk, whatever the calling
 process replaced in memory. A plug-in seen replaced (``patched_code``), or whose code has no files, is audited as
-it runs here, under a key never found again; so is every run when no new interpreter can start.
+it runs here, under a key never found again; so is every run when no new interpreter can start. The new process
+starts its own Ray when the audit needs one: a session this process started was joined, and its workers, started
+with the environment of that moment (a start-up patch on the PYTHONPATH set then), fitted the run kept under the
+new process's key (hostile pass XIX-ze, R2).
 """
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
     answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
         "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
         "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget,
-        "code": _code(config)}, environment=_ray_address())
+        "code": _code(config)})  # its own Ray, if any: a session of this process's is not joined (XIX-ze, R2)
     if answer.get("differs"):
         # The new process would import other code than this one runs and keyed (a learner's module loaded here from
         # a file by its path, another of its name on sys.path; sys.path changed since the import): its verdict
@@ -115,15 +117,3 @@ def _round_trips(config: Config) -> bool:
     except (TypeError, ValueError, RecursionError):
         return False
     return back.identity() == config.identity() and back.name == config.name and back.output == config.output
-
-
-def _ray_address() -> dict[str, str]:
-    """A Ray session this process started or joined, for the new process to join (the engine uses a session
-    already initialised as it is; the new process sees it by its address)."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return {}
-    try:
-        return {"RAY_ADDRESS": str(ray.get_runtime_context().gcs_address)}
-    except Exception:  # noqa: BLE001 - an older Ray without the address: the new process starts its own
-        return {}
