@@ -11,13 +11,17 @@ with its sizing kept, is reused at once, as before (no new process).
 
 Consequence, documented in docs/check.md: with a cache, what is audited is the code on disk, whatever the calling
 process replaced in memory. A plug-in seen replaced (``patched_code``), or whose code has no files, is audited as
-it runs here, under a key never found again; so is every run when no new interpreter can start.
+it runs here, under a key never found again; so is every run when no new interpreter can start. The new process
+starts its own Ray when the audit needs one: a session this process started was joined, and its workers, started
+with the environment of that moment (a start-up patch on the PYTHONPATH set then), fitted the run kept under the
+new process's key (hostile pass XIX-ze, R2).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,8 @@ from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution import fresh_process
 from topicaudit.engine.run import execute_run, finished_in_place
 from topicaudit.engine.sizing import Sizing, kept_sizing, size_canaries
-from topicaudit.engine.storage.run_cache import WAIT_FOR_WRITER_SECONDS, checked_root, identified, use_cache
+from topicaudit.engine.storage.run_cache import (WAIT_FOR_WRITER_SECONDS, cache_key, checked_root, identified,
+                                                 use_cache)
 from topicaudit.errors import UserError
 
 # Set while the new process runs the caller's script as a module (a learner it defines): a call of assert_privacy
@@ -44,13 +49,7 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
                         "loads the script for the learner it defines, and would audit again; put the script's "
                         "calls under `if __name__ == \"__main__\":`")
     if not (identified(config) and fresh_process.available() and _round_trips(config)):
-        sizing = None
-        if auto:
-            sizing = size_canaries(config, epsilon, delta, alpha, power, budget)
-            config.attack.canaries.count = sizing.count
-        use_cache(config, cache, unkeyed=True)
-        execute_run(config, quiet=True)
-        return sizing
+        return _here(config, cache, epsilon, delta, alpha, auto, power, budget)
     sizing = kept_sizing(config, epsilon, delta, alpha, power, budget, root) if auto else None
     if not auto or sizing is not None:
         probe = _copy(config)
@@ -63,18 +62,30 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
     answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
         "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
         "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget,
-        "script": _script(config)}, environment=_ray_address())
+        "code": _code(config), "script": _script(config)})  # its own Ray, if any: a session of this process's is not joined (XIX-ze, R2)
+    if answer.get("differs"):
+        # The new process would import other code than this one runs and keyed (a learner's module loaded here from
+        # a file by its path, another of its name on sys.path; sys.path changed since the import): its verdict
+        # was reported for this learner (hostile pass XIX-ze, C1). Audited as it runs here, never kept.
+        warnings.warn(f"a new Python process imports other code for this audit than this process runs "
+                      f"({answer['differs']}); the audit is fitted in this process and not kept in the run cache",
+                      RuntimeWarning, stacklevel=4)
+        return _here(config, cache, epsilon, delta, alpha, auto, power, budget)
     config.attack.canaries.count, config.output = answer["count"], answer["run_dir"]
     return None if answer["sizing"] is None else Sizing.from_json(answer["sizing"])
 
 
 def in_fresh_process(config: dict[str, Any], cache: str | bool | None, epsilon: float | None, delta: float | None,
                      alpha: float | None, auto: bool, power: float | None, budget: float | None,
-                     script: str | None = None) -> dict[str, Any]:
+                     code: dict[str, Any], script: str | None = None) -> dict[str, Any]:
     """The new process's side of ``cached_audit``: the sizing and the run, from the files."""
     if script is not None:
         _load_script(script)
     run = config_from_dict(config)
+    found = _code(run)
+    if found != code:  # before any fit: the caller audits what it runs (``cached_audit``)
+        differs = sorted(name for name in {*found, *code} if found.get(name) != code.get(name))
+        return {"differs": ", ".join(_described(name, found.get(name)) for name in differs)}
     sizing = None
     if auto:
         sizing = size_canaries(run, epsilon, delta, alpha, power, budget, cache_root=checked_root(cache))
@@ -110,6 +121,28 @@ def _load_script(path: str) -> None:
         _LOADING_SCRIPT.clear()
 
 
+def _here(config: Config, cache: str | Path | bool | None, epsilon: float | None, delta: float | None,
+          alpha: float | None, auto: bool, power: float | None, budget: float | None) -> Sizing | None:
+    """The audit sized and fitted in this process, under a key never found again."""
+    sizing = None
+    if auto:
+        sizing = size_canaries(config, epsilon, delta, alpha, power, budget)
+        config.attack.canaries.count = sizing.count
+    use_cache(config, cache, unkeyed=True)
+    execute_run(config, quiet=True)
+    return sizing
+
+
+def _code(config: Config) -> dict[str, Any]:
+    """The code part of the run's cache key, as JSON reads it back: what each process would fit."""
+    return json.loads(json.dumps(cache_key(config)["code"], sort_keys=True, default=str))
+
+
+def _described(name: str, value: Any) -> str:
+    where = value.get("class") if isinstance(value, dict) else None
+    return f"{name} ({where})" if where else name
+
+
 def _copy(config: Config) -> Config:
     return config_from_dict(json.loads(json.dumps(config.to_dict())))
 
@@ -122,15 +155,3 @@ def _round_trips(config: Config) -> bool:
     except (TypeError, ValueError, RecursionError):
         return False
     return back.identity() == config.identity() and back.name == config.name and back.output == config.output
-
-
-def _ray_address() -> dict[str, str]:
-    """A Ray session this process started or joined, for the new process to join (the engine uses a session
-    already initialised as it is; the new process sees it by its address)."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return {}
-    try:
-        return {"RAY_ADDRESS": str(ray.get_runtime_context().gcs_address)}
-    except Exception:  # noqa: BLE001 - an older Ray without the address: the new process starts its own
-        return {}

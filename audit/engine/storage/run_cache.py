@@ -36,6 +36,7 @@ from typing import Any
 
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
+from topicaudit.engine.storage.startup_code import startup_code
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_anchor, cache_directory
 from topicaudit.inputs.files import file_sha256
@@ -116,7 +117,8 @@ def cache_key(config: Config, unkeyed: bool = False) -> dict[str, Any]:
     versions = {name: version for name, version in package_versions().items() if name not in NOT_IN_KEY}
     versions.update(library_versions(t.learner))
     code = sources(t.learner, t.vocabulary)
-    if unkeyed or any("source_sha256" not in found for found in code.values()):
+    startup = startup_code()
+    if unkeyed or not startup or any("source_sha256" not in found for found in code.values()):
         # A plug-in whose code has no digest (defined in a notebook, frozen): nothing tells its code apart, so its
         # entry is never found again (reused, it was the run of whatever code ran first).
         code["unidentified"] = secrets.token_hex(16)
@@ -127,7 +129,7 @@ def cache_key(config: Config, unkeyed: bool = False) -> dict[str, Any]:
         "attacks": list(config.attack.attacks),
         "inputs": inputs,
         "code": {"topicaudit": __version__, "source": source_digest(), "versions": versions,
-                 **code},
+                 "startup": startup, **code},
     }
 
 

@@ -1,0 +1,84 @@
+"""The code Python runs at every start, before any script, for the run cache's key (``run_cache.cache_key``).
+
+``site`` imports ``sitecustomize`` and ``usercustomize`` and runs the ``import`` lines of the ``.pth`` files in the
+site folders; whatever they import runs in every process of that environment, the new process of a cached
+``assert_privacy`` included. A patch kept there (a CI's sitecustomize.py on PYTHONPATH replacing a learner's
+``fit``, or a module such a file imports) had its run kept under the files' key, and a process started without it
+reused it: NO SIGNAL where the code gives VIOLATED (hostile pass XIX-ze, S1 and S1c). What a start loads is found
+by asking: a bare interpreter (this executable, its flags, this environment) lists the module files it loaded
+before running anything, and each file's content is digested, with the ``.pth`` files' ``import`` lines (code run
+inline, in no module file). Every process of one environment asks the same question and gets the same answer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import site
+import subprocess
+import sys
+
+# What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules).
+_PROBE = ("import sys\n"
+          "files = sorted({getattr(m, '__file__', None) or '' for m in list(sys.modules.values())} - {''})\n"
+          "import json\n"
+          "sys.stdout.write(json.dumps(files))\n")
+_ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment: asked once per process
+
+
+def startup_code() -> dict[str, str]:
+    """A digest of every module file a bare start of this interpreter loads, and of the site folders' ``.pth``
+    ``import`` lines; empty when the start cannot be asked (the key is then never found again)."""
+    flags = [flag for flag in _interpreter_flags() if flag != "-P"]  # -P moves no start-up module
+    question = hashlib.sha256(json.dumps([sys.executable, flags, sorted(os.environ.items())]).encode()).hexdigest()
+    if question not in _ASKED:
+        _ASKED[question] = _asked(flags)
+    return dict(_ASKED[question])
+
+
+def _asked(flags: list[str]) -> dict[str, str]:
+    try:
+        done = subprocess.run([sys.executable, *flags, "-c", _PROBE], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL, cwd="/")
+        files = json.loads(done.stdout.decode("utf-8")) if done.returncode == 0 else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        files = None
+    if not isinstance(files, list):
+        return {}
+    modules = hashlib.sha256()
+    for file in files:
+        modules.update(str(file).encode() + b"\0")
+        try:
+            with open(file, "rb") as handle:
+                modules.update(hashlib.sha256(handle.read()).digest())
+        except (OSError, TypeError):
+            modules.update(b"unreadable")
+    return {"modules": modules.hexdigest(), "pth": _pth_lines()}
+
+
+def _pth_lines() -> str:
+    """A digest of the ``import`` lines of the ``.pth`` files in the site folders (run at start, inline)."""
+    lines = hashlib.sha256()
+    folders = [*getattr(site, "getsitepackages", lambda: [])(), site.getusersitepackages()] \
+        if sys.flags.no_site == 0 else []
+    for folder in dict.fromkeys(folders):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                    run = [line for line in handle if line.startswith(("import ", "import\t"))]
+            except OSError:
+                continue
+            if run:
+                lines.update(name.encode() + b"\0" + "".join(run).encode())
+    return lines.hexdigest()
+
+
+def _interpreter_flags() -> list[str]:
+    try:
+        return list(subprocess._args_from_interpreter_flags())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a private helper of the standard library: without it, default flags
+        return []
