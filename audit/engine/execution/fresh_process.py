@@ -181,7 +181,10 @@ def serve(job: dict[str, Any]) -> None:
                 pass
     seen = dict.fromkeys((_name(w.category), str(w.message)) for w in caught if not developer_warning(w.category))
     reply["warnings"] = list(seen)
-    with os.fdopen(job["reply"], "wb") as answer:
-        answer.write(json.dumps(reply, default=str).encode())
+    try:
+        with os.fdopen(job["reply"], "wb") as answer:
+            answer.write(json.dumps(reply, default=str).encode())
+    except OSError:
+        pass  # the caller stopped listening (Ctrl-C there): nothing to tell, and no traceback (XIX-ze N2)
     sys.stdout.flush()
     os._exit(0)  # Ray's and the learner's threads are not waited for: the answer is given
