@@ -140,3 +140,51 @@ def test_a_learner_the_calling_script_defines_is_loaded_from_that_script(tmp_pat
     assert again.stdout.strip() == str(run_dir) and run_dir.parent == tmp_path / "cache" / "runs"
     done = subprocess.run([sys.executable, str(unguarded)], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode != 0 and 'put the script\'s calls under `if __name__ == "__main__":`' in done.stderr
+
+
+def test_the_new_process_stops_when_its_caller_is_killed(tmp_path):
+    """XIX-ze N3: a caller killed mid-audit (kill -9) left its new process fitting to the end, keeping the cores."""
+    (tmp_path / "slow_fit.py").write_text(textwrap.dedent("""
+        import time
+
+        from topicaudit.targets.base import NO_GUARANTEE
+
+
+        class Learner:
+            def __init__(self, k):
+                self.k = k
+
+            def fit(self, X, seed):
+                time.sleep(300)
+
+            def guarantee(self):
+                return NO_GUARANTEE
+        """))
+    time.sleep(1.1)  # not changed in the second its process starts (loaded_code)
+    call = ("import sys\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "from topicaudit.engine.check import assert_privacy\n"
+            f"assert_privacy({{**{CANARY_ONLY!r}, 'target': {{'k': 3, 'learner': 'slow_fit:Learner'}}}}, "
+            f"epsilon=5, cache={str(tmp_path / 'cache')!r})\n")
+    caller = subprocess.Popen([sys.executable, "-c", call], env={**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        child = None
+        for _ in range(600):  # the new process, once it fits (its lock taken)
+            found = subprocess.run(["pgrep", "-P", str(caller.pid)], capture_output=True, text=True).stdout.split()
+            if found and list((tmp_path / "cache").glob("*/.lock")):
+                child = int(found[0])
+                break
+            time.sleep(0.2)
+        assert child is not None, "the new process never started its fit"
+        time.sleep(2)
+        caller.kill()
+        caller.wait()
+        for _ in range(300):
+            if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the new process kept fitting after its caller was killed")
+    finally:
+        caller.kill()
