@@ -30,16 +30,23 @@ def startup_code() -> dict[str, str]:
     """A digest of every module file a bare start of this interpreter loads, and of the site folders' ``.pth``
     ``import`` lines; empty when the start cannot be asked (the key is then never found again)."""
     flags = [flag for flag in _interpreter_flags() if flag != "-P"]  # -P moves no start-up module
-    question = hashlib.sha256(json.dumps([sys.executable, flags, sorted(os.environ.items())]).encode()).hexdigest()
+    try:
+        # A relative PYTHONPATH entry (`PYTHONPATH=.`, `sc`, or the empty one of `$PYTHONPATH:/x`) is found from the
+        # working directory: the bare start is asked there, as every process of this one starts (hostile pass XIX-zf).
+        where = os.getcwd()
+    except OSError:
+        return {}
+    question = hashlib.sha256(json.dumps([sys.executable, flags, where,
+                                          sorted(os.environ.items())]).encode()).hexdigest()
     if question not in _ASKED:
-        _ASKED[question] = _asked(flags)
+        _ASKED[question] = _asked(flags, where)
     return dict(_ASKED[question])
 
 
-def _asked(flags: list[str]) -> dict[str, str]:
+def _asked(flags: list[str], where: str) -> dict[str, str]:
     try:
-        done = subprocess.run([sys.executable, *flags, "-c", _PROBE], capture_output=True, timeout=120,
-                              stdin=subprocess.DEVNULL, cwd="/")
+        done = subprocess.run([sys.executable, *flags, "-P", "-c", _PROBE], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL, cwd=where)
         files = json.loads(done.stdout.decode("utf-8")) if done.returncode == 0 else None
     except (OSError, ValueError, subprocess.SubprocessError):
         files = None
