@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,3 +46,52 @@ def test_a_start_up_shim_on_a_relative_pythonpath_is_in_the_key(tmp_path, entry)
     fresh = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
     assert "reusing" not in fresh.stderr
+
+
+SCRIPT = '''
+import argparse, sys
+import numpy as np
+from topicaudit.engine.check import assert_privacy
+from topicaudit.targets.base import NO_GUARANTEE
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strength", type=float, default=0.0)
+parser.add_argument("--cache")
+ARGS = parser.parse_args()
+
+
+class Learner:
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X, seed):
+        row = 1.0 + ARGS.strength * np.asarray(X.sum(axis=0)).ravel()
+        phi = np.vstack([row] * self.k)
+        return (phi / phi.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def guarantee(self):
+        return NO_GUARANTEE
+
+
+if __name__ == "__main__":
+    config = {"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2, "vocabulary": "all"},
+              "attack": {"shadows": 0, "canaries": {"count": 20}}}
+    try:
+        print(assert_privacy(config, epsilon=0.01, learner=Learner(2), cache=ARGS.cache).verdict)
+    except AssertionError as error:
+        print(str(error).split(":")[0])
+'''
+
+
+def test_a_script_that_reads_its_command_line_is_loaded_with_it_in_the_new_process(tmp_path):
+    """M-argv: a learner class of the calling script reads a setting its script parses from the command line at
+    import (`--strength 50`: it memorises); the new process loaded the script with `sys.argv == ['-c']`, fitted the
+    default (strength 0) and the caller reported its NO SIGNAL for the learner it runs, which gives VIOLATED."""
+    (tmp_path / "script").mkdir()
+    (tmp_path / "script" / "bench.py").write_text(SCRIPT)
+    time.sleep(2)  # a script written within the second its process starts reads as changed since (fitted here)
+    done = subprocess.run([sys.executable, str(tmp_path / "script" / "bench.py"), "--strength", "50", "--cache",
+                           str(tmp_path / "cache")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "changed after this process imported it" not in done.stderr  # fitted by the new process
+    assert done.stdout.strip().splitlines()[-1] == "VIOLATED", (done.stdout, done.stderr[-2000:])
