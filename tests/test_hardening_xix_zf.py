@@ -95,3 +95,25 @@ def test_a_script_that_reads_its_command_line_is_loaded_with_it_in_the_new_proce
     assert done.returncode == 0, done.stderr[-2000:]
     assert "changed after this process imported it" not in done.stderr  # fitted by the new process
     assert done.stdout.strip().splitlines()[-1] == "VIOLATED", (done.stdout, done.stderr[-2000:])
+
+
+def test_code_a_start_up_file_runs_from_a_file_it_reads_is_in_the_key(tmp_path):
+    """S3: a sitecustomize.py runs a CI's shim kept in a settings file (`exec(open(path).read())`), a file no
+    module is loaded from; the shim replaced the built-in learner's fit; the shim then edited to patch nothing (the
+    same imports), `check` reused its NO SIGNAL where the learner gives VIOLATED."""
+    (tmp_path / "shim").mkdir()
+    settings = tmp_path / "ci_shim.txt"
+    settings.write_text(SITECUSTOMIZE)
+    (tmp_path / "shim" / "sitecustomize.py").write_text(f"exec(open({str(settings)!r}).read())\n")
+    (tmp_path / "audit.toml").write_text(CONFIG)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(tmp_path / "shim"), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "topicaudit", "check", "audit.toml", "--epsilon", "0.01", "--cache", "cache"]
+    shimmed = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert shimmed.returncode == 0 and "NO SIGNAL" in shimmed.stdout, shimmed.stderr[-2000:]
+    again = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert "reusing" in again.stderr and "NO SIGNAL" in again.stdout, again.stderr[-2000:]  # the same code: reused
+    settings.write_text("import numpy as np\nimport topicaudit.targets.learners.lda as lda\n")
+    fresh = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
+    assert "reusing" not in fresh.stderr

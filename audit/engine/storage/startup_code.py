@@ -18,9 +18,24 @@ import site
 import subprocess
 import sys
 
-# What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules).
-_PROBE = ("import sys\n"
-          "files = sorted({getattr(m, '__file__', None) or '' for m in list(sys.modules.values())} - {''})\n"
+# What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules), and
+# every file opened for reading while ``site`` ran (its ``.pth`` files, and code a start-up file runs without
+# importing it, ``exec(open(path).read())``: hostile pass XIX-zf, S3). ``site`` is run by hand (``-S``, then
+# ``site.main()``, what a start runs) so that an audit hook sees its opens; a process's own state (``/proc``) is
+# not code.
+_PROBE = ("import sys, os\n"
+          "opened = []\n"
+          "def _seen(event, args):\n"
+          "    if event == 'open' and isinstance(args[0], str) and (\n"
+          "            (isinstance(args[1], str) and not set(args[1]) & set('wax+'))\n"
+          "            or (args[1] is None and isinstance(args[2], int) and args[2] & os.O_ACCMODE == os.O_RDONLY)):\n"
+          "        opened.append(os.path.abspath(args[0]))\n"
+          "sys.addaudithook(_seen)\n"
+          "import site\n"
+          "site.main()\n"
+          "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
+          "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/dev/', '/sys/'))}\n"
+          "files = sorted(files - {''})\n"
           "import json\n"
           "sys.stdout.write(json.dumps(files))\n")
 _ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment: asked once per process
@@ -29,7 +44,10 @@ _ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment:
 def startup_code() -> dict[str, str]:
     """A digest of every module file a bare start of this interpreter loads, and of the site folders' ``.pth``
     ``import`` lines; empty when the start cannot be asked (the key is then never found again)."""
-    flags = [flag for flag in _interpreter_flags() if flag != "-P"]  # -P moves no start-up module
+    # -P moves no start-up module; -S is the probe's own (``site`` run by hand), and a start without site runs none
+    flags = [flag for flag in _interpreter_flags() if flag not in ("-P", "-S")]
+    if sys.flags.no_site:
+        return {"site": "off"}
     try:
         # A relative PYTHONPATH entry (`PYTHONPATH=.`, `sc`, or the empty one of `$PYTHONPATH:/x`) is found from the
         # working directory: the bare start is asked there, as every process of this one starts (hostile pass XIX-zf).
@@ -45,7 +63,7 @@ def startup_code() -> dict[str, str]:
 
 def _asked(flags: list[str], where: str) -> dict[str, str]:
     try:
-        done = subprocess.run([sys.executable, *flags, "-P", "-c", _PROBE], capture_output=True, timeout=120,
+        done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE], capture_output=True, timeout=120,
                               stdin=subprocess.DEVNULL, cwd=where)
         files = json.loads(done.stdout.decode("utf-8")) if done.returncode == 0 else None
     except (OSError, ValueError, subprocess.SubprocessError):
