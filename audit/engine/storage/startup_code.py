@@ -23,7 +23,8 @@ import sys
 # importing it, ``exec(open(path).read())``: hostile pass XIX-zf, S3). ``site`` is run by hand (``-S``, then
 # ``site.main()``, what a start runs) so that an audit hook sees its opens; a process's own state (``/proc``) is
 # not code.
-_PROBE = ("import sys, os\n"
+_MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may print too (its lines come first)
+_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n"
           "opened = []\n"
           "def _seen(event, args):\n"
           "    if event == 'open' and isinstance(args[0], str) and (\n"
@@ -37,7 +38,7 @@ _PROBE = ("import sys, os\n"
           "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/dev/', '/sys/'))}\n"
           "files = sorted(files - {''})\n"
           "import json\n"
-          "sys.stdout.write(json.dumps(files))\n")
+          "sys.stdout.write('\\n' + _MARK + json.dumps(files))\n")
 _ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment: asked once per process
 
 
@@ -65,7 +66,8 @@ def _asked(flags: list[str], where: str) -> dict[str, str]:
     try:
         done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE], capture_output=True, timeout=120,
                               stdin=subprocess.DEVNULL, cwd=where)
-        files = json.loads(done.stdout.decode("utf-8")) if done.returncode == 0 else None
+        answer = done.stdout.decode("utf-8", errors="replace").rpartition(_MARK)
+        files = json.loads(answer[2]) if done.returncode == 0 and answer[1] else None
     except (OSError, ValueError, subprocess.SubprocessError):
         files = None
     if not isinstance(files, list):
