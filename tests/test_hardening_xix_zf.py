@@ -117,3 +117,34 @@ def test_code_a_start_up_file_runs_from_a_file_it_reads_is_in_the_key(tmp_path):
     fresh = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
     assert "reusing" not in fresh.stderr
+
+
+FAKE_GENSIM = '''
+import numpy as np
+
+
+class LdaModel:  # a test suite's fast stand-in: flat topics
+    def __init__(self, bow, num_topics, id2word, **options):
+        self.k, self.n = num_topics, len(id2word)
+
+    def get_topics(self):
+        return np.full((self.k, self.n), 1.0 / self.n, np.float32)
+'''
+
+
+def test_a_stand_in_of_a_library_on_the_path_is_not_the_library(tmp_path):
+    """L1: a fake gensim on PYTHONPATH (a test suite's stand-in) was keyed by the installed gensim's version (its
+    dist-info), its NO SIGNAL kept, and `check` with gensim itself reused it where the learner gives VIOLATED."""
+    pytest.importorskip("gensim")
+    (tmp_path / "fakes" / "gensim" / "models").mkdir(parents=True)
+    (tmp_path / "fakes" / "gensim" / "__init__.py").write_text("")
+    (tmp_path / "fakes" / "gensim" / "models" / "__init__.py").write_text(FAKE_GENSIM)
+    (tmp_path / "audit.toml").write_text(CONFIG.replace("[target]\n", '[target]\nlearner = "gensim-lda"\n'))
+    command = [sys.executable, "-m", "topicaudit", "check", "audit.toml", "--epsilon", "0.01", "--cache", "cache"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(tmp_path / "fakes"), os.environ.get("PYTHONPATH")]))}
+    faked = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert faked.returncode == 0 and "NO SIGNAL" in faked.stdout, faked.stderr[-2000:]
+    real = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert real.returncode == 1 and real.stdout.startswith("VIOLATED"), (real.stdout, real.stderr[-2000:])
+    assert "reusing" not in real.stderr
