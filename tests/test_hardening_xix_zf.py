@@ -148,3 +148,26 @@ def test_a_stand_in_of_a_library_on_the_path_is_not_the_library(tmp_path):
     real = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert real.returncode == 1 and real.stdout.startswith("VIOLATED"), (real.stdout, real.stderr[-2000:])
     assert "reusing" not in real.stderr
+
+
+def test_a_start_up_shim_in_a_zip_archive_is_in_the_key(tmp_path):
+    """S3b: PYTHONPATH names a zip archive holding sitecustomize.py; its module file, inside the archive, could not be
+    read, so every archive's sitecustomize digested alike: the shim's NO SIGNAL was reused when the archive was
+    replaced by one that patches nothing."""
+    import zipfile
+
+    def archive(text):
+        with zipfile.ZipFile(tmp_path / "shim.zip", "w") as shim:
+            shim.writestr("sitecustomize.py", text)
+
+    archive(SITECUSTOMIZE)
+    (tmp_path / "audit.toml").write_text(CONFIG)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(tmp_path / "shim.zip"), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "topicaudit", "check", "audit.toml", "--epsilon", "0.01", "--cache", "cache"]
+    shimmed = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert shimmed.returncode == 0 and "NO SIGNAL" in shimmed.stdout, shimmed.stderr[-2000:]
+    archive("import numpy as np\nimport topicaudit.targets.learners.lda as lda\n")
+    fresh = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    assert fresh.returncode == 1 and fresh.stdout.startswith("VIOLATED"), (fresh.stdout, fresh.stderr[-2000:])
+    assert "reusing" not in fresh.stderr
