@@ -30,10 +30,13 @@ from topicaudit.errors import UserError, developer_warning, said
 from topicaudit.folder_anchors import command_scope
 
 # The child's first lines: nothing is imported from the working directory (-P) before the caller's sys.path is
-# in place, then the job is served.
+# in place, and the caller's sys.argv (as multiprocessing gives the processes it spawns: a script that defines the
+# learner and reads its settings from its command line at import, loaded here for that class, fitted with its
+# defaults, hostile pass XIX-zf), then the job is served.
 _BOOT = ("import json, sys\n"
          "job = json.loads(sys.stdin.buffer.read())\n"
          "sys.path[:] = job['path']\n"
+         "sys.argv[:] = job.get('argv') or sys.argv\n"
          "from topicaudit.engine.execution.fresh_process import serve\n"
          "serve(job)\n")
 
@@ -47,8 +50,8 @@ def call_fresh(function: str, arguments: dict[str, Any], environment: dict[str, 
     """``function`` (``module:name``, of topicaudit) called with ``arguments`` (JSON) in a new process; its
     result, or its exception raised here. environment: variables set for the child beyond this process's."""
     reply_read, reply_write = os.pipe()
-    job = {"path": list(sys.path), "function": function, "arguments": arguments, "reply": reply_write,
-           "parent": os.getpid()}
+    job = {"path": list(sys.path), "argv": [str(a) for a in sys.argv], "function": function,
+           "arguments": arguments, "reply": reply_write, "parent": os.getpid()}
     env = {**os.environ, **(environment or {})}
     try:
         child = subprocess.Popen([sys.executable, *_interpreter_flags(), "-P", "-c", _BOOT],

@@ -27,6 +27,7 @@ In CI, keep the directory between jobs with the CI's cache (docs/check.md).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import secrets
@@ -64,6 +65,29 @@ def library_versions(learner: str) -> dict[str, str]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = "absent"
+    return found
+
+
+# The module each library in the key is imported as, when it is not its distribution's name.
+_MODULE_OF = {"scikit-learn": "sklearn", "dp-accounting": "dp_accounting"}
+_NOT_LIBRARIES = ("topicaudit", "topicaudit_source", "python")
+
+
+def library_locations(names: Any) -> dict[str, str]:
+    """Where each library would be imported from (its module's file, or the folders of a namespace package): a
+    stand-in of it on ``sys.path`` (a test suite's fake gensim on PYTHONPATH or ``monkeypatch.syspath_prepend``) has
+    the installed distribution's version, since ``metadata.version`` reads the dist-info, and other code: its run was
+    reused by a process with the library itself (hostile pass XIX-zf, L1)."""
+    found = {}
+    for name in names:
+        if name in _NOT_LIBRARIES:
+            continue
+        try:
+            spec = importlib.util.find_spec(_MODULE_OF.get(name, name.replace("-", "_")))
+        except (ImportError, ValueError):
+            spec = None
+        found[name] = "absent" if spec is None else str(
+            spec.origin if spec.has_location else sorted(spec.submodule_search_locations or []))
     return found
 
 
@@ -129,6 +153,7 @@ def cache_key(config: Config, unkeyed: bool = False) -> dict[str, Any]:
         "attacks": list(config.attack.attacks),
         "inputs": inputs,
         "code": {"topicaudit": __version__, "source": source_digest(), "versions": versions,
+                 "locations": library_locations(versions),
                  "startup": startup, **code},
     }
 

@@ -17,33 +17,83 @@ import os
 import site
 import subprocess
 import sys
+import warnings
 
-# What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules).
-_PROBE = ("import sys\n"
-          "files = sorted({getattr(m, '__file__', None) or '' for m in list(sys.modules.values())} - {''})\n"
-          "import json\n"
-          "sys.stdout.write(json.dumps(files))\n")
+# What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules), and
+# every file opened for reading while ``site`` ran (its ``.pth`` files, and code a start-up file runs without
+# importing it, ``exec(open(path).read())``: hostile pass XIX-zf, S3). ``site`` is run by hand (``-S``, then
+# ``site.main()``, what a start runs) so that an audit hook sees its opens; a process's own state (``/proc``) is
+# not code.
+_MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may print too (its lines come first)
+_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n"
+          "opened = []\n"
+          "def _seen(event, args):\n"
+          "    if event == 'open' and isinstance(args[0], str) and (\n"
+          "            (isinstance(args[1], str) and not set(args[1]) & set('wax+'))\n"
+          "            or (args[1] is None and isinstance(args[2], int) and args[2] & os.O_ACCMODE == os.O_RDONLY)):\n"
+          "        opened.append(os.path.abspath(args[0]))\n"
+          "sys.addaudithook(_seen)\n"
+          "import site\n"
+          "site.main()\n"
+          "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
+          "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/dev/', '/sys/'))}\n"
+          "files = sorted(files - {''})\n"
+          "import builtins, json\n"
+          "def _named(o):\n"
+          "    o = o if isinstance(o, type) or callable(o) and not hasattr(o, 'find_spec') else type(o)\n"
+          "    return getattr(o, '__module__', '?') + ':' + getattr(o, '__qualname__', '?')\n"
+          "hooks = [_named(f) for f in sys.meta_path] + [_named(h) for h in sys.path_hooks]\n"
+          "if type(sys.modules) is not dict: hooks.append('sys.modules:' + _named(type(sys.modules)))\n"
+          "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
+          "    hooks.append('builtins.__import__:' + _named(builtins.__import__))\n"
+          "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks}))\n")
+# The import machinery a start leaves that changes no code: importlib's own finders and path hooks, setuptools'
+# distutils shim and editable-install finders, virtualenv's distutils patch.
+STANDARD_HOOKS = ("_frozen_importlib:", "_frozen_importlib_external:", "zipimport:", "_distutils_hack:",
+                  "__editable___", "_virtualenv:")
 _ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment: asked once per process
 
 
 def startup_code() -> dict[str, str]:
     """A digest of every module file a bare start of this interpreter loads, and of the site folders' ``.pth``
     ``import`` lines; empty when the start cannot be asked (the key is then never found again)."""
-    flags = [flag for flag in _interpreter_flags() if flag != "-P"]  # -P moves no start-up module
-    question = hashlib.sha256(json.dumps([sys.executable, flags, sorted(os.environ.items())]).encode()).hexdigest()
+    # -P moves no start-up module; -S is the probe's own (``site`` run by hand), and a start without site runs none
+    flags = [flag for flag in _interpreter_flags() if flag not in ("-P", "-S")]
+    if sys.flags.no_site:
+        return {"site": "off"}
+    try:
+        # A relative PYTHONPATH entry (`PYTHONPATH=.`, `sc`, or the empty one of `$PYTHONPATH:/x`) is found from the
+        # working directory: the bare start is asked there, as every process of this one starts (hostile pass XIX-zf).
+        where = os.getcwd()
+    except OSError:
+        return {}
+    question = hashlib.sha256(json.dumps([sys.executable, flags, where,
+                                          sorted(os.environ.items())]).encode()).hexdigest()
     if question not in _ASKED:
-        _ASKED[question] = _asked(flags)
+        _ASKED[question] = _asked(flags, where)
     return dict(_ASKED[question])
 
 
-def _asked(flags: list[str]) -> dict[str, str]:
+def _asked(flags: list[str], where: str) -> dict[str, str]:
     try:
-        done = subprocess.run([sys.executable, *flags, "-c", _PROBE], capture_output=True, timeout=120,
-                              stdin=subprocess.DEVNULL, cwd="/")
-        files = json.loads(done.stdout.decode("utf-8")) if done.returncode == 0 else None
-    except (OSError, ValueError, subprocess.SubprocessError):
-        files = None
-    if not isinstance(files, list):
+        done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE], capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL, cwd=where)
+        answer = done.stdout.decode("utf-8", errors="replace").rpartition(_MARK)
+        found = json.loads(answer[2]) if done.returncode == 0 and answer[1] else None
+        files, hooks = found["files"], found["hooks"]
+    except (OSError, ValueError, subprocess.SubprocessError, TypeError, KeyError):
+        files = hooks = None
+    if not isinstance(files, list) or not isinstance(hooks, list):
+        return {}
+    unknown = [hook for hook in hooks if not str(hook).startswith(STANDARD_HOOKS)]
+    if unknown:
+        # A hook start-up code leaves (ddtrace's, OpenTelemetry's, wrapt's post-import hooks) may import and run
+        # any code when a module is imported later, the learner's included: that code is in no digest, and a run
+        # of it was reused after it changed (hostile pass XIX-zf, S4). No run is kept for reuse in such a start.
+        warnings.warn(f"code Python runs at every start here installs an import hook ({', '.join(unknown[:3])}), "
+                      "which can change any module as it is imported; no run is reused from the run cache in "
+                      "this environment (docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
+                      RuntimeWarning, stacklevel=4)
         return {}
     modules = hashlib.sha256()
     for file in files:
