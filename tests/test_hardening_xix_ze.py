@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from topicaudit.engine.check import assert_privacy
+from topicaudit.engine.execution.parallel import wait_for_stop
 
 CONFIG = {"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2, "vocabulary": "all"},
           "attack": {"shadows": 0, "canaries": {"count": 20}}}
@@ -105,6 +106,9 @@ def test_a_cached_audit_does_not_fit_in_a_ray_session_of_the_calling_process(tmp
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "shim"),
                                                                    os.environ.get("PYTHONPATH")])))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    wait_for_stop()  # a session an earlier test's run is still stopping in the background
+    if ray.is_initialized():
+        ray.shutdown()
     ray.init(num_cpus=1, include_dashboard=False)
     try:
         monkeypatch.undo()  # the shim reaches the session's workers only
