@@ -12,7 +12,6 @@ import textwrap
 import pytest
 
 from topicaudit.engine.check import assert_privacy
-from topicaudit.engine.execution.parallel import wait_for_stop
 
 CONFIG = {"synthetic": {"n_docs": 50, "n_words": 60}, "target": {"k": 2, "vocabulary": "all"},
           "attack": {"shadows": 0, "canaries": {"count": 20}}}
@@ -95,29 +94,41 @@ def test_a_patch_python_runs_at_start_is_in_the_key_of_its_runs(tmp_path):
     assert "reusing" not in fresh.stderr
 
 
-def test_a_cached_audit_does_not_fit_in_a_ray_session_of_the_calling_process(tmp_path, monkeypatch):
+def test_a_cached_audit_does_not_fit_in_a_ray_session_of_the_calling_process(tmp_path):
     """R2: the new process joined the Ray session the test had started; its workers, started while PYTHONPATH named a
     start-up shim (sitecustomize.py replacing the built-in learner's fit), fitted the shadows and canary releases,
     kept under the key of the new process, which had no shim: `check` without it reused NO SIGNAL where the
-    learner gives VIOLATED."""
-    ray = pytest.importorskip("ray")
+    learner gives VIOLATED. Run in a process of its own: the session is the script's, not one an earlier test left."""
+    pytest.importorskip("ray")
     (tmp_path / "shim").mkdir()
     (tmp_path / "shim" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "shim"),
-                                                                   os.environ.get("PYTHONPATH")])))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    wait_for_stop()  # a session an earlier test's run is still stopping in the background
-    if ray.is_initialized():
+    shimmed = os.pathsep.join(filter(None, [str(tmp_path / "shim"), os.environ.get("PYTHONPATH")]))
+    script = textwrap.dedent(f"""
+        import os
+        import ray
+        from topicaudit.engine.check import assert_privacy
+
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = {shimmed!r}
+        ray.init(num_cpus=1, include_dashboard=False)
+        if before is None:
+            del os.environ["PYTHONPATH"]  # the shim reaches the session's workers only
+        else:
+            os.environ["PYTHONPATH"] = before
+        config = {{"synthetic": {{"n_docs": 150, "n_words": 250}}, "target": {{"k": 3, "vocabulary": "all"}},
+                  "attack": {{"shadows": 2, "canaries": {{"count": 60}}}}}}
+        try:
+            assert_privacy(config, epsilon=0.01, cache={str(tmp_path / "cache")!r})
+        except AssertionError as error:
+            print("VIOLATED" if "VIOLATED" in str(error) else error)
+        else:
+            print("not violated")
         ray.shutdown()
-    ray.init(num_cpus=1, include_dashboard=False)
-    try:
-        monkeypatch.undo()  # the shim reaches the session's workers only
-        config = {"synthetic": {"n_docs": 150, "n_words": 250}, "target": {"k": 3, "vocabulary": "all"},
-                  "attack": {"shadows": 2, "canaries": {"count": 60}}}
-        with pytest.raises(AssertionError, match="VIOLATED"):
-            assert_privacy(config, epsilon=0.01, cache=tmp_path / "cache")
-    finally:
-        ray.shutdown()
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip().endswith("VIOLATED"), (done.stdout, done.stderr[-2000:])
 
 
 def test_a_module_a_start_up_file_imports_is_in_the_key_too(tmp_path):
