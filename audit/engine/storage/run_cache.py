@@ -44,6 +44,7 @@ from topicaudit.inputs.files import file_sha256
 from topicaudit.folder_anchors import declare
 from topicaudit.owned_folders import LinkedFolder, PlantedLink, open_folder
 from topicaudit.targets import sources
+from topicaudit.targets.plugin_code import _installed as installed_folders, code_digest
 from topicaudit.version import __version__, source_digest
 
 SCHEMA = "topicaudit.run-cache/1"
@@ -88,7 +89,28 @@ def library_locations(names: Any) -> dict[str, str]:
             spec = None
         found[name] = "absent" if spec is None else str(
             spec.origin if spec.has_location else sorted(spec.submodule_search_locations or []))
+        if spec is not None and not _installed_here(spec):
+            # imported from outside the folders Python installs into (a stand-in or working copy of the library):
+            # its code, by content, as a plug-in's; an edit at the same place and version reused the run before it
+            # (hostile pass XIX-zg, L2). Not digested (too large a folder): a key never found again.
+            module = _MODULE_OF.get(name, name.replace("-", "_"))
+            found[name] += " sha256:" + (code_digest(module).get("source_sha256") or secrets.token_hex(16))
     return found
+
+
+def _installed_here(spec: Any) -> bool:
+    """Whether a module's code lies in a folder Python installs into (site-packages, the standard library)."""
+    places = [spec.origin] if spec.has_location and spec.origin else list(spec.submodule_search_locations or [])
+    installed = installed_folders()
+    for place in places:
+        try:
+            resolved = Path(place).resolve()
+        except (OSError, RuntimeError):
+            return False
+        if not ({"site-packages", "dist-packages"} & set(resolved.parts)
+                or any(resolved.is_relative_to(folder) for folder in installed)):
+            return False
+    return bool(places)
 
 
 def default_root() -> Path | None:

@@ -25,33 +25,41 @@ import warnings
 # ``site.main()``, what a start runs) so that an audit hook sees its opens; a process's own state (``/proc``) is
 # not code.
 _MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may print too (its lines come first)
-_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n"
-          "opened = []\n"
+_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n"  # its hook only records
+          "opened, audited = [], []\n"
           "def _seen(event, args):\n"
+          "    if event == 'sys.addaudithook' and sys._getframe(1).f_globals.get('__name__') != _OWN:\n"
+          "        audited.append(event)\n"
           "    if event == 'open' and isinstance(args[0], str) and (\n"
           "            (isinstance(args[1], str) and not set(args[1]) & set('wax+'))\n"
           "            or (args[1] is None and isinstance(args[2], int) and args[2] & os.O_ACCMODE == os.O_RDONLY)):\n"
           "        opened.append(os.path.abspath(args[0]))\n"
           "sys.addaudithook(_seen)\n"
+          "sys.argv[:] = sys.argv[1:]\n"  # the command line this process's start had (``_start_argv``)
           "import site\n"
           "site.main()\n"
           "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
-          "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/dev/', '/sys/'))}\n"
+          "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/sys/'))}\n"
           "files = sorted(files - {''})\n"
           "import builtins, json\n"
           "def _named(o):\n"
           "    o = o if isinstance(o, type) or callable(o) and not hasattr(o, 'find_spec') else type(o)\n"
           "    return getattr(o, '__module__', '?') + ':' + getattr(o, '__qualname__', '?')\n"
           "hooks = [_named(f) for f in sys.meta_path] + [_named(h) for h in sys.path_hooks]\n"
+          "hooks += ['sys.addaudithook:an audit hook'] if audited else []\n"
           "if type(sys.modules) is not dict: hooks.append('sys.modules:' + _named(type(sys.modules)))\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
           "    hooks.append('builtins.__import__:' + _named(builtins.__import__))\n"
-          "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks}))\n")
+          "custom = {n: os.path.abspath(sys.modules[n].__file__) for n in ('sitecustomize', 'usercustomize')\n"
+          "          if getattr(sys.modules.get(n), '__file__', None)}\n"
+          "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks, 'custom': custom}))\n")
 # The import machinery a start leaves that changes no code: importlib's own finders and path hooks, setuptools'
 # distutils shim and editable-install finders, virtualenv's distutils patch.
 STANDARD_HOOKS = ("_frozen_importlib:", "_frozen_importlib_external:", "zipimport:", "_distutils_hack:",
                   "__editable___", "_virtualenv:")
-_ASKED: dict[str, dict[str, str]] = {}  # per executable, flags and environment: asked once per process
+# per executable, flags, working directory, command line and environment: asked once per process; with the files of
+# the sitecustomize and usercustomize that start ran
+_ASKED: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
 
 
 def startup_code() -> dict[str, str]:
@@ -67,34 +75,53 @@ def startup_code() -> dict[str, str]:
         where = os.getcwd()
     except OSError:
         return {}
-    question = hashlib.sha256(json.dumps([sys.executable, flags, where,
+    argv = _start_argv()
+    question = hashlib.sha256(json.dumps([sys.executable, flags, where, argv,
                                           sorted(os.environ.items())]).encode()).hexdigest()
     if question not in _ASKED:
-        _ASKED[question] = _asked(flags, where)
-    return dict(_ASKED[question])
+        _ASKED[question] = _asked(flags, where, argv)
+        found, custom = _ASKED[question]
+        ran = {name: os.path.abspath(file) for name in ("sitecustomize", "usercustomize")
+               if isinstance(file := getattr(sys.modules.get(name), "__file__", None), str)}
+        if found and custom != ran:
+            # This process ran other start-up code than a start here runs now: a start-up file that changed the
+            # working directory (`os.chdir`), where a relative PYTHONPATH entry names nothing, had its run kept under
+            # the key of a start without it (hostile pass XIX-zg, S8); an environment changed since the start.
+            warnings.warn(f"the start-up code this process ran ({_listed(ran)}) is not what a new start of Python "
+                          f"runs here ({_listed(custom)}): the working directory or the environment changed since "
+                          "it started; no run is reused from the run cache "
+                          "(docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)", RuntimeWarning, stacklevel=3)
+            _ASKED[question] = ({}, custom)
+    return dict(_ASKED[question][0])
 
 
-def _asked(flags: list[str], where: str) -> dict[str, str]:
+def _listed(modules: dict[str, str]) -> str:
+    return ", ".join(f"{name} from {file}" for name, file in sorted(modules.items())) or "no sitecustomize"
+
+
+def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     try:
-        done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE], capture_output=True, timeout=120,
+        done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE, *argv], capture_output=True,
+                              timeout=120,
                               stdin=subprocess.DEVNULL, cwd=where)
         answer = done.stdout.decode("utf-8", errors="replace").rpartition(_MARK)
         found = json.loads(answer[2]) if done.returncode == 0 and answer[1] else None
-        files, hooks = found["files"], found["hooks"]
+        files, hooks, custom = found["files"], found["hooks"], found["custom"]
     except (OSError, ValueError, subprocess.SubprocessError, TypeError, KeyError):
-        files = hooks = None
-    if not isinstance(files, list) or not isinstance(hooks, list):
-        return {}
+        files = hooks = custom = None
+    if not isinstance(files, list) or not isinstance(hooks, list) or not isinstance(custom, dict):
+        return {}, {}
     unknown = [hook for hook in hooks if not str(hook).startswith(STANDARD_HOOKS)]
     if unknown:
         # A hook start-up code leaves (ddtrace's, OpenTelemetry's, wrapt's post-import hooks) may import and run
         # any code when a module is imported later, the learner's included: that code is in no digest, and a run
-        # of it was reused after it changed (hostile pass XIX-zf, S4). No run is kept for reuse in such a start.
+        # of it was reused after it changed (hostile pass XIX-zf, S4); so may an audit hook, called at every import
+        # after it (XIX-zg, S6). No run is kept for reuse in such a start.
         warnings.warn(f"code Python runs at every start here installs an import hook ({', '.join(unknown[:3])}), "
                       "which can change any module as it is imported; no run is reused from the run cache in "
                       "this environment (docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
                       RuntimeWarning, stacklevel=4)
-        return {}
+        return {}, custom
     modules = hashlib.sha256()
     for file in files:
         modules.update(str(file).encode() + b"\0")
@@ -103,7 +130,7 @@ def _asked(flags: list[str], where: str) -> dict[str, str]:
                 modules.update(hashlib.sha256(handle.read()).digest())
         except (OSError, TypeError):
             modules.update(b"unreadable")
-    return {"modules": modules.hexdigest(), "pth": _pth_lines()}
+    return {"modules": modules.hexdigest(), "pth": _pth_lines()}, custom
 
 
 def _pth_lines() -> str:
@@ -125,6 +152,37 @@ def _pth_lines() -> str:
             if run:
                 lines.update(name.encode() + b"\0" + "".join(run).encode())
     return lines.hexdigest()
+
+
+# Options of the interpreter that take a value (the next argument when not joined, ``-W error``, ``-Wd``).
+_VALUED = {"W", "X"}
+
+
+def _start_argv() -> list[str]:
+    """``sys.argv`` as this process's start-up code saw it, read from ``sys.orig_argv``: a start-up file may import
+    code for one command only (``if sys.argv[0].endswith("topicaudit")``), and a bare start asked with ``-c`` loaded
+    none of it, so its edit reused the run before it (hostile pass XIX-zg, S7). A script's path and arguments,
+    ``-c`` or ``-m`` (as when ``site`` runs) and what follows the command or module."""
+    line = list(getattr(sys, "orig_argv", None) or [])[1:]
+    at = 0
+    while at < len(line):
+        arg = line[at]
+        if arg == "--":
+            return line[at + 1:] or [""]
+        if not arg.startswith("-") or arg == "-":
+            return line[at:]
+        if arg.startswith("--"):
+            at += 2 if arg == "--check-hash-based-pycs" else 1
+            continue
+        for place, letter in enumerate(arg[1:], 1):
+            if letter in "cm":
+                rest = line[at + 1:] if place < len(arg) - 1 else line[at + 2:]
+                return [f"-{letter}", *rest]
+            if letter in _VALUED:
+                at += 0 if place < len(arg) - 1 else 1
+                break
+        at += 1
+    return list(sys.argv[:1]) or [""]
 
 
 def _interpreter_flags() -> list[str]:
