@@ -59,10 +59,11 @@ def cached_audit(config: Config, cache: str | Path | bool | None, root: Path, ep
         if finished_in_place(probe):
             config.attack.canaries.count, config.output = probe.attack.canaries.count, probe.output
             return sizing
+    # The new process starts its own Ray, if any: a session of this process's is not joined (XIX-ze, R2).
     answer = fresh_process.call_fresh(f"{__name__}:in_fresh_process", {
         "config": config.to_dict(), "cache": cache if cache is None or isinstance(cache, bool) else str(cache),
         "epsilon": epsilon, "delta": delta, "alpha": alpha, "auto": auto, "power": power, "budget": budget,
-        "code": _code(config), "script": _script(config)})  # its own Ray, if any: a session of this process's is not joined (XIX-ze, R2)
+        "code": _code(config), "script": _script(config)})
     if answer.get("differs"):
         # The new process would import other code than this one runs and keyed (a learner's module loaded here from
         # a file by its path, another of its name on sys.path; sys.path changed since the import): its verdict
