@@ -90,7 +90,8 @@ def startup_code() -> dict[str, str]:
             warnings.warn(f"the start-up code this process ran ({_listed(ran)}) is not what a new start of Python "
                           f"runs here ({_listed(custom)}): the working directory or the environment changed since "
                           "it started; no run is reused from the run cache "
-                          "(docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)", RuntimeWarning, stacklevel=3)
+                          "(docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
+                          RuntimeWarning, stacklevel=3)
             _ASKED[question] = ({}, custom)
     return dict(_ASKED[question][0])
 
