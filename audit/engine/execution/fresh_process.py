@@ -54,7 +54,7 @@ def call_fresh(function: str, arguments: dict[str, Any], environment: dict[str, 
            "arguments": arguments, "reply": reply_write, "parent": os.getpid()}
     env = {**os.environ, **(environment or {})}
     try:
-        child = subprocess.Popen([sys.executable, *_interpreter_flags(), "-P", "-c", _BOOT],
+        child = subprocess.Popen([sys.executable, *interpreter_flags(), "-P", "-c", _BOOT],
                                  stdin=subprocess.PIPE, pass_fds=(reply_write,), env=env)
     except OSError as error:
         os.close(reply_read)
@@ -78,7 +78,7 @@ def call_fresh(function: str, arguments: dict[str, Any], environment: dict[str, 
     return _answered(answer, code)
 
 
-def _interpreter_flags() -> list[str]:
+def interpreter_flags() -> list[str]:
     """This interpreter's flags (-O, -W, -X, -s, -E, …), as multiprocessing passes them to its children."""
     try:
         return list(subprocess._args_from_interpreter_flags())  # type: ignore[attr-defined]

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import warnings
 
+from topicaudit.engine.execution.fresh_process import interpreter_flags
+
 # What the bare interpreter runs: the module files loaded by then (site, its imports, the start-up modules), and
 # every file opened for reading while ``site`` ran (its ``.pth`` files, and code a start-up file runs without
 # importing it, ``exec(open(path).read())``: hostile pass XIX-zf, S3). ``site`` is run by hand (``-S``, then
@@ -66,7 +68,7 @@ def startup_code() -> dict[str, str]:
     """A digest of every module file a bare start of this interpreter loads, and of the site folders' ``.pth``
     ``import`` lines; empty when the start cannot be asked (the key is then never found again)."""
     # -P moves no start-up module; -S is the probe's own (``site`` run by hand), and a start without site runs none
-    flags = [flag for flag in _interpreter_flags() if flag not in ("-P", "-S")]
+    flags = [flag for flag in interpreter_flags() if flag not in ("-P", "-S")]
     if sys.flags.no_site:
         return {"site": "off"}
     try:
@@ -184,10 +186,3 @@ def _start_argv() -> list[str]:
                 break
         at += 1
     return list(sys.argv[:1]) or [""]
-
-
-def _interpreter_flags() -> list[str]:
-    try:
-        return list(subprocess._args_from_interpreter_flags())  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a private helper of the standard library: without it, default flags
-        return []
