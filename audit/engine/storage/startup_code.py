@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import site
 import subprocess
 import sys
+import time
 import warnings
 
 from topicaudit.engine.execution.fresh_process import interpreter_flags
@@ -27,6 +29,8 @@ from topicaudit.engine.execution.fresh_process import interpreter_flags
 # ``site.main()``, what a start runs) so that an audit hook sees its opens; a process's own state (``/proc``) is
 # not code.
 _MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may print too (its lines come first)
+_PATIENCE = 120.0  # seconds a start may take before it is not keyed
+_MOST = 1 << 24  # bytes of a start's output kept: the answer is at its end
 _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n"  # its hook only records
           "opened, audited = [], []\n"
           "def _seen(event, args):\n"
@@ -104,11 +108,9 @@ def _listed(modules: dict[str, str]) -> str:
 
 def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     try:
-        done = subprocess.run([sys.executable, *flags, "-P", "-S", "-c", _PROBE, *argv], capture_output=True,
-                              timeout=120,
-                              stdin=subprocess.DEVNULL, cwd=where)
-        answer = done.stdout.decode("utf-8", errors="replace").rpartition(_MARK)
-        found = json.loads(answer[2]) if done.returncode == 0 and answer[1] else None
+        output, returncode = _answer([sys.executable, *flags, "-P", "-S", "-c", _PROBE, *argv], where)
+        answer = output.decode("utf-8", errors="replace").rpartition(_MARK)
+        found = json.loads(answer[2]) if returncode == 0 and answer[1] else None
         files, hooks, custom = found["files"], found["hooks"], found["custom"]
     except (OSError, ValueError, subprocess.SubprocessError, TypeError, KeyError):
         files = hooks = custom = None
@@ -134,6 +136,30 @@ def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str
         except (OSError, TypeError):
             modules.update(b"unreadable")
     return {"modules": modules.hexdigest(), "pth": _pth_lines()}, custom
+
+
+def _answer(command: list[str], where: str) -> tuple[bytes, int | None]:
+    """The probe's output and exit status, read until the probe has ended, not until its output closes: a start-up
+    file may fork a helper that keeps the inherited stdout open for as long as it lives, and the probe waited for it
+    (up to two minutes, then keyed no run; hostile pass XIX-zg, N1)."""
+    deadline = time.monotonic() + _PATIENCE
+    probe = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             cwd=where)
+    output = b""
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            ended = probe.poll()  # asked before the read: what it wrote before it ended is in the pipe by then
+            ready = select.select([probe.stdout], [], [], 0 if ended is not None else min(left, 1.0))[0]
+            chunk = os.read(probe.stdout.fileno(), 1 << 16) if ready else b""
+            output = (output + chunk)[-_MOST:]
+            if not chunk and (ended is not None or ready):  # all read after its end, or its output closed
+                return output, ended if ended is not None else probe.wait(left)
+        return b"", None
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+        probe.wait()
+        probe.stdout.close()
 
 
 def _pth_lines() -> str:
