@@ -54,7 +54,7 @@ from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.storage.run_cache import cache_key
 from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
-from topicaudit.engine.power import (POWER_SEED, TARGET_POWER, claim_scale, nice_count, search_count,
+from topicaudit.engine.power import (POWER_SEED, TARGET_POWER, claim_scale, own_loss, nice_count, search_count,
                                      simulated_power)
 from topicaudit.errors import UserError
 from topicaudit.targets import build_target
@@ -306,7 +306,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
                                                                            alpha)
     if isinstance(mechanism.release(), GaussianNoise):
         mechanism = dataclasses.replace(mechanism, contribution=_pilot_contribution(config, corpus, target))
-    scale = claim_scale(epsilon, target.guarantee().epsilon)  # the power against f× the claim tested (XIX-zd)
+    scale = claim_scale(epsilon, own_loss(mechanism, target.guarantee())[0])  # against f× the claim tested
     fit_seconds, how = _fit_time(target, corpus.X, config.seed)
     fixed = float(corpus.X[probe.fixed_rows].sum())
     per_canary = (float(probe.training_matrix(corpus.X).sum()) - fixed) / max(probe.count, 1)

@@ -36,7 +36,8 @@ from topicaudit.attacks.registry import bounded_attacks
 from topicaudit.bounds.epsilon import Method, check_level
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, Evidence, canary_verdict_scores, judge
 from topicaudit.engine.claim_tests import SHAPED, ClaimShape, claim_shape, release_tail, release_tail_test, shaped_tests
-from topicaudit.engine.power import canaries_for_ceiling, canaries_for_power, claim_scale, simulated_power
+from topicaudit.engine.power import (canaries_for_ceiling, canaries_for_power, claim_scale, own_loss,
+                                     simulated_power)
 from topicaudit.engine.storage.check_result import DELTA_TAIL, CheckResult
 from topicaudit.engine.storage.results import GuaranteeInfo, MechanismInfo, RunResults
 from topicaudit.errors import UserError
@@ -173,9 +174,14 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
     judgement = judge(evidence, float(delta), float(alpha))
     if not judgement.bounds:
         raise UserError(f"{run_dir}: every candidate landed on the same side of its coin; nothing can be tested")
-    power = None
-    scale = claim_scale(float(epsilon), guarantee.epsilon)  # "2× less private" than the claim tested (XIX-zd)
+    power, scale = None, 1.0
     if mechanism is not None and (mechanism.stage != "vocabulary" or mechanism.anchors is not None):
+        try:
+            own, noted = own_loss(mechanism, guarantee.guarantee())
+        except ValueError:  # an event this installation cannot rebuild: the claim as stated
+            own, noted = guarantee.epsilon, None
+        scale = claim_scale(float(epsilon), own)  # "2× less private" than the claim tested (XIX-zd)
+        notes = [*notes, *filter(None, [noted])]
         labels = evidence[0].labels
         try:
             power = simulated_power(mechanism, labels, float(epsilon), float(delta), judgement.alpha_each, shape,

@@ -93,6 +93,15 @@ def disagreements(mechanism: Mechanism, guarantee: Guarantee) -> list[str]:
     return []
 
 
+def realised_epsilon(mechanism: Mechanism, relation: Neighbours) -> float | None:
+    """The ε a central pure-ε release's recorded constants realise whatever the claim says (None: not computable
+    from the record alone). Laplace: releases × Δ / scale, Δ as in ``_laplace``."""
+    if isinstance(mechanism, LaplaceNoise):
+        sensitivity = mechanism.document_tokens * (2 if relation is Neighbours.REPLACE_ONE else 1)
+        return mechanism.releases * sensitivity / mechanism.scale
+    return None
+
+
 def _gaussian(mechanism: GaussianNoise, leaves) -> list[str]:
     if not leaves:
         return ["the release records Gaussian noise, the claim's event has no Gaussian mechanism"]
