@@ -16,7 +16,9 @@ __version__ = "0.1.0"
 
 
 def source_digest() -> str:
-    """SHA-256 of topicaudit's own Python source (every ``.py`` file of the package, by relative path).
+    """SHA-256 of topicaudit's own Python source (every ``.py`` file of the package, by relative path), and of the
+    data files it ships (``_data``: stop words and WordNet change what a pre-processed corpus is; an edit to them
+    kept the key, and the entry was then refused as another configuration: hostile pass XIX-zc, ED4).
 
     The version alone does not change when the code does (a checkout, an
     editable install): a cached run is reused only under the same digest
@@ -41,7 +43,7 @@ def source_digest() -> str:
         for place, directories, files in os.walk(folder, followlinks=True):
             directories[:] = sorted(d for d in directories if d != "__pycache__")
             for name in sorted(files):
-                if name.endswith(".py"):
+                if name.endswith(".py") or Path(place).name == DATA_FOLDER:
                     path = Path(place) / name
                     label = prefix + path.relative_to(folder).as_posix()
                     digest.update(label.encode() + b"\0" + path.read_bytes())
@@ -49,6 +51,7 @@ def source_digest() -> str:
 
 
 _PROCESS_TOKEN = secrets.token_hex(24)
+DATA_FOLDER = "_data"  # the folders of data files the package ships, digested with its code
 
 
 def edited_since_loaded() -> list[str]:
