@@ -42,6 +42,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
+from topicaudit.errors import UserError
+
 __all__ = [
     "MAX_TOKEN_LENGTH",
     "MIN_TOKEN_LENGTH",
@@ -145,6 +147,12 @@ def _build_lemmatizer():
             # "The multilingual functions are not available": OMW is not needed.
             warnings.simplefilter("ignore", UserWarning)
             reader = _ShippedWordNet(ZipFilePathPointer(str(WORDNET_ZIP), "wordnet/"), None)
+    except PermissionError:
+        # nltk refuses a data file another account or the group may write (an install under umask 002): the
+        # user's to fix, not an internal error (hostile pass XIX-zc, NC1)
+        raise UserError(f"{WORDNET_ZIP}: nltk will not read the WordNet data topicaudit ships, because the file "
+                        "can be written by the group, others or another account; make it private to its owner: "
+                        f"chmod go-w {WORDNET_ZIP}") from None
     finally:
         if added:
             nltk.data.path.remove(root)
