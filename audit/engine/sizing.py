@@ -307,6 +307,10 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
     if isinstance(mechanism.release(), GaussianNoise):
         mechanism = dataclasses.replace(mechanism, contribution=_pilot_contribution(config, corpus, target))
     scale = claim_scale(epsilon, own_loss(mechanism, target.guarantee())[0])  # against f× the claim tested
+    if scale == 0:
+        raise UserError("--canaries auto sizes an audit for its power against a mechanism 2× less private than the "
+                        "claim; at ε = 0 there is none to simulate (any leak refutes the claim): give a count "
+                        "(--canaries N)")
     fit_seconds, how = _fit_time(target, corpus.X, config.seed)
     fixed = float(corpus.X[probe.fixed_rows].sum())
     per_canary = (float(probe.training_matrix(corpus.X).sum()) - fixed) / max(probe.count, 1)

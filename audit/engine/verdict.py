@@ -192,7 +192,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
             notes = [*notes, "a power simulated with each canary's whole contribution in its scored topic (the run "
                              "predates the measured one), which overstated DP-SVI's: rerun the audit to measure it"]
     needed = None
-    if power is not None and suggest is not None and power["2x"] < suggest:
+    if power is not None and suggest is not None and power["2x"] < suggest and scale > 0:  # ε = 0: no count can
         assert mechanism is not None  # a power is simulated for a mechanism only
         methods_left = [m for m in methods if m not in SHAPED]
         needed = canaries_for_power(

@@ -28,8 +28,10 @@ DELTA_TAIL = Method.DELTA_TAIL
 
 
 def confidence(alpha: float) -> str:
-    """1 − α as a percentage with the digits it has: α = 0.999 is "0.1%" (":.0%" printed "0%"), 0.001 "99.9%"."""
-    return f"{(1.0 - alpha) * 100:.10g}%"
+    """1 − α as a percentage with the digits it has: α = 0.999 is "0.1%" (":.0%" printed "0%"), 0.001 "99.9%";
+    an α too small for them is written out (α = 1e-300 printed "100%": hostile pass XIX-zd, E-conf)."""
+    written = f"{(1.0 - alpha) * 100:.10g}%"
+    return f"1 − {alpha:.3g}" if written == "100%" and alpha > 0 else written
 
 
 
