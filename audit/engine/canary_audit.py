@@ -18,7 +18,7 @@ from topicaudit.attacks.canaries import (
 from topicaudit.attacks.contribution import measured_contribution
 from topicaudit.attacks.lira import offline_scores, online_scores
 from topicaudit.attacks.mechanism import mechanism_scores, released_fresh_canaries, scorer_for
-from topicaudit.targets.mechanisms import SetUnion
+from topicaudit.targets.mechanisms import GaussianNoise, LaplaceNoise, SetUnion, Transcript
 from topicaudit.attacks.metrics import summarize
 from topicaudit.bounds.verdict import THREAT_MODELS, VALID_BOUNDS, bound_ceiling, bound_tests, canary_verdict_scores
 from topicaudit.engine.configuration.config import Config
@@ -134,7 +134,7 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
             fresh_released=list(released_fresh_canaries(transcript, canaries)) if set_union else None,
             anchors=(int(canaries.anchors.max(initial=0)) if canaries.anchors is not None else 0) if set_union
             else None,
-            contribution=measured_contribution(transcript, canaries))
+            contribution=measured_contribution(transcript, canaries), recorded=_recorded_count(transcript))
     return CanaryResults(
         observe=observe,
         threat_model=THREAT_MODELS[observe],
@@ -158,3 +158,15 @@ def canary_results(canaries: CanarySet, scores: dict[str, np.ndarray], release: 
             by_test=bounds),
         release_epsilon_lower_bounds=on_release,
     )
+
+
+def _recorded_count(transcript: Transcript) -> int | None:
+    """How many releases (Laplace) or steps (Gaussian) the learner recorded, when not the count its constants
+    declare: a learner declaring 5 releases recorded only its last (hostile pass XIX-zd, L2)."""
+    release = transcript.mechanism
+    declared = release.releases if isinstance(release, LaplaceNoise) else \
+        release.steps if isinstance(release, GaussianNoise) else None
+    values = transcript.arrays.get(release.values)
+    if declared is None or values is None or values.ndim != 3 or values.shape[-1] == 0:
+        return None
+    return int(values.shape[0]) if values.shape[0] != declared else None

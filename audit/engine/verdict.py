@@ -181,10 +181,11 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         except ValueError:  # an event this installation cannot rebuild: the claim as stated
             own, noted = guarantee.epsilon, None
         scale = claim_scale(float(epsilon), own)  # "2× less private" than the claim tested (XIX-zd)
-        notes = [*notes, *filter(None, [noted])]
+        notes = [*notes, *filter(None, [noted, _recorded_note(mechanism)])]
+        simulated = mechanism.as_recorded()  # the power simulates the releases the learner recorded
         labels = evidence[0].labels
         try:
-            power = simulated_power(mechanism, labels, float(epsilon), float(delta), judgement.alpha_each, shape,
+            power = simulated_power(simulated, labels, float(epsilon), float(delta), judgement.alpha_each, shape,
                                     [m for m in methods if m not in SHAPED], scale=scale)
         except ValueError as error:  # a release kind this installation cannot simulate (a plug-in's own)
             notes = [*notes, f"no power estimate: {error}"]
@@ -196,7 +197,7 @@ def run_verdict(results: RunResults, natural: dict[str, np.ndarray] | None, cana
         assert mechanism is not None  # a power is simulated for a mechanism only
         methods_left = [m for m in methods if m not in SHAPED]
         needed = canaries_for_power(
-            lambda m: simulated_power(mechanism, np.zeros(m, bool), float(epsilon), float(delta),
+            lambda m: simulated_power(simulated, np.zeros(m, bool), float(epsilon), float(delta),
                                       judgement.alpha_each, shape, methods_left, factors=(2.0,),
                                       scale=scale)["2x"],
             evidence[0].labels.size, suggest)
@@ -224,6 +225,16 @@ def recorded_disagreements(mechanism: MechanismInfo | None, guarantee: Guarantee
         return disagreements(mechanism.release(), guarantee.guarantee())
     except ValueError:  # a kind or event this installation does not know: nothing to compare
         return []
+
+
+def _recorded_note(mechanism: MechanismInfo) -> str | None:
+    """A learner that recorded another count of releases than its constants declare (hostile pass XIX-zd, L2)."""
+    if mechanism.recorded is None:
+        return None
+    count = "steps" if "steps" in (mechanism.parameters or {}) else "releases"
+    declared = (mechanism.parameters or {}).get(count)
+    return (f"the learner recorded {mechanism.recorded} {count} where its constants declare {declared}: the "
+            f"power is simulated for the {mechanism.recorded} recorded, and what it did not record is not audited")
 
 
 def unseen_bugs(mechanism: MechanismInfo | None, composed: float | None = None,

@@ -18,6 +18,8 @@ is a ``UserError`` naming the file and the fix.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -179,7 +181,7 @@ class CanaryBounds(Record):
 class MechanismInfo(Record):
     """What a power estimate simulates: the claimed mechanism's constants, as its transcript states them."""
 
-    OPTIONAL = ("arrays", "fresh_released", "anchors", "contribution")
+    OPTIONAL = ("arrays", "fresh_released", "anchors", "contribution", "recorded")
 
     kind: str | None = None
     parameters: dict[str, Any] | None = None
@@ -192,10 +194,19 @@ class MechanismInfo(Record):
     anchors: int | None = None
     # Gaussian steps: the measured shares of a canary's contribution in its scored topic (attacks/contribution.py)
     contribution: list[float] | None = None
+    # the releases (Laplace) or steps (Gaussian) recorded, when not the count the constants declare
+    recorded: int | None = None
 
     def release(self) -> Mechanism:
         """The typed constants (``topicaudit.mechanisms``); ValueError for a kind or constant nothing reads."""
         return mechanism_from_json(str(self.kind), dict(self.parameters or {}))
+
+    def as_recorded(self) -> MechanismInfo:
+        """The mechanism with the count of releases the learner recorded, which a power estimate simulates."""
+        if self.recorded is None or self.recorded < 1:  # a damaged record: the declared count
+            return self
+        count = "steps" if "steps" in (self.parameters or {}) else "releases"
+        return dataclasses.replace(self, parameters={**(self.parameters or {}), count: self.recorded})
 
 
 @dataclass(frozen=True, kw_only=True)
