@@ -90,7 +90,7 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
                                 + ", ".join(f"[{name}]" for name in sections))
             known = ", ".join(k for k in fields if k not in sections)
             tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
-            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
+            raise UserError(f"{where}: unknown key {key!r:.80}; known keys: {known}{tables}")  # a 60 KB key, cut
         if (section, key) in variant.FREE_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
@@ -108,6 +108,15 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
             setattr(obj, key, list(value))
             continue
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
+
+
+def set_checked(obj: Any, key: str, value: Any, section: str | None, variant: type[BaseConfig]) -> None:
+    """Set one setting given by name (``topicaudit.audit_model``'s keywords) as a file's key is set: its type and
+    length checked. Set unchecked, ``trust_pickle="no"`` (a true value) unpickled Φ, running the file's code,
+    where ``[model] trust_pickle = "no"`` in a file is refused (hostile pass XIX-zi)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    _fill(obj, {key: value}, f"[{section}]" if section else "setting", section, variant)
 
 
 # Tables only the other variant has, for a message that names the command they belong to.
