@@ -13,7 +13,8 @@ import pickle
 import pytest
 
 import topicaudit
-from topicaudit.errors import UserError
+from topicaudit.errors import UserError, printable
+from topicaudit.targets.registry import build_learner
 
 
 class _Planted:
@@ -51,3 +52,37 @@ def test_audit_model_settings_are_type_checked(tmp_path, name, value, wanted):
         topicaudit.audit_model(phi, tmp_path / "c.json", tmp_path / "r.json", shadows=2, output=tmp_path / "o",
                                **{name: value})
 
+
+@pytest.mark.parametrize("name", ["show_text", "compare_vocabularies", "quiet"])
+def test_report_flags_must_be_bools(tmp_path, name):
+    with pytest.raises(UserError, match=f"{name} must be True or False"):
+        topicaudit.report([tmp_path], output=tmp_path / "rep", **{name: "no"})
+
+
+def test_run_quiet_must_be_a_bool(tmp_path):
+    with pytest.raises(UserError, match="quiet must be True or False"):
+        topicaudit.run({"output": str(tmp_path / "run")}, quiet="no")
+    assert not (tmp_path / "run").exists()
+
+
+def test_printable_escapes_the_characters_xml_forbids():
+    """A run directory named with U+FFFE (``--name $'a\\xef\\xbf\\xbeb'``, accepted) made check.junit.xml
+    ill-formed XML: a CI's JUnit reader could not read the VIOLATED it recorded."""
+    import xml.etree.ElementTree as ElementTree
+    for ch in ("\ufffe", "\uffff"):
+        shown = printable(f"a{ch}b")
+        assert ch not in shown and shown.startswith("a\\u")
+        ElementTree.fromstring(f'<t name="{shown}"/>')
+
+
+def test_unknown_keys_and_parameters_are_named_in_a_bounded_message():
+    """A 60,000-character unknown key was echoed whole (a 60 KB error line), and 20,000 unknown learner parameters
+    were all listed (149 KB): the bounds on configuration files (docs/exit-codes.md) hold for their messages."""
+    with pytest.raises(UserError) as raised:
+        topicaudit.as_config({"target": {"k" * 60_000: 1}})
+    assert len(str(raised.value)) < 1000 and "unknown key" in str(raised.value)
+    config = topicaudit.as_config({"target": {"learner": "lda", "k": 3,
+                                              "params": {f"p{i}": i for i in range(20_000)}}})
+    with pytest.raises(UserError) as raised:
+        build_learner(config.target.learner, config.target.k, config.target.params)
+    assert len(str(raised.value)) < 2000 and "unknown parameter(s) p0, p1" in str(raised.value)
