@@ -18,7 +18,7 @@ from topicaudit.engine.audit import execute_audit
 from topicaudit.engine.audit_inputs import audit_config
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.configuration.config import AuditConfig, Config, run_config, with_learner
-from topicaudit.engine.configuration.loading import config_from_dict, load_config
+from topicaudit.engine.configuration.loading import check_fields, config_from_dict, load_config
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
@@ -58,6 +58,7 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
     if config is None:
         return Config()
     if isinstance(config, (Config, AuditConfig)):
+        check_fields(config)  # set in Python: checked as a file's keys are
         return config
     if isinstance(config, dict):
         return config_from_dict(config)

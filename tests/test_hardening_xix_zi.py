@@ -86,3 +86,26 @@ def test_unknown_keys_and_parameters_are_named_in_a_bounded_message():
     with pytest.raises(UserError) as raised:
         build_learner(config.target.learner, config.target.k, config.target.params)
     assert len(str(raised.value)) < 2000 and "unknown parameter(s) p0, p1" in str(raised.value)
+
+
+def test_a_configuration_object_built_in_python_is_checked_as_a_file_is(tmp_path):
+    """The same through an AuditConfig set in Python (``config.model.trust_pickle = "no"``): it was unpickled too;
+    and a Config whose canary count is "60" was a TypeError deep in the run (exit 3's kind)."""
+    from topicaudit import AuditConfig, Config
+    phi = _evil_pickle(tmp_path)
+    config = AuditConfig()
+    config.model.phi, config.corpus.path, config.reference.path = str(phi), str(tmp_path / "c.json"), str(
+        tmp_path / "r.json")
+    config.attack.shadows, config.output, config.model.trust_pickle = 2, tmp_path / "o", "no"
+    with pytest.raises(UserError, match="trust_pickle.*must be true or false"):
+        topicaudit.audit_model(config)
+    assert not (tmp_path / "UNPICKLED").exists()
+    run = Config()
+    run.attack.shadows, run.output = 0, tmp_path / "run"
+    run.attack.canaries.count = "60"
+    with pytest.raises(UserError, match="count.*must be an integer"):
+        topicaudit.run(run)
+    run.attack.canaries.count, run.corpus.preprocess = 60, "no"
+    with pytest.raises(UserError, match="preprocess.*must be true or false"):
+        topicaudit.assert_privacy(run, epsilon=1)
+    assert not (tmp_path / "run").exists()
