@@ -109,3 +109,30 @@ def test_a_configuration_object_built_in_python_is_checked_as_a_file_is(tmp_path
     with pytest.raises(UserError, match="preprocess.*must be true or false"):
         topicaudit.assert_privacy(run, epsilon=1)
     assert not (tmp_path / "run").exists()
+
+
+_CLOSED_STREAMS = """
+import os, sys
+os.close(1); os.close(2)
+from topicaudit.engine.check import assert_privacy
+config = {"synthetic": {"n_docs": 60, "n_words": 80, "k": 2}, "target": {"k": 2, "vocabulary": "all"},
+          "attack": {"shadows": 0}}
+try:
+    assert_privacy(config, epsilon=1000, canaries=20, cache=sys.argv[1])
+    outcome = "passed"
+except BaseException as error:
+    outcome = f"{type(error).__name__}: {error}"
+with open(sys.argv[2], "w") as out:
+    out.write(outcome)
+"""
+
+
+def test_a_cached_assert_privacy_in_a_process_whose_streams_are_closed(tmp_path):
+    """With standard output and error closed, os.pipe() gave the answer's pipe descriptors 1 and 2: the new
+    process's stderr was the answer's pipe, its notes corrupted the answer, and every cached assert_privacy
+    failed ("ended (exit code 1) before it answered"), CONSISTENT or not, where the command line works."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", _CLOSED_STREAMS, str(tmp_path / "cache"), str(tmp_path / "outcome")],
+                   check=True, timeout=600)
+    assert (tmp_path / "outcome").read_text() == "passed"
