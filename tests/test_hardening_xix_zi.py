@@ -136,3 +136,11 @@ def test_a_cached_assert_privacy_in_a_process_whose_streams_are_closed(tmp_path)
     subprocess.run([sys.executable, "-c", _CLOSED_STREAMS, str(tmp_path / "cache"), str(tmp_path / "outcome")],
                    check=True, timeout=600)
     assert (tmp_path / "outcome").read_text() == "passed"
+
+
+def test_a_swept_parameter_is_named_in_a_bounded_message():
+    from topicaudit import Config
+    from topicaudit.engine.sweep import with_parameter
+    with pytest.raises(UserError) as raised:
+        with_parameter(Config(), "target." + "k" * 5000, 2)
+    assert len(str(raised.value)) < 600 and "unknown key" in str(raised.value)
