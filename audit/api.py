@@ -18,7 +18,7 @@ from topicaudit.engine.audit import execute_audit
 from topicaudit.engine.audit_inputs import audit_config
 from topicaudit.engine.check import assert_privacy, check_run
 from topicaudit.engine.configuration.config import AuditConfig, Config, run_config, with_learner
-from topicaudit.engine.configuration.loading import config_from_dict, load_config
+from topicaudit.engine.configuration.loading import check_fields, config_from_dict, load_config
 from topicaudit.engine.storage.audit_results import AuditResults
 from topicaudit.engine.storage.check_result import CheckResult
 from topicaudit.engine.storage.results import RunResults
@@ -58,6 +58,7 @@ def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None 
     if config is None:
         return Config()
     if isinstance(config, (Config, AuditConfig)):
+        check_fields(config)  # set in Python: checked as a file's keys are
         return config
     if isinstance(config, dict):
         return config_from_dict(config)
@@ -77,6 +78,7 @@ def run(config: Config | str | Path | dict[str, Any] | None = None, quiet: bool 
     :class:`RunResults` (``to_json()`` is the file's content); an interrupted
     run resumes. The run directory also holds roc.png when shadows ran.
     """
+    quiet = arguments.boolean(quiet, "quiet")
     config = with_learner(run_config(as_config(config)), learner)  # an AuditConfig: a clear UserError
     return execute_run(config, quiet=quiet)
 
@@ -93,6 +95,7 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
     (read from scores.csv on first use), ``paths`` the output files, ``exposure`` the overall exposure figure.
     """
     phi = arguments.phi(phi)
+    quiet = arguments.boolean(quiet, "quiet")
     candidates = arguments.optional_path(candidates, "candidates")
     reference = arguments.optional_path(reference, "reference")
     for name in ("output", "vocabulary"):  # output=5 was a TypeError from deep inside
@@ -124,6 +127,8 @@ def report(paths: str | Path | list[str | Path], output: str | Path | None = Non
     ``**options``: ``report(R, bogus=1)`` was a TypeError naming the internal ``build_report()``.
     """
     rows = arguments.integer(top, "top")  # not 50.5, "50" or True; None: the default
+    show_text, compare_vocabularies, quiet = (arguments.boolean(v, n) for v, n in (
+        (show_text, "show_text"), (compare_vocabularies, "compare_vocabularies"), (quiet, "quiet")))
     return build_report(arguments.paths(paths, "paths"), arguments.optional_path(output, "output"),
                         attack=attack, top=20 if rows is None else rows, show_text=show_text,
                         compare_vocabularies=compare_vocabularies, quiet=quiet)

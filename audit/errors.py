@@ -81,7 +81,9 @@ def printable(text: str) -> str:
     holding the byte 0xff) could not be encoded in UTF-8: check of such a run crashed writing its JUnit file."""
     if text.isprintable():
         return text
-    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp", "Cs") and ch not in _BIDI)
+    # U+FFFE and U+FFFF too: no XML may hold them, and a run named so made check.junit.xml unreadable (XIX-zi).
+    return "".join(ch if ch == "\t" or (unicodedata.category(ch) not in ("Cc", "Zl", "Zp", "Cs") and ch not in _BIDI
+                                        and ch not in "\ufffe\uffff")
                    else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
 
 

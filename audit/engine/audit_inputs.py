@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from topicaudit.engine.configuration.config import AuditConfig, BaseConfig, audit_config_of
 from topicaudit.engine.configuration.config_checks import validate
-from topicaudit.engine.configuration.loading import load_config
+from topicaudit.engine.configuration.loading import check_fields, load_config, set_checked
 from topicaudit.engine.configuration.validation import warn_more_topics_than_words
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint, detect_format, load_corpus
@@ -43,6 +43,7 @@ def audit_config(phi: str | Path | BaseConfig, format: str | None = None, candid
     if unknown:
         raise UserError(f"unknown audit setting(s) {', '.join(unknown)}; known: {', '.join(AUDIT_SETTINGS)}")
     if isinstance(phi, BaseConfig):
+        check_fields(phi)  # an AuditConfig set in Python: checked as a file's keys are
         config = audit_config_of(phi)
     elif str(phi).endswith(".toml"):
         config = load_config(phi, AuditConfig)
@@ -52,7 +53,8 @@ def audit_config(phi: str | Path | BaseConfig, format: str | None = None, candid
     for name, value in settings.items():
         if value is not None:
             section, key = AUDIT_SETTINGS[name]
-            setattr(getattr(config, section) if section else config, key, str(value) if key == "path" else value)
+            set_checked(getattr(config, section) if section else config, key,
+                        str(value) if key == "path" else value, section or None, AuditConfig)
     if format is not None:
         config.corpus.format = config.reference.format = format
     if config.reference.format is None:

@@ -21,7 +21,7 @@ from topicaudit.engine.configuration import arguments
 
 from topicaudit.engine.storage import manifest
 from topicaudit.engine.configuration.config import Config, run_config, with_learner
-from topicaudit.engine.configuration.loading import config_from_dict, load_config
+from topicaudit.engine.configuration.loading import check_fields, config_from_dict, load_config
 from topicaudit.engine.storage.integrity import VERDICT_FILES, Protection, verify_run_directory
 from topicaudit.engine.storage.lock import NAME as LOCK_NAME, uninterrupted
 from topicaudit.engine.configuration.preflight import check_claim_inputs
@@ -299,6 +299,8 @@ def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool
         config = config_from_dict(config)
     elif not isinstance(config, Config):
         config = load_config(arguments.path(config, "config (a Config, dict or TOML path)"))
+    else:
+        check_fields(config)  # set in Python: checked as a file's keys are
     config = copy.deepcopy(with_learner(run_config(config), learner))  # the caller's Config stays as it was
     if output is not None:
         config.output = str(output)

@@ -77,29 +77,29 @@ def parse_values(text: str) -> list[Any]:
 
 
 def with_parameter(config: Config, parameter: str, value: Any) -> Config:
-    """A copy of the configuration with one dotted key set, validated like a config file."""
+    """A copy of the configuration with one dotted key set, validated like a config file (names cut: XIX-zi)."""
     parts = parameter.split(".")
     data = copy.deepcopy(config.to_dict())
     where = data
     known_top = [k for k in data if k not in SECTIONS]
     if parts[0] not in data:
         raise UserError(
-            f"--param {parameter!r}: unknown key {parts[0]!r}; sweepable keys are the configuration's, "
+            f"--param {parameter!r:.80}: unknown key {parts[0]!r:.80}; sweepable keys are the configuration's, "
             f"e.g. target.k, target.params.epsilon, target.vocabulary_params.epsilon, attack.shadows "
             f"(top level: {', '.join(known_top)}; tables: {', '.join(SECTIONS)})"
         )
     for depth, part in enumerate(parts[:-1]):
         if part not in where or not isinstance(where[part], dict):
-            raise UserError(f"--param {parameter!r}: {'.'.join(parts[:depth + 1])!r} is not a table")
+            raise UserError(f"--param {parameter!r:.80}: {'.'.join(parts[:depth + 1])!r:.80} is not a table")
         where = where[part]
     last = parts[-1]
     if last not in where and not (len(parts) >= 3 and parts[-2] in FREE_TABLE_KEYS):
-        raise UserError(f"--param {parameter!r}: unknown key {last!r} in [{'.'.join(parts[:-1])}]; "
+        raise UserError(f"--param {parameter!r:.80}: unknown key {last!r:.80} in [{'.'.join(parts[:-1]):.80}]; "
                         f"known: {', '.join(where) or 'none'}")
     if isinstance(where.get(last), dict):
-        raise UserError(f"--param {parameter!r} is a table; name one of its keys")
+        raise UserError(f"--param {parameter!r:.80} is a table; name one of its keys")
     if parameter in ("seed", "name", "output"):
-        raise UserError(f"--param {parameter!r} cannot be swept: replicates set the seed and the sweep "
+        raise UserError(f"--param {parameter!r:.80} cannot be swept: replicates set the seed and the sweep "
                         "places the runs; use --replicates")
     where[last] = value
     return config_from_dict(data, f"sweep value {parameter} = {value!r}")

@@ -51,6 +51,16 @@ def integer(value: Any, name: str) -> int | None:
     return int(value)
 
 
+def boolean(value: Any, name: str) -> bool:
+    """True or False (NumPy's too), as the flags give them: ``show_text="no"`` was a true value, and the
+    report printed the documents' texts (hostile pass XIX-zi)."""
+    if type(value).__name__ == "bool_" and hasattr(value, "item"):
+        value = value.item()
+    if not isinstance(value, bool):
+        raise UserError(f"{name} must be True or False (got {_shown(value)})")
+    return value
+
+
 def path(value: Any, name: str) -> str | Path:
     """A file or directory path: a str or a path object, never an array, bytes or a number."""
     if not isinstance(value, (str, os.PathLike)):

@@ -90,7 +90,7 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
                                 + ", ".join(f"[{name}]" for name in sections))
             known = ", ".join(k for k in fields if k not in sections)
             tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
-            raise UserError(f"{where}: unknown key {key!r}; known keys: {known}{tables}")
+            raise UserError(f"{where}: unknown key {key!r:.80}; known keys: {known}{tables}")  # a 60 KB key, cut
         if (section, key) in variant.FREE_TABLES:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
@@ -108,6 +108,41 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
             setattr(obj, key, list(value))
             continue
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
+
+
+def set_checked(obj: Any, key: str, value: Any, section: str | None, variant: type[BaseConfig]) -> None:
+    """Set one setting given by name (``topicaudit.audit_model``'s keywords) as a file's key is set: its type and
+    length checked. Set unchecked, ``trust_pickle="no"`` (a true value) unpickled Φ, running the file's code,
+    where ``[model] trust_pickle = "no"`` in a file is refused (hostile pass XIX-zi)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    _fill(obj, {key: value}, f"[{section}]" if section else "setting", section, variant)
+
+
+def check_fields(config: BaseConfig, where: str = "configuration") -> None:
+    """Every key of a configuration object built or edited in Python checked as a file's keys are (nothing set):
+    ``AuditConfig().model.trust_pickle = "no"`` unpickled Φ, running the file's code, and a canary count of "60"
+    was a TypeError deep in the run (hostile pass XIX-zi). A path object stands for its text."""
+    _check_object(config, where, None, type(config))
+
+
+def _check_object(obj: Any, where: str, section: str | None, variant: type[BaseConfig]) -> None:
+    if not dataclasses.is_dataclass(obj):
+        raise UserError(f"{where} must be a table of the configuration, not {type(obj).__name__}")
+    for item in dataclasses.fields(obj):
+        key, value = item.name, getattr(obj, item.name)
+        if section is None and key in variant.SECTIONS:
+            _check_object(value, f"{where} [{key}]", key, variant)
+        elif (section, key) in variant.NESTED_TABLES:
+            _check_object(value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}", variant)
+        elif (section, key) in variant.FREE_TABLES:
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: {key!r} must be a table (a dict), not {type(value).__name__}")
+        elif "list" in str(item.type):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
+        else:
+            _check_value(where, key, os.fspath(value) if isinstance(value, os.PathLike) else value, str(item.type))
 
 
 # Tables only the other variant has, for a message that names the command they belong to.

@@ -19,11 +19,17 @@ import importlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import traceback
 import warnings
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no F_DUPFD (and no pass_fds: the new process is for POSIX)
+    fcntl = None  # type: ignore[assignment]
 
 from topicaudit.engine.execution.parallel import wait_for_stop
 from topicaudit.errors import UserError, developer_warning, said
@@ -49,13 +55,15 @@ def available() -> bool:
 def call_fresh(function: str, arguments: dict[str, Any], environment: dict[str, str] | None = None) -> Any:
     """``function`` (``module:name``, of topicaudit) called with ``arguments`` (JSON) in a new process; its
     result, or its exception raised here. environment: variables set for the child beyond this process's."""
-    reply_read, reply_write = os.pipe()
+    reply_read, reply_write = (_above_standard(fd) for fd in os.pipe())
     job = {"path": list(sys.path), "argv": [str(a) for a in sys.argv], "function": function,
            "arguments": arguments, "reply": reply_write, "parent": os.getpid()}
     env = {**os.environ, **(environment or {})}
     try:
         child = subprocess.Popen([sys.executable, *interpreter_flags(), "-P", "-c", _BOOT],
-                                 stdin=subprocess.PIPE, pass_fds=(reply_write,), env=env)
+                                 stdin=subprocess.PIPE, pass_fds=(reply_write,), env=env,
+                                 stdout=None if _open(1) else subprocess.DEVNULL,
+                                 stderr=None if _open(2) else subprocess.DEVNULL)
     except OSError as error:
         os.close(reply_read)
         os.close(reply_write)
@@ -76,6 +84,27 @@ def call_fresh(function: str, arguments: dict[str, Any], environment: dict[str, 
         _stop(child)
         raise
     return _answered(answer, code)
+
+
+def _above_standard(fd: int) -> int:
+    """``fd``, moved above 0–2 when it is one of them: with standard output and error closed, os.pipe() gave the
+    answer's pipe descriptors 1 and 2, the new process wrote its notes into its answer, and every cached
+    assert_privacy failed (hostile pass XIX-zi)."""
+    if fd > 2 or fcntl is None:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
+def _open(fd: int) -> bool:
+    """Whether this process's descriptor ``fd`` is a stream the new process can inherit: one closed here, or whose
+    number a folder this process opened has taken (it was the new process's stderr, a directory: it exited 1 before
+    it answered), is the new process's /dev/null."""
+    try:
+        return os.get_inheritable(fd) and not stat.S_ISDIR(os.fstat(fd).st_mode)
+    except OSError:
+        return False
 
 
 def interpreter_flags() -> list[str]:
@@ -203,5 +232,6 @@ def serve(job: dict[str, Any]) -> None:
             answer.write(json.dumps(reply, default=str).encode())
     except OSError:
         pass  # the caller stopped listening (Ctrl-C there): nothing to tell, and no traceback (XIX-ze N2)
-    sys.stdout.flush()
+    if sys.stdout is not None:  # None when started without a standard output
+        sys.stdout.flush()
     os._exit(0)  # Ray's and the learner's threads are not waited for: the answer is given
