@@ -471,6 +471,8 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
     largest testable ε) and the result's ``tested`` is False: the learner passed
     every check but that claim was not tested.
     """
+    if isinstance(checks, str):  # one check's name, not its letters (hostile pass XIX-zi, N10)
+        checks = (checks,)
     if checks is not None and not list(checks):
         # check_learner(l, []) ran nothing and said nothing: a test that passes without checking (pass XIX-v, CL3)
         raise ValueError(f"checks is empty, so no check would run; leave it out to run them all: {', '.join(CHECKS)}")

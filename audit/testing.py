@@ -145,6 +145,13 @@ def parametrize_with_checks(learners: Iterable[Any],
     failure (``CheckFailed``): a check the learner's code crashed fails the test.
     """
     checks = importlib.import_module("topicaudit.learner_checks")  # the suite, when a test module asks for it
+    if isinstance(learners, (str, bytes)) or not hasattr(learners, "__iter__"):
+        # "abc" was three learners a, b, c (hostile pass XIX-zi, N10)
+        raise TypeError(f"learners must be a list of learner objects (got {type(learners).__name__}); "
+                        "pass [learner] for one")
+    if not (expected_failures is None or callable(expected_failures) or isinstance(expected_failures, dict)):
+        raise TypeError("expected_failures must be a dict of check name → why it fails, or a function of the "
+                        f"learner giving one (got {type(expected_failures).__name__})")
     params = []
     for learner in learners:
         declared = expected_failures(learner) if callable(expected_failures) else dict(expected_failures or {})

@@ -306,8 +306,7 @@ def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool
         config.output = str(output)
     if canaries is not None or auto:
         config.attack.canaries.count = START if auto else canaries
-    if cache is not None and not isinstance(cache, bool):
-        cache = arguments.path(cache, "cache")
+    cache = arguments.cache_place(cache)
     check_claim_inputs(config, epsilon, delta, alpha)  # a claim it cannot test fails before any fit
     power = check_power(power) if auto else None
     budget = parse_budget(DEFAULT_BUDGET if budget is None else budget) if auto else None

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from topicaudit.engine.configuration.config import AuditConfig
 from topicaudit.engine.configuration.validation import check_path_text
 from topicaudit.errors import UserError
@@ -54,8 +56,8 @@ def integer(value: Any, name: str) -> int | None:
 def boolean(value: Any, name: str) -> bool:
     """True or False (NumPy's too), as the flags give them: ``show_text="no"`` was a true value, and the
     report printed the documents' texts (hostile pass XIX-zi)."""
-    if type(value).__name__ == "bool_" and hasattr(value, "item"):
-        value = value.item()
+    if isinstance(value, np.bool_):
+        value = bool(value)
     if not isinstance(value, bool):
         raise UserError(f"{name} must be True or False (got {_shown(value)})")
     return value
@@ -75,6 +77,14 @@ def path(value: Any, name: str) -> str | Path:
     check_path_text(text, name)  # a NUL (ValueError) or a name over 255 bytes (OSError), as the flags refuse them
     # The text checked, as a plain str: a str subclass's own __str__ (which Path calls) may give another path.
     return str.__str__(text) if isinstance(text, str) else Path(text)
+
+
+def cache_place(value: Any, name: str = "cache") -> str | Path | bool | None:
+    """A run cache's folder, or True / False (NumPy's too: ``np.bool_(False)`` was refused as no path, where
+    False means no cache; hostile pass XIX-zi, N8), or None for the default."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return None if value is None else boolean(value, name)
+    return path(value, name)
 
 
 def optional_path(value: Any, name: str) -> str | Path | None:
