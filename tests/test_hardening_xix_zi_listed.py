@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from topicaudit.engine.configuration import arguments
+from topicaudit.engine.configuration.validation import check_name
 from topicaudit.errors import UserError
 from topicaudit.learner_checks import check_learner
 from topicaudit.targets.learners.dp_cgs import ZhuDPCollapsedGibbsLDA
@@ -35,3 +36,11 @@ def test_a_numpy_bool_is_a_boolean_argument():
     assert arguments.boolean(np.bool_(True), "quiet") is True
     with pytest.raises(UserError, match="quiet must be True or False"):
         arguments.boolean("no", "quiet")
+
+
+@pytest.mark.parametrize("name", ["a\ufffeb", "a\udcffb", "a\ufdd0b", "a\U0001ffffb"])
+def test_a_run_name_with_a_noncharacter_or_a_lone_surrogate_is_refused(name):
+    """N9: such names were accepted (a lone surrogate names no file; a noncharacter is no text)."""
+    with pytest.raises(UserError, match="not a plain name"):
+        check_name(name)
+    check_name("lda-pheme-é")  # letters of any script stay plain

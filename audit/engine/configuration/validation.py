@@ -54,6 +54,12 @@ def check_at_most(value, maximum: int, where: str, why: str) -> None:
 MAX_NAME_BYTES = 100
 
 
+def _noncharacter(c: str) -> bool:
+    """Unicode's noncharacters (U+FDD0–U+FDEF and the last two code points of every plane), never text."""
+    point = ord(c)
+    return 0xFDD0 <= point <= 0xFDEF or point & 0xFFFE == 0xFFFE
+
+
 def check_name(name) -> None:
     """The run's name (``name``, ``--name``): one directory name of at most MAX_NAME_BYTES, within runs/.
 
@@ -72,9 +78,11 @@ def check_name(name) -> None:
         raise UserError(f"name (--name) {shown} begins or ends with a blank; a run name may not: give it without "
                         f"them (e.g. {name.strip() or 'lda-pheme'!r})")
     if name in ("", ".", "..") or any(sep in name for sep in ("/", os.sep, os.altsep) if sep) or \
-            any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):  # controls, bidi marks
+            any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or _noncharacter(c) for c in name):
+        # controls, bidi marks, lone surrogates (no file system name) and noncharacters (hostile pass XIX-zi, N9)
         raise UserError(f"name (--name) {shown} is not a plain name: a run name may not be empty, \".\" or \"..\", nor "
-                        "contain a path separator, a control character or an invisible format character (bidi marks); give a plain name (e.g. \"lda-pheme\"), "
+                        "contain a path separator, a control character, an invisible format character (bidi marks) "
+                        "or a noncharacter; give a plain name (e.g. \"lda-pheme\"), "
                         "and choose where the run directory goes with --output (or output)")
 
 
