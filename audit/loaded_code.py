@@ -16,6 +16,7 @@ the same way (``changed_files``, ``changed_mapped``); code replaced in memory is
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import threading
@@ -32,6 +33,11 @@ _LOADED: dict[str, list[tuple[int, ...]]] = {}
 # hostile pass XIX-ya, C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
+# Every file opened for reading (any suffix), and the SHA-256 of each source compiled from text with its file name:
+# code a process runs from a file it read, ``exec(open(path).read())``, whatever the file is called
+# (``engine.storage.fitted_code``, hostile pass XIX-zh).
+_READ: set[str] = set()
+_COMPILED: set[tuple[str, str]] = set()
 
 
 @contextlib.contextmanager
@@ -62,6 +68,20 @@ def _reading(args: tuple) -> bool:
 def _on_audit(event: str, args: tuple) -> None:
     # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
     # and a source file opened by the process's own code.
+    if event == "compile" and args and isinstance(args[0], (bytes, str)):
+        try:
+            text = args[0].encode("utf-8", "surrogatepass") if isinstance(args[0], str) else args[0]
+            _COMPILED.add((hashlib.sha256(text).hexdigest(), str(args[1]) if len(args) > 1 else ""))
+        except Exception:  # noqa: BLE001 - a hook must never fail a compile
+            pass
+        return
+    if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
+        if not getattr(_UNNOTED, "on", False) and _reading(args):
+            try:
+                _READ.add(os.path.abspath(args[0]))
+            except Exception:  # noqa: BLE001 - a hook must never fail an open
+                pass
+        return
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
             try:
@@ -117,6 +137,17 @@ def _process_start_ns() -> int:
 
 
 _PROCESS_START_NS = _process_start_ns()
+
+
+def noted_files() -> list[str]:
+    """Every source file noted so far: each module's file as its code ran, and each source file opened for reading
+    (``engine.storage.fitted_code`` keeps those from outside the cache key's digests with a run)."""
+    return sorted({*_LOADED, *_OPENED})
+
+
+def read_and_compiled() -> tuple[list[str], set[tuple[str, str]]]:
+    """The files opened for reading that ``noted_files`` leaves out, and each text compiled (SHA-256, file name)."""
+    return sorted(_READ), set(_COMPILED)
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:

@@ -22,7 +22,7 @@ from topicaudit.attacks.metrics import summarize
 from topicaudit.attacks.registry import attack_scores, bounded_attacks, epsilon_lower_bounds
 from topicaudit.attacks.statistics import STATISTICS
 from topicaudit.attacks.utility import release_utility
-from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage import fitted_code, manifest
 from topicaudit.engine.canary_audit import all_canary_scores, build_canaries, canary_results, observed_mechanism
 from topicaudit.engine.configuration.config import Config, config_hash, run_config
 from topicaudit.engine.configuration.config_checks import validate
@@ -201,6 +201,10 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
             and _same_plugin_code(stored, config))
     if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
         return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
+    if fitted_code.changed(stored.target.loaded_code):
+        # Code the fit loaded from outside the key (imported later by start-up code: a thread, a profiler, a finder
+        # or a wrapper it left) has changed: the resume refits each model whose code changed (``rundir``, XIX-zh).
+        return None
     if not quiet:
         only_the_command()
         print(f"reusing {run.path}: it holds this audit, finished with the same configuration, corpus content and "
@@ -275,6 +279,7 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         test_bug=config.target.test_bug or None,
         # a plug-in's class path, distribution and version (topicaudit.targets.plugins)
         **sources(config.target.learner, config.target.vocabulary),
+        loaded_code=fitted_code.loaded_outside(),  # after the fit: what start-up code imported meanwhile too (XIX-zh)
     )
     ray = {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
            **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})}

@@ -79,7 +79,7 @@ class TargetInfo(Record):
 
     REQUIRED = ("guarantee",)
     OPTIONAL = ("test_under_noise", "test_bug", "vocabulary_size", "n_members", "monitor", "learner_source",
-                "vocabulary_source")
+                "vocabulary_source", "loaded_code")
     CODECS = {"guarantee": record(GuaranteeInfo)}
 
     learner: str | None = None
@@ -94,6 +94,8 @@ class TargetInfo(Record):
     # A plug-in's class path, and its distribution and version when known (topicaudit.targets.plugins.source).
     learner_source: dict[str, str] | None = None
     vocabulary_source: dict[str, str] | None = None
+    # Code files the fitting process loaded from outside the cache key's digests (engine.storage.fitted_code).
+    loaded_code: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

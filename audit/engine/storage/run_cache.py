@@ -37,6 +37,7 @@ from typing import Any
 
 from topicaudit.engine.configuration.config import PATH_OPTIONS, Config, learner_label
 from topicaudit.engine.execution.experiment import package_versions
+from topicaudit.engine.storage import fitted_code
 from topicaudit.engine.storage.startup_code import startup_code
 from topicaudit.errors import UserError
 from topicaudit.inputs.cache import ENVIRONMENT_VARIABLE, cache_anchor, cache_directory
@@ -187,11 +188,42 @@ def identified(config: Config) -> bool:
 
 
 def cached_run_dir(config: Config, root: Path, unkeyed: bool = False) -> Path:
-    """The run directory of this configuration in the cache ``root`` (``unkeyed``: one never found again)."""
+    """The run directory of this configuration in the cache ``root`` (``unkeyed``: one never found again).
+
+    A run whose fit loaded code from outside the key (``fitted_code``: imported later by something a start left, a
+    thread, a profiler, a planted finder) names those files in its results; when one of them has changed, the run
+    is another code's, and the entry for this code is the one keyed by their content now as well (hostile pass
+    XIX-zh): each content of that code has its own entry, found again by every process that runs it."""
     payload = json.dumps(cache_key(config, unkeyed), sort_keys=True, default=str)
-    digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
     label = learner_label(config.target.learner)
-    return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{digest}"
+    for _ in range(_REDIRECTS):
+        path = Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-" \
+                            f"{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+        recorded = None if unkeyed else _loaded_code_of(path)
+        if not recorded or not fitted_code.changed(recorded, names=False):
+            return path
+        now = {file: fitted_code.file_digest(Path(file)) for file in sorted(recorded)}
+        payload = json.dumps([payload, now], sort_keys=True)
+    return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{secrets.token_hex(8)}"
+
+
+# Entries followed from one key to the next (one per content of the code loaded from outside it that was cached)
+# before the run is fitted in a directory never found again.
+_REDIRECTS = 16
+
+
+def _loaded_code_of(path: Path) -> dict[str, str] | None:
+    """``target.loaded_code`` of the finished run in ``path``, if any. Only chooses which entry is this code's: the
+    run found is verified as ever before it is reused (``engine.run.finished_run``)."""
+    results = path / "results.json"
+    try:
+        if path.is_symlink() or results.is_symlink() or not results.is_file() or results.stat().st_size > 2**26:
+            return None
+        with open(results, encoding="utf-8") as handle:
+            found = json.load(handle).get("target", {}).get("loaded_code")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()) else None
 
 
 # How long a check of a cached configuration waits for another writing the same entry (parallel CI jobs, pytest

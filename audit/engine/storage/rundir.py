@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage import fitted_code, manifest
 
 from topicaudit.engine.configuration.toml_writer import to_toml
 from topicaudit.engine.storage.bounded_read import UNREADABLE_NPZ, load_arrays, read_run_toml
@@ -168,6 +168,9 @@ class RunDirectory:
             extra.update(transcript_arrays(release.transcript))
         if node:
             extra["node"] = np.str_(node)
+        # the code files loaded from outside the cache key when it was saved: a run killed mid-way under a start-up
+        # patch, resumed after the patch changed, rescored its model as the new code's (hostile pass XIX-zh, T12)
+        extra["loaded_code"] = np.str_(json.dumps(fitted_code.loaded_outside(), sort_keys=True))
         path = self.model_path(index)
         digest = atomic_write_bytes(path, lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
@@ -200,6 +203,7 @@ class RunDirectory:
             # Files written before learners could report info (or their slot) have no such entry.
             info = json.loads(str(z["info"])) if "info" in z else {}
             slot = str(z["model"]) if "model" in z else path.stem
+            code = json.loads(str(z["loaded_code"])) if "loaded_code" in z else {}
             release, seconds = (Release(phi=z["phi"], vocabulary=z["vocabulary"], info=info,
                                         transcript=transcript_from_arrays(z)),
                                 float(z["fit_seconds"]))
@@ -210,6 +214,12 @@ class RunDirectory:
             return None
         if made_by != config_hash:
             raise UserError(f"{path} was made by a different configuration; delete it to refit")
+        edited = fitted_code.changed(code) if isinstance(code, dict) else []
+        if edited:
+            warnings.warn(f"{path} was fitted with code that has changed since ({', '.join(edited[:3])}); refitting "
+                          "that model", stacklevel=2)
+            self._remove_model(path)
+            return None
         listed = manifest.entries(self.path)
         if listed is not None and path.relative_to(self.path).as_posix() not in listed:
             # Written, then interrupted before the manifest listed it: it cannot be verified, so it is refitted.

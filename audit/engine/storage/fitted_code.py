@@ -1,0 +1,158 @@
+"""The code files a run's fitting process loaded from outside every place the cache key digests, kept with the run.
+
+The key (``run_cache.cache_key``) holds topicaudit's source, the keyed libraries, a plug-in's files and what a bare
+start of Python loads. Code a start leaves behind can import more later, from anywhere: a thread, a profile or trace
+function, a finder put in ``sys.path_importer_cache``, a wrapper over ``importlib.import_module`` or over the import
+system's own ``_find_and_load``. That code ran in the fit under no digest, and its edit reused the run fitted before
+it: NO SIGNAL where the code on disk gives VIOLATED (hostile pass XIX-zh). Whatever the mechanism, such code is a
+module, or a file the process read and compiled (``exec(open(path).read())``), so the fitting process lists those
+files outside the standard library, topicaudit's own source and the keyed libraries, with their digests
+(results.json, ``target.loaded_code``), and a finished run is reused only while each still has that content.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Iterable
+
+import topicaudit.loaded_code as loaded_code
+from topicaudit.targets.plugin_code import _installed as installed_folders
+from topicaudit.version import _mapped_subpackages, _package_root
+
+# A file read and compiled is looked for among the files read up to this size (a corpus is not code).
+_LARGEST_READ = 4 * 2**20
+# The top-level modules of the libraries whose versions the key holds (``experiment.package_versions``,
+# ``run_cache.LEARNER_LIBRARIES`` and ``CLAIM_LIBRARIES``) and Ray's (which changes no number): their installed files
+# are not listed (hundreds of files, shared libraries of many MB, digested at every model saved).
+KEYED = ("numpy", "scipy", "sklearn", "numba", "nltk", "ray", "gensim", "tomotopy", "dp_accounting")
+# Digests taken in this process, by the file's identity (device, inode, size, times): a run saves many models.
+_DIGESTS: dict[tuple, str] = {}
+
+
+def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
+    """Each code file this process loaded from outside the key's digests (module files, source files opened, and
+    files read whose text was compiled), by absolute path, with its SHA-256. keyed: the keyed libraries' top-level
+    modules, whose installed files their versions stand for."""
+    files = {file for module in list(sys.modules.values())
+             if isinstance(file := getattr(module, "__file__", None), str)}
+    files.update(loaded_code.noted_files())
+    read, compiled = loaded_code.read_and_compiled()
+    files.update(name for _, name in compiled if os.path.isfile(name))
+    texts = {digest for digest, _ in compiled}
+    for file in read:
+        if file not in files and _small_file(file) and _digest_here(Path(file)) in texts:
+            files.add(file)
+    found = {}
+    for file in sorted(files):
+        path = Path(os.path.abspath(file))
+        if not _keyed_elsewhere(path, set(keyed)):
+            found[str(path)] = _digest_here(path)
+    return found
+
+
+def _digest_here(path: Path) -> str:
+    """``file_digest``, taken once per identity of the file in this process."""
+    try:
+        seen = os.stat(path)
+        identity = (str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+    except OSError:
+        return file_digest(path)
+    if identity not in _DIGESTS:
+        _DIGESTS[identity] = file_digest(path)
+    return _DIGESTS[identity]
+
+
+def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
+    """The files of ``recorded`` (``loaded_outside`` when the run was fitted) whose content is not what it was, and
+    the files of modules this process loaded under a recorded file's name from elsewhere: a start-up file choosing
+    its patch's folder by an environment variable ran another ci_patches.py, and the run of the first was reused
+    (hostile pass XIX-zh, T13); names=False: the recorded files' content alone."""
+    recorded = recorded or {}
+    found = {file for file, digest in recorded.items() if file_digest(Path(file)) != digest}
+    tails = {"/".join(Path(file).parts[at:]) for file in recorded for at in range(1, len(Path(file).parts))}
+    for name, module in list(sys.modules.items()) if names else []:
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.abspath(file) not in recorded:
+            tail = _tail(name, Path(file))
+            if tail is not None and tail in tails and not _keyed_elsewhere(Path(os.path.abspath(file)), set(KEYED)):
+                found.add(os.path.abspath(file))
+    return sorted(found)
+
+
+def _tail(name: str, path: Path) -> str | None:
+    """The end of a path a module of this name has (``pkg/mod.py``, ``pkg/__init__.py``); None for a module whose
+    file does not carry its name (``__main__``)."""
+    parts = name.split(".")
+    if path.name.startswith("__init__."):
+        return "/".join([*parts, path.name])
+    return "/".join([*parts[:-1], path.name]) if path.name.split(".")[0] == parts[-1] else None
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file; a module inside an archive (zipimport: its ``__file__`` names no file) by the archive's."""
+    place = path
+    while not place.is_file() and place != place.parent:
+        if place.exists():
+            return "absent"
+        place = place.parent
+    try:
+        with loaded_code.unnoted(), open(place, "rb") as handle:  # topicaudit's read, not the process loading code
+            digest = hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return "absent"
+    return digest if place == path else f"archive {place}: {digest}"
+
+
+def _small_file(file: str) -> bool:
+    try:
+        return not file.startswith(("/proc/", "/sys/", "/dev/")) and os.path.isfile(file) \
+            and os.path.getsize(file) <= _LARGEST_READ
+    except OSError:
+        return False
+
+
+def _keyed_elsewhere(path: Path, keyed: set[str]) -> bool:
+    """Whether another part of the key stands for the file: the standard library, topicaudit's source (its digest),
+    a keyed library installed (its version and place). Decided once per file and keyed set in this process."""
+    memo = (str(path), tuple(sorted(keyed)))
+    if memo not in _DECIDED:
+        _DECIDED[memo] = _decided(path, keyed, _places())
+    return _DECIDED[memo]
+
+
+_DECIDED: dict[tuple[str, tuple[str, ...]], bool] = {}
+_PLACES: list[tuple[list[Path], list[Path], list[Path]]] = []
+
+
+def _places() -> tuple[list[Path], list[Path], list[Path]]:
+    """topicaudit's source folders, the standard library's and the installed folders (as spelled and resolved)."""
+    if not _PLACES:
+        root = _package_root()
+        own = [root, *(folder for folder, _ in _mapped_subpackages(root))]
+        standard = []
+        for base in (sys.prefix, sys.base_prefix):
+            paths = sysconfig.get_paths(vars={"base": base, "platbase": base, "installed_base": base,
+                                              "installed_platbase": base})
+            standard += [Path(paths[key]).resolve() for key in ("stdlib", "platstdlib") if key in paths]
+        _PLACES.append(([*own, *(folder.resolve() for folder in own)], standard, sorted(installed_folders())))
+    return _PLACES[0]
+
+
+def _decided(path: Path, keyed: set[str], places: tuple[list[Path], list[Path], list[Path]]) -> bool:
+    own, standard, installed = places
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        resolved = path
+    if any(place.is_relative_to(folder) for folder in own for place in (path, resolved)):
+        return True
+    if "site-packages" not in resolved.parts and any(resolved.is_relative_to(folder) for folder in standard):
+        return True
+    for folder in {*installed, *(p for p in resolved.parents if p.name in ("site-packages", "dist-packages"))}:
+        if resolved.is_relative_to(folder) and folder != resolved:
+            if resolved.relative_to(folder).parts[0].split(".")[0] in keyed:
+                return True
+    return False
