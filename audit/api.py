@@ -53,13 +53,12 @@ def _named_errors(function):
 
 
 def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None = None) -> Config | AuditConfig:
-    """A configuration from a Config or AuditConfig, a TOML file's path, or a dict shaped like the TOML (None: the
-    demo run); a TOML naming a released model ([model] phi) gives an AuditConfig."""
+    """A configuration from a Config or AuditConfig (read into a checked copy), a TOML file's path, or a dict
+    shaped like the TOML (None: the demo run); a TOML naming a released model ([model] phi) gives an AuditConfig."""
     if config is None:
         return Config()
     if isinstance(config, (Config, AuditConfig)):
-        check_fields(config)  # set in Python: checked as a file's keys are
-        return config
+        return check_fields(config)  # set in Python: read as a file's keys are, into a copy
     if isinstance(config, dict):
         return config_from_dict(config)
     return load_config(arguments.path(config, "config (a Config, AuditConfig, dict or TOML path)"))
