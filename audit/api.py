@@ -101,7 +101,8 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
         if settings.get(name) is not None:
             settings[name] = arguments.path(settings[name], name)
     for name in ("params", "candidates_options", "reference_options"):  # params="max_iter=3": a raw ValueError
-        if settings.get(name) is not None and not isinstance(settings[name], dict):
+        table = settings.get(name)  # names as a file's keys: {1: 2} was a TypeError or ValueError from inside
+        if table is not None and (not isinstance(table, dict) or not all(isinstance(key, str) for key in table)):
             raise UserError(f"{name} must be a dict of NAME: value (got {type(settings[name]).__name__}), e.g. "
                             "params={'max_iter': 20}")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)

@@ -96,3 +96,26 @@ def test_unknown_keys_and_tables_of_another_kind_set_in_python_are_refused(tmp_p
     with pytest.raises(UserError, match=r"\[attack\]"):
         topicaudit.run(config)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("params, wanted", [({"epsilon": True}, "epsilon"), ({"epsilon": "2"}, "epsilon"),
+                                            ({"noise_multiplier": True}, "noise_multiplier"),
+                                            ({"noise_multiplier": 1e-160}, "too small")])
+def test_dp_svi_refuses_a_bool_a_string_and_a_noise_no_accountant_can_state(params, wanted):
+    """dp-svi took ``epsilon = true`` as ε = 1 (dp-cgs refuses it), "2" was a TypeError, and a noise multiplier of
+    1e-160 was claimed as ε = 0 by the RDP accountant (its arithmetic overflowed): a claim of perfect privacy for
+    a learner adding no noise to speak of."""
+    from topicaudit.targets.learners.dp_svi import DPStochasticVariationalLDA
+    with pytest.raises(ValueError, match=wanted):
+        DPStochasticVariationalLDA(k=3, **params)
+
+
+def test_a_table_given_in_python_names_its_keys(tmp_path):
+    """``audit_model(params={1: 2})`` was "Precision not allowed in integer format specifier" (a ValueError from a
+    message's formatting) and ``candidates_options={1: 2}`` a TypeError; a file's keys are always names."""
+    for name in ("params", "candidates_options"):
+        with pytest.raises(UserError, match=name):
+            topicaudit.audit_model(tmp_path / "phi.npy", tmp_path / "c.json", tmp_path / "r.json",
+                                   output=tmp_path / "o", **{name: {1: 2}})
+    with pytest.raises(UserError, match="'params' must be a table"):
+        topicaudit.as_config({"target": {"params": {1: 2}}})

@@ -96,8 +96,8 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
             tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
             raise UserError(f"{where}: unknown key {key!r:.80}; known keys: {known}{tables}")  # a 60 KB key, cut
         if (section, key) in variant.FREE_TABLES:
-            if not isinstance(value, dict):
-                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
+            if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):  # {1: 2}: API only
+                raise UserError(f"{where}: {key!r} must be a table (its keys names), e.g. [{section}.{key}]")
             setattr(obj, key, _plain_table(value))
             continue
         if (section, key) in variant.NESTED_TABLES:
