@@ -53,13 +53,12 @@ def _named_errors(function):
 
 
 def as_config(config: Config | AuditConfig | str | Path | dict[str, Any] | None = None) -> Config | AuditConfig:
-    """A configuration from a Config or AuditConfig, a TOML file's path, or a dict shaped like the TOML (None: the
-    demo run); a TOML naming a released model ([model] phi) gives an AuditConfig."""
+    """A configuration from a Config or AuditConfig (read into a checked copy), a TOML file's path, or a dict
+    shaped like the TOML (None: the demo run); a TOML naming a released model ([model] phi) gives an AuditConfig."""
     if config is None:
         return Config()
     if isinstance(config, (Config, AuditConfig)):
-        check_fields(config)  # set in Python: checked as a file's keys are
-        return config
+        return check_fields(config)  # set in Python: read as a file's keys are, into a copy
     if isinstance(config, dict):
         return config_from_dict(config)
     return load_config(arguments.path(config, "config (a Config, AuditConfig, dict or TOML path)"))
@@ -102,7 +101,8 @@ def audit_model(phi: str | Path | AuditConfig, candidates: str | Path | None = N
         if settings.get(name) is not None:
             settings[name] = arguments.path(settings[name], name)
     for name in ("params", "candidates_options", "reference_options"):  # params="max_iter=3": a raw ValueError
-        if settings.get(name) is not None and not isinstance(settings[name], dict):
+        table = settings.get(name)  # names as a file's keys: {1: 2} was a TypeError or ValueError from inside
+        if table is not None and (not isinstance(table, dict) or not all(isinstance(key, str) for key in table)):
             raise UserError(f"{name} must be a dict of NAME: value (got {type(settings[name]).__name__}), e.g. "
                             "params={'max_iter': 20}")
     config = audit_config(phi, candidates=candidates, reference=reference, **settings)

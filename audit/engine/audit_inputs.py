@@ -43,8 +43,9 @@ def audit_config(phi: str | Path | BaseConfig, format: str | None = None, candid
     if unknown:
         raise UserError(f"unknown audit setting(s) {', '.join(unknown)}; known: {', '.join(AUDIT_SETTINGS)}")
     if isinstance(phi, BaseConfig):
-        check_fields(phi)  # an AuditConfig set in Python: checked as a file's keys are
-        config = audit_config_of(phi)
+        # An AuditConfig set in Python: read as a file's keys are, into a copy the settings below change (they
+        # stayed in the caller's object: its next audit unpickled another Φ, hostile pass XIX-zj).
+        config = audit_config_of(check_fields(phi))
     elif str(phi).endswith(".toml"):
         config = load_config(phi, AuditConfig)
     else:

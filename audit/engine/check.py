@@ -300,7 +300,7 @@ def _audit_and_check(config, epsilon, delta, alpha, output, canaries, auto: bool
     elif not isinstance(config, Config):
         config = load_config(arguments.path(config, "config (a Config, dict or TOML path)"))
     else:
-        check_fields(config)  # set in Python: checked as a file's keys are
+        config = check_fields(config)  # set in Python: read as a file's keys are, into a copy
     config = copy.deepcopy(with_learner(run_config(config), learner))  # the caller's Config stays as it was
     if output is not None:
         config.output = str(output)

@@ -286,10 +286,9 @@ class DPStochasticVariationalLDA:
             positive_int(name, maximum)
         if self.epsilon is not None and self.noise_multiplier is not None:
             raise ValueError("give epsilon or noise_multiplier, not both")
-        if self.epsilon is not None and not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0 or inf (got {self.epsilon!r})")
-        if self.noise_multiplier is not None and not (0 <= self.noise_multiplier < math.inf):
-            raise ValueError(f"noise_multiplier must be finite and ≥ 0 (got {self.noise_multiplier!r})")
+        positive("epsilon", self.epsilon, optional=True, infinite=True)  # not True (ε = 1) or "2" (a TypeError)
+        if self.noise_multiplier is not None:
+            non_negative("noise_multiplier", self.noise_multiplier)  # finite and ≥ 0, not True (z = 1) or "1"
         if not 0 < self.delta < 1:
             raise ValueError(f"delta must be in (0, 1) (got {self.delta!r})")
         if not 0 < self.sampling_rate <= 1:

@@ -67,7 +67,6 @@ import logging
 import math
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -122,9 +121,15 @@ def _quiet_log_a():
 # describe
 # --------------------------------------------------------------------------
 
+MIN_NOISE_MULTIPLIER = 1e-100  # below it the accountants overflow (hostile pass XIX-zj)
+
+
 def _check(noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> None:
     if not noise_multiplier >= 0:
         raise ValueError(f"noise_multiplier must be ≥ 0 (got {noise_multiplier!r})")
+    if 0 < noise_multiplier < MIN_NOISE_MULTIPLIER:  # RDP's arithmetic overflows: it said ε = 0 at z = 1e-160
+        raise ValueError(f"noise_multiplier {noise_multiplier!r} is too small for any accountant to state ε (at "
+                         f"least {MIN_NOISE_MULTIPLIER:g}, or 0 for no noise)")
     if not 0 < sampling_rate <= 1:
         raise ValueError(f"sampling_rate must be in (0, 1] (got {sampling_rate!r})")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:

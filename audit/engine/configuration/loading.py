@@ -33,6 +33,8 @@ def _plain(value: Any) -> Any:
     would take it as; a bool (Python's or NumPy's) stays what it is, to be refused where a number is wanted."""
     if isinstance(value, bool) or type(value) in (int, float) or not isinstance(value, numbers.Real):
         return value
+    if isinstance(value, (int, float)):  # a subclass by its own value, not what its __int__/__float__ says
+        return int.__index__(value) if isinstance(value, int) else float.__float__(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     try:
@@ -65,6 +67,8 @@ def _check_value(where: str, key: str, value: Any, annotation: str) -> Any:
     if not kinds_ok:
         wanted = " or ".join(_EXPECTED[k] for k in kinds)
         raise UserError(f"{where}: key {key!r} must be {wanted} (got {value!r:.80})")
+    if isinstance(value, str):
+        value = str.__str__(value)  # a str subclass as its text (its own __str__ may name another path)
     if isinstance(value, str) and len(value) > MAX_STRING:
         raise UserError(f"{where}: key {key!r} is {len(value)} characters long; a setting is at most {MAX_STRING} "
                         "(a path's limit): give a shorter one")
@@ -92,8 +96,8 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
             tables = "; tables: " + ", ".join(f"[{name}]" for name in sections) if section is None else ""
             raise UserError(f"{where}: unknown key {key!r:.80}; known keys: {known}{tables}")  # a 60 KB key, cut
         if (section, key) in variant.FREE_TABLES:
-            if not isinstance(value, dict):
-                raise UserError(f"{where}: {key!r} must be a table, e.g. [{section}.{key}]")
+            if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):  # {1: 2}: API only
+                raise UserError(f"{where}: {key!r} must be a table (its keys names), e.g. [{section}.{key}]")
             setattr(obj, key, _plain_table(value))
             continue
         if (section, key) in variant.NESTED_TABLES:
@@ -105,7 +109,7 @@ def _fill(obj: Any, table: dict[str, Any], where: str, section: str | None, vari
         if "list" in str(fields[key].type):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
-            setattr(obj, key, list(value))
+            setattr(obj, key, [str.__str__(v) for v in value])
             continue
         setattr(obj, key, _check_value(where, key, value, str(fields[key].type)))
 
@@ -119,30 +123,40 @@ def set_checked(obj: Any, key: str, value: Any, section: str | None, variant: ty
     _fill(obj, {key: value}, f"[{section}]" if section else "setting", section, variant)
 
 
-def check_fields(config: BaseConfig, where: str = "configuration") -> None:
-    """Every key of a configuration object built or edited in Python checked as a file's keys are (nothing set):
-    ``AuditConfig().model.trust_pickle = "no"`` unpickled Φ, running the file's code, and a canary count of "60"
-    was a TypeError deep in the run (hostile pass XIX-zi). A path object stands for its text."""
-    _check_object(config, where, None, type(config))
+def check_fields(config: BaseConfig, where: str = "configuration") -> Config | AuditConfig:
+    """A configuration object built or edited in Python, read once into a new one as a file's keys are read: the
+    run uses the copy, and the caller's object is left as it was. Checked in place, ``trust_pickle: bool | str``
+    declared by a ModelConfig subclass passed "no", a ``trust_pickle`` property said False to the check and True
+    to the loader, and ``audit_model(config, trust_pickle=True)`` left True in the caller's object for its next
+    call (hostile pass XIX-zj; XIX-zi: ``config.model.trust_pickle = "no"`` unpickled Φ). Each table is read by
+    the schema's fields, a key it does not have is refused as a file's, and a path object stands for its text."""
+    variant = AuditConfig if isinstance(config, AuditConfig) else Config
+    return config_from_dict(_table_of(config, variant, where, None, variant), where, variant)
 
 
-def _check_object(obj: Any, where: str, section: str | None, variant: type[BaseConfig]) -> None:
-    if not dataclasses.is_dataclass(obj):
-        raise UserError(f"{where} must be a table of the configuration, not {type(obj).__name__}")
-    for item in dataclasses.fields(obj):
-        key, value = item.name, getattr(obj, item.name)
-        if section is None and key in variant.SECTIONS:
-            _check_object(value, f"{where} [{key}]", key, variant)
-        elif (section, key) in variant.NESTED_TABLES:
-            _check_object(value, f"{where.rsplit(' [', 1)[0]} [{section}.{key}]", f"{section}.{key}", variant)
-        elif (section, key) in variant.FREE_TABLES:
-            if not isinstance(value, dict):
-                raise UserError(f"{where}: {key!r} must be a table (a dict), not {type(value).__name__}")
-        elif "list" in str(item.type):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise UserError(f"{where}: key {key!r} must be a list of strings, e.g. {key} = [\"lira_online\"]")
+def _table_of(obj: Any, schema: type, where: str, section: str | None, variant: type[BaseConfig]) -> dict[str, Any]:
+    if not isinstance(obj, schema):
+        raise UserError(f"{where} must be a {schema.__name__} (a table of the configuration), not "
+                        f"{type(obj).__name__}")
+    names = [item.name for item in dataclasses.fields(schema)]
+    unknown = sorted(set(getattr(obj, "__dict__", {})) - set(names), key=str)
+    if unknown:  # a misspelt attribute (count → cuont) was silently the default, where a file's key is refused
+        raise UserError(f"{where}: unknown key {unknown[0]!r:.80}; known keys: {', '.join(names)}")
+    table: dict[str, Any] = {}
+    for name in names:
+        value = getattr(obj, name)  # once: the value checked is the value used
+        inner = variant.SECTIONS.get(name) if section is None else variant.NESTED_TABLES.get((section, name))
+        if inner is not None:
+            part = name if section is None else f"{section}.{name}"
+            table[name] = _table_of(value, inner, f"{where.rsplit(' [', 1)[0]} [{part}]", part, variant)
+        elif isinstance(value, os.PathLike):
+            try:
+                table[name] = os.fspath(value)
+            except TypeError as error:
+                raise UserError(f"{where}: key {name!r} could not be read as a path ({error})") from None
         else:
-            _check_value(where, key, os.fspath(value) if isinstance(value, os.PathLike) else value, str(item.type))
+            table[name] = value
+    return table
 
 
 # Tables only the other variant has, for a message that names the command they belong to.
