@@ -473,7 +473,8 @@ def check_learner(learner, checks: Sequence[str] | None = None) -> CanaryAuditRe
     """
     if isinstance(checks, str):  # one check's name, not its letters (hostile pass XIX-zi, N10)
         checks = (checks,)
-    if checks is not None and not list(checks):
+    checks = None if checks is None else tuple(checks)  # once: a generator, used up below, ran no check (XIX-zl)
+    if checks is not None and not checks:
         # check_learner(l, []) ran nothing and said nothing: a test that passes without checking (pass XIX-v, CL3)
         raise ValueError(f"checks is empty, so no check would run; leave it out to run them all: {', '.join(CHECKS)}")
     unknown = sorted(set(checks or ()) - set(CHECKS))

@@ -118,11 +118,13 @@ def _temporary_run(config, tmp_path_factory):
 def assert_privacy_fixture(request, tmp_path_factory):
     assert_privacy = importlib.import_module("topicaudit.engine.check").assert_privacy  # the engine, on use
     resolve_root = importlib.import_module("topicaudit.engine.storage.run_cache").resolve_root
+    cache_place = importlib.import_module("topicaudit.engine.configuration.arguments").cache_place
     configured = _fixture_cache(request.config)
 
     def check(config=None, epsilon=None, delta=None, alpha=None, output=None, canaries=None, learner=None,
               cache=None, power=None, budget=None):
-        cache = configured if cache is None else cache
+        # checked as assert_privacy checks it, before it is read here: NumPy's False was a TypeError (XIX-zl)
+        cache = configured if cache is None else cache_place(cache)
         if output is None and resolve_root(cache) is None:  # no cache: a fresh temporary directory
             output = _temporary_run(request.config, tmp_path_factory)
         return assert_privacy(config, epsilon, delta, alpha, output=output, canaries=canaries, learner=learner,

@@ -253,6 +253,7 @@ def learner_settings(learner) -> tuple[str, int, dict]:
     k = getattr(learner, "k", None)
     if not isinstance(k, int) or isinstance(k, bool):
         raise UserError(f"{what} stores no number of topics k (got {k!r}); set self.k = k in its constructor")
+    k = int.__index__(k)  # its own value: an int subclass holding 3 was recorded as its __repr__ (XIX-zl)
     try:
         signature = inspect.signature(cls).parameters
     except (TypeError, ValueError):
@@ -271,6 +272,7 @@ def learner_settings(learner) -> tuple[str, int, dict]:
             raise UserError(f"{what}: parameter {name} = {value!r} is a {type(value).__name__}, which a run's "
                             "configuration (TOML) cannot record; give it as numbers, strings, booleans or lists of "
                             "them, or build that value inside the learner from such a parameter")
+    given = {name: _own_value(value) for name, value in given.items()}
     plugins.check_instance(learner, path, plugins.LEARNER_GROUP, "the learner given", k)
     name = path
     for short, (builtin, fixed) in LEARNERS.items():
@@ -340,6 +342,20 @@ def _recordable(value) -> bool:
     if isinstance(value, (bool, int, float, str)):
         return True
     return isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value)
+
+
+def _own_value(value):
+    """A recordable parameter as its own value, the type a TOML file gives: a str subclass holding "pld" whose
+    ``__str__`` said "rdp" was fitted as pld and recorded in config.toml as rdp (hostile pass XIX-zl)."""
+    if isinstance(value, (list, tuple)):
+        return (tuple if isinstance(value, tuple) else list)(_own_value(v) for v in value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    return str.__str__(value)
 
 
 def _same(a, b) -> bool:

@@ -56,15 +56,21 @@ def audit_config(phi: str | Path | BaseConfig, format: str | None = None, candid
             section, key = AUDIT_SETTINGS[name]
             set_checked(getattr(config, section) if section else config, key,
                         str(value) if key == "path" else value, section or None, AuditConfig)
+    # These too as a file's keys (type, length; numbers and strings by their own value): set as given, a str
+    # subclass holding "json" was read as json and recorded as its __str__, a float subclass in params fitted as
+    # its value and recorded as its __repr__ (hostile pass XIX-zl).
     if format is not None:
-        config.corpus.format = config.reference.format = format
+        set_checked(config.corpus, "format", format, "corpus", AuditConfig)
+        config.reference.format = config.corpus.format
     if config.reference.format is None:
         config.reference.format = config.corpus.format
     config.reference.text_field = config.corpus.text_field
     config.reference.preprocess = config.corpus.preprocess
-    config.corpus.options.update(candidates_options or {})
-    config.reference.options.update(reference_options or {})
-    config.model.params.update(params or {})
+    for table, section, key, given in ((config.corpus, "corpus", "options", candidates_options),
+                                       (config.reference, "reference", "options", reference_options),
+                                       (config.model, "model", "params", params)):
+        if given is not None:
+            set_checked(table, key, {**getattr(table, key), **given}, section, AuditConfig)
     return config
 
 

@@ -45,12 +45,15 @@ def _plain(value: Any) -> Any:
 
 def _plain_table(table: dict[Any, Any]) -> dict[Any, Any]:
     """A free table ([target.params]) with its numbers as ``_plain`` gives them: config.toml wrote
-    ``np.int64(5)`` as the string "5" and ``np.float64(0.5)`` as its repr, which TOML cannot read back."""
+    ``np.int64(5)`` as the string "5" and ``np.float64(0.5)`` as its repr, which TOML cannot read back. A string
+    is its own text: a str subclass holding "rdp" was used as rdp and recorded as its ``__str__`` (XIX-zl)."""
     def plain(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else value
+        if isinstance(value, str):
+            return str.__str__(value)
         return _plain(value)
     return plain(dict(table))
 
