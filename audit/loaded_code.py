@@ -33,11 +33,14 @@ _LOADED: dict[str, list[tuple[int, ...]]] = {}
 # hostile pass XIX-ya, C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
-# Every file opened for reading (any suffix), and the SHA-256 of each source compiled from text with its file name:
-# code a process runs from a file it read, ``exec(open(path).read())``, whatever the file is called
-# (``engine.storage.fitted_code``, hostile pass XIX-zh).
-_READ: set[str] = set()
+# Every file opened for reading (any suffix), with the code files of the calls that opened it (each stack, opener
+# first), and the SHA-256 of each source compiled from text with its file name: code a process runs from a file it
+# read, ``exec(open(path).read())`` (hostile pass XIX-zh), and a file read then turned into code some other way
+# (stripped, unmarshalled, unpickled: XIX-zk) by whoever opened it (``engine.storage.fitted_code``).
+_READ: dict[str, set[tuple[str, ...]]] = {}
+_WRITTEN: set[str] = set()
 _COMPILED: set[tuple[str, str]] = set()
+_DEEPEST = 200
 
 
 @contextlib.contextmanager
@@ -76,11 +79,13 @@ def _on_audit(event: str, args: tuple) -> None:
             pass
         return
     if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
-        if not getattr(_UNNOTED, "on", False) and _reading(args):
-            try:
-                _READ.add(os.path.abspath(args[0]))
-            except Exception:  # noqa: BLE001 - a hook must never fail an open
-                pass
+        try:
+            if not _reading(args):
+                _WRITTEN.add(os.path.abspath(args[0]))
+            elif not getattr(_UNNOTED, "on", False):
+                _READ.setdefault(os.path.abspath(args[0]), set()).add(_openers(sys._getframe(1)))
+        except Exception:  # noqa: BLE001 - a hook must never fail an open
+            pass
         return
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
@@ -99,6 +104,17 @@ def _on_audit(event: str, args: tuple) -> None:
         _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
     except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
         pass
+
+
+def _openers(frame) -> tuple[str, ...]:
+    """The code files of the calls on this stack, the innermost first, each once in a row."""
+    found: list[str] = []
+    while frame is not None and len(found) < _DEEPEST:
+        name = frame.f_code.co_filename
+        if not found or found[-1] != name:
+            found.append(name)
+        frame = frame.f_back
+    return tuple(found)
 
 
 def _process_start_ns() -> int:
@@ -145,9 +161,11 @@ def noted_files() -> list[str]:
     return sorted({*_LOADED, *_OPENED})
 
 
-def read_and_compiled() -> tuple[list[str], set[tuple[str, str]]]:
-    """The files opened for reading that ``noted_files`` leaves out, and each text compiled (SHA-256, file name)."""
-    return sorted(_READ), set(_COMPILED)
+def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str, str]]]:
+    """The files opened for reading that ``noted_files`` leaves out and this process never opened for writing, each
+    with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name)."""
+    written = set(_WRITTEN)
+    return {file: set(stacks) for file, stacks in list(_READ.items()) if file not in written}, set(_COMPILED)
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:

@@ -5,9 +5,10 @@ start of Python loads. Code a start leaves behind can import more later, from an
 function, a finder put in ``sys.path_importer_cache``, a wrapper over ``importlib.import_module`` or over the import
 system's own ``_find_and_load``. That code ran in the fit under no digest, and its edit reused the run fitted before
 it: NO SIGNAL where the code on disk gives VIOLATED (hostile pass XIX-zh). Whatever the mechanism, such code is a
-module, or a file the process read and compiled (``exec(open(path).read())``), so the fitting process lists those
-files outside the standard library, topicaudit's own source and the keyed libraries, with their digests
-(results.json, ``target.loaded_code``), and a finished run is reused only while each still has that content.
+module, a file the process read and compiled (``exec(open(path).read())``), or a file such code read and turned into
+code in any other form (stripped, unmarshalled, unpickled: XIX-zk), so the fitting process lists those files
+outside the standard library, topicaudit's own source and the keyed libraries, with their digests (results.json,
+``target.loaded_code``), and a finished run is reused only while each still has that content.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ import topicaudit.loaded_code as loaded_code
 from topicaudit.targets.plugin_code import _installed as installed_folders
 from topicaudit.version import _mapped_subpackages, _package_root
 
-# A file read and compiled is looked for among the files read up to this size (a corpus is not code).
+# A file read and compiled is looked for among the files read up to this size (a corpus is not code), where no code
+# outside the key's digests opened it.
 _LARGEST_READ = 4 * 2**20
 # The top-level modules of the libraries whose versions the key holds (``experiment.package_versions``,
 # ``run_cache.LEARNER_LIBRARIES`` and ``CLAIM_LIBRARIES``) and Ray's (which changes no number): their installed files
@@ -42,8 +44,11 @@ def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
     read, compiled = loaded_code.read_and_compiled()
     files.update(name for _, name in compiled if os.path.isfile(name))
     texts = {digest for digest, _ in compiled}
-    for file in read:
-        if file not in files and _small_file(file) and _digest_here(Path(file)) in texts:
+    for file, stacks in read.items():
+        if file in files or not _regular(file):
+            continue
+        if any(_opened_outside(stack, set(keyed)) for stack in stacks) or \
+                (os.path.getsize(file) <= _LARGEST_READ and _digest_here(Path(file)) in texts):
             files.add(file)
     found = {}
     for file in sorted(files):
@@ -106,12 +111,45 @@ def file_digest(path: Path) -> str:
     return digest if place == path else f"archive {place}: {digest}"
 
 
-def _small_file(file: str) -> bool:
+def _regular(file: str) -> bool:
     try:
-        return not file.startswith(("/proc/", "/sys/", "/dev/")) and os.path.isfile(file) \
-            and os.path.getsize(file) <= _LARGEST_READ
+        return not file.startswith(("/proc/", "/sys/", "/dev/")) and os.path.isfile(file)
     except OSError:
         return False
+
+
+def _opened_outside(stack: tuple[str, ...], keyed: set[str]) -> bool:
+    """Whether code outside the key's digests opened a file (a stack, innermost first): a call of such code (a file
+    of it, or code with no file, ``<string>``) below the outermost of topicaudit's own, or with none of topicaudit's
+    on the stack (a thread a start left). What that code read may be run as code in any form (stripped,
+    unmarshalled, unpickled, of any size, read through one of topicaudit's own readers: a patch's edit reused the
+    run before it, XIX-zk), so the file is kept with the run; what topicaudit itself or the libraries it calls read
+    is not (the script or test that called topicaudit sits above it), nor what the import system reads (a module's
+    cached bytecode: its module's file is kept)."""
+    if stack and stack[0].startswith("<frozen importlib"):
+        return False
+    outside = False
+    for name in stack:
+        if name.startswith("<frozen "):
+            continue
+        if not name.startswith("/"):
+            outside = True
+        elif _own(Path(name)):
+            if outside:
+                return True
+        elif not _keyed_elsewhere(Path(name), keyed):
+            outside = True
+    return outside and not any(name.startswith("/") and _own(Path(name)) for name in stack)
+
+
+def _own(path: Path) -> bool:
+    if path not in _OWN:
+        own = _places()[0]
+        _OWN[path] = any(path.is_relative_to(folder) for folder in own)
+    return _OWN[path]
+
+
+_OWN: dict[Path, bool] = {}
 
 
 def _keyed_elsewhere(path: Path, keyed: set[str]) -> bool:
