@@ -32,3 +32,21 @@ def test_a_start_up_helper_holding_stdout_does_not_make_the_probe_wait(tmp_path)
                 os.kill(int(mark.name.split("-")[1]), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+THREAD = """import threading, time
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # it could read and run a patch file later
+"""
+
+
+def test_a_start_that_leaves_a_thread_running_keys_no_run(tmp_path):
+    """Hostile pass XIX-zk, T21: a thread a sitecustomize leaves read a patch file 20 ms after the start, after the
+    probe had ended and before topicaudit's audit hook was installed; its edit reused the run of the patched fit."""
+    (tmp_path / "sitecustomize.py").write_text(THREAD)
+    others = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [others])])}
+    answer = tmp_path / "answer"
+    done = subprocess.run([sys.executable, "-c", ASK, str(answer)], env=env, cwd=tmp_path, timeout=200,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
+    assert answer.read_text() == "[]"
+    assert "leaves a thread running (_thread:a thread left running)" in done.stderr

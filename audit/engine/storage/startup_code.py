@@ -53,6 +53,8 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "    return getattr(o, '__module__', '?') + ':' + getattr(o, '__qualname__', '?')\n"
           "hooks = [_named(f) for f in sys.meta_path] + [_named(h) for h in sys.path_hooks]\n"
           "hooks += ['sys.addaudithook:an audit hook'] if audited else []\n"
+          "import _thread\n"
+          "hooks += ['_thread:a thread left running'] if _thread._count() else []\n"
           "if type(sys.modules) is not dict: hooks.append('sys.modules:' + _named(type(sys.modules)))\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
           "    hooks.append('builtins.__import__:' + _named(builtins.__import__))\n"
@@ -121,9 +123,11 @@ def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str
         # A hook start-up code leaves (ddtrace's, OpenTelemetry's, wrapt's post-import hooks) may import and run
         # any code when a module is imported later, the learner's included: that code is in no digest, and a run
         # of it was reused after it changed (hostile pass XIX-zf, S4); so may an audit hook, called at every import
-        # after it (XIX-zg, S6). No run is kept for reuse in such a start.
-        warnings.warn(f"code Python runs at every start here installs an import hook ({', '.join(unknown[:3])}), "
-                      "which can change any module as it is imported; no run is reused from the run cache in "
+        # after it (XIX-zg, S6); so may a thread it leaves running, which can read and run a file before
+        # topicaudit's audit hook sees any read (XIX-zk, T21). No run is kept for reuse in such a start.
+        warnings.warn(f"code Python runs at every start here installs an import hook or leaves a thread running "
+                      f"({', '.join(unknown[:3])}), which can change any module as it is imported or run other code "
+                      "unseen; no run is reused from the run cache in "
                       "this environment (docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
                       RuntimeWarning, stacklevel=4)
         return {}, custom
