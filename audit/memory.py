@@ -46,6 +46,11 @@ def check_fits_in_memory(nbytes: float, what: str, fix: str) -> None:
 
 # What the dynamic loader and llvmlite say when a compiled library cannot be mapped for want of address space.
 _MAPPING_FAILURES = ("failed to map segment", "cannot allocate memory", "could not find/load shared object")
+# What compiled code says when an allocation it did not check failed (CPython's SystemError for a C function that
+# returned an error and set none), and numba's ImportError for its compiled part whose own failure (the loader's
+# "failed to map segment") it printed and dropped: each seen under `ulimit -v` only.
+_UNDER_A_LIMIT = ("error return without exception set", "returned null without setting an exception",
+                  "failed to import")
 
 
 def address_space_limit() -> int | None:
@@ -76,6 +81,10 @@ def out_of_memory(error: BaseException) -> UserError | None:
                 or any(phrase in text.lower() for phrase in _MAPPING_FAILURES[:2])
                 or (limit is not None and _MAPPING_FAILURES[2] in text.lower())):
             what = f"a compiled library could not be loaded: {text[:160].rstrip(' ,.')}"
+            break
+        if limit is not None and isinstance(seen, (ImportError, SystemError)) and \
+                any(phrase in text.lower() for phrase in _UNDER_A_LIMIT):
+            what = f"{type(seen).__name__}: {text[:160].rstrip(' ,.')}"
             break
         seen = seen.__cause__ or seen.__context__
     else:

@@ -25,6 +25,7 @@ from topicaudit.inputs import cache as corpus_cache
 from topicaudit.inputs.corpus import Corpus
 from topicaudit.engine.storage import durable_write, manifest
 from topicaudit.inputs import integrity_key
+from topicaudit import memory
 
 
 # -- hidden state: the writers return what they wrote ----------------------------------------------------------
@@ -179,6 +180,43 @@ def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "memory" in done.stderr and "ulimit -v" in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and not list(tmp_path.glob("topicaudit-crash-*"))
+
+
+# numba's compiled part that could not be mapped (CI, `ulimit -v 500000`): numba printed the loader's
+# "failed to map segment" itself, then raised "numba._devicearray failed to import", exit 3 with two lines.
+_REFUSE_DEVICEARRAY = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba._devicearray":
+            raise ImportError("/x/numba/_devicearray.so: failed to map segment from shared object")
+sys.meta_path.insert(0, Refuse())
+from topicaudit.cli.main import main
+sys.exit(main())
+"""
+
+
+def test_numbas_part_that_could_not_be_mapped_is_one_line_naming_memory(tmp_path):
+    env = {**os.environ, integrity_key.ENVIRONMENT_VARIABLE: "off", "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _REFUSE_DEVICEARRAY, "run", "--shadows", "0", "--canaries", "60",
+                           "--k", "3", "--quiet", "--output", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "out of memory" in done.stderr and "failed to map segment" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("error", [SystemError("error return without exception set"),
+                                   SystemError("<function _find_and_load> returned NULL without setting an exception"),
+                                   ImportError("numba._devicearray failed to import")])
+def test_what_compiled_code_says_when_an_allocation_failed_is_memory_under_a_limit(error, monkeypatch):
+    """Seen at `ulimit -v` of 300–500 MB: a C function's failed allocation that set no exception, and numba's
+    import error that dropped the loader's; each exit 3 before. With no limit they are not taken for memory."""
+    monkeypatch.setattr(memory, "address_space_limit", lambda: 500_000 * 1024)
+    found = memory.out_of_memory(error)
+    assert isinstance(found, UserError) and "ulimit -v 500000" in str(found), found
+    monkeypatch.setattr(memory, "address_space_limit", lambda: None)
+    assert memory.out_of_memory(error) is None
 
 
 # -- pass VIII's low leftovers ---------------------------------------------------------------------------------
