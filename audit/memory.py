@@ -62,6 +62,25 @@ def address_space_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+# The address space topicaudit's libraries (numpy, scipy with OpenBLAS, numba with LLVM) need once a command has
+# loaded them. `run` loaded them under `ulimit -v` of ~550 MB on this project's machines and failed below, at a
+# different place from one start to the next (an ImportError, a MemoryError, a SystemError, LLVM's abort, a
+# segmentation fault; OpenBLAS hung at ~400 MB): 1 GiB also leaves room for compiling the kernels.
+LIBRARIES_ADDRESS_SPACE = 2**30
+
+
+def address_space_too_small() -> UserError | None:
+    """A UserError when this process's address-space limit is below what the libraries need; else None. Said
+    before they load, so the command ends the same way at every start instead of crashing somewhere."""
+    limit = address_space_limit()
+    if limit is None or limit >= LIBRARIES_ADDRESS_SPACE:
+        return None
+    return UserError(f"this process's address-space limit (`ulimit -v {limit // 1024}`, {format_bytes(limit)}) is "
+                     f"below the ~{format_bytes(LIBRARIES_ADDRESS_SPACE)} topicaudit's libraries (numpy, scipy, numba) "
+                     "need once loaded, so the command would run out of memory while loading them; raise the limit "
+                     f"(`ulimit -v unlimited`, or at least `ulimit -v {LIBRARIES_ADDRESS_SPACE // 1024}`) and rerun")
+
+
 def out_of_memory(error: BaseException) -> UserError | None:
     """``error`` (or what it was raised from) as the process running out of memory, a UserError naming memory
     and the fix; else None. Under ``ulimit -v`` of 300–700 MB, importing scipy or numba failed with an ImportError

@@ -172,7 +172,9 @@ def test_the_corpus_cache_digest_is_injective_and_old_entries_are_rebuilt(tmp_pa
 @pytest.mark.parametrize("kib", [300_000, 400_000, 500_000])
 def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
     """`ulimit -v` of 300–500 MB: importing scipy or numba failed (ImportError "failed to map segment", llvmlite's
-    OSError, MemoryError), each exit 3 "internal error" with a traceback saved."""
+    OSError, MemoryError), each exit 3 "internal error" with a traceback saved; then, at a place that changed from
+    one start to the next (CI: numba's printed line and exit 3), so a limit below the libraries' need is said
+    before they load."""
     env = {**os.environ, integrity_key.ENVIRONMENT_VARIABLE: "off", "TMPDIR": str(tmp_path)}
     command = (f"ulimit -v {kib} && exec {shlex.quote(sys.executable)} -m topicaudit.cli.main run --shadows 0 "
                f"--canaries 60 --k 3 --quiet --output {shlex.quote(str(tmp_path / 'run'))}")
@@ -180,6 +182,17 @@ def test_an_address_space_limit_is_exit_2_naming_memory(kib, tmp_path):
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "memory" in done.stderr and "ulimit -v" in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and not list(tmp_path.glob("topicaudit-crash-*"))
+
+
+def test_a_limit_just_below_the_libraries_need_is_said_before_they_load(tmp_path):
+    kib = memory.LIBRARIES_ADDRESS_SPACE // 1024 - 1
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({kib} * 1024, resource.RLIM_INFINITY))\n"
+            "from topicaudit.cli.main import run_command\n"
+            f"code = run_command(['check', {str(tmp_path / 'no-run')!r}, '--epsilon', '3'])\n"
+            "print(code, 'numba' in sys.modules, 'scipy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["2", "False", "False"], (done.stdout, done.stderr[-2000:])
+    assert f"ulimit -v {kib}" in done.stderr and "memory" in done.stderr and done.stderr.count("\n") == 1
 
 
 # numba's compiled part that could not be mapped (CI, `ulimit -v 500000`): numba printed the loader's

@@ -34,21 +34,10 @@ from topicaudit.engine.execution import parallel, phases, ray_local
 from topicaudit.engine.execution.progress import Heartbeat, noted
 from topicaudit.engine.storage.lock import at_first_stop, before_exit_now, in_uninterrupted
 from topicaudit.engine.storage.durable_write import disk_full
-from topicaudit.memory import out_of_memory
+from topicaudit.memory import address_space_too_small, out_of_memory
 from topicaudit.errors import (  # noqa: F401
-    default_output_named,
-    deleted_working_directory,
-    developer_warning,
-    EXIT_INTERNAL_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_RAY_FAILED,
-    EXIT_REFUTED,
-    EXIT_USER_ERROR,
-    UserError,
-    printable,
-    user_message,
-)
+    default_output_named, deleted_working_directory, developer_warning, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_OK,
+    EXIT_RAY_FAILED, EXIT_REFUTED, EXIT_USER_ERROR, UserError, printable, user_message)
 from topicaudit.version import __version__
 
 # Commands that may work for minutes: a heartbeat line on stderr whenever they were silent for 5 s.
@@ -322,6 +311,10 @@ def _tell_ray_started() -> None:
 
 def _run_command(argv: list[str] | None) -> int:
     supervisor.reset()
+    too_small = address_space_too_small() if _requested(argv) else None  # --version and --help load no library
+    if too_small is not None:
+        say(f"topicaudit: error: {printable(str(too_small))}")
+        return EXIT_USER_ERROR
     try:
         args = _build_parser(_requested(argv)).parse_args(argv)  # imports the command's modules: scipy, numba
     except Exception as error:  # noqa: BLE001 — memory is said as such; anything else goes on as before
