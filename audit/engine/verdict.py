@@ -231,7 +231,7 @@ def _recorded_note(mechanism: MechanismInfo) -> str | None:
     """A learner that recorded another count of releases than its constants declare (hostile pass XIX-zd, L2)."""
     if mechanism.recorded is None:
         return None
-    count = "steps" if "steps" in (mechanism.parameters or {}) else "releases"
+    count = mechanism.count_name
     declared = (mechanism.parameters or {}).get(count)
     return (f"the learner recorded {mechanism.recorded} {count} where its constants declare {declared}: the "
             f"power is simulated for the {mechanism.recorded} recorded, and what it did not record is not audited")

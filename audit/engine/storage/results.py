@@ -203,12 +203,16 @@ class MechanismInfo(Record):
         """The typed constants (``topicaudit.mechanisms``); ValueError for a kind or constant nothing reads."""
         return mechanism_from_json(str(self.kind), dict(self.parameters or {}))
 
+    @property
+    def count_name(self) -> str:
+        """The parameter that counts this mechanism's releases: ``steps`` (a sampler's), else ``releases``."""
+        return "steps" if "steps" in (self.parameters or {}) else "releases"
+
     def as_recorded(self) -> MechanismInfo:
         """The mechanism with the count of releases the learner recorded, which a power estimate simulates."""
         if self.recorded is None or self.recorded < 1:  # a damaged record: the declared count
             return self
-        count = "steps" if "steps" in (self.parameters or {}) else "releases"
-        return dataclasses.replace(self, parameters={**(self.parameters or {}), count: self.recorded})
+        return dataclasses.replace(self, parameters={**(self.parameters or {}), self.count_name: self.recorded})
 
 
 @dataclass(frozen=True, kw_only=True)
