@@ -87,14 +87,16 @@ def _uncheckable(found):
 
 def test_code_generated_from_names_or_literals_in_the_fit_keeps_runs_reusable(tmp_path, monkeypatch):
     """A plug-in's fit that defines a dataclass and a namedtuple (code the standard library writes from its names) and
-    runs a literal text of its own file is checkable: its file's digest keys it. numba's wrappers (a keyed library
-    writes them) too."""
+    runs a literal text of its own file is checkable: its file's digest keys it. attrs' methods (which dp_accounting
+    and topicaudit's own events module have written at import) and numba's wrappers (a keyed library's) too."""
     monkeypatch.setattr(loaded_code, "_FROM_TEXT", {})
     module = _helper(tmp_path, monkeypatch)
     with loaded_code.fitting():
         module.generated()
         dataclasses.make_dataclass("Made", [("a", int)])
         collections.namedtuple("Here", "a b")
+        attr = pytest.importorskip("attr")  # an installed library writing a class's methods, as dataclasses does
+        attr.make_class("Made", ["a", "b"])
         numba = pytest.importorskip("numba")
         numba.njit(lambda x: x + 1)(1)
     assert loaded_code.from_text(), "the hook noted nothing during the fit"

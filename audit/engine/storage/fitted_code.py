@@ -92,8 +92,9 @@ def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
 
 def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
     """The code that asked for a text to run (a stack, innermost first): the first call that is neither the standard
-    library's nor frozen, None when it is a keyed library's (numba writes its wrappers so), topicaudit's own, or a
-    standard-library code generator's (``loaded_code.GENERATORS``)."""
+    library's nor frozen; None when it is a keyed library's (numba writes its wrappers so), topicaudit's own, a
+    standard-library code generator's (``loaded_code.GENERATORS``) or an installed distribution's: attrs writes a
+    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike."""
     for name in stack:
         if name.startswith("<frozen "):
             continue
@@ -104,8 +105,18 @@ def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
             if name.endswith(loaded_code.GENERATORS):
                 return None
             continue  # the standard library's other calls pass the request on
-        return None if _keyed_elsewhere(path, keyed) else name
+        if _keyed_elsewhere(path, keyed) or (path.name not in _STARTS and _installed(path)):
+            return None
+        return name
     return None
+
+
+# Start-up files, wherever they lie (a sitecustomize in site-packages is no library).
+_STARTS = ("sitecustomize.py", "usercustomize.py")
+
+
+def _installed(path: Path) -> bool:
+    return bool({"site-packages", "dist-packages"} & set(path.parts))
 
 
 def _standard(path: Path) -> bool:
