@@ -98,10 +98,11 @@ def _on_audit(event: str, args: tuple) -> None:
     if event in ("compile", "marshal.loads") and args and isinstance(args[0], (bytes, str)):
         try:
             text = args[0].encode("utf-8", "surrogatepass") if isinstance(args[0], str) else args[0]
-            digest = hashlib.sha256(text).hexdigest()
+            digest = None  # an import's cached bytecode, unmarshalled, is not hashed
             if event == "compile":
+                digest = hashlib.sha256(text).hexdigest()
                 _COMPILED.add((digest, str(args[1]) if len(args) > 1 else ""))
-            _note_text(digest, args[0], sys._getframe(1))
+            _note_text(digest, args[0], text, sys._getframe(1))
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
         return
@@ -133,7 +134,7 @@ def _on_audit(event: str, args: tuple) -> None:
         pass
 
 
-def _note_text(digest: str, text: str | bytes, frame) -> None:
+def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> None:
     """Keep a text compiled (or bytes unmarshalled) with its stack, when a fit runs or topicaudit's code called."""
     name = frame.f_code.co_filename if frame is not None else "<frozen importlib>"
     if name.startswith("<frozen importlib") or (name.startswith(_STANDARD) and name.endswith(GENERATORS)):
@@ -141,7 +142,7 @@ def _note_text(digest: str, text: str | bytes, frame) -> None:
     stack = _openers(frame)
     fit = _FITS[0] > 0
     if fit or any(name.startswith(_OWN_FOLDER) for name in stack):
-        _FROM_TEXT.setdefault((digest, stack, fit), text)
+        _FROM_TEXT.setdefault((digest or hashlib.sha256(encoded).hexdigest(), stack, fit), text)
 
 
 def _openers(frame) -> tuple[str, ...]:
