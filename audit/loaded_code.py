@@ -41,6 +41,30 @@ _READ: dict[str, set[tuple[str, ...]]] = {}
 _WRITTEN: set[str] = set()
 _COMPILED: set[tuple[str, str]] = set()
 _DEEPEST = 200
+# Each text compiled and each bytes unmarshalled while a fit runs, or under a call of topicaudit's own (its stack
+# holds a file of this folder), by (SHA-256, stack as ``_openers``, whether a fit ran): code that reaches the fit
+# from no file (an environment variable, another process's output) no later process can check (hostile pass XIX-zk,
+# T8, T20); ``engine.storage.fitted_code`` decides who asked for it. The import system's own are left out.
+_FROM_TEXT: dict[tuple[str, tuple[str, ...], bool], str | bytes] = {}
+_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Standard-library files that write code for their caller from the names it gave (dataclasses, namedtuple, a string
+# annotation's ForwardRef): not the caller's code run from text, so not noted.
+_STANDARD = os.path.dirname(os.__file__) + os.sep
+GENERATORS = ("/dataclasses.py", "/collections/__init__.py", "/typing.py")
+_FITS = [0]
+_FITS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def fitting():
+    """A learner's fit runs in this block (any thread): code compiled from text meanwhile is noted with its stack."""
+    with _FITS_LOCK:
+        _FITS[0] += 1
+    try:
+        yield
+    finally:
+        with _FITS_LOCK:
+            _FITS[0] -= 1
 
 
 @contextlib.contextmanager
@@ -71,10 +95,14 @@ def _reading(args: tuple) -> bool:
 def _on_audit(event: str, args: tuple) -> None:
     # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
     # and a source file opened by the process's own code.
-    if event == "compile" and args and isinstance(args[0], (bytes, str)):
+    if event in ("compile", "marshal.loads") and args and isinstance(args[0], (bytes, str)):
         try:
             text = args[0].encode("utf-8", "surrogatepass") if isinstance(args[0], str) else args[0]
-            _COMPILED.add((hashlib.sha256(text).hexdigest(), str(args[1]) if len(args) > 1 else ""))
+            digest = None  # an import's cached bytecode, unmarshalled, is not hashed
+            if event == "compile":
+                digest = hashlib.sha256(text).hexdigest()
+                _COMPILED.add((digest, str(args[1]) if len(args) > 1 else ""))
+            _note_text(digest, args[0], text, sys._getframe(1))
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
         return
@@ -104,6 +132,17 @@ def _on_audit(event: str, args: tuple) -> None:
         _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
     except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
         pass
+
+
+def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> None:
+    """Keep a text compiled (or bytes unmarshalled) with its stack, when a fit runs or topicaudit's code called."""
+    name = frame.f_code.co_filename if frame is not None else "<frozen importlib>"
+    if name.startswith("<frozen importlib") or (name.startswith(_STANDARD) and name.endswith(GENERATORS)):
+        return  # the import system (the module's file is noted as it runs), or a generator
+    stack = _openers(frame)
+    fit = _FITS[0] > 0
+    if fit or any(name.startswith(_OWN_FOLDER) for name in stack):
+        _FROM_TEXT.setdefault((digest or hashlib.sha256(encoded).hexdigest(), stack, fit), text)
 
 
 def _openers(frame) -> tuple[str, ...]:
@@ -166,6 +205,11 @@ def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str,
     with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name)."""
     written = set(_WRITTEN)
     return {file: set(stacks) for file, stacks in list(_READ.items()) if file not in written}, set(_COMPILED)
+
+
+def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:
+    """The texts compiled and bytes unmarshalled during a fit or under topicaudit's calls (``_FROM_TEXT``)."""
+    return dict(_FROM_TEXT)
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:

@@ -57,6 +57,7 @@ from topicaudit.engine.claim_tests import FRESH_WORD_KINDS, SHAPED, claim_shape
 from topicaudit.engine.power import (POWER_SEED, TARGET_POWER, claim_scale, own_loss, nice_count, search_count,
                                      simulated_power)
 from topicaudit.errors import UserError
+from topicaudit.loaded_code import fitting
 from topicaudit.targets import build_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise
@@ -216,7 +217,8 @@ def _fit(target, *args, **kwargs):
     """One fit of the sizing's, as a run's: a refusal of the learner's (its ValueError: a Φ that is no k × V
     matrix of distributions) one message naming it."""
     try:
-        return target.fit(*args, **kwargs)
+        with fitting():  # code compiled from text meanwhile is noted (loaded_code)
+            return target.fit(*args, **kwargs)
     except ValueError as error:
         raise learner_refused(target, error, "a fit of the canary count's sizing") from None
 

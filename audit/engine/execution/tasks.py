@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from topicaudit.attacks.statistics import model_statistics
 from topicaudit.attacks.zeta import warmup
 from topicaudit.errors import developer_warning
+from topicaudit.loaded_code import fitting
 from topicaudit.targets.base import Release
 
 
@@ -44,7 +45,7 @@ def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
     """
     clock = time.process_time if in_ray else time.thread_time  # the driver's other threads are not this fit
     start = clock()
-    with recorded_warnings() as messages:
+    with recorded_warnings() as messages, fitting():  # code compiled from text meanwhile is noted (loaded_code)
         release = target.fit(X[rows], seed, vocabulary, observe) if observe is not None \
             else target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray") if in_ray else None  # a Ray worker has it; a Ray-free caller need not import it

@@ -16,6 +16,7 @@ import hashlib
 import os
 import sys
 import sysconfig
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -30,6 +31,12 @@ _LARGEST_READ = 4 * 2**20
 # ``run_cache.LEARNER_LIBRARIES`` and ``CLAIM_LIBRARIES``) and Ray's (which changes no number): their installed files
 # are not listed (hundreds of files, shared libraries of many MB, digested at every model saved).
 KEYED = ("numpy", "scipy", "sklearn", "numba", "nltk", "ray", "gensim", "tomotopy", "dp_accounting")
+# The value of a ``loaded_outside`` entry for code that reached the process from no file (its key names the code that
+# compiled it): no later process can check it, so ``changed`` always reports it and its run is never reused.
+UNCHECKABLE = "uncheckable"
+# A text is looked for in the files listed up to this size, and only when some code asked for one to run.
+_LARGEST_SEARCHED = 64 * 2**20
+_WARNED: set[str] = set()
 # Digests taken in this process, by the file's identity (device, inode, size, times): a run saves many models.
 _DIGESTS: dict[tuple, str] = {}
 
@@ -55,7 +62,84 @@ def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
         path = Path(os.path.abspath(file))
         if not _keyed_elsewhere(path, set(keyed)):
             found[str(path)] = _digest_here(path)
+    found.update(_from_no_file(found, set(keyed)))
     return found
+
+
+def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
+    """An entry (``UNCHECKABLE``) for each code outside the key that, during a fit or inside a call of topicaudit's,
+    compiled a text (or unmarshalled bytes) found neither in its own file nor in a file listed: code from an
+    environment variable or another process's output ran in the fit and no file can key it (XIX-zk T8, T20)."""
+    found, contents = {}, {}
+    for (_, stack, fit), text in loaded_code.from_text().items():
+        requester = _requester(stack, keyed)
+        if requester is None or not text.strip():
+            continue
+        at = stack.index(requester)
+        if not fit and not any(name.startswith("/") and _own(Path(name)) for name in stack[at + 1:]):
+            continue  # the script calling topicaudit, not code inside its calls
+        wanted = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        if any(wanted in _content(file, contents) for file in (requester, *listed)):
+            continue
+        found[f"<code from no file, run by {requester}>"] = UNCHECKABLE
+    for key in sorted(set(found) - _WARNED):
+        _WARNED.add(key)
+        warnings.warn(f"{key[1:-1]} (a text from no file this process read: an environment variable, another "
+                      "process's output): no later process can check that code, so this run will not be reused "
+                      "from the run cache", RuntimeWarning, stacklevel=3)
+    return found
+
+
+def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
+    """The code that asked for a text to run (a stack, innermost first): the first call that is neither the standard
+    library's nor frozen; None when it is a keyed library's (numba writes its wrappers so), topicaudit's own, a
+    standard-library code generator's (``loaded_code.GENERATORS``) or an installed distribution's: attrs writes a
+    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike."""
+    for name in stack:
+        if name.startswith("<frozen "):
+            continue
+        if not name.startswith("/"):
+            return name  # code with no file, run from a string
+        path = Path(name)
+        if _standard(path):
+            if name.endswith(loaded_code.GENERATORS):
+                return None
+            continue  # the standard library's other calls pass the request on
+        if _keyed_elsewhere(path, keyed) or (path.name not in _STARTS and _installed(path)):
+            return None
+        return name
+    return None
+
+
+# Start-up files, wherever they lie (a sitecustomize in site-packages is no library).
+_STARTS = ("sitecustomize.py", "usercustomize.py")
+
+
+def _installed(path: Path) -> bool:
+    return bool({"site-packages", "dist-packages"} & set(path.parts))
+
+
+def _standard(path: Path) -> bool:
+    if path not in _STANDARD:
+        standard = _places()[1]
+        _STANDARD[path] = "site-packages" not in path.parts and any(path.is_relative_to(folder) for folder in standard)
+    return _STANDARD[path]
+
+
+_STANDARD: dict[Path, bool] = {}
+
+
+def _content(file: str, contents: dict[str, bytes]) -> bytes:
+    """A file's bytes (b"" for none, or one too large), read once per call of ``_from_no_file``."""
+    if file not in contents:
+        contents[file] = b""
+        try:
+            if _regular(file) and os.path.getsize(file) <= _LARGEST_SEARCHED:
+                with loaded_code.unnoted(), open(file, "rb") as handle:
+                    contents[file] = handle.read()
+        except OSError:
+            pass
+    return contents[file]
 
 
 def _digest_here(path: Path) -> str:
@@ -76,8 +160,9 @@ def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
     its patch's folder by an environment variable ran another ci_patches.py, and the run of the first was reused
     (hostile pass XIX-zh, T13); names=False: the recorded files' content alone."""
     recorded = recorded or {}
-    found = {file for file, digest in recorded.items() if file_digest(Path(file)) != digest}
-    tails = {"/".join(Path(file).parts[at:]) for file in recorded for at in range(1, len(Path(file).parts))}
+    found = {file for file, digest in recorded.items() if digest == UNCHECKABLE or file_digest(Path(file)) != digest}
+    tails = {"/".join(Path(file).parts[at:]) for file in recorded if recorded[file] != UNCHECKABLE
+             for at in range(1, len(Path(file).parts))}
     for name, module in list(sys.modules.items()) if names else []:
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and os.path.abspath(file) not in recorded:
