@@ -35,11 +35,13 @@ FROM_ENVIRONMENT = '    exec(os.environ.get("ZK_CODE", ""), {{}})'
 FROM_PROCESS = '    exec(subprocess.run(["cat", {file!r}], capture_output=True).stdout, {{}})'
 
 
-@pytest.mark.parametrize("kind", ["environment", "process"])
-def test_code_from_no_file_run_in_the_fit_keys_no_reuse(tmp_path, kind):
+@pytest.mark.parametrize("kind, patch_first", [("environment", True), ("process", True), ("environment", False)])
+def test_code_from_no_file_run_in_the_fit_keys_no_reuse(tmp_path, kind, patch_first):
     """T8, T20: sitecustomize.py (unchanged) leaves a profile function that, once the built-in learner is loaded,
     runs the text of $ZK_CODE, or what `cat p/ci.txt` prints; the text replaced ``fit``. Changed to patch nothing,
-    `check` on the same cache printed "reusing …" and NO SIGNAL, exit 0, where a fresh cache gives VIOLATED."""
+    `check` on the same cache printed "reusing …" and NO SIGNAL, exit 0, where a fresh cache gives VIOLATED. The
+    other way round (no patch first, then the patch) the patched check reused the run fitted without it (XIX-zm:
+    the start's profile function now keys no run at all)."""
     data, shim = tmp_path / "ci.txt", tmp_path / "shim"
     shim.mkdir()
     body = (FROM_ENVIRONMENT if kind == "environment" else FROM_PROCESS).format(file=str(data))
@@ -47,14 +49,15 @@ def test_code_from_no_file_run_in_the_fit_keys_no_reuse(tmp_path, kind):
     environment = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
     seen, warned = [], []
-    for text in (SELF, HARMLESS):
+    for text in (SELF, HARMLESS) if patch_first else ("", SELF):  # "": no code, in every file
         data.write_text(text)
         done = _check(tmp_path, {**environment, "ZK_CODE": text}, tmp_path / "cache")
         seen.append((done.returncode, done.stdout.split(":")[0], "reusing" in done.stderr))
         warned.append("no later process can check that code" in done.stderr)
         assert done.returncode in (0, 1), done.stderr[-3000:]
-    assert seen == [(0, "NO SIGNAL", False), (1, "VIOLATED", False)], seen
-    assert warned == [True, True], done.stderr[-3000:]
+    fresh = [(0, "NO SIGNAL", False), (1, "VIOLATED", False)]
+    assert seen == (fresh if patch_first else fresh[::-1]), seen
+    assert warned == ([True, True] if patch_first else [False, True]), done.stderr[-3000:]
 
 
 HELPER = '''

@@ -55,6 +55,9 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "hooks += ['sys.addaudithook:an audit hook'] if audited else []\n"
           "import _thread\n"
           "hooks += ['_thread:a thread left running'] if _thread._count() else []\n"
+          "_t = sys.modules.get('threading')\n"  # a profile or trace function runs code at every call of the fit
+          "hooks += ['sys.setprofile:a profile function'] if sys.getprofile() or _t and _t.getprofile() else []\n"
+          "hooks += ['sys.settrace:a trace function'] if sys.gettrace() or _t and _t.gettrace() else []\n"
           "if type(sys.modules) is not dict: hooks.append('sys.modules:' + _named(type(sys.modules)))\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
           "    hooks.append('builtins.__import__:' + _named(builtins.__import__))\n"
@@ -124,8 +127,12 @@ def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str
         # any code when a module is imported later, the learner's included: that code is in no digest, and a run
         # of it was reused after it changed (hostile pass XIX-zf, S4); so may an audit hook, called at every import
         # after it (XIX-zg, S6); so may a thread it leaves running, which can read and run a file before
-        # topicaudit's audit hook sees any read (XIX-zk, T21). No run is kept for reuse in such a start.
-        warnings.warn(f"code Python runs at every start here installs an import hook or leaves a thread running "
+        # topicaudit's audit hook sees any read (XIX-zk, T21); so may a profile or trace function, called at every
+        # call of the fit, which ran code from an environment variable: the run it fitted was kept, noted as
+        # code no later process can check, but a run fitted without it was reused (XIX-zm). No run is kept for
+        # reuse in such a start.
+        warnings.warn(f"code Python runs at every start here installs an import hook, a profile or trace function, "
+                      f"or leaves a thread running "
                       f"({', '.join(unknown[:3])}), which can change any module as it is imported or run other code "
                       "unseen; no run is reused from the run cache in "
                       "this environment (docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
