@@ -57,18 +57,21 @@ def _find_and_load(name, import_):
 _frozen_importlib._find_and_load = _find_and_load
 """
 
-# T10: the profile function runs the patch's text, read from a file that is no module (exec(open(...).read())).
+# T10: the patch's text, read from a file that is no module (exec(open(...).read())), run once the learner's module
+# is loaded (first by a profile function; a wrapper over the import system since a profile function keys no run).
 TEXT_RUNNER = """
-import sys
-def _profile(frame, event, arg):
+import sys, _frozen_importlib
+_original = _frozen_importlib._find_and_load
+def _find_and_load(name, import_):
+    loaded = _original(name, import_)
     module = sys.modules.get("topicaudit.targets.learners.lda")
-    if event == "call" and module is not None and hasattr(module, "VariationalLDA") and not getattr(module, "_ci", 0):
+    if module is not None and hasattr(module, "VariationalLDA") and not getattr(module, "_ci", 0):
         module._ci = True
-        sys.setprofile(None)
         found = {{"__name__": "ci_shim"}}
         exec(open({patches!r} + "/ci_patches.py").read(), found)
         found["apply"](module)
-sys.setprofile(_profile)
+    return loaded
+_frozen_importlib._find_and_load = _find_and_load
 """
 
 
@@ -100,8 +103,9 @@ def test_code_start_up_code_imports_during_the_fit_is_not_reused_after_its_edit(
         done = _check(tmp_path, environment, tmp_path / "cache")
         seen.append((patch, done.returncode, done.stdout.split(":")[0], "reusing" in done.stderr))
         assert done.returncode in (0, 1), done.stderr[-3000:]
-    assert seen == [("on", 0, "NO SIGNAL", False), ("off", 1, "VIOLATED", False), ("off", 1, "VIOLATED", True),
-                    ("on", 0, "NO SIGNAL", True)], seen
+    kept = start is not PROFILER  # a start that leaves a profile function keys no run at all (XIX-zm)
+    assert seen == [("on", 0, "NO SIGNAL", False), ("off", 1, "VIOLATED", False), ("off", 1, "VIOLATED", kept),
+                    ("on", 0, "NO SIGNAL", kept)], seen
 
 
 def test_a_run_directory_whose_loaded_code_changed_is_refitted_not_rescored(tmp_path):
