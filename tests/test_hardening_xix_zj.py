@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 
 import numpy as np
@@ -21,11 +20,7 @@ import topicaudit
 from topicaudit import AuditConfig, Config
 from topicaudit.engine.configuration.config import AuditAttackConfig, ModelConfig
 from topicaudit.errors import UserError
-
-
-class _Planted:
-    def __reduce__(self):
-        return (os.mkdir, (self.where,))
+from test_hardening_xix_zi import _Planted  # noqa: E402 - the pickle that makes a folder when loaded
 
 
 def _files(tmp_path):
