@@ -75,6 +75,16 @@ _frozen_importlib._find_and_load = _find_and_load
 """
 
 
+def _started(tmp_path, start):
+    """The folder of the patches, and an environment whose Python starts with ``start`` as its sitecustomize.py."""
+    patches, shim = tmp_path / "patches", tmp_path / "shim"
+    patches.mkdir()
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(start.format(patches=str(patches)))
+    return patches, {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "PYTHONDONTWRITEBYTECODE": "1",
+                     "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+
+
 def _check(tmp_path, environment, cache):
     config = tmp_path / "audit.toml"
     config.write_text('[synthetic]\nn_docs = 150\nn_words = 250\n[target]\nk = 3\nvocabulary = "all"\n'
@@ -91,12 +101,7 @@ def test_code_start_up_code_imports_during_the_fit_is_not_reused_after_its_edit(
     module is loaded (or runs its text, T10); ci_patches replaces ``fit``. Edited to patch nothing, `check` on the same cache printed
     "reusing …" and the stub's NO SIGNAL, exit 0, where a fresh cache gives VIOLATED: ci_patches was in no digest.
     The fit's process records such files with the run, and an entry whose recorded code changed is not this code's."""
-    patches, shim = tmp_path / "patches", tmp_path / "shim"
-    patches.mkdir()
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(start.format(patches=str(patches)))
-    environment = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+    patches, environment = _started(tmp_path, start)
     seen = []
     for patch in ("on", "off", "off", "on"):
         (patches / "ci_patches.py").write_text(PATCHES[patch])
@@ -111,12 +116,7 @@ def test_code_start_up_code_imports_during_the_fit_is_not_reused_after_its_edit(
 def test_a_run_directory_whose_loaded_code_changed_is_refitted_not_rescored(tmp_path):
     """The same run directory given by --output (no cache key to follow): its results and its model were fitted by
     the code before the edit; rescoring the model under the new code kept the stub's NO SIGNAL. It is refitted."""
-    patches, shim = tmp_path / "patches", tmp_path / "shim"
-    patches.mkdir()
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(PROFILER.format(patches=str(patches)))
-    environment = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+    patches, environment = _started(tmp_path, PROFILER)
     config = tmp_path / "audit.toml"
     config.write_text('[synthetic]\nn_docs = 150\nn_words = 250\n[target]\nk = 3\nvocabulary = "all"\n'
                       "[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
