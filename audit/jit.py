@@ -12,23 +12,25 @@ then uses for every kernel, does (hostile pass XIX-q: ``NUMBA_CACHE_DIR=/tmp/L``
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
-import io
 import os
 import sys
 
-# numba's compiled part prints why another failed to load (under `ulimit -v`, the loader's "failed to map segment")
-# and raises an ImportError that no longer says it: that print became a second line before "internal error" (exit 3,
-# seen in CI). It is caught and made the error's own text, which ``topicaudit.memory`` reads as out of memory.
-_printed = io.StringIO()
+# numba's compiled part prints why another failed to load (under `ulimit -v`, the loader's "failed to map segment",
+# through ``sys.excepthook``) and raises an ImportError that no longer says it: that print became a second line before
+# "internal error" (exit 3, seen in CI). The hook keeps it instead, as the cause ``topicaudit.memory`` reads; stderr
+# itself is left alone (a signal's "interrupted" line may be written while numba loads).
+_dropped: list[BaseException] = []
+_excepthook, sys.excepthook = sys.excepthook, lambda kind, value, trace: _dropped.append(value)
 try:
-    with contextlib.redirect_stderr(_printed):
-        import numba
+    import numba
 except ImportError as error:
-    _why = [line.strip() for line in _printed.getvalue().splitlines() if line.strip()][-1:]  # its last line
-    raise ImportError(f"{error} ({_why[0][:300] if _why else 'nothing printed'})") from error
-sys.stderr.write(_printed.getvalue())  # what it printed when it loaded: its own warnings, as before
+    raise ImportError(f"{error} ({type(_dropped[-1]).__name__}: {_dropped[-1]})" if _dropped else str(error)) \
+        from (_dropped[-1] if _dropped else error)
+finally:
+    sys.excepthook = _excepthook
+for _value in _dropped:  # printed while numba loaded: shown as before
+    _excepthook(type(_value), _value, _value.__traceback__)
 
 try:  # numba's internals (its cache locators, its cache folder): they may move between releases
     from numba.core import caching as _caching
