@@ -194,22 +194,34 @@ def _process_start_ns() -> int:
 _PROCESS_START_NS = _process_start_ns()
 
 
+def _copied(record):
+    """A copy of one of the records above, taken again when another thread (Ray starting beside a fit) added to it
+    while it was copied: "dictionary changed size during iteration" ended a run in a full test run."""
+    for _ in range(100):
+        try:
+            return record.copy()
+        except RuntimeError:
+            continue
+    return record.copy()
+
+
 def noted_files() -> list[str]:
     """Every source file noted so far: each module's file as its code ran, and each source file opened for reading
     (``engine.storage.fitted_code`` keeps those from outside the cache key's digests with a run)."""
-    return sorted({*_LOADED, *_OPENED})
+    return sorted({*_copied(_LOADED), *_copied(_OPENED)})
 
 
 def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str, str]]]:
     """The files opened for reading that ``noted_files`` leaves out and this process never opened for writing, each
     with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name)."""
-    written = set(_WRITTEN)
-    return {file: set(stacks) for file, stacks in list(_READ.items()) if file not in written}, set(_COMPILED)
+    written = _copied(_WRITTEN)
+    return ({file: _copied(stacks) for file, stacks in _copied(_READ).items() if file not in written},
+            _copied(_COMPILED))
 
 
 def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:
     """The texts compiled and bytes unmarshalled during a fit or under topicaudit's calls (``_FROM_TEXT``)."""
-    return dict(_FROM_TEXT)
+    return _copied(_FROM_TEXT)
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:
@@ -253,7 +265,7 @@ def changed_files(paths, names=None) -> list[str]:
     wanted = set(paths)
     names = {os.path.basename(path) for path in wanted} | set(names or ())
     found = []
-    for path, recorded in [*list(_LOADED.items()), *list(_OPENED.items())]:
+    for path, recorded in [*_copied(_LOADED).items(), *_copied(_OPENED).items()]:
         try:
             if os.path.basename(path) not in names or os.path.realpath(path) not in wanted:
                 continue

@@ -203,3 +203,33 @@ def test_a_plug_in_whose_file_is_a_link_of_another_name(tmp_path, monkeypatch):
         assert entry != stale_plugin.fresh_process_entry(tmp_path / "site", tmp_path / "cache", SETTINGS) and said
     finally:
         sys.modules.pop("staleloaded", None)
+
+
+class _ChangedWhileCopied(dict):
+    """A record another thread adds to while it is read, once (a full test run: Ray starting beside a fit)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.changes = 1
+
+    def _changing(self):
+        if self.changes:
+            self.changes -= 1
+            raise RuntimeError("dictionary changed size during iteration")
+
+    def items(self):
+        self._changing()
+        return super().items()
+
+    def copy(self):
+        self._changing()
+        return dict(self)
+
+
+def test_a_record_another_thread_adds_to_while_it_is_read_is_read_again(monkeypatch):
+    """``read_and_compiled`` ended a run with "dictionary changed size during iteration"."""
+    monkeypatch.setattr(loaded_code, "_READ", _ChangedWhileCopied({"/x/data.txt": {("/x/reader.py",)}}))
+    monkeypatch.setattr(loaded_code, "_LOADED", _ChangedWhileCopied({"/x/module.py": [(1, 2, 3, 4, 5)]}))
+    read, _ = loaded_code.read_and_compiled()
+    assert read == {"/x/data.txt": {("/x/reader.py",)}}
+    assert "/x/module.py" in loaded_code.noted_files()
