@@ -111,7 +111,7 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "            or _lib(getattr(_m, '__file__', None) or '<frozen>')): continue\n"
           "    for _k, _v in list(vars(_m).items()):\n"
           "        if _theirs(_v) or isinstance(_v, type) and any(_theirs(x) for x in list(vars(_v).values())):\n"
-          "            hooks.append(f'{_n}:{_k} replaced by start-up code'); break\n"
+          "            hooks.append(f'replaced:{_n}.{_k} by start-up code'); break\n"
           "import hashlib\n"
           "texts = sorted(hashlib.sha256(t).hexdigest() for t in texts)\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
