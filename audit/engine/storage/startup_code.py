@@ -32,8 +32,32 @@ _MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may pr
 _PATIENCE = 120.0  # seconds a start may take before it is not keyed
 _MOST = 1 << 24  # bytes of a start's output kept: the answer is at its end
 _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n"  # its hook only records
-          "opened, audited = [], []\n"
+          "opened, audited, texts, environ = [], [], [], {}\n"
+          "_STD = os.path.dirname(os.__file__) + os.sep\n"  # the standard library's own code (not site-packages)
+          "def _std(n):\n"
+          "    return n.startswith('<frozen') or n.startswith(_STD) and 'site-packages' not in n\\\n"
+          "        and 'dist-packages' not in n\n"
+          "def _outside():\n"  # code of the start's own (not site, not this probe's frame) on the stack
+          "    f = sys._getframe(2)\n"
+          "    while f is not None and f.f_back is not None:\n"
+          "        if not _std(f.f_code.co_filename): return True\n"
+          "        f = f.f_back\n"
+          "    return False\n"
+          "_E = type(os.environ)\n"
+          "_get, _iter = _E.__getitem__, _E.__iter__\n"
+          "def _getitem(self, key):\n"  # an environment variable start-up code reads (get, in, getenv)
+          "    if _outside():\n"
+          "        try: environ[repr(key)] = repr(_get(self, key))\n"
+          "        except KeyError: environ[repr(key)] = 'absent'\n"
+          "    return _get(self, key)\n"
+          "def _iterate(self):\n"  # the whole environment read (copy, items, iteration)
+          "    if _outside(): environ['*'] = repr(sorted(self._data.items()))\n"
+          "    return _iter(self)\n"
+          "_E.__getitem__, _E.__iter__ = _getitem, _iterate\n"
           "def _seen(event, args):\n"
+          "    if event in ('compile', 'marshal.loads') and args and isinstance(args[0], (str, bytes))\\\n"
+          "            and not _std(sys._getframe(1).f_code.co_filename):\n"
+          "        texts.append(args[0] if isinstance(args[0], bytes) else args[0].encode('utf-8', 'surrogatepass'))\n"
           "    if event == 'sys.addaudithook' and sys._getframe(1).f_globals.get('__name__') != _OWN:\n"
           "        audited.append(event)\n"
           "    if event == 'open' and isinstance(args[0], str) and (\n"
@@ -43,7 +67,9 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "sys.addaudithook(_seen)\n"
           "sys.argv[:] = sys.argv[1:]\n"  # the command line this process's start had (``_start_argv``)
           "import site\n"
+          "_BEFORE = list(sys.path)\n"  # PYTHONPATH's folders: what site adds is the installed libraries' folders
           "site.main()\n"
+          "_E.__getitem__, _E.__iter__ = _get, _iter\n"
           "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
           "files |= {f for f in opened if os.path.isfile(f) and not f.startswith(('/proc/', '/sys/'))}\n"
           "files = sorted(files - {''})\n"
@@ -59,11 +85,41 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "hooks += ['sys.setprofile:a profile function'] if sys.getprofile() or _t and _t.getprofile() else []\n"
           "hooks += ['sys.settrace:a trace function'] if sys.gettrace() or _t and _t.gettrace() else []\n"
           "if type(sys.modules) is not dict: hooks.append('sys.modules:' + _named(type(sys.modules)))\n"
+          "import types\n"  # a library's (or topicaudit's) function replaced by start-up code's function
+          "_SITES = tuple(os.path.join(os.path.realpath(p), '') for p in [*site.getsitepackages(),\\\n"  # and .pth's
+          "    site.getusersitepackages(), *(p for p in sys.path if p not in _BEFORE and os.path.isdir(p))])\n"
+          "def _lib(n): return _std(n) or os.path.realpath(n).startswith(_SITES)\n"
+          "def _theirs(v):\n"  # a function of a start-up file, also behind a method, partial or callable object
+          "    for _ in range(6):\n"
+          "        c = getattr(v, '__code__', None)\n"
+          "        if isinstance(c, types.CodeType):\n"
+          "            return c.co_filename in _own\n"
+          "        try:\n"
+          "            w = getattr(v, '__func__', None) or getattr(v, 'func', None) or (None if isinstance(v, type)\\\n"
+          "                else getattr(type(v), '__call__', None))\n"
+          "        except Exception:\n"
+          "            return False\n"
+          "        if w is None or w is v: return False\n"
+          "        v = w\n"
+          "    return False\n"
+          "def _ta(n): return n == 'topicaudit' or n.startswith('topicaudit.')\n"
+          "_CUSTOM = ('sitecustomize', 'usercustomize')\n"  # wherever they are
+          "_own = {f for n, m in list(sys.modules.items()) if not _ta(n) and n != '__main__'\\\n"  # the start's files
+          "        and isinstance(f := getattr(m, '__file__', None), str) and (not _lib(f) or n in _CUSTOM)}\n"
+          "for _n, _m in list(sys.modules.items()):\n"
+          "    if _n in ('sys', '__main__', *_CUSTOM) or not (_ta(_n)\\\n"
+          "            or _lib(getattr(_m, '__file__', None) or '<frozen>')): continue\n"
+          "    for _k, _v in list(vars(_m).items()):\n"
+          "        if _theirs(_v) or isinstance(_v, type) and any(_theirs(x) for x in list(vars(_v).values())):\n"
+          "            hooks.append(f'replaced:{_n}.{_k} by start-up code'); break\n"
+          "import hashlib\n"
+          "texts = sorted(hashlib.sha256(t).hexdigest() for t in texts)\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
           "    hooks.append('builtins.__import__:' + _named(builtins.__import__))\n"
           "custom = {n: os.path.abspath(sys.modules[n].__file__) for n in ('sitecustomize', 'usercustomize')\n"
           "          if getattr(sys.modules.get(n), '__file__', None)}\n"
-          "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks, 'custom': custom}))\n")
+          "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks, 'custom': custom,\n"
+          "                                            'texts': texts, 'environ': sorted(environ.items())}))\n")
 # The import machinery a start leaves that changes no code: importlib's own finders and path hooks, setuptools'
 # distutils shim and editable-install finders, virtualenv's distutils patch.
 STANDARD_HOOKS = ("_frozen_importlib:", "_frozen_importlib_external:", "zipimport:", "_distutils_hack:",
@@ -117,6 +173,7 @@ def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str
         answer = output.decode("utf-8", errors="replace").rpartition(_MARK)
         found = json.loads(answer[2]) if returncode == 0 and answer[1] else None
         files, hooks, custom = found["files"], found["hooks"], found["custom"]
+        ran = json.dumps([found["texts"], found["environ"]])
     except (OSError, ValueError, subprocess.SubprocessError, TypeError, KeyError):
         files = hooks = custom = None
     if not isinstance(files, list) or not isinstance(hooks, list) or not isinstance(custom, dict):
@@ -129,16 +186,21 @@ def _asked(flags: list[str], where: str, argv: list[str]) -> tuple[dict[str, str
         # after it (XIX-zg, S6); so may a thread it leaves running, which can read and run a file before
         # topicaudit's audit hook sees any read (XIX-zk, T21); so may a profile or trace function, called at every
         # call of the fit, which ran code from an environment variable: the run it fitted was kept, noted as
-        # code no later process can check, but a run fitted without it was reused (XIX-zm). No run is kept for
-        # reuse in such a start.
+        # code no later process can check, but a run fitted without it was reused (XIX-zm); so may a function of a
+        # start-up file set in a library's or topicaudit's place (a learner's fit, importlib.import_module), whose
+        # work a file's existence or a variable read only in the fit chooses, none of which the key holds (XIX-zn,
+        # E4, E5, E9). No run is kept for reuse in such a start.
         warnings.warn(f"code Python runs at every start here installs an import hook, a profile or trace function, "
-                      f"or leaves a thread running "
+                      f"replaces a library's or topicaudit's function, or leaves a thread running "
                       f"({', '.join(unknown[:3])}), which can change any module as it is imported or run other code "
                       "unseen; no run is reused from the run cache in "
                       "this environment (docs/check.md#the-run-cache-ci-runs-that-reuse-what-they-can)",
                       RuntimeWarning, stacklevel=4)
         return {}, custom
-    modules = hashlib.sha256()
+    # Start-up code's behaviour is its files' only for the same inputs: text it compiled from no file (an environment
+    # variable, another process's output) and the environment variables it read choose what it does, and a run of
+    # one was reused by a start with the other (hostile pass XIX-zn, E2, E3, E6).
+    modules = hashlib.sha256(ran.encode())
     for file in files:
         modules.update(str(file).encode() + b"\0")
         try:
