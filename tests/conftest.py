@@ -169,8 +169,24 @@ class SharedRay:
             session.close()
 
 
+# Tests that took over 4 s each in a full run on 2 cores (tests/slow_tests.txt says which run): marked slow, so the
+# default run (CI's) keeps to its time; `bash tests/run.sh -m slow` runs them, as the benchmarks record.
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def _listed_slow() -> set[str]:
+    lines = SLOW_TESTS.read_text(encoding="utf-8").splitlines() if SLOW_TESTS.is_file() else []
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m 'not slow'`` deselects by mark
 def pytest_collection_modifyitems(items):
-    """Tests that need Ray uninitialised (``own_ray``) run last, so the shared instance starts only once."""
+    """Tests listed in tests/slow_tests.txt (a test's id, or its function's for every parameter) are marked slow;
+    tests that need Ray uninitialised (``own_ray``) run last, so the shared instance starts only once."""
+    slow = _listed_slow()
+    for item in items:
+        if item.nodeid in slow or item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: "own_ray" in getattr(item, "fixturenames", ()))
 
 
