@@ -174,6 +174,7 @@ def test_a_powerless_audit_is_told_the_canaries_that_reach_95_percent_power(tmp_
     assert "**power " in md and "if the mechanism leaked twice as much as claimed" in md
 
 
+@pytest.mark.slow  # reads the run the test above makes, which tests/slow_tests.txt marks slow
 def test_the_cards_headline_names_the_count_too(saturated_run):
     """After the test above: the card's headline (claim ε = 5, check's) quantifies its remedy as check does."""
     from topicaudit.reports.collect import read_run
