@@ -92,10 +92,14 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "def _theirs(v):\n"  # a function of a start-up file, also behind a method, partial or callable object
           "    for _ in range(6):\n"
           "        c = getattr(v, '__code__', None)\n"
-          "        if isinstance(c, types.CodeType):\n"
-          "            return c.co_filename in _own\n"
-          "        try:\n"
-          "            w = getattr(v, '__func__', None) or getattr(v, 'func', None) or (None if isinstance(v, type)\\\n"
+          "        if isinstance(c, types.CodeType):\n"  # a library's wrapper function: what it wraps (singledispatch)
+          "            if c.co_filename in _own: return True\n"
+          "            w = getattr(v, '__wrapped__', None)\n"
+          "            if w is None or w is v: return False\n"
+          "            v = w; continue\n"
+          "        try:\n"  # a property's getter, lru_cache's __wrapped__ (hostile pass XIX-zo)
+          "            w = getattr(v, '__func__', None) or getattr(v, 'func', None) or getattr(v, 'fget', None)\\\n"
+          "                or getattr(v, '__wrapped__', None) or (None if isinstance(v, type)\\\n"
           "                else getattr(type(v), '__call__', None))\n"
           "        except Exception:\n"
           "            return False\n"
@@ -112,6 +116,8 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "    for _k, _v in list(vars(_m).items()):\n"
           "        if _theirs(_v) or isinstance(_v, type) and any(_theirs(x) for x in list(vars(_v).values())):\n"
           "            hooks.append(f'replaced:{_n}.{_k} by start-up code'); break\n"
+          "    if type(_m) is not types.ModuleType and any(_theirs(x) for x in list(vars(type(_m)).values())):\n"
+          "        hooks.append(f'replaced:{_n}.__class__ by start-up code')\n"
           "import hashlib\n"
           "texts = sorted(hashlib.sha256(t).hexdigest() for t in texts)\n"
           "if not type(builtins.__import__).__name__ == 'builtin_function_or_method':\n"
