@@ -25,7 +25,7 @@ SELF = PATCHES["on"] + "import sys\napply(sys.modules['topicaudit.targets.learne
 HARMLESS = "x = 1\n"
 
 START = """
-import sys, marshal, pickle
+import marshal, os, pickle, subprocess, sys
 def _load(module):
 {body}
 def _profile(frame, event, arg):

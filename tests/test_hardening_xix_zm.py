@@ -16,20 +16,8 @@ import pytest
 from topicaudit import loaded_code
 from topicaudit.engine.storage import fitted_code, run_cache
 from test_hardening_xix_zh import _check  # noqa: E402 - the zh pass's `check` runner
-from test_hardening_xix_zk import HARMLESS, SELF  # noqa: E402 - the patch's text, and a text that patches nothing
+from test_hardening_xix_zk import HARMLESS, SELF, START  # noqa: E402 - the patch, a harmless text, the profiling start
 
-START = """
-import os, subprocess, sys
-def _load(module):
-{body}
-def _profile(frame, event, arg):
-    module = sys.modules.get("topicaudit.targets.learners.lda")
-    if event == "call" and module is not None and hasattr(module, "VariationalLDA") and not getattr(module, "_ci", 0):
-        module._ci = True
-        sys.setprofile(None)
-        _load(module)
-sys.setprofile(_profile)
-"""
 # T8: the code held in an environment variable; T20: printed by another process reading the file.
 FROM_ENVIRONMENT = '    exec(os.environ.get("ZK_CODE", ""), {{}})'
 FROM_PROCESS = '    exec(subprocess.run(["cat", {file!r}], capture_output=True).stdout, {{}})'
