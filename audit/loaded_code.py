@@ -53,6 +53,21 @@ _STANDARD = os.path.dirname(os.__file__) + os.sep
 GENERATORS = ("/dataclasses.py", "/collections/__init__.py", "/typing.py")
 _FITS = [0]
 _FITS_LOCK = threading.Lock()
+# The top-level module names looked for while a fit runs (any thread): a library's optional import during the fit
+# (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
+# on PYTHONPATH, or nothing (hostile pass XIX-zo, V9, V22); ``engine.storage.fitted_code`` records where each is found.
+_FIT_IMPORTS: set[str] = set()
+
+
+class _FitImports:
+    """A finder first on ``sys.meta_path`` that finds nothing and notes each top-level name looked for during a fit:
+    ``importlib.import_module`` raises no "import" audit event, an import statement does (both are noted)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if path is None and _FITS[0] > 0 and isinstance(name, str):
+            _FIT_IMPORTS.add(name.partition(".")[0])
+        return None
 
 
 @contextlib.contextmanager
@@ -94,7 +109,11 @@ def _reading(args: tuple) -> bool:
 
 def _on_audit(event: str, args: tuple) -> None:
     # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
-    # and a source file opened by the process's own code.
+    # a source file opened by the process's own code, texts compiled, and names imported during a fit.
+    if event == "import":
+        if _FITS[0] > 0 and args and isinstance(args[0], str):
+            _FIT_IMPORTS.add(args[0].partition(".")[0])
+        return
     if event in ("compile", "marshal.loads") and args and isinstance(args[0], (bytes, str)):
         try:
             text = args[0].encode("utf-8", "surrogatepass") if isinstance(args[0], str) else args[0]
@@ -224,6 +243,11 @@ def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:
     return _copied(_FROM_TEXT)
 
 
+def imported_during_fits() -> set[str]:
+    """The top-level module names imported, or looked for and not found, while a fit ran in this process."""
+    return set(_copied(_FIT_IMPORTS))
+
+
 def changed_since_loaded(module: types.ModuleType) -> bool:
     """Whether ``module``'s file is no longer the file its code was loaded from (edited, replaced, removed).
     A module with no file is never changed."""
@@ -326,4 +350,5 @@ def install() -> None:
     """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):
         sys.addaudithook(_on_audit)
+        sys.meta_path.insert(0, _FitImports)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]

@@ -55,14 +55,14 @@ def learner_refused(target, error: ValueError, what: str = "this corpus") -> Use
     return UserError(f"the learner ({learner}) could not fit {what}: {cause}")
 
 
-def _fitted(ray, ref, target, worker_warnings: WorkerWarnings) -> tuple[Release, float, str]:
+def _fitted(ray, ref, target, worker_warnings: WorkerWarnings) -> tuple[Release, float, str, dict[str, str]]:
     """A fit task's result, its warnings reported."""
     try:
-        release, seconds, node, messages = ray.get(ref)
+        release, seconds, node, messages, loaded = ray.get(ref)
     except ValueError as error:
         raise learner_refused(target, error) from None
     worker_warnings.add(messages)
-    return release, seconds, node
+    return release, seconds, node, loaded
 
 
 def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash: str, progress: Progress,
@@ -75,8 +75,8 @@ def _collect_fits(ray, run: RunDirectory, target, pending: dict, releases, chash
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         key = pending.pop(done[0])
-        releases[key], fit_seconds, node = _fitted(ray, done[0], target, worker_warnings)
-        run.save_model(key, releases[key], chash, fit_seconds, node)
+        releases[key], fit_seconds, node, loaded = _fitted(ray, done[0], target, worker_warnings)
+        run.save_model(key, releases[key], chash, fit_seconds, node, loaded)
         seconds += fit_seconds
         progress.advance()
     progress.close()
@@ -157,9 +157,9 @@ def fit_and_score_plan(ray, exp: Experiment, X_ref, scored_ref, quiet: bool, wor
     prefitted = prefitted or {}
 
     def keep(result: tuple, row: int, key, where: str = "in a Ray worker") -> Release:
-        release, seconds, node, statistics, score_seconds, messages = result
+        release, seconds, node, statistics, score_seconds, messages, loaded = result
         worker_warnings.add(messages, where)
-        run.save_model(key, release, chash, seconds, node)
+        run.save_model(key, release, chash, seconds, node, loaded)
         rows[row] = statistics
         timings["fit_cpu"] += seconds
         timings["statistics_cpu"] += score_seconds
@@ -274,12 +274,12 @@ def fit_canary_releases(ray, exp: Experiment, quiet: bool, worker_warnings: Work
             pending[one_cpu_task(ray, fit_release).remote(exp.target, X_train, rows, seed, None, exp.observe)] = name
             continue
         try:
-            releases[name], fit_seconds, node, messages = fit_release(exp.target, X_train, rows, seed, None,
-                                                                      exp.observe)
+            releases[name], fit_seconds, node, messages, loaded = fit_release(exp.target, X_train, rows, seed,
+                                                                              None, exp.observe)
         except ValueError as error:
             raise learner_refused(exp.target, error, "the canary training set") from None
         worker_warnings.add(messages, "in the canary fit")
-        run.save_model(name, releases[name], chash, fit_seconds, node)
+        run.save_model(name, releases[name], chash, fit_seconds, node, loaded)
         seconds += fit_seconds
     progress = Progress("canary releases", len(jobs), quiet=quiet or len(jobs) == 1)
     progress.done = len(jobs) - len(pending)

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from topicaudit.attacks.statistics import model_statistics
 from topicaudit.attacks.zeta import warmup
+from topicaudit.engine.storage.fitted_code import loaded_outside
 from topicaudit.errors import developer_warning
 from topicaudit.loaded_code import fitting
 from topicaudit.targets.base import Release
@@ -35,8 +36,10 @@ def recorded_warnings():
 
 def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
                 vocabulary: np.ndarray | None, observe: np.ndarray | None = None, *, in_ray: bool = True
-                ) -> tuple[Release, float, str, list[str]]:
-    """The release, its fit's CPU seconds, the id of the Ray node that fitted it ("" outside Ray), its warnings.
+                ) -> tuple[Release, float, str, list[str], dict[str, str]]:
+    """The release, its fit's CPU seconds, the id of the Ray node that fitted it ("" outside Ray), its warnings, and
+    the code this process loaded from outside the cache key (``fitted_code.loaded_outside``: a worker's own imports
+    during the fit are no driver's).
 
     CPU time of this process (every thread of it), so the run's ``*_cpu``
     timings are CPU time wherever the fit ran, not the wall time of a task.
@@ -50,7 +53,7 @@ def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
             else target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray") if in_ray else None  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
-    return release, clock() - start, node, messages
+    return release, clock() - start, node, messages, loaded_outside()
 
 
 def warm_up(target) -> None:
@@ -69,19 +72,19 @@ def statistics_batch(X: sp.csr_matrix, releases: list[Release], tol: float
 
 def fit_and_score(target, X: sp.csr_matrix, rows: np.ndarray, seed: int, vocabulary: np.ndarray | None,
                   X_scored: sp.csr_matrix, tol: float, *, in_ray: bool = True
-                  ) -> tuple[Release, float, str, dict[str, np.ndarray], float, list[str]]:
+                  ) -> tuple[Release, float, str, dict[str, np.ndarray], float, list[str], dict[str, str]]:
     """Fit one model and compute its statistics on X_scored in the same worker.
 
     Φ then travels to the driver once (to be saved) and never back out to a
     statistics task. Returns the release, fit seconds, node, the statistics
-    (name → (documents,)), their seconds and the warnings raised.
+    (name → (documents,)), their seconds, the warnings raised and the code loaded (``fit_release``).
     """
-    release, seconds, node, messages = fit_release(target, X, rows, seed, vocabulary, in_ray=in_ray)
+    release, seconds, node, messages, loaded = fit_release(target, X, rows, seed, vocabulary, in_ray=in_ray)
     clock = time.process_time if in_ray else time.thread_time
     start = clock()
     with recorded_warnings() as more:
         statistics = model_statistics(release.dense_phi(X_scored.shape[1]), X_scored, tol)
-    return release, seconds, node, statistics, clock() - start, messages + more
+    return release, seconds, node, statistics, clock() - start, messages + more, loaded
 
 
 def fit_and_score_sharing_vocabulary(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,

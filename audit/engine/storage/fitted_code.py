@@ -9,6 +9,12 @@ module, a file the process read and compiled (``exec(open(path).read())``), or a
 code in any other form (stripped, unmarshalled, unpickled: XIX-zk), so the fitting process lists those files
 outside the standard library, topicaudit's own source and the keyed libraries, with their digests (results.json,
 ``target.loaded_code``), and a finished run is reused only while each still has that content.
+
+A file's content says nothing of whether another process would load it: a library's optional import during the fit
+(numba's ``cffi`` while it compiles) runs whatever the process's path finds first, a file in the working directory or
+on PYTHONPATH, and a process started elsewhere finds another file, or none (hostile pass XIX-zo, V9, V22). So the
+record also holds where each top-level name the fit imported, or looked for, is found (``import NAME``), and where each
+listed module's name is (``module NAME``); a run is reused only where those names are found in the same places.
 """
 from __future__ import annotations
 
@@ -37,6 +43,13 @@ UNCHECKABLE = "uncheckable"
 # A text is looked for in the files listed up to this size, and only when some code asked for one to run.
 _LARGEST_SEARCHED = 64 * 2**20
 _WARNED: set[str] = set()
+# Entries of a record naming a module rather than a file: ``import NAME``, a top-level name a fit imported or looked
+# for, checked in every later process; ``module NAME``, the name of a listed module loaded outside a fit, checked
+# where a process has loaded that name too (a script's or test's own modules are not every process's).
+IMPORT, MODULE = "import ", "module "
+# Where a name is found, besides a file's path: a place the key holds (the standard library, topicaudit's source, a
+# keyed library, the interpreter's built-in and frozen modules), nowhere, or by a finder that failed.
+IN_THE_KEY, ABSENT, UNFINDABLE = "a place the key holds", "absent", "unfindable"
 # Digests taken in this process, by the file's identity (device, inode, size, times): a run saves many models.
 _DIGESTS: dict[tuple, str] = {}
 
@@ -63,7 +76,65 @@ def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
         if not _keyed_elsewhere(path, set(keyed)):
             found[str(path)] = _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
+    found.update(_names(found))
     return found
+
+
+def _names(listed: dict[str, str]) -> dict[str, str]:
+    """``import NAME`` for each top-level name imported or looked for during a fit in this process, and ``module
+    NAME`` for each other top-level module loaded from a listed file, each with where it is found (``where``)."""
+    found = {f"{IMPORT}{name}": where(name) for name in sorted(loaded_code.imported_during_fits())
+             if name not in _NOT_NAMES}
+    for name, module in sorted(list(sys.modules.items())):
+        file = getattr(module, "__file__", None)
+        if "." not in name and name not in _NOT_NAMES and f"{IMPORT}{name}" not in found and isinstance(file, str) \
+                and os.path.abspath(file) in listed:
+            found[f"{MODULE}{name}"] = where(name)
+    return found
+
+
+# The scripts a process runs: named by how it started, not found on its path.
+_NOT_NAMES = ("__main__", "__mp_main__")
+
+
+def where(name: str) -> str:
+    """Where this process loads the top-level module ``name`` from: the file of the module loaded under that name,
+    else what the import system's finders give (the finders' own order: the working directory, PYTHONPATH, the
+    installed folders); a path, or ``IN_THE_KEY``, ``ABSENT``, ``UNFINDABLE``, ``namespace …`` (a package of
+    folders)."""
+    file = getattr(sys.modules.get(name), "__file__", None)
+    if isinstance(file, str):
+        return _placed(file)
+    spec = _spec(name)
+    if spec is None or isinstance(spec, str):
+        return spec or ABSENT
+    if spec.origin in ("built-in", "frozen"):
+        return IN_THE_KEY
+    if isinstance(spec.origin, str) and spec.has_location:
+        return _placed(spec.origin)
+    folders = [str(folder) for folder in (spec.submodule_search_locations or [])]
+    return "namespace " + os.pathsep.join(sorted({_placed(folder) for folder in folders})) if folders else ABSENT
+
+
+def _spec(name: str):
+    """The spec the first finder of ``sys.meta_path`` to know ``name`` gives (None: none does), as an import would
+    find it; ``UNFINDABLE`` when a finder fails."""
+    for finder in list(sys.meta_path):
+        find = getattr(finder, "find_spec", None)
+        if find is None or finder is loaded_code._FitImports:
+            continue
+        try:
+            spec = find(name, None)
+        except Exception:  # noqa: BLE001 - a finder's failure is what an import here would meet
+            return UNFINDABLE
+        if spec is not None:
+            return spec
+    return None
+
+
+def _placed(file: str) -> str:
+    path = Path(os.path.abspath(file))
+    return IN_THE_KEY if _keyed_elsewhere(path, set(KEYED)) else str(path)
 
 
 def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
@@ -155,14 +226,15 @@ def _digest_here(path: Path) -> str:
 
 
 def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
-    """The files of ``recorded`` (``loaded_outside`` when the run was fitted) whose content is not what it was, and
-    the files of modules this process loaded under a recorded file's name from elsewhere: a start-up file choosing
-    its patch's folder by an environment variable ran another ci_patches.py, and the run of the first was reused
-    (hostile pass XIX-zh, T13); names=False: the recorded files' content alone."""
+    """The entries of ``recorded`` (``loaded_outside`` when the run was fitted) not as they were (a file's content,
+    where a name is found), and the files of modules this process loaded under a recorded file's name from
+    elsewhere: a start-up file choosing its patch's folder by an environment variable ran another ci_patches.py, and
+    the run of the first was reused (hostile pass XIX-zh, T13); names=False: the recorded entries alone."""
     recorded = recorded or {}
-    found = {file for file, digest in recorded.items() if digest == UNCHECKABLE or file_digest(Path(file)) != digest}
+    present = now(recorded)
+    found = {entry for entry, value in recorded.items() if value == UNCHECKABLE or present[entry] != value}
     tails = {"/".join(Path(file).parts[at:]) for file in recorded if recorded[file] != UNCHECKABLE
-             for at in range(1, len(Path(file).parts))}
+             and not file.startswith((IMPORT, MODULE)) for at in range(1, len(Path(file).parts))}
     for name, module in list(sys.modules.items()) if names else []:
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and os.path.abspath(file) not in recorded:
@@ -170,6 +242,22 @@ def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
             if tail is not None and tail in tails and not _keyed_elsewhere(Path(os.path.abspath(file)), set(KEYED)):
                 found.add(os.path.abspath(file))
     return sorted(found)
+
+
+def now(recorded: dict[str, str]) -> dict[str, str]:
+    """Each entry of a record as this process finds it: a file's digest, where a name is found (a ``module NAME``
+    this process has not loaded: as recorded)."""
+    found = {}
+    for entry, value in recorded.items():
+        if entry.startswith(IMPORT):
+            found[entry] = where(entry[len(IMPORT):])
+        elif entry.startswith(MODULE):
+            name = entry[len(MODULE):]
+            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str)
+            found[entry] = where(name) if loaded else value
+        else:
+            found[entry] = value if value == UNCHECKABLE else file_digest(Path(entry))
+    return found
 
 
 def _tail(name: str, path: Path) -> str | None:

@@ -191,9 +191,10 @@ def cached_run_dir(config: Config, root: Path, unkeyed: bool = False) -> Path:
     """The run directory of this configuration in the cache ``root`` (``unkeyed``: one never found again).
 
     A run whose fit loaded code from outside the key (``fitted_code``: imported later by something a start left, a
-    thread, a profiler, a planted finder) names those files in its results; when one of them has changed, the run
-    is another code's, and the entry for this code is the one keyed by their content now as well (hostile pass
-    XIX-zh): each content of that code has its own entry, found again by every process that runs it. After a run
+    thread, a profiler, a planted finder) names those files in its results, and where the names it imported are
+    found; when one of them has changed, the run is another code's, and the entry for this code is the one keyed by
+    their content (and places) now as well (hostile passes XIX-zh, XIX-zo): each content of that code has its own
+    entry, found again by every process that runs it. After a run
     whose fit ran code from no file (``fitted_code.UNCHECKABLE``, XIX-zk T8), this one goes where none looks."""
     payload = json.dumps(cache_key(config, unkeyed), sort_keys=True, default=str)
     label = learner_label(config.target.learner)
@@ -205,8 +206,7 @@ def cached_run_dir(config: Config, root: Path, unkeyed: bool = False) -> Path:
             return path
         if fitted_code.UNCHECKABLE in recorded.values():
             break  # code from no file ran in that fit: whatever this run's code, no later one can find it so
-        now = {file: fitted_code.file_digest(Path(file)) for file in sorted(recorded)}
-        payload = json.dumps([payload, now], sort_keys=True)
+        payload = json.dumps([payload, fitted_code.now(recorded)], sort_keys=True)
     return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{secrets.token_hex(8)}"
 
 

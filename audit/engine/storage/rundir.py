@@ -53,6 +53,9 @@ class RunDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.models = self.path / "models"
+        # what the processes that fitted this run's models loaded from outside the cache key (saved and reloaded
+        # models' records, ``fitted_code.loaded_outside``): results.json's ``target.loaded_code`` holds it all
+        self.loaded_code: dict[str, str] = {}
 
     # -- identity -----------------------------------------------------------
     def stored_hash(self) -> str | None:
@@ -160,9 +163,10 @@ class RunDirectory:
         return self.models / ("target.npz" if index is None else f"shadow-{index + 1:04d}.npz")
 
     def save_model(self, index: int | str | None, release: Release, config_hash: str, seconds: float,
-                   node: str = "") -> None:
+                   node: str = "", loaded: dict[str, str] | None = None) -> None:
         """One model file; the learner's ``info`` (if any) as a JSON string array ``info``;
-        ``node``: the id of the Ray node that fitted it."""
+        ``node``: the id of the Ray node that fitted it; ``loaded``: the code the fitting process loaded from
+        outside the cache key (a Ray worker's), kept with this process's."""
         extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
         if release.transcript is not None:
             extra.update(transcript_arrays(release.transcript))
@@ -170,7 +174,9 @@ class RunDirectory:
             extra["node"] = np.str_(node)
         # the code files loaded from outside the cache key when it was saved: a run killed mid-way under a start-up
         # patch, resumed after the patch changed, rescored its model as the new code's (hostile pass XIX-zh, T12)
-        extra["loaded_code"] = np.str_(json.dumps(fitted_code.loaded_outside(), sort_keys=True))
+        code = {**fitted_code.loaded_outside(), **(loaded or {})}
+        self.loaded_code.update(code)
+        extra["loaded_code"] = np.str_(json.dumps(code, sort_keys=True))
         path = self.model_path(index)
         digest = atomic_write_bytes(path, lambda handle: np.savez(
             handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
@@ -231,6 +237,8 @@ class RunDirectory:
             raise UserError(f"{path} holds the model {slot!r}, not {path.stem!r}: it was copied or renamed; "
                             "delete it to refit that model")
         check_release(path, release, n_topics, n_words)
+        if isinstance(code, dict):
+            self.loaded_code.update({str(entry): str(value) for entry, value in code.items()})
         return release, seconds
 
     def _remove_model(self, path: Path) -> None:

@@ -127,9 +127,10 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "sys.stdout.write('\\n' + _MARK + json.dumps({'files': files, 'hooks': hooks, 'custom': custom,\n"
           "                                            'texts': texts, 'environ': sorted(environ.items())}))\n")
 # The import machinery a start leaves that changes no code: importlib's own finders and path hooks, setuptools'
-# distutils shim and editable-install finders, virtualenv's distutils patch.
+# distutils shim and editable-install finders, virtualenv's distutils patch, and topicaudit's own (a start that
+# imports topicaudit installs it: it notes the names a fit imports and finds nothing, ``loaded_code``).
 STANDARD_HOOKS = ("_frozen_importlib:", "_frozen_importlib_external:", "zipimport:", "_distutils_hack:",
-                  "__editable___", "_virtualenv:")
+                  "__editable___", "_virtualenv:", "topicaudit.loaded_code:_FitImports")
 # per executable, flags, working directory, command line and environment: asked once per process; with the files of
 # the sitecustomize and usercustomize that start ran
 _ASKED: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
