@@ -34,12 +34,12 @@ _LOADED: dict[str, list[tuple[int, ...]]] = {}
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
 # Every file opened for reading (any suffix), with the code files of the calls that opened it (each stack, opener
-# first), and the SHA-256 of each source compiled from text with its file name: code a process runs from a file it
-# read, ``exec(open(path).read())`` (hostile pass XIX-zh), and a file read then turned into code some other way
-# (stripped, unmarshalled, unpickled: XIX-zk) by whoever opened it (``engine.storage.fitted_code``).
+# first), and the SHA-256 of each source compiled from text with its file name and size: code a process runs from a
+# file it read, ``exec(open(path).read())`` (hostile pass XIX-zh), and a file read then turned into code some other
+# way (stripped, unmarshalled, unpickled: XIX-zk) by whoever opened it (``engine.storage.fitted_code``).
 _READ: dict[str, set[tuple[str, ...]]] = {}
 _WRITTEN: set[str] = set()
-_COMPILED: set[tuple[str, str]] = set()
+_COMPILED: set[tuple[str, str, int]] = set()
 _DEEPEST = 200
 # Each text compiled and each bytes unmarshalled while a fit runs, or under a call of topicaudit's own (its stack
 # holds a file of this folder), by (SHA-256, stack as ``_openers``, whether a fit ran): code that reaches the fit
@@ -120,7 +120,7 @@ def _on_audit(event: str, args: tuple) -> None:
             digest = None  # an import's cached bytecode, unmarshalled, is not hashed
             if event == "compile":
                 digest = hashlib.sha256(text).hexdigest()
-                _COMPILED.add((digest, str(args[1]) if len(args) > 1 else ""))
+                _COMPILED.add((digest, str(args[1]) if len(args) > 1 else "", len(text)))
             _note_text(digest, args[0], text, sys._getframe(1))
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
@@ -230,9 +230,9 @@ def noted_files() -> list[str]:
     return sorted({*_copied(_LOADED), *_copied(_OPENED)})
 
 
-def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str, str]]]:
+def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str, str, int]]]:
     """The files opened for reading that ``noted_files`` leaves out and this process never opened for writing, each
-    with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name)."""
+    with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name, size in bytes)."""
     written = _copied(_WRITTEN)
     return ({file: _copied(stacks) for file, stacks in _copied(_READ).items() if file not in written},
             _copied(_COMPILED))

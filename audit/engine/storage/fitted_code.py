@@ -20,23 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
-import sysconfig
 import warnings
 from pathlib import Path
 from typing import Iterable
 
 import topicaudit.loaded_code as loaded_code
-from topicaudit.targets.plugin_code import _installed as installed_folders
-from topicaudit.version import _mapped_subpackages, _package_root
+from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, own, standard
 
 # A file read and compiled is looked for among the files read up to this size (a corpus is not code), where no code
 # outside the key's digests opened it.
 _LARGEST_READ = 4 * 2**20
-# The top-level modules of the libraries whose versions the key holds (``experiment.package_versions``,
-# ``run_cache.LEARNER_LIBRARIES`` and ``CLAIM_LIBRARIES``) and Ray's (which changes no number): their installed files
-# are not listed (hundreds of files, shared libraries of many MB, digested at every model saved).
-KEYED = ("numpy", "scipy", "sklearn", "numba", "nltk", "ray", "gensim", "tomotopy", "dp_accounting")
 # The value of a ``loaded_outside`` entry for code that reached the process from no file (its key names the code that
 # compiled it): no later process can check it, so ``changed`` always reports it and its run is never reused.
 UNCHECKABLE = "uncheckable"
@@ -57,27 +52,65 @@ _DIGESTS: dict[tuple, str] = {}
 def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
     """Each code file this process loaded from outside the key's digests (module files, source files opened, and
     files read whose text was compiled), by absolute path, with its SHA-256. keyed: the keyed libraries' top-level
-    modules, whose installed files their versions stand for."""
+    modules, whose installed files their versions stand for. Called at every model saved, in the driver and in each
+    fit's process: decisions are kept per file, and a file's bytes are hashed again only when its identity changed."""
+    keyed = tuple(sorted(set(keyed)))
     files = {file for module in list(sys.modules.values())
              if isinstance(file := getattr(module, "__file__", None), str)}
     files.update(loaded_code.noted_files())
     read, compiled = loaded_code.read_and_compiled()
-    files.update(name for _, name in compiled if os.path.isfile(name))
-    texts = {digest for digest, _ in compiled}
-    for file, stacks in read.items():
-        if file in files or not _regular(file):
-            continue
-        if any(_opened_outside(stack, set(keyed)) for stack in stacks) or \
-                (os.path.getsize(file) <= _LARGEST_READ and _digest_here(Path(file)) in texts):
-            files.add(file)
+    files.update(name for _, name, _ in compiled if _is_file(name))
+    texts = {digest for digest, _, _ in compiled}
+    sizes = {size for _, _, size in compiled if size <= _LARGEST_READ}
+    files.update(file for file, stacks in read.items()
+                 if file not in files and _read_as_code(file, stacks, keyed, sizes, texts))
     found = {}
     for file in sorted(files):
-        path = Path(os.path.abspath(file))
-        if not _keyed_elsewhere(path, set(keyed)):
-            found[str(path)] = _digest_here(path)
+        path = _absolute(file)
+        if not keyed_elsewhere(path, keyed):
+            found[path] = _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
     return found
+
+
+def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...], sizes: set[int],
+                  texts: set[str]) -> bool:
+    """Whether a file read (not as a module) counts as code: a regular file opened by code outside the key's digests
+    (``_opened_outside``), or whose bytes are a text the process compiled (only a file of a compiled text's size is
+    hashed). Who opened it, and its size, are decided once per file and number of openings."""
+    seen = _READ_DECIDED.get(file)
+    if seen is None or seen[0] != len(stacks):
+        try:
+            found = os.stat(file)
+            size = found.st_size if stat.S_ISREG(found.st_mode) and not file.startswith(_SYSTEM) else None
+        except (OSError, ValueError):
+            size = None
+        seen = (len(stacks), any(_opened_outside(stack, keyed) for stack in list(stacks)), size)
+        _READ_DECIDED[file] = seen
+    return seen[2] is not None and (seen[1] or (seen[2] in sizes and _digest_here(file) in texts))
+
+
+# Per file read: (its number of openings when decided, whether code outside the key opened it, its size; None for
+# no regular file). A process's own state and devices are no code.
+_READ_DECIDED: dict[str, tuple[int, bool, int | None]] = {}
+_SYSTEM = ("/proc/", "/sys/", "/dev/")
+
+
+def _is_file(name: str) -> bool:
+    if name not in _IS_FILE:
+        _IS_FILE[name] = os.path.isfile(name)
+    return _IS_FILE[name]
+
+
+def _absolute(file: str) -> str:
+    if file not in _ABSOLUTE:
+        _ABSOLUTE[file] = os.path.abspath(file)
+    return _ABSOLUTE[file]
+
+
+_IS_FILE: dict[str, bool] = {}
+_ABSOLUTE: dict[str, str] = {}
 
 
 def _names(listed: dict[str, str]) -> dict[str, str]:
@@ -88,7 +121,7 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
     for name, module in sorted(list(sys.modules.items())):
         file = getattr(module, "__file__", None)
         if "." not in name and name not in _NOT_NAMES and f"{IMPORT}{name}" not in found and isinstance(file, str) \
-                and os.path.abspath(file) in listed:
+                and _absolute(file) in listed:
             found[f"{MODULE}{name}"] = where(name)
     return found
 
@@ -133,8 +166,8 @@ def _spec(name: str):
 
 
 def _placed(file: str) -> str:
-    path = Path(os.path.abspath(file))
-    return IN_THE_KEY if _keyed_elsewhere(path, set(KEYED)) else str(path)
+    path = os.path.abspath(file)
+    return IN_THE_KEY if keyed_elsewhere(path) else path
 
 
 def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
@@ -147,7 +180,7 @@ def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
         if requester is None or not text.strip():
             continue
         at = stack.index(requester)
-        if not fit and not any(name.startswith("/") and _own(Path(name)) for name in stack[at + 1:]):
+        if not fit and not any(name.startswith("/") and own(Path(name)) for name in stack[at + 1:]):
             continue  # the script calling topicaudit, not code inside its calls
         wanted = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         if any(wanted in _content(file, contents) for file in (requester, *listed)):
@@ -172,11 +205,11 @@ def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
         if not name.startswith("/"):
             return name  # code with no file, run from a string
         path = Path(name)
-        if _standard(path):
+        if standard(path):
             if name.endswith(loaded_code.GENERATORS):
                 return None
             continue  # the standard library's other calls pass the request on
-        if _keyed_elsewhere(path, keyed) or (path.name not in _STARTS and _installed(path)):
+        if keyed_elsewhere(path, keyed) or (path.name not in _STARTS and installed(path)):
             return None
         return name
     return None
@@ -184,20 +217,6 @@ def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
 
 # Start-up files, wherever they lie (a sitecustomize in site-packages is no library).
 _STARTS = ("sitecustomize.py", "usercustomize.py")
-
-
-def _installed(path: Path) -> bool:
-    return bool({"site-packages", "dist-packages"} & set(path.parts))
-
-
-def _standard(path: Path) -> bool:
-    if path not in _STANDARD:
-        standard = _places()[1]
-        _STANDARD[path] = "site-packages" not in path.parts and any(path.is_relative_to(folder) for folder in standard)
-    return _STANDARD[path]
-
-
-_STANDARD: dict[Path, bool] = {}
 
 
 def _content(file: str, contents: dict[str, bytes]) -> bytes:
@@ -213,15 +232,15 @@ def _content(file: str, contents: dict[str, bytes]) -> bytes:
     return contents[file]
 
 
-def _digest_here(path: Path) -> str:
+def _digest_here(path: str | Path) -> str:
     """``file_digest``, taken once per identity of the file in this process."""
     try:
         seen = os.stat(path)
         identity = (str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
     except OSError:
-        return file_digest(path)
+        return file_digest(Path(path))
     if identity not in _DIGESTS:
-        _DIGESTS[identity] = file_digest(path)
+        _DIGESTS[identity] = file_digest(Path(path))
     return _DIGESTS[identity]
 
 
@@ -239,7 +258,7 @@ def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and os.path.abspath(file) not in recorded:
             tail = _tail(name, Path(file))
-            if tail is not None and tail in tails and not _keyed_elsewhere(Path(os.path.abspath(file)), set(KEYED)):
+            if tail is not None and tail in tails and not keyed_elsewhere(os.path.abspath(file)):
                 found.add(os.path.abspath(file))
     return sorted(found)
 
@@ -286,19 +305,29 @@ def file_digest(path: Path) -> str:
 
 def _regular(file: str) -> bool:
     try:
-        return not file.startswith(("/proc/", "/sys/", "/dev/")) and os.path.isfile(file)
+        return not file.startswith(_SYSTEM) and os.path.isfile(file)
     except OSError:
         return False
 
 
-def _opened_outside(stack: tuple[str, ...], keyed: set[str]) -> bool:
+def _opened_outside(stack: tuple[str, ...], keyed: Iterable[str]) -> bool:
     """Whether code outside the key's digests opened a file (a stack, innermost first): a call of such code (a file
     of it, or code with no file, ``<string>``) below the outermost of topicaudit's own, or with none of topicaudit's
     on the stack (a thread a start left). What that code read may be run as code in any form (stripped,
     unmarshalled, unpickled, of any size, read through one of topicaudit's own readers: a patch's edit reused the
     run before it, XIX-zk), so the file is kept with the run; what topicaudit itself or the libraries it calls read
     is not (the script or test that called topicaudit sits above it), nor what the import system reads (a module's
-    cached bytecode: its module's file is kept)."""
+    cached bytecode: its module's file is kept). Decided once per stack in this process."""
+    memo = (stack, keyed if isinstance(keyed, tuple) else tuple(sorted(keyed)))
+    if memo not in _OUTSIDE:
+        _OUTSIDE[memo] = _outside(*memo)
+    return _OUTSIDE[memo]
+
+
+_OUTSIDE: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
+
+
+def _outside(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
     if stack and stack[0].startswith("<frozen importlib"):
         return False
     outside = False
@@ -307,63 +336,11 @@ def _opened_outside(stack: tuple[str, ...], keyed: set[str]) -> bool:
             continue
         if not name.startswith("/"):
             outside = True
-        elif _own(Path(name)):
+        elif own(name):
             if outside:
                 return True
-        elif not _keyed_elsewhere(Path(name), keyed):
+        elif not keyed_elsewhere(name, keyed):
             outside = True
-    return outside and not any(name.startswith("/") and _own(Path(name)) for name in stack)
+    return outside and not any(name.startswith("/") and own(name) for name in stack)
 
 
-def _own(path: Path) -> bool:
-    if path not in _OWN:
-        own = _places()[0]
-        _OWN[path] = any(path.is_relative_to(folder) for folder in own)
-    return _OWN[path]
-
-
-_OWN: dict[Path, bool] = {}
-
-
-def _keyed_elsewhere(path: Path, keyed: set[str]) -> bool:
-    """Whether another part of the key stands for the file: the standard library, topicaudit's source (its digest),
-    a keyed library installed (its version and place). Decided once per file and keyed set in this process."""
-    memo = (str(path), tuple(sorted(keyed)))
-    if memo not in _DECIDED:
-        _DECIDED[memo] = _decided(path, keyed, _places())
-    return _DECIDED[memo]
-
-
-_DECIDED: dict[tuple[str, tuple[str, ...]], bool] = {}
-_PLACES: list[tuple[list[Path], list[Path], list[Path]]] = []
-
-
-def _places() -> tuple[list[Path], list[Path], list[Path]]:
-    """topicaudit's source folders, the standard library's and the installed folders (as spelled and resolved)."""
-    if not _PLACES:
-        root = _package_root()
-        own = [root, *(folder for folder, _ in _mapped_subpackages(root))]
-        standard = []
-        for base in (sys.prefix, sys.base_prefix):
-            paths = sysconfig.get_paths(vars={"base": base, "platbase": base, "installed_base": base,
-                                              "installed_platbase": base})
-            standard += [Path(paths[key]).resolve() for key in ("stdlib", "platstdlib") if key in paths]
-        _PLACES.append(([*own, *(folder.resolve() for folder in own)], standard, sorted(installed_folders())))
-    return _PLACES[0]
-
-
-def _decided(path: Path, keyed: set[str], places: tuple[list[Path], list[Path], list[Path]]) -> bool:
-    own, standard, installed = places
-    try:
-        resolved = path.resolve()
-    except (OSError, RuntimeError):
-        resolved = path
-    if any(place.is_relative_to(folder) for folder in own for place in (path, resolved)):
-        return True
-    if "site-packages" not in resolved.parts and any(resolved.is_relative_to(folder) for folder in standard):
-        return True
-    for folder in {*installed, *(p for p in resolved.parents if p.name in ("site-packages", "dist-packages"))}:
-        if resolved.is_relative_to(folder) and folder != resolved:
-            if resolved.relative_to(folder).parts[0].split(".")[0] in keyed:
-                return True
-    return False
