@@ -65,7 +65,10 @@ _RUNS = [0]
 # takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` as it runs is not where it was found by
 # the end of the run (XIX-zp, Z3); a name found in two places is kept as such, which no later process finds.
 PLACE: list = []
-_IN_FITS: set[str] = set()  # the names of _FIT_IMPORTS noted while a fit ran
+# _FIT_IMPORTS holds every top-level name looked for (a plug-in's optional import before the run: XIX-zp Z5); those
+# noted while a fit, or a fit or a run, went on:
+_IN_FITS: set[str] = set()
+_IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
 
 
@@ -76,7 +79,8 @@ class _FitImports:
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if (_FITS[0] > 0 or _RUNS[0] > 0) and isinstance(name, str) and PLACE and not getattr(_LOOKING, "on", False):
+        if isinstance(name, str) and (path is None or _FITS[0] > 0 or _RUNS[0] > 0) and PLACE \
+                and not getattr(_LOOKING, "on", False):
             _LOOKING.on = True
             try:
                 found = PLACE[0](name, path)
@@ -89,8 +93,8 @@ class _FitImports:
                 found = before if before.startswith("several places: ") else f"several places: {before}, {found}"
             if found is not None:
                 _FIT_IMPORTS[name] = found
-                if _FITS[0] > 0:
-                    _IN_FITS.add(name)
+                _IN_RUNS.update([name] if _FITS[0] > 0 or _RUNS[0] > 0 else [])
+                _IN_FITS.update([name] if _FITS[0] > 0 else [])
         return None
 
 
@@ -149,8 +153,8 @@ def _on_audit(event: str, args: tuple) -> None:
     if event == "import":
         if (_FITS[0] > 0 or _RUNS[0] > 0) and args and isinstance(args[0], str):
             _FIT_IMPORTS.setdefault(args[0].partition(".")[0], None)
-            if _FITS[0] > 0:
-                _IN_FITS.add(args[0].partition(".")[0])
+            _IN_RUNS.add(args[0].partition(".")[0])
+            _IN_FITS.update([args[0].partition(".")[0]] if _FITS[0] > 0 else [])
         return
     if event in ("compile", "marshal.loads") and args and isinstance(args[0], (bytes, str)):
         try:
@@ -281,11 +285,11 @@ def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:
     return _copied(_FROM_TEXT)
 
 
-def imported_during_fits() -> tuple[dict[str, str | None], set[str]]:
-    """The top-level module names imported, or looked for and not found, while a fit or a run went on in this
-    process, each with where it was found as it was looked for (None: not noted then, ``PLACE``), and those of them
-    noted while a fit ran."""
-    return _copied(_FIT_IMPORTS), set(_copied(_IN_FITS))
+def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
+    """The module names imported, or looked for and not found, in this process (top-level ones; submodules while a
+    fit or a run went on), each with where it was found as it was looked for (None: not noted then, ``PLACE``), those
+    noted while a fit ran, and those noted while a fit or a run went on."""
+    return _copied(_FIT_IMPORTS), set(_copied(_IN_FITS)), set(_copied(_IN_RUNS))
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:

@@ -27,17 +27,17 @@ import topicaudit
 import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage import fitted_code
-if sys.argv[1] == "check":
-    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
-    raise SystemExit
-block = loaded_code.fitting if sys.argv[1] == "fit" else getattr(loaded_code, "running", contextlib.nullcontext)
-with block():
+blocks = {"fit": loaded_code.fitting, "run": getattr(loaded_code, "running", contextlib.nullcontext)}
+with blocks.get(sys.argv[1], contextlib.nullcontext)():
     for name in sys.argv[2:]:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
-print(json.dumps(fitted_code.loaded_outside()))
+if sys.argv[1] == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+else:
+    print(json.dumps(fitted_code.loaded_outside()))
 """
 # A stand-in that patches, then fails (Z1); one that hides its folder before failing (Z3); one that puts the copy
 # found in the folder of ZP_OTHER in its place (Z3).
@@ -133,3 +133,18 @@ def test_a_portion_of_a_package_of_several_folders_is_placed(tmp_path):
     assert record["import zp_pkg.kern"] == str(there / "kern.py"), record
     assert "import zp_pkg.kern" in _run(tmp_path, without, "check", record=record)
     assert _run(tmp_path, with_there, "check", record=record) == []
+
+
+def test_a_plugins_optional_import_before_the_run_is_placed(tmp_path):
+    """Z5: a plug-in's optional imports as it is imported (before the run): a stand-in that fails (kept in no
+    ``sys.modules``) and one that loads, both in the working directory; a process that looks for the same names where
+    they are not found there reads the record as changed; one that finds them there does not, nor one that never
+    looks for them (a script's or a test's own modules are not every process's)."""
+    there, empty = _folders(tmp_path, zp_failing=FAILING, zp_loading="VALUE = 1\n")
+    record = _run(tmp_path, there, "before", "zp_failing", "zp_loading")
+    assert record["module zp_failing"] == str(there / "zp_failing.py"), record
+    assert record["module zp_loading"] == str(there / "zp_loading.py"), record
+    changed = _run(tmp_path, empty, "check", "zp_failing", "zp_loading", record=record)
+    assert "module zp_failing" in changed and "module zp_loading" in changed, changed
+    assert _run(tmp_path, there, "check", "zp_failing", "zp_loading", record=record) == []
+    assert _run(tmp_path, empty, "check", record=record) == []

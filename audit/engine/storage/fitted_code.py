@@ -85,18 +85,20 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
     """``import NAME`` for each name a fit or a run in this process looked for, where it was found then (a stand-in
     that hides itself afterwards: XIX-zp Z3), but a run's found in the key (Ray puts its psutil first on ``sys.path``
     as it is imported, which a process deciding on a reuse has not done); ``module NAME`` for each other top-level
-    module loaded from a listed file."""
-    imported, in_fits = loaded_code.imported_during_fits()
+    module loaded from a listed file, and each name looked for before, not loaded, found outside the key (Z5)."""
+    imported, in_fits, in_runs = loaded_code.imported_during_fits()
     found = {}
     for name, place in sorted(imported.items()):
         place = place or where(name)
-        if name not in _NOT_NAMES and (name in in_fits or place != IN_THE_KEY):
+        if name not in _NOT_NAMES and name in in_runs and (name in in_fits or place != IN_THE_KEY):
             found[f"{IMPORT}{name}"] = place
+        elif name not in in_runs and name not in sys.modules and place not in (ABSENT, IN_THE_KEY):
+            found[f"{MODULE}{name}"] = place  # a stand-in that failed as a plug-in was imported
     for name, module in sorted(list(sys.modules.items())):
         file = getattr(module, "__file__", None)
-        if "." not in name and name not in _NOT_NAMES and name not in imported and isinstance(file, str) \
+        if "." not in name and name not in _NOT_NAMES and name not in in_runs and isinstance(file, str) \
                 and os.path.abspath(file) in listed:
-            found[f"{MODULE}{name}"] = where(name)
+            found[f"{MODULE}{name}"] = imported.get(name) or where(name)
     return found
 
 
@@ -132,10 +134,8 @@ def _looked_for(name: str, path=None) -> str | None:
 
 
 def _folders(package: str) -> list[str]:
-    """The folders a package's submodules are looked for in: its ``__path__`` when it is loaded, else those of its
-    spec with the folders of its name on ``sys.path`` added (what ``pkgutil.extend_path`` adds)."""
-    module = sys.modules.get(package)
-    if module is not None:
+    """A package's ``__path__``; where it is not loaded, its spec's folders with what ``pkgutil.extend_path`` adds."""
+    if (module := sys.modules.get(package)) is not None:
         return [str(folder) for folder in getattr(module, "__path__", None) or []]
     spec = _spec(package) if "." not in package else None
     if spec is None or isinstance(spec, str) or spec.submodule_search_locations is None:
@@ -282,8 +282,9 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
         if entry.startswith(IMPORT):
             found[entry] = where(entry[len(IMPORT):])
         elif entry.startswith(MODULE):
-            name = entry[len(MODULE):]
-            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str)
+            name = entry[len(MODULE):]  # compared where this process loaded the name, or looked for it (Z5)
+            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str) or \
+                name in loaded_code.imported_during_fits()[0]
             found[entry] = where(name) if loaded else value
         else:
             found[entry] = value if value == UNCHECKABLE else file_digest(Path(entry))
