@@ -56,17 +56,45 @@ _FITS_LOCK = threading.Lock()
 # The top-level module names looked for while a fit runs (any thread): a library's optional import during the fit
 # (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
 # on PYTHONPATH, or nothing (hostile pass XIX-zo, V9, V22); ``engine.storage.fitted_code`` records where each is found.
-_FIT_IMPORTS: set[str] = set()
+_FIT_IMPORTS: dict[str, str | None] = {}
+# Set while an audit runs (``running``: from its cache entry's choice to its results): what the run imports outside
+# its fits ran in it too (Ray's optional GPU probe imports ``amdsmi``, a module of the standard library imported by
+# a library, found first in the working directory: hostile pass XIX-zp, Z1, Z2), so those names are noted as well.
+_RUNS = [0]
+# Where each name was found as it was looked for (``PLACE``: ``fitted_code._looked_for``, set there): a stand-in that
+# takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` as it runs is not where it was found by
+# the end of the run (XIX-zp, Z3); a name found in two places is kept as such, which no later process finds.
+PLACE: list = []
+# _FIT_IMPORTS holds every top-level name looked for (a plug-in's optional import before the run: XIX-zp Z5); those
+# noted while a fit, or a fit or a run, went on:
+_IN_FITS: set[str] = set()
+_IN_RUNS: set[str] = set()
+_LOOKING = threading.local()
 
 
 class _FitImports:
-    """A finder first on ``sys.meta_path`` that finds nothing and notes each top-level name looked for during a fit:
+    """A finder first on ``sys.meta_path`` that finds nothing and notes each top-level name looked for during a fit
+    or a run, and each submodule of a package of several folders (``PLACE`` says which), with where it is found then:
     ``importlib.import_module`` raises no "import" audit event, an import statement does (both are noted)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if path is None and _FITS[0] > 0 and isinstance(name, str):
-            _FIT_IMPORTS.add(name.partition(".")[0])
+        if isinstance(name, str) and (path is None or _FITS[0] > 0 or _RUNS[0] > 0) and PLACE \
+                and not getattr(_LOOKING, "on", False):
+            _LOOKING.on = True
+            try:
+                found = PLACE[0](name, path)
+            except Exception:  # noqa: BLE001 - a finder must never fail an import
+                found = "unfindable"
+            finally:
+                _LOOKING.on = False
+            before = _FIT_IMPORTS.get(name)
+            if found is not None and before is not None and before != found:
+                found = before if before.startswith("several places: ") else f"several places: {before}, {found}"
+            if found is not None:
+                _FIT_IMPORTS[name] = found
+                _IN_RUNS.update([name] if _FITS[0] > 0 or _RUNS[0] > 0 else [])
+                _IN_FITS.update([name] if _FITS[0] > 0 else [])
         return None
 
 
@@ -80,6 +108,18 @@ def fitting():
     finally:
         with _FITS_LOCK:
             _FITS[0] -= 1
+
+
+@contextlib.contextmanager
+def running():
+    """An audit runs in this block (``engine.run.execute_run``): the top-level names it imports are noted."""
+    with _FITS_LOCK:
+        _RUNS[0] += 1
+    try:
+        yield
+    finally:
+        with _FITS_LOCK:
+            _RUNS[0] -= 1
 
 
 @contextlib.contextmanager
@@ -109,10 +149,12 @@ def _reading(args: tuple) -> bool:
 
 def _on_audit(event: str, args: tuple) -> None:
     # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
-    # a source file opened by the process's own code, texts compiled, and names imported during a fit.
+    # a source file opened by the process's own code, texts compiled, and names imported during a fit or a run.
     if event == "import":
-        if _FITS[0] > 0 and args and isinstance(args[0], str):
-            _FIT_IMPORTS.add(args[0].partition(".")[0])
+        if (_FITS[0] > 0 or _RUNS[0] > 0) and args and isinstance(args[0], str):
+            _FIT_IMPORTS.setdefault(args[0].partition(".")[0], None)
+            _IN_RUNS.add(args[0].partition(".")[0])
+            _IN_FITS.update([args[0].partition(".")[0]] if _FITS[0] > 0 else [])
         return
     if event in ("compile", "marshal.loads") and args and isinstance(args[0], (bytes, str)):
         try:
@@ -243,9 +285,11 @@ def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:
     return _copied(_FROM_TEXT)
 
 
-def imported_during_fits() -> set[str]:
-    """The top-level module names imported, or looked for and not found, while a fit ran in this process."""
-    return set(_copied(_FIT_IMPORTS))
+def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
+    """The module names imported, or looked for and not found, in this process (top-level ones; submodules while a
+    fit or a run went on), each with where it was found as it was looked for (None: not noted then, ``PLACE``), those
+    noted while a fit ran, and those noted while a fit or a run went on."""
+    return _copied(_FIT_IMPORTS), set(_copied(_IN_FITS)), set(_copied(_IN_RUNS))
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:

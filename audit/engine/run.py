@@ -56,6 +56,7 @@ from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.inputs.files import read_once
+from topicaudit.loaded_code import running
 from topicaudit.targets import build_target, sources, vocabulary_of
 
 
@@ -83,7 +84,7 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
     """
     config = run_config(config)
     check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
-    with writer_lock(config.run_dir, wait=wait_for_writer):
+    with writer_lock(config.run_dir, wait=wait_for_writer), running():  # names it imports are noted (XIX-zp)
         results = _execute_run(config, quiet)
     if wait_for_ray:
         wait_for_stop()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pkgutil
 import stat
 import sys
 import warnings
@@ -114,15 +115,23 @@ _ABSOLUTE: dict[str, str] = {}
 
 
 def _names(listed: dict[str, str]) -> dict[str, str]:
-    """``import NAME`` for each top-level name imported or looked for during a fit in this process, and ``module
-    NAME`` for each other top-level module loaded from a listed file, each with where it is found (``where``)."""
-    found = {f"{IMPORT}{name}": where(name) for name in sorted(loaded_code.imported_during_fits())
-             if name not in _NOT_NAMES}
+    """``import NAME`` for each name a fit or a run in this process looked for, where it was found then (a stand-in
+    that hides itself afterwards: XIX-zp Z3), but a run's found in the key (Ray puts its psutil first on ``sys.path``
+    as it is imported, which a process deciding on a reuse has not done); ``module NAME`` for each other top-level
+    module loaded from a listed file, and each name looked for before, not loaded, found outside the key (Z5)."""
+    imported, in_fits, in_runs = loaded_code.imported_during_fits()
+    found = {}
+    for name, place in sorted(imported.items()):
+        place = place or where(name)
+        if name not in _NOT_NAMES and name in in_runs and (name in in_fits or place != IN_THE_KEY):
+            found[f"{IMPORT}{name}"] = place
+        elif name not in in_runs and name not in sys.modules and place not in (ABSENT, IN_THE_KEY):
+            found[f"{MODULE}{name}"] = place  # a stand-in that failed as a plug-in was imported
     for name, module in sorted(list(sys.modules.items())):
         file = getattr(module, "__file__", None)
-        if "." not in name and name not in _NOT_NAMES and f"{IMPORT}{name}" not in found and isinstance(file, str) \
+        if "." not in name and name not in _NOT_NAMES and name not in in_runs and isinstance(file, str) \
                 and _absolute(file) in listed:
-            found[f"{MODULE}{name}"] = where(name)
+            found[f"{MODULE}{name}"] = imported.get(name) or where(name)
     return found
 
 
@@ -130,15 +139,15 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
 _NOT_NAMES = ("__main__", "__mp_main__")
 
 
-def where(name: str) -> str:
-    """Where this process loads the top-level module ``name`` from: the file of the module loaded under that name,
-    else what the import system's finders give (the finders' own order: the working directory, PYTHONPATH, the
-    installed folders); a path, or ``IN_THE_KEY``, ``ABSENT``, ``UNFINDABLE``, ``namespace …`` (a package of
-    folders)."""
+def where(name: str, folders: list[str] | None = None) -> str:
+    """Where this process loads the module ``name`` from: the file of the module loaded under that name, else what
+    the import system's finders give (the finders' own order: the working directory, PYTHONPATH, the installed
+    folders; a submodule: in its package's folders, ``folders``, else ``_folders``); a path, or ``IN_THE_KEY``,
+    ``ABSENT``, ``UNFINDABLE``, ``namespace …`` (a package of folders)."""
     file = getattr(sys.modules.get(name), "__file__", None)
     if isinstance(file, str):
         return _placed(file)
-    spec = _spec(name)
+    spec = _spec(name, folders if folders is not None or "." not in name else _folders(name.rpartition(".")[0]))
     if spec is None or isinstance(spec, str):
         return spec or ABSENT
     if spec.origin in ("built-in", "frozen"):
@@ -149,7 +158,28 @@ def where(name: str) -> str:
     return "namespace " + os.pathsep.join(sorted({_placed(folder) for folder in folders})) if folders else ABSENT
 
 
-def _spec(name: str):
+def _looked_for(name: str, path=None) -> str | None:
+    """Where a fit or a run finds ``name`` as it looks for it (``loaded_code._FitImports``): a top-level name, or a
+    submodule of a package of several folders (pkgutil's ``extend_path``: a portion in the working directory ran, and
+    a process started elsewhere reused the run, hostile pass XIX-zp Z4); None for other submodules."""
+    folders = [str(folder) for folder in path or []]
+    return where(name) if path is None else where(name, folders) if len(set(folders)) > 1 else None
+
+
+def _folders(package: str) -> list[str]:
+    """A package's ``__path__``; where it is not loaded, its spec's folders with what ``pkgutil.extend_path`` adds."""
+    if (module := sys.modules.get(package)) is not None:
+        return [str(folder) for folder in getattr(module, "__path__", None) or []]
+    spec = _spec(package) if "." not in package else None
+    if spec is None or isinstance(spec, str) or spec.submodule_search_locations is None:
+        return []
+    return pkgutil.extend_path([str(folder) for folder in spec.submodule_search_locations], package)
+
+
+loaded_code.PLACE[:] = [_looked_for]  # where a name is found as a fit or a run looks for it (``_FitImports``)
+
+
+def _spec(name: str, path=None):
     """The spec the first finder of ``sys.meta_path`` to know ``name`` gives (None: none does), as an import would
     find it; ``UNFINDABLE`` when a finder fails."""
     for finder in list(sys.meta_path):
@@ -157,7 +187,7 @@ def _spec(name: str):
         if find is None or finder is loaded_code._FitImports:
             continue
         try:
-            spec = find(name, None)
+            spec = find(name, path)
         except Exception:  # noqa: BLE001 - a finder's failure is what an import here would meet
             return UNFINDABLE
         if spec is not None:
@@ -271,8 +301,9 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
         if entry.startswith(IMPORT):
             found[entry] = where(entry[len(IMPORT):])
         elif entry.startswith(MODULE):
-            name = entry[len(MODULE):]
-            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str)
+            name = entry[len(MODULE):]  # compared where this process loaded the name, or looked for it (Z5)
+            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str) or \
+                name in loaded_code.imported_during_fits()[0]
             found[entry] = where(name) if loaded else value
         else:
             found[entry] = value if value == UNCHECKABLE else file_digest(Path(entry))
