@@ -118,20 +118,24 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
     """``import NAME`` for each name a fit or a run in this process looked for, where it was found then (a stand-in
     that hides itself afterwards: XIX-zp Z3), but a run's found in the key (Ray puts its psutil first on ``sys.path``
     as it is imported, which a process deciding on a reuse has not done); ``module NAME`` for each other top-level
-    module loaded from a listed file, and each name looked for before, not loaded, found outside the key (Z5)."""
+    module loaded from a listed file (its file; where it was looked for when that was another source file: a
+    stand-in that put the real module in its place), and each name looked for before, not loaded, still found there
+    outside the key (Z5: a module a test imported and forgot, its folder gone, is no code of this run)."""
     imported, in_fits, in_runs = loaded_code.imported_during_fits()
     found = {}
     for name, place in sorted(imported.items()):
         place = place or where(name)
         if name not in _NOT_NAMES and name in in_runs and (name in in_fits or place != IN_THE_KEY):
             found[f"{IMPORT}{name}"] = place
-        elif name not in in_runs and name not in sys.modules and place not in (ABSENT, IN_THE_KEY):
+        elif name not in in_runs and name not in sys.modules and place not in (ABSENT, IN_THE_KEY) \
+                and where(name) == place:
             found[f"{MODULE}{name}"] = place  # a stand-in that failed as a plug-in was imported
     for name, module in sorted(list(sys.modules.items())):
         file = getattr(module, "__file__", None)
         if "." not in name and name not in _NOT_NAMES and name not in in_runs and isinstance(file, str) \
                 and _absolute(file) in listed:
-            found[f"{MODULE}{name}"] = imported.get(name) or where(name)
+            here, looked = where(name), imported.get(name)  # an extension module loaded under another name: here
+            found[f"{MODULE}{name}"] = looked if looked and looked != here and looked.endswith(".py") else here
     return found
 
 
