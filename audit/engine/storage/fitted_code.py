@@ -167,7 +167,26 @@ def _looked_for(name: str, path=None) -> str | None:
     submodule of a package of several folders (pkgutil's ``extend_path``: a portion in the working directory ran, and
     a process started elsewhere reused the run, hostile pass XIX-zp Z4); None for other submodules."""
     folders = [str(folder) for folder in path or []]
-    return where(name) if path is None else where(name, folders) if len(set(folders)) > 1 else None
+    found = where(name) if path is None else where(name, folders) if len(set(folders)) > 1 else None
+    moved = found is not None and loaded_code._FITS[0] > 0 and loaded_code._FITS[1] not in (None, _import_path())
+    return f"{MOVED}{found}" if moved else found  # no process finds it so: its fit's path was not its start's (Q1)
+
+
+# A name found by a fit that changed its import path (the working directory put first on ``sys.path``, a finder added):
+# a fit started elsewhere finds it elsewhere, which no process deciding on a reuse knows (XIX-zq, Q1); never reused.
+MOVED = "found on an import path its fit changed: "
+
+
+def _import_path() -> tuple:
+    """What decides where an import finds a name: ``sys.path`` (relative entries in the working directory) but the
+    folders in places the key holds (Ray puts its own first as it is imported, beside a fit), the finders, the hooks."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = "?"
+    folders = [os.path.join(here, folder) if isinstance(folder, str) else folder for folder in list(sys.path)]
+    return ([folder for folder in folders if not (isinstance(folder, str) and keyed_elsewhere(folder))],
+            list(sys.meta_path), list(sys.path_hooks))
 
 
 def _folders(package: str) -> list[str]:
@@ -180,7 +199,7 @@ def _folders(package: str) -> list[str]:
     return pkgutil.extend_path([str(folder) for folder in spec.submodule_search_locations], package)
 
 
-loaded_code.PLACE[:] = [_looked_for]  # where a name is found as a fit or a run looks for it (``_FitImports``)
+loaded_code.PLACE[:] = [_looked_for, _import_path]  # where a name is found as a fit or a run looks for it
 
 
 def _spec(name: str, path=None):
