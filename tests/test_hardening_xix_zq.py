@@ -4,8 +4,9 @@ Q1: a plug-in's fit put the working directory first on ``sys.path`` while it imp
 folder holding none, the kernel on PYTHONPATH ran (a uniform Φ, NO SIGNAL) and the run's record placed ``zq_kern``
 there; a process started from a folder holding its own ``zq_kern.py`` found the name on PYTHONPATH too as it decided
 (its fit had not changed its path yet), reused the NO SIGNAL, where its own fit gives VIOLATED. A fit that moves into
-another folder under a relative ``sys.path`` entry (``os.chdir``, ``''`` first), or a learner that put the folder
-first as it was built, in the run before its fit (Q1b), is the same. Such a lookup is
+another folder under a relative ``sys.path`` entry (``os.chdir``, ``''`` first) is the same, and so would be a path
+changed in the run before the fit (a ``check``'s learner is built before its entry is chosen too, where its change is
+seen by the place: Q1b). Such a lookup is
 recorded as found on a path its fit changed, which no process finds: the run is not reused."""
 from __future__ import annotations
 
