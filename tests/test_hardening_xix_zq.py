@@ -7,7 +7,10 @@ there; a process started from a folder holding its own ``zq_kern.py`` found the 
 another folder under a relative ``sys.path`` entry (``os.chdir``, ``''`` first) is the same, and so would be a path
 changed in the run before the fit (a ``check``'s learner is built before its entry is chosen too, where its change is
 seen by the place: Q1b). Such a lookup is
-recorded as found on a path its fit changed, which no process finds: the run is not reused."""
+recorded as found on a path its fit changed, which no process finds: the run is not reused. Q8: the same with the
+working directory put first in (or made the whole of) the ``__path__`` of the plug-in's package, as its fit imported
+``zq_pkg.kern``: a process deciding found the package's own folder alone, and the submodule was placed there (first
+form) or not at all (a package of one folder)."""
 from __future__ import annotations
 
 import json
@@ -36,8 +39,11 @@ with loaded_code.running():
             sys.path.insert(0, os.path.join(here, "elsewhere"))
         elif how == "chdir":
             os.chdir("elsewhere")
+        elif how in ("package", "package-only"):  # Q8: the working directory's kernels first in the package
+            import zq_pkg
+            zq_pkg.__path__[:0 if how == "package" else None] = [os.path.join(here, "elsewhere")]
         try:
-            importlib.import_module("zq_kern")
+            importlib.import_module("zq_pkg.kern" if how.startswith("package") else "zq_kern")
         finally:
             if how in ("insert", "construct"):
                 sys.path.pop(0)
@@ -55,15 +61,22 @@ def _run(tmp_path, there, *args, record=None):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("how", ["insert", "chdir", "construct"])
+@pytest.mark.parametrize("how", ["insert", "chdir", "construct", "package", "package-only"])
 def test_a_name_a_fit_looks_for_on_a_path_it_changed_is_never_reused(tmp_path, how):
     """Q1: the record read as unchanged by a process with the same PYTHONPATH, whose fit would have looked in its own
     working directory first; a fit that leaves its path alone is still reused (no false positive)."""
     there = tmp_path / "there"
-    there.mkdir()
+    (there / "zq_pkg").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
     (there / "zq_kern.py").write_text("PATCHED = True\n")
+    (there / "zq_pkg" / "__init__.py").write_text("")
+    (there / "zq_pkg" / "kern.py").write_text("PATCHED = True\n")
+    if how == "package-only":  # else the working directory holds no kernel: the package's ran
+        (tmp_path / "elsewhere" / "kern.py").write_text("PATCHED = False\n")
     record = _run(tmp_path, there, how)
+    if how.startswith("package"):  # the package's own kernel, or the working directory's: never reused
+        assert "import zq_pkg.kern" in _run(tmp_path, there, "check", record=record), record
+        return
     assert str(there / "zq_kern.py") in record, record
     assert "import zq_kern" in _run(tmp_path, there, "check", record=record)
     plain = _run(tmp_path, there, "plain")
