@@ -47,11 +47,12 @@ _DEEPEST = 200
 # T8, T20); ``engine.storage.fitted_code`` decides who asked for it. The import system's own are left out.
 _FROM_TEXT: dict[tuple[str, tuple[str, ...], bool], str | bytes] = {}
 _OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# Standard-library files that write code for their caller from the names it gave (dataclasses, namedtuple, a string
-# annotation's ForwardRef): not the caller's code run from text, so not noted.
+# Standard-library files writing code from their caller's names (dataclasses, namedtuple, ForwardRef): not noted.
 _STANDARD = os.path.dirname(os.__file__) + os.sep
 GENERATORS = ("/dataclasses.py", "/collections/__init__.py", "/typing.py")
-_FITS = [0]
+# Fits going on, and the import path as the outermost run, else fit, began (``PLACE[1]``: a name a fit finds on a path
+# changed since is found elsewhere by a process started elsewhere, which one deciding on a reuse cannot know: XIX-zq).
+_FITS: list = [0, None]
 _FITS_LOCK = threading.Lock()
 # The top-level module names looked for while a fit runs (any thread): a library's optional import during the fit
 # (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
@@ -61,12 +62,11 @@ _FIT_IMPORTS: dict[str, str | None] = {}
 # its fits ran in it too (Ray's optional GPU probe imports ``amdsmi``, a module of the standard library imported by
 # a library, found first in the working directory: hostile pass XIX-zp, Z1, Z2), so those names are noted as well.
 _RUNS = [0]
-# Where each name was found as it was looked for (``PLACE``: ``fitted_code._looked_for``, set there): a stand-in that
-# takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` as it runs is not where it was found by
-# the end of the run (XIX-zp, Z3); a name found in two places is kept as such, which no later process finds.
+# Where each name was found as it was looked for (``PLACE``: ``fitted_code._looked_for``, then ``_import_path``): a
+# stand-in that takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` is not where it was found
+# by the end of the run (XIX-zp, Z3); a name found in two places is kept as such, which no later process finds.
 PLACE: list = []
-# _FIT_IMPORTS holds every top-level name looked for (a plug-in's optional import before the run: XIX-zp Z5); those
-# noted while a fit, or a fit or a run, went on:
+# _FIT_IMPORTS holds every top-level name looked for (XIX-zp Z5); those noted while a fit, or a fit or a run, went on:
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
@@ -103,6 +103,8 @@ def fitting():
     """A learner's fit runs in this block (any thread): code compiled from text meanwhile is noted with its stack."""
     with _FITS_LOCK:
         _FITS[0] += 1
+        if _FITS[0] == 1 and _RUNS[0] == 0 and len(PLACE) > 1:
+            _FITS[1] = PLACE[1]()
     try:
         yield
     finally:
@@ -115,6 +117,8 @@ def running():
     """An audit runs in this block (``engine.run.execute_run``): the top-level names it imports are noted."""
     with _FITS_LOCK:
         _RUNS[0] += 1
+        if _RUNS[0] == 1 and len(PLACE) > 1:
+            _FITS[1] = PLACE[1]()
     try:
         yield
     finally:
@@ -256,8 +260,7 @@ _PROCESS_START_NS = _process_start_ns()
 
 
 def _copied(record):
-    """A copy of one of the records above, taken again when another thread (Ray starting beside a fit) added to it
-    while it was copied: "dictionary changed size during iteration" ended a run in a full test run."""
+    """A copy of a record above, again when another thread (Ray beside a fit) added to it meanwhile (it failed)."""
     for _ in range(100):
         try:
             return record.copy()
@@ -267,8 +270,7 @@ def _copied(record):
 
 
 def noted_files() -> list[str]:
-    """Every source file noted so far: each module's file as its code ran, and each source file opened for reading
-    (``engine.storage.fitted_code`` keeps those from outside the cache key's digests with a run)."""
+    """Every source file noted so far: each module's file as its code ran, and each source file opened for reading."""
     return sorted({*_copied(_LOADED), *_copied(_OPENED)})
 
 

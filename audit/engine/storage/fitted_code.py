@@ -30,8 +30,7 @@ from typing import Iterable
 import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, own, standard
 
-# A file read and compiled is looked for among the files read up to this size (a corpus is not code), where no code
-# outside the key's digests opened it.
+# A file read and compiled is looked for among the files read up to this size (a corpus is not code).
 _LARGEST_READ = 4 * 2**20
 # The value of a ``loaded_outside`` entry for code that reached the process from no file (its key names the code that
 # compiled it): no later process can check it, so ``changed`` always reports it and its run is never reused.
@@ -165,14 +164,35 @@ def where(name: str, folders: list[str] | None = None) -> str:
 def _looked_for(name: str, path=None) -> str | None:
     """Where a fit or a run finds ``name`` as it looks for it (``loaded_code._FitImports``): a top-level name, or a
     submodule of a package of several folders (pkgutil's ``extend_path``: a portion in the working directory ran, and
-    a process started elsewhere reused the run, hostile pass XIX-zp Z4); None for other submodules."""
-    folders = [str(folder) for folder in path or []]
-    return where(name) if path is None else where(name, folders) if len(set(folders)) > 1 else None
+    a process started elsewhere reused the run, hostile pass XIX-zp Z4); None for other submodules. A fit's lookup on
+    a path changed since it (or its run) began, or in a top-level package whose ``__path__`` is not its spec's with
+    ``extend_path``'s (the working directory put first), is found so by no process (XIX-zq Q1, Q8)."""
+    folders, fit, package = [str(folder) for folder in path or []], loaded_code._FITS[0] > 0, name.rpartition(".")[0]
+    changed = fit and path is not None and "." not in package and folders != _folders(package, loaded=False)
+    found = where(name) if path is None else where(name, folders) if len(set(folders)) > 1 or changed else None
+    moved = found is not None and fit and (changed or loaded_code._FITS[1] not in (None, _import_path()))
+    return f"{MOVED}{found}" if moved else found
 
 
-def _folders(package: str) -> list[str]:
-    """A package's ``__path__``; where it is not loaded, its spec's folders with what ``pkgutil.extend_path`` adds."""
-    if (module := sys.modules.get(package)) is not None:
+# A fit that changed its import path finds a name where one started elsewhere does not (XIX-zq, Q1): never reused.
+MOVED = "found on an import path its fit changed: "
+
+
+def _import_path() -> tuple:
+    """What decides where an import finds a name: ``sys.path`` (relative entries in the working directory) but the
+    folders in places the key holds (Ray puts its own first as it is imported, beside a fit), the finders, the hooks."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = "?"
+    folders = [os.path.join(here, folder) if isinstance(folder, str) else folder for folder in list(sys.path)]
+    return ([folder for folder in folders if not (isinstance(folder, str) and keyed_elsewhere(folder))],
+            list(sys.meta_path), list(sys.path_hooks))
+
+
+def _folders(package: str, loaded: bool = True) -> list[str]:
+    """A package's ``__path__``; not ``loaded`` (or not loaded), its spec's folders with ``extend_path``'s."""
+    if loaded and (module := sys.modules.get(package)) is not None:
         return [str(folder) for folder in getattr(module, "__path__", None) or []]
     spec = _spec(package) if "." not in package else None
     if spec is None or isinstance(spec, str) or spec.submodule_search_locations is None:
@@ -180,12 +200,11 @@ def _folders(package: str) -> list[str]:
     return pkgutil.extend_path([str(folder) for folder in spec.submodule_search_locations], package)
 
 
-loaded_code.PLACE[:] = [_looked_for]  # where a name is found as a fit or a run looks for it (``_FitImports``)
+loaded_code.PLACE[:] = [_looked_for, _import_path]  # where a name is found as a fit or a run looks for it
 
 
 def _spec(name: str, path=None):
-    """The spec the first finder of ``sys.meta_path`` to know ``name`` gives (None: none does), as an import would
-    find it; ``UNFINDABLE`` when a finder fails."""
+    """The spec the first finder of ``sys.meta_path`` to know ``name`` gives (None: none; ``UNFINDABLE``: it failed)."""
     for finder in list(sys.meta_path):
         find = getattr(finder, "find_spec", None)
         if find is None or finder is loaded_code._FitImports:
@@ -298,8 +317,7 @@ def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
 
 
 def now(recorded: dict[str, str]) -> dict[str, str]:
-    """Each entry of a record as this process finds it: a file's digest, where a name is found (a ``module NAME``
-    this process has not loaded: as recorded)."""
+    """Each entry of a record as found here: a file's digest, a name's place (a ``module NAME`` not loaded: as is)."""
     found = {}
     for entry, value in recorded.items():
         if entry.startswith(IMPORT):
