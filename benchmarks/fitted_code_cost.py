@@ -57,6 +57,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--record", type=Path)
     args = parser.parse_args()
+    args.python = [Path(os.path.abspath(python)) for python in args.python]  # the children run elsewhere
     commits = {python: _commit(python) for python in args.python}
     lines = []
     for attempt in range(args.repeat):
