@@ -50,9 +50,10 @@ _OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Standard-library files writing code from their caller's names (dataclasses, namedtuple, ForwardRef): not noted.
 _STANDARD = os.path.dirname(os.__file__) + os.sep
 GENERATORS = ("/dataclasses.py", "/collections/__init__.py", "/typing.py")
-# Fits going on, and the import path as the outermost run, else fit, began (``PLACE[1]``: a name a fit finds on a path
-# changed since is found elsewhere by a process started elsewhere, which one deciding on a reuse cannot know: XIX-zq).
-_FITS: list = [0, None]
+_FITS = [0]  # fits going on (``fitting``)
+# The import path as the outermost run, else fit, began (``PLACE[1]``: a name a fit finds on a path changed since is
+# found elsewhere by a process started elsewhere, which one deciding on a reuse cannot know: XIX-zq).
+PATH_AT_START: list = [None]
 _FITS_LOCK = threading.Lock()
 # The top-level module names looked for while a fit runs (any thread): a library's optional import during the fit
 # (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
@@ -98,32 +99,28 @@ class _FitImports:
         return None
 
 
-@contextlib.contextmanager
 def fitting():
     """A learner's fit runs in this block (any thread): code compiled from text meanwhile is noted with its stack."""
-    with _FITS_LOCK:
-        _FITS[0] += 1
-        if _FITS[0] == 1 and _RUNS[0] == 0 and len(PLACE) > 1:
-            _FITS[1] = PLACE[1]()
-    try:
-        yield
-    finally:
-        with _FITS_LOCK:
-            _FITS[0] -= 1
+    return _going_on(_FITS)
+
+
+def running():
+    """An audit runs in this block (``engine.run.execute_run``): the top-level names it imports are noted."""
+    return _going_on(_RUNS)
 
 
 @contextlib.contextmanager
-def running():
-    """An audit runs in this block (``engine.run.execute_run``): the top-level names it imports are noted."""
+def _going_on(counter: list[int]):
+    """One more fit or run (``counter``) going on in this block; the outermost run, else fit, takes the import path."""
     with _FITS_LOCK:
-        _RUNS[0] += 1
-        if _RUNS[0] == 1 and len(PLACE) > 1:
-            _FITS[1] = PLACE[1]()
+        counter[0] += 1
+        if counter[0] == 1 and (counter is _RUNS or _RUNS[0] == 0) and len(PLACE) > 1:
+            PATH_AT_START[0] = PLACE[1]()
     try:
         yield
     finally:
         with _FITS_LOCK:
-            _RUNS[0] -= 1
+            counter[0] -= 1
 
 
 @contextlib.contextmanager

@@ -170,7 +170,7 @@ def _looked_for(name: str, path=None) -> str | None:
     folders, fit, package = [str(folder) for folder in path or []], loaded_code._FITS[0] > 0, name.rpartition(".")[0]
     changed = fit and path is not None and "." not in package and folders != _folders(package, loaded=False)
     found = where(name) if path is None else where(name, folders) if len(set(folders)) > 1 or changed else None
-    moved = found is not None and fit and (changed or loaded_code._FITS[1] not in (None, _import_path()))
+    moved = found is not None and fit and (changed or loaded_code.PATH_AT_START[0] not in (None, _import_path()))
     return f"{MOVED}{found}" if moved else found
 
 
@@ -318,17 +318,16 @@ def changed(recorded: dict[str, str] | None, names: bool = True) -> list[str]:
 
 def now(recorded: dict[str, str]) -> dict[str, str]:
     """Each entry of a record as found here: a file's digest, a name's place (a ``module NAME`` not loaded: as is)."""
-    found = {}
+    found, looked_for = {}, loaded_code.imported_during_fits()[0]
     for entry, value in recorded.items():
         if entry.startswith(IMPORT):
             found[entry] = where(entry[len(IMPORT):])
         elif entry.startswith(MODULE):
             name = entry[len(MODULE):]  # compared where this process loaded the name, or looked for it (Z5)
-            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str) or \
-                name in loaded_code.imported_during_fits()[0]
+            loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str) or name in looked_for
             found[entry] = where(name) if loaded else value
         else:
-            found[entry] = value if value == UNCHECKABLE else file_digest(Path(entry))
+            found[entry] = value if value == UNCHECKABLE else _digest_here(entry)
     return found
 
 
