@@ -11,7 +11,8 @@ each module's code starts to run. A module is unchanged when its file still has 
 cannot be set back by a user, so an edit that restores the modification time is seen too. A module loaded before
 topicaudit was imported has no record; its file counts as changed when its ctime is not older than the process.
 Source files the process opened for reading, and files mapped into it (shared libraries), are held to their files
-the same way (``changed_files``, ``changed_mapped``); code replaced in memory is ``topicaudit.patched_code``'s.
+the same way (``changed_files``; shared libraries: ``topicaudit.mapped_files``); code replaced in memory is
+``topicaudit.patched_code``'s.
 """
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
+# Each file run as a module's code, or opened for reading, while a fit or a run went on, named relative to the working
+# directory or lying under it, with that directory: a fit loading ``os.getcwd() + "/helper.py"`` by its path runs
+# another file, or none, in a process started elsewhere, while the file it ran is unchanged (hostile pass XIX-zq, Q2).
+_HERE: dict[str, str] = {}
 
 
 class _FitImports:
@@ -174,12 +179,14 @@ def _on_audit(event: str, args: tuple) -> None:
                 _WRITTEN.add(os.path.abspath(args[0]))
             elif not getattr(_UNNOTED, "on", False):
                 _READ.setdefault(os.path.abspath(args[0]), set()).add(_openers(sys._getframe(1)))
+                _note_here(args[0])
         except Exception:  # noqa: BLE001 - a hook must never fail an open
             pass
         return
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
             try:
+                _note_here(args[0])
                 path = os.path.abspath(args[0])
                 _OPENED.setdefault(path, []).append(_identity(path))
             except Exception:  # noqa: BLE001 - a hook must never fail an open (a file that is not there: none)
@@ -191,9 +198,19 @@ def _on_audit(event: str, args: tuple) -> None:
     if type(code) is not types.CodeType or code.co_name != "<module>" or not code.co_filename.endswith(".py"):
         return
     try:
+        _note_here(code.co_filename)
         _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
     except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
         pass
+
+
+def _note_here(given: str) -> None:
+    """Note a file a fit or a run reads or runs (``given`` as named) when it depends on the working directory."""
+    if _FITS[0] > 0 or _RUNS[0] > 0:
+        here = os.getcwd()
+        path = os.path.normpath(os.path.join(here, given))
+        if not os.path.isabs(given) or path.startswith(here.rstrip(os.sep) + os.sep):
+            _HERE.setdefault(path, here)
 
 
 def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> None:
@@ -253,7 +270,7 @@ def _process_start_ns() -> int:
         return 0
 
 
-_PROCESS_START_NS = _process_start_ns()
+PROCESS_START_NS = _process_start_ns()
 
 
 def _copied(record):
@@ -291,6 +308,11 @@ def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
     return _copied(_FIT_IMPORTS), set(_copied(_IN_FITS)), set(_copied(_IN_RUNS))
 
 
+def in_working_directory() -> dict[str, str]:
+    """The files a fit or a run read or ran by a name relative to the working directory, or under it (``_HERE``)."""
+    return _copied(_HERE)
+
+
 def changed_since_loaded(module: types.ModuleType) -> bool:
     """Whether ``module``'s file is no longer the file its code was loaded from (edited, replaced, removed).
     A module with no file is never changed."""
@@ -304,7 +326,7 @@ def changed_since_loaded(module: types.ModuleType) -> bool:
     recorded = _LOADED.get(path)
     if recorded:
         return any(seen != now for seen in recorded)
-    return now[4] >= _PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
+    return now[4] >= PROCESS_START_NS  # loaded before topicaudit: changed while this process ran, or not
 
 
 def loaded_before_hook(module: types.ModuleType) -> bool:
@@ -318,7 +340,7 @@ def changed_while_running(path: str) -> bool:
     topicaudit may have loaded its other files with no trace (``exec_module`` outside ``sys.modules``), so each of
     them is held to the process's start (hostile pass XIX-x, S9)."""
     try:
-        return _identity(path)[4] >= _PROCESS_START_NS
+        return _identity(path)[4] >= PROCESS_START_NS
     except (OSError, ValueError):
         return True
 
@@ -341,50 +363,6 @@ def changed_files(paths, names=None) -> list[str]:
             found.append(path)
             continue
         if any(seen != now for seen in recorded):
-            found.append(path)
-    return found
-
-
-def _mapped() -> dict[str, set[tuple[int, int]]]:
-    """The files mapped into this process (``/proc/self/maps``: shared libraries, extension modules), by path, with
-    the (device, inode) of each mapping; a path whose file was removed or replaced since carries " (deleted)" and is
-    given as it is. Empty where there is no such file."""
-    found: dict[str, set[tuple[int, int]]] = {}
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
-            for line in maps:
-                fields = line.rstrip("\n").split(maxsplit=5)
-                if len(fields) < 6 or not fields[5].startswith("/"):
-                    continue
-                major, _, minor = fields[3].partition(":")
-                found.setdefault(fields[5], set()).add((os.makedev(int(major, 16), int(minor, 16)), int(fields[4])))
-    except (OSError, ValueError):
-        return {}
-    return found
-
-
-def changed_mapped(paths, names=None) -> list[str]:
-    """Those of ``paths`` (real paths) mapped into this process (a shared library a plug-in opened with ctypes, an
-    extension module) whose file is no longer the one mapped, or changed after the process started. Python runs no
-    module code from such a file, so the audit hook has no record of it, and the library a process opened stays the
-    one it runs after a rebuild: a plug-in's ctypes kernel rebuilt between two audits in one process ran the old
-    library under the rebuilt file's digest, and a fresh check of the rebuilt plug-in reused that run (hostile pass
-    XIX-ya, C1). When it was mapped is not known, so a file changed after the process started counts as changed, as
-    a module loaded with no record does. names: as ``changed_files``."""
-    wanted = set(paths)
-    names = {os.path.basename(path) for path in wanted} | set(names or ())
-    found = []
-    for shown, mappings in _mapped().items():
-        deleted = shown.endswith(" (deleted)")
-        path = shown[: -len(" (deleted)")] if deleted else shown
-        try:
-            if os.path.basename(path) not in names or os.path.realpath(path) not in wanted:
-                continue
-            now = os.stat(path)
-        except (OSError, ValueError):
-            found.append(path)
-            continue
-        if deleted or (now.st_dev, now.st_ino) not in mappings or now.st_ctime_ns >= _PROCESS_START_NS:
             found.append(path)
     return found
 

@@ -22,8 +22,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topicaudit.loaded_code import (changed_files, changed_mapped, changed_since_loaded, changed_while_running,
-                                    loaded_before_hook, unnoted)
+from topicaudit.loaded_code import (changed_files, changed_since_loaded, changed_while_running, loaded_before_hook,
+                                    unnoted)
+from topicaudit.mapped_files import changed_mapped
 from topicaudit.patched_code import patched_since_loaded
 from topicaudit.process_state import command_memo
 

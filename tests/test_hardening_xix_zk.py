@@ -16,7 +16,7 @@ import pytest
 
 import topicaudit.engine.run as engine_run
 import topicaudit.inputs.corpus as corpus_module
-from topicaudit.engine.storage import fitted_code
+from topicaudit.engine.storage import fitted_code, key_places
 from topicaudit.inputs.corpus import load_corpus
 from test_hardening_xix_zh import PATCHES, _check  # noqa: E402 - the zh pass's patch texts and `check` runner
 
@@ -111,8 +111,8 @@ def test_a_file_read_through_topicaudit_for_code_outside_the_key_is_kept(tmp_pat
     reader, engine = corpus_module.__file__, engine_run.__file__
     start = str(tmp_path / "sitecustomize.py")
     keyed = set(fitted_code.KEYED)
-    assert fitted_code._opened_outside((reader, start, start, engine, engine), keyed)
-    assert fitted_code._opened_outside(("<string>", engine), keyed)
-    assert fitted_code._opened_outside((start, threading.__file__), keyed)
-    assert not fitted_code._opened_outside((reader, engine, str(tmp_path / "test_x.py"), pytest.__file__), keyed)
-    assert not fitted_code._opened_outside(("<frozen importlib._bootstrap_external>", start), keyed)
+    assert key_places.opened_outside((reader, start, start, engine, engine), keyed)
+    assert key_places.opened_outside(("<string>", engine), keyed)
+    assert key_places.opened_outside((start, threading.__file__), keyed)
+    assert not key_places.opened_outside((reader, engine, str(tmp_path / "test_x.py"), pytest.__file__), keyed)
+    assert not key_places.opened_outside(("<frozen importlib._bootstrap_external>", start), keyed)

@@ -82,3 +82,55 @@ def test_a_name_a_fit_looks_for_on_a_path_it_changed_is_never_reused(tmp_path, h
     plain = _run(tmp_path, there, "plain")
     assert plain["import zq_kern"] == str(there / "zq_kern.py")
     assert _run(tmp_path, there, "check", record=plain) == []
+
+
+# Q2: a process whose fit runs (or reads) a file by its path in the working directory, as sys.argv[1] says; or checks
+# a record read from stdin, as a later process deciding on a reuse does.
+BY_PATH = """import importlib.util, json, os, runpy, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+how = sys.argv[1]
+if how == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+with loaded_code.running(), loaded_code.fitting():
+    if how in ("spec", "beside"):
+        folder = os.getcwd() if how == "spec" else sys.argv[2]
+        spec = importlib.util.spec_from_file_location("zq_helper", os.path.join(folder, "zq_helper.py"))
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    elif how == "runpy":
+        runpy.run_path("zq_helper.py")
+    elif how == "exec":
+        exec(open("zq_helper.py").read())
+    elif how == "read":
+        open("zq_settings.txt").read()
+print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+
+def _by_path(folder, *args, record=None):
+    done = subprocess.run([sys.executable, "-c", BY_PATH, *args], cwd=folder, text=True, input=json.dumps(record),
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["spec", "runpy", "exec", "read"])
+def test_a_file_a_fit_runs_by_its_path_in_the_working_directory_is_reused_only_there(tmp_path, how):
+    """Q2: the helper in a, unchanged, read as unchanged by a process started in b, whose fit would run b's helper
+    (or none): the run is reused from a alone; a helper run by a path outside the working directory is reused from
+    either folder (no false positive)."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    for folder in (a, lib):
+        (folder / "zq_helper.py").write_text("PATCHED = True\n")
+        (folder / "zq_settings.txt").write_text("uniform\n")
+    record = _by_path(a, how)
+    assert str(a / ("zq_settings.txt" if how == "read" else "zq_helper.py")) in record, record
+    assert _by_path(b, "check", record=record), record
+    assert _by_path(a, "check", record=record) == []
+    beside = _by_path(a, "beside", str(lib))
+    assert str(lib / "zq_helper.py") in beside, beside
+    assert _by_path(b, "check", record=beside) == []

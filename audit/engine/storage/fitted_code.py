@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterable
 
 import topicaudit.loaded_code as loaded_code
-from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, own, standard
+from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, opened_outside, own, standard
 
 # A file read and compiled is looked for among the files read up to this size (a corpus is not code).
 _LARGEST_READ = 4 * 2**20
@@ -71,13 +71,14 @@ def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
             found[path] = _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
+    found.update(_working_directory(found))
     return found
 
 
 def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...], sizes: set[int],
                   texts: set[str]) -> bool:
     """Whether a file read (not as a module) counts as code: a regular file opened by code outside the key's digests
-    (``_opened_outside``), or whose bytes are a text the process compiled (only a file of a compiled text's size is
+    (``opened_outside``), or whose bytes are a text the process compiled (only a file of a compiled text's size is
     hashed). Who opened it, and its size, are decided once per file and number of openings."""
     seen = _READ_DECIDED.get(file)
     if seen is None or seen[0] != len(stacks):
@@ -86,7 +87,7 @@ def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...
             size = found.st_size if stat.S_ISREG(found.st_mode) and not file.startswith(_SYSTEM) else None
         except (OSError, ValueError):
             size = None
-        seen = (len(stacks), any(_opened_outside(stack, keyed) for stack in list(stacks)), size)
+        seen = (len(stacks), any(opened_outside(stack, keyed) for stack in list(stacks)), size)
         _READ_DECIDED[file] = seen
     return seen[2] is not None and (seen[1] or (seen[2] in sizes and _digest_here(file) in texts))
 
@@ -142,6 +143,19 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
 _NOT_NAMES = ("__main__", "__mp_main__")
 
 
+def _working_directory(listed: dict[str, str]) -> dict[str, str]:
+    """``HERE``: the working directory a fit or a run read or ran a listed file in, by a path relative to it or under
+    it that no name's lookup gave (an ``import NAME``'s place): a process started elsewhere runs another file, or
+    none, there (XIX-zq, Q2); several directories (a fit that moved) are found by no process."""
+    placed = {place for entry, place in listed.items() if entry.startswith(IMPORT)}
+    noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed and file not in placed}
+    return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
+
+
+# The entry of a record holding the working directory its files depend on, checked against the deciding process's.
+HERE = "working directory"
+
+
 def where(name: str, folders: list[str] | None = None) -> str:
     """Where this process loads the module ``name`` from: the file of the module loaded under that name, else what
     the import system's finders give (the finders' own order: the working directory, PYTHONPATH, the installed
@@ -181,13 +195,17 @@ MOVED = "found on an import path its fit changed: "
 def _import_path() -> tuple:
     """What decides where an import finds a name: ``sys.path`` (relative entries in the working directory) but the
     folders in places the key holds (Ray puts its own first as it is imported, beside a fit), the finders, the hooks."""
-    try:
-        here = os.getcwd()
-    except OSError:
-        here = "?"
+    here = _here()
     folders = [os.path.join(here, folder) if isinstance(folder, str) else folder for folder in list(sys.path)]
     return ([folder for folder in folders if not (isinstance(folder, str) and keyed_elsewhere(folder))],
             list(sys.meta_path), list(sys.path_hooks))
+
+
+def _here() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return "?"
 
 
 def _folders(package: str, loaded: bool = True) -> list[str]:
@@ -322,6 +340,8 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
     for entry, value in recorded.items():
         if entry.startswith(IMPORT):
             found[entry] = where(entry[len(IMPORT):])
+        elif entry == HERE:
+            found[entry] = _here()
         elif entry.startswith(MODULE):
             name = entry[len(MODULE):]  # compared where this process loaded the name, or looked for it (Z5)
             loaded = isinstance(getattr(sys.modules.get(name), "__file__", None), str) or name in looked_for
@@ -360,39 +380,3 @@ def _regular(file: str) -> bool:
         return not file.startswith(_SYSTEM) and os.path.isfile(file)
     except OSError:
         return False
-
-
-def _opened_outside(stack: tuple[str, ...], keyed: Iterable[str]) -> bool:
-    """Whether code outside the key's digests opened a file (a stack, innermost first): a call of such code (a file
-    of it, or code with no file, ``<string>``) below the outermost of topicaudit's own, or with none of topicaudit's
-    on the stack (a thread a start left). What that code read may be run as code in any form (stripped,
-    unmarshalled, unpickled, of any size, read through one of topicaudit's own readers: a patch's edit reused the
-    run before it, XIX-zk), so the file is kept with the run; what topicaudit itself or the libraries it calls read
-    is not (the script or test that called topicaudit sits above it), nor what the import system reads (a module's
-    cached bytecode: its module's file is kept). Decided once per stack in this process."""
-    memo = (stack, keyed if isinstance(keyed, tuple) else tuple(sorted(keyed)))
-    if memo not in _OUTSIDE:
-        _OUTSIDE[memo] = _outside(*memo)
-    return _OUTSIDE[memo]
-
-
-_OUTSIDE: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
-
-
-def _outside(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
-    if stack and stack[0].startswith("<frozen importlib"):
-        return False
-    outside = False
-    for name in stack:
-        if name.startswith("<frozen "):
-            continue
-        if not name.startswith("/"):
-            outside = True
-        elif own(name):
-            if outside:
-                return True
-        elif not keyed_elsewhere(name, keyed):
-            outside = True
-    return outside and not any(name.startswith("/") and own(name) for name in stack)
-
-

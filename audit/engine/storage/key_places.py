@@ -1,6 +1,7 @@
 """Which part of the run cache's key stands for a code file: topicaudit's source (its digest), the standard library
-(the interpreter), or a keyed library installed (its version and place). Code anywhere else that a fit loaded is
-listed with the run by content (``fitted_code``). Each file is decided once per process."""
+(the interpreter), or a keyed library installed (its version and place); and whether code outside them opened a file.
+Code anywhere else that a fit loaded, and what it read, is listed with the run by content (``fitted_code``). Each
+file and stack is decided once per process."""
 from __future__ import annotations
 
 import sys
@@ -86,3 +87,39 @@ def _decided(path: Path, keyed: set[str], places: tuple[list[Path], list[Path], 
             if resolved.relative_to(folder).parts[0].split(".")[0] in keyed:
                 return True
     return False
+
+
+def opened_outside(stack: tuple[str, ...], keyed: Iterable[str]) -> bool:
+    """Whether code outside the key's digests opened a file (a stack, innermost first): a call of such code (a file
+    of it, or code with no file, ``<string>``) below the outermost of topicaudit's own, or with none of topicaudit's
+    on the stack (a thread a start left). What that code read may be run as code in any form (stripped,
+    unmarshalled, unpickled, of any size, read through one of topicaudit's own readers: a patch's edit reused the
+    run before it, XIX-zk), so the file is kept with the run; what topicaudit itself or the libraries it calls read
+    is not (the script or test that called topicaudit sits above it), nor what the import system reads (a module's
+    cached bytecode: its module's file is kept). Decided once per stack in this process."""
+    memo = (stack, keyed if isinstance(keyed, tuple) else tuple(sorted(keyed)))
+    if memo not in _OUTSIDE:
+        _OUTSIDE[memo] = _outside(*memo)
+    return _OUTSIDE[memo]
+
+
+_OUTSIDE: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
+
+
+def _outside(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
+    if stack and stack[0].startswith("<frozen importlib"):
+        return False
+    outside = False
+    for name in stack:
+        if name.startswith("<frozen "):
+            continue
+        if not name.startswith("/"):
+            outside = True
+        elif own(name):
+            if outside:
+                return True
+        elif not keyed_elsewhere(name, keyed):
+            outside = True
+    return outside and not any(name.startswith("/") and own(name) for name in stack)
+
+
