@@ -17,6 +17,7 @@ the same way (``changed_files``; shared libraries: ``topicaudit.mapped_files``);
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sys
@@ -76,6 +77,11 @@ _LOOKING = threading.local()
 # directory or lying under it, with that directory: a fit loading ``os.getcwd() + "/helper.py"`` by its path runs
 # another file, or none, in a process started elsewhere, while the file it ran is unchanged (hostile pass XIX-zq, Q2).
 _HERE: dict[str, str] = {}
+# Each stack (``_openers``, the caller first) that asked for the working directory while a fit or a run went on
+# (``os.getcwd``, ``os.getcwdb``; so ``pathlib.Path.cwd``, ``os.path.abspath``), with the answer: a plug-in choosing
+# its code by where it runs (``import_module("k_" + basename(getcwd()))``) runs other code in a process started
+# elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose code asked.
+_ASKED: dict[tuple[str, ...], str] = {}
 
 
 class _FitImports:
@@ -367,9 +373,26 @@ def changed_files(paths, names=None) -> list[str]:
     return found
 
 
+def _noting(getcwd):
+    """``getcwd`` (``os``'s), noting the stacks that ask for it while a fit or a run goes on (no audit event does)."""
+    @functools.wraps(getcwd)
+    def asked():
+        found = getcwd()
+        if _FITS[0] > 0 or _RUNS[0] > 0:
+            _ASKED.setdefault(_openers(sys._getframe(1)), os.fsdecode(found))
+        return found
+    return asked
+
+
+def asked_where() -> dict[tuple[str, ...], str]:
+    """The stacks that asked for the working directory during a fit or a run, with its answer (``_ASKED``)."""
+    return _copied(_ASKED)
+
+
 def install() -> None:
     """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
+        os.getcwd, os.getcwdb = _noting(os.getcwd), _noting(os.getcwdb)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]

@@ -105,13 +105,20 @@ with loaded_code.running(), loaded_code.fitting():
         exec(open("zq_helper.py").read())
     elif how == "read":
         open("zq_settings.txt").read()
+    elif how == "name":  # Q7: the kernel chosen by the working directory's name
+        importlib.import_module("zq_k_" + os.path.basename(os.getcwd()))
+    elif how == "path":
+        import pathlib
+        importlib.import_module("zq_k_" + pathlib.Path.cwd().name)
 print(json.dumps(fitted_code.loaded_outside()))
 """
 
 
 def _by_path(folder, *args, record=None):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
+                                                                             os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", BY_PATH, *args], cwd=folder, text=True, input=json.dumps(record),
-                          capture_output=True, timeout=300)
+                          env=environment, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -134,3 +141,18 @@ def test_a_file_a_fit_runs_by_its_path_in_the_working_directory_is_reused_only_t
     beside = _by_path(a, "beside", str(lib))
     assert str(lib / "zq_helper.py") in beside, beside
     assert _by_path(b, "check", record=beside) == []
+
+
+@pytest.mark.parametrize("how", ["name", "path"])
+def test_a_fit_choosing_its_code_by_the_working_directory_is_reused_only_there(tmp_path, how):
+    """Q7: the kernel named after the working directory (``zq_k_a`` from a, found on PYTHONPATH and unchanged) read as
+    in place by a process started in b, whose fit would import ``zq_k_b``: reused from a alone."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zq_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zq_k_b.py").write_text("")
+    record = _by_path(a, how)
+    assert record["import zq_k_a"] == str(lib / "zq_k_a.py"), record
+    assert _by_path(b, "check", record=record) == ["working directory"]
+    assert _by_path(a, "check", record=record) == []

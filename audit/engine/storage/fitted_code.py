@@ -71,7 +71,7 @@ def loaded_outside(keyed: Iterable[str] = KEYED) -> dict[str, str]:
             found[path] = _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
-    found.update(_working_directory(found))
+    found.update(_working_directory(found, set(keyed)))
     return found
 
 
@@ -143,12 +143,14 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
 _NOT_NAMES = ("__main__", "__mp_main__")
 
 
-def _working_directory(listed: dict[str, str]) -> dict[str, str]:
+def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
     """``HERE``: the working directory a fit or a run read or ran a listed file in, by a path relative to it or under
     it that no name's lookup gave (an ``import NAME``'s place): a process started elsewhere runs another file, or
-    none, there (XIX-zq, Q2); several directories (a fit that moved) are found by no process."""
+    none, there (XIX-zq, Q2); and the one code outside the key (``_requester``) asked for then, which may choose its
+    code by it (Q7). Several directories (a fit that moved) are found by no process."""
     placed = {place for entry, place in listed.items() if entry.startswith(IMPORT)}
     noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed and file not in placed}
+    noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed) is not None)
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
 
 
