@@ -73,14 +73,12 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Each file run as a module's code, or opened for reading, while a fit or a run went on, named relative to the working
-# directory or lying under it, with that directory: a fit loading ``os.getcwd() + "/helper.py"`` by its path runs
-# another file, or none, in a process started elsewhere, while the file it ran is unchanged (hostile pass XIX-zq, Q2).
+# Each file run as module code, or read, by a fit or a run by a name relative to the working directory, with it: a
+# process started elsewhere runs another file (``run_path("helper.py")``: XIX-zq, Q2; ``getcwd() + …``: ``_ASKED``).
 _HERE: dict[str, str] = {}
-# Each stack (``_openers``, the caller first) that asked for the working directory while a fit or a run went on
-# (``os.getcwd``, ``os.getcwdb``; so ``pathlib.Path.cwd``, ``os.path.abspath``), with the answer: a plug-in choosing
-# its code by where it runs (``import_module("k_" + basename(getcwd()))``) runs other code in a process started
-# elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose code asked.
+# Each stack (``_openers``) that asked for the working directory (``os.getcwd``, so ``Path.cwd``, ``abspath``) while a
+# fit or a run went on, with the answer: code choosing a kernel by where it runs (``"k_" + basename(getcwd())``) runs
+# other code in a process started elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose code asked.
 _ASKED: dict[tuple[str, ...], str] = {}
 
 
@@ -211,12 +209,10 @@ def _on_audit(event: str, args: tuple) -> None:
 
 
 def _note_here(given: str) -> None:
-    """Note a file a fit or a run reads or runs (``given`` as named) when it depends on the working directory."""
-    if _FITS[0] > 0 or _RUNS[0] > 0:
+    """Note a file a fit or a run reads or runs by a name (``given``) relative to the working directory."""
+    if (_FITS[0] > 0 or _RUNS[0] > 0) and not os.path.isabs(given):
         here = os.getcwd()
-        path = os.path.normpath(os.path.join(here, given))
-        if not os.path.isabs(given) or path.startswith(here.rstrip(os.sep) + os.sep):
-            _HERE.setdefault(path, here)
+        _HERE.setdefault(os.path.normpath(os.path.join(here, given)), here)
 
 
 def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> None:
@@ -315,7 +311,7 @@ def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
 
 
 def in_working_directory() -> dict[str, str]:
-    """The files a fit or a run read or ran by a name relative to the working directory, or under it (``_HERE``)."""
+    """The files a fit or a run read or ran by a name relative to the working directory (``_HERE``)."""
     return _copied(_HERE)
 
 
@@ -379,7 +375,13 @@ def _noting(getcwd):
     def asked():
         found = getcwd()
         if _FITS[0] > 0 or _RUNS[0] > 0:
-            _ASKED.setdefault(_openers(sys._getframe(1)), os.fsdecode(found))
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.startswith(("<frozen ", _STANDARD)) \
+                    and "-packages" not in frame.f_code.co_filename:
+                frame = frame.f_back  # the standard library passes the question on
+            name = frame.f_code.co_filename if frame is not None else _OWN_FOLDER
+            if not name.startswith(_OWN_FOLDER) and "-packages" not in name:  # not this hook's, not a library's
+                _ASKED.setdefault(_openers(frame), os.fsdecode(found))
         return found
     return asked
 
