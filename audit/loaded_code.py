@@ -73,12 +73,12 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Each file run as module code, or read, by a fit or a run by a name relative to the working directory, with it: a
-# process started elsewhere runs another file (``run_path("helper.py")``: XIX-zq, Q2; ``getcwd() + …``: ``_ASKED``).
+# Each file run as module code, or read, by a name relative to the working directory, with it: a process started
+# elsewhere runs another file (``run_path("helper.py")``: XIX-zq, Q2; ``getcwd() + …``: ``_ASKED``).
 _HERE: dict[str, str] = {}
-# Each stack (``_openers``) that asked for the working directory (``os.getcwd``, so ``Path.cwd``, ``abspath``) while a
-# fit or a run went on, with the answer: code choosing a kernel by where it runs (``"k_" + basename(getcwd())``) runs
-# other code in a process started elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose code asked.
+# Each stack (``_openers``) that asked for the working directory (``os.getcwd``, so ``Path.cwd``, ``abspath``), with
+# the answer: code choosing a kernel by where it runs (``"k_" + basename(getcwd())``, in a fit or as a plug-in is
+# imported) runs other code in a process started elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose.
 _ASKED: dict[tuple[str, ...], str] = {}
 
 
@@ -209,8 +209,8 @@ def _on_audit(event: str, args: tuple) -> None:
 
 
 def _note_here(given: str) -> None:
-    """Note a file a fit or a run reads or runs by a name (``given``) relative to the working directory."""
-    if (_FITS[0] > 0 or _RUNS[0] > 0) and not os.path.isabs(given):
+    """Note a file this process reads or runs by a name (``given``) relative to the working directory."""
+    if not os.path.isabs(given):
         here = os.getcwd()
         _HERE.setdefault(os.path.normpath(os.path.join(here, given)), here)
 
@@ -311,7 +311,7 @@ def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
 
 
 def in_working_directory() -> dict[str, str]:
-    """The files a fit or a run read or ran by a name relative to the working directory (``_HERE``)."""
+    """The files this process read or ran by a name relative to the working directory (``_HERE``)."""
     return _copied(_HERE)
 
 
@@ -370,24 +370,22 @@ def changed_files(paths, names=None) -> list[str]:
 
 
 def _noting(getcwd):
-    """``getcwd`` (``os``'s), noting the stacks that ask for it while a fit or a run goes on (no audit event does)."""
+    """``getcwd`` (``os``'s), noting the stacks that ask for it (no audit event does)."""
     @functools.wraps(getcwd)
     def asked():
-        found = getcwd()
-        if _FITS[0] > 0 or _RUNS[0] > 0:
-            frame = sys._getframe(1)
-            while frame is not None and frame.f_code.co_filename.startswith(("<frozen ", _STANDARD)) \
-                    and "-packages" not in frame.f_code.co_filename:
-                frame = frame.f_back  # the standard library passes the question on
-            name = frame.f_code.co_filename if frame is not None else _OWN_FOLDER
-            if not name.startswith(_OWN_FOLDER) and "-packages" not in name:  # not this hook's, not a library's
-                _ASKED.setdefault(_openers(frame), os.fsdecode(found))
+        found, frame = getcwd(), sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(("<frozen ", _STANDARD)) \
+                and "-packages" not in frame.f_code.co_filename:
+            frame = frame.f_back  # the standard library passes the question on
+        name = frame.f_code.co_filename if frame is not None else _OWN_FOLDER
+        if not name.startswith(_OWN_FOLDER) and "-packages" not in name:  # not this hook's, not a library's
+            _ASKED.setdefault(_openers(frame), os.fsdecode(found))
         return found
     return asked
 
 
 def asked_where() -> dict[tuple[str, ...], str]:
-    """The stacks that asked for the working directory during a fit or a run, with its answer (``_ASKED``)."""
+    """The stacks that asked for the working directory, with its answer (``_ASKED``)."""
     return _copied(_ASKED)
 
 

@@ -94,6 +94,10 @@ how = sys.argv[1]
 if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
+if how == "import":  # as the plug-in is imported, before its run
+    importlib.import_module("zq_k_" + os.path.basename(os.getcwd()))
+elif how == "import-read":
+    exec(open("zq_helper.py").read())
 with loaded_code.running(), loaded_code.fitting():
     if how in ("spec", "beside"):
         folder = os.getcwd() if how == "spec" else sys.argv[2]
@@ -123,7 +127,7 @@ def _by_path(folder, *args, record=None):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("how", ["spec", "runpy", "exec", "read"])
+@pytest.mark.parametrize("how", ["spec", "runpy", "exec", "read", "import-read"])
 def test_a_file_a_fit_runs_by_its_path_in_the_working_directory_is_reused_only_there(tmp_path, how):
     """Q2: the helper in a, unchanged, read as unchanged by a process started in b, whose fit would run b's helper
     (or none): the run is reused from a alone; a helper run by a path outside the working directory is reused from
@@ -143,16 +147,17 @@ def test_a_file_a_fit_runs_by_its_path_in_the_working_directory_is_reused_only_t
     assert _by_path(b, "check", record=beside) == []
 
 
-@pytest.mark.parametrize("how", ["name", "path"])
+@pytest.mark.parametrize("how", ["name", "path", "import"])
 def test_a_fit_choosing_its_code_by_the_working_directory_is_reused_only_there(tmp_path, how):
     """Q7: the kernel named after the working directory (``zq_k_a`` from a, found on PYTHONPATH and unchanged) read as
-    in place by a process started in b, whose fit would import ``zq_k_b``: reused from a alone."""
+    in place by a process started in b, whose fit would import ``zq_k_b``: reused from a alone. So too when the name
+    is chosen as the plug-in is imported, before the run (``import``)."""
     a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
     for folder in (a, b, lib):
         folder.mkdir()
     (lib / "zq_k_a.py").write_text("PATCHED = True\n")
     (lib / "zq_k_b.py").write_text("")
     record = _by_path(a, how)
-    assert record["import zq_k_a"] == str(lib / "zq_k_a.py"), record
+    assert record["import zq_k_a" if how != "import" else "module zq_k_a"] == str(lib / "zq_k_a.py"), record
     assert _by_path(b, "check", record=record) == ["working directory"]
     assert _by_path(a, "check", record=record) == []

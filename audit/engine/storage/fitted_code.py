@@ -144,10 +144,10 @@ _NOT_NAMES = ("__main__", "__mp_main__")
 
 
 def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
-    """``HERE``: the working directory a fit or a run read or ran a listed file in by a name relative to it, or that
-    code outside the key (``_requester``) asked for then (``os.getcwd() + "/helper.py"``, a kernel's name built from
-    the folder's): a process started elsewhere runs another file, or none (hostile pass XIX-zq, Q2, Q7). Several
-    directories (a fit that moved) are found by no process."""
+    """``HERE``: the working directory this process read or ran a listed file in by a name relative to it, or that
+    code outside the key (``_requester``) asked for (``os.getcwd() + "/helper.py"``, a kernel's name built from the
+    folder's, in a fit or as a plug-in is imported): a process started elsewhere runs another file, or none (hostile
+    pass XIX-zq, Q2, Q7). Several directories (a fit that moved) are found by no process."""
     noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed}
     noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed) is not None)
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
