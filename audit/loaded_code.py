@@ -190,9 +190,9 @@ def _on_audit(event: str, args: tuple) -> None:
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
             try:
-                _note_here(args[0])
                 path = os.path.abspath(args[0])
                 _OPENED.setdefault(path, []).append(_identity(path))
+                _note_here(args[0])
             except Exception:  # noqa: BLE001 - a hook must never fail an open (a file that is not there: none)
                 pass
         return
@@ -202,8 +202,8 @@ def _on_audit(event: str, args: tuple) -> None:
     if type(code) is not types.CodeType or code.co_name != "<module>" or not code.co_filename.endswith(".py"):
         return
     try:
-        _note_here(code.co_filename)
         _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
+        _note_here(code.co_filename)
     except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
         pass
 

@@ -121,5 +121,3 @@ def _outside(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
         elif not keyed_elsewhere(name, keyed):
             outside = True
     return outside and not any(name.startswith("/") and own(name) for name in stack)
-
-
