@@ -158,12 +158,31 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         directories = topicaudit_directories(target)
     for directory in directories:
         root = Path(directory).resolve()
-        if target == root or not target.is_relative_to(root):
-            continue
-        first = target.relative_to(root).parts[0]
-        if first.casefold() in _READ_NAMES_FOLDED:  # RUN/Results.json is results.json on macOS and Windows
+        first = target.relative_to(root).parts[0] if target != root and target.is_relative_to(root) else None
+        # RUN/Results.json is results.json on macOS and Windows; RUN/models linked to M: M/x is RUN's too (XIX-zs)
+        if first is not None and first.casefold() not in _READ_NAMES_FOLDED:
+            first = None
+        first = first or linked_read_name(Path(directory), target)
+        if first is not None:
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
+
+
+def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
+    """The one of READ_NAMES (but ``allowed``) of ``directory`` that is a symbolic link to ``target`` or to a folder
+    above it, None if none: a models/ or config.toml kept elsewhere and linked back is still the directory's own, and
+    `check --json` at the link's target replaced a model (hostile pass XIX-zs)."""
+    for name in sorted(READ_NAMES - {allowed}):
+        place = directory / name
+        if not os.path.islink(place):
+            continue
+        try:
+            resolved = place.resolve()
+        except (RuntimeError, OSError):  # a loop: it leads nowhere, so nothing is written through it
+            continue
+        if target == resolved or target.is_relative_to(resolved):
+            return name
+    return None
 
 
 # Files whose topicaudit schema marks a directory as topicaudit's: a run's, an audit's, a sweep's.
