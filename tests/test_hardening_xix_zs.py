@@ -9,7 +9,9 @@ target is one of its files.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,18 @@ def test_an_output_beside_the_linked_folder_is_still_fine(run_dir, tmp_path, cap
     _models_elsewhere(run_dir)
     assert main(["check", "RUN", "--epsilon", "0.01", "--json", "elsewhere.json"]) == 1
     assert (tmp_path / "elsewhere.json").is_file()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a folder")
+def test_check_never_writes_over_a_model_through_a_mount_of_the_runs_models(run_dir, tmp_path, capsys):
+    """W16: RUN/models mounted (bind) at M: ``--json M/canary-target.npz`` replaced the model."""
+    (tmp_path / "M").mkdir()
+    if subprocess.run(["mount", "--bind", str(run_dir / "models"), str(tmp_path / "M")]).returncode != 0:
+        pytest.skip("no bind mount here")
+    try:
+        model = (run_dir / "models" / "canary-target.npz").read_bytes()
+        assert main(["check", "RUN", "--epsilon", "0.01", "--json", "M/canary-target.npz"]) == 2
+        assert "models of the run directory RUN by another name" in capsys.readouterr().err
+        assert (run_dir / "models" / "canary-target.npz").read_bytes() == model
+    finally:
+        subprocess.run(["umount", str(tmp_path / "M")])

@@ -152,14 +152,15 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {name} of the run directory {run_dir}, where check "
                             f"writes its {'JUnit XML' if folded.endswith('xml') else 'JSON'} document; leave the "
                             "flag out (both are written there), or give a path outside the run")
-        linked = manifest.linked_read_name(Path(run_dir), target, own)  # RUN/models a link to M: M/x (XIX-zs)
-        if linked is not None:
-            raise UserError(f"cannot write {flag} {path}: it is {linked} of the run directory {run_dir} (a symbolic "
-                            "link to where it is kept), which check reads and never replaces; give a path outside it")
         if folded is not None and (folded in _RUN_FILES_FOLDED or folded.startswith("models/")):
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
+        linked = manifest.linked_read_name(Path(run_dir), target, own)  # RUN/models a link to M: M/x (XIX-zs)
+        if linked is not None:
+            raise UserError(f"cannot write {flag} {path}: it is {linked} of the run directory {run_dir} by another "
+                            "name (a symbolic link or a mount), which check reads and never replaces; give a path "
+                            "outside it")
         # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest
         # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence,
         # `--json SWEEP/sweep.json` replaced the sweep's index.

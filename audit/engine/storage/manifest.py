@@ -169,18 +169,20 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
 
 
 def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
-    """The one of READ_NAMES (but ``allowed``) of ``directory`` that is a symbolic link to ``target`` or to a folder
-    above it, None if none: a models/ or config.toml kept elsewhere and linked back is still the directory's own, and
-    `check --json` at the link's target replaced a model (hostile pass XIX-zs)."""
+    """The one of READ_NAMES (but ``allowed``) of ``directory`` that ``target`` is, or is inside, by another name,
+    None if none: a models/ or config.toml kept elsewhere and linked back, or a models/ mounted at another place, is
+    still the directory's own, and `check --json` there replaced a model (hostile pass XIX-zs)."""
+    above = [folder for folder in Path(target).parents if os.path.isdir(folder)]
     for name in sorted(READ_NAMES - {allowed}):
         place = directory / name
-        if not os.path.islink(place):
-            continue
         try:
-            resolved = place.resolve()
-        except (RuntimeError, OSError):  # a loop: it leads nowhere, so nothing is written through it
+            resolved = place.resolve() if os.path.islink(place) else None
+            folder = os.stat(place) if os.path.isdir(place) else None
+        except (RuntimeError, OSError):  # a loop, or gone: it leads nowhere, so nothing is written through it
             continue
-        if target == resolved or target.is_relative_to(resolved):
+        if resolved is not None and (target == resolved or target.is_relative_to(resolved)):
+            return name
+        if folder is not None and any(os.path.samestat(folder, os.stat(up)) for up in above):
             return name
     return None
 
