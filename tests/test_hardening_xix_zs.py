@@ -6,6 +6,8 @@ target is one of its files.
   JSON document (W02b: ``--junit``); W14: ``--json`` at the target of RUN/config.toml replaced the configuration
   and every later check refused the run; W15: ``report RUN -o M/zz.npz`` made a folder in the models, and every
   later check refused the run as edited. Each is refused now, exit 2, the folder left as it was.
+- N1: ``report RUN -o L``, L the user's link to an empty folder U: the link was replaced by the report folder (U left
+  empty). Refused now, as a dangling link is.
 """
 from __future__ import annotations
 
@@ -78,3 +80,12 @@ def test_check_never_writes_over_a_model_through_a_mount_of_the_runs_models(run_
         assert (run_dir / "models" / "canary-target.npz").read_bytes() == model
     finally:
         subprocess.run(["umount", str(tmp_path / "M")])
+
+
+def test_a_report_output_that_is_the_users_link_is_refused_and_kept(run_dir, tmp_path, capsys):
+    (tmp_path / "U").mkdir()
+    (tmp_path / "L").symlink_to("U")
+    before = snapshot(tmp_path)
+    assert main(["report", "RUN", "-o", "L"]) == 2
+    assert "L is a symbolic link (to U)" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
