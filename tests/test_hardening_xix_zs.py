@@ -6,6 +6,8 @@ target is one of its files.
   JSON document (W02b: ``--junit``); W14: ``--json`` at the target of RUN/config.toml replaced the configuration
   and every later check refused the run; W15: ``report RUN -o M/zz.npz`` made a folder in the models, and every
   later check refused the run as edited. Each is refused now, exit 2, the folder left as it was.
+- W18 (high): ``check RUN --json M2/canary-target.npz``, M2 another run's models folder linked from that run:
+  its model replaced. A file that is any run's model is refused now.
 - N1: ``report RUN -o L``, L the user's link to an empty folder U: the link was replaced by the report folder (U left
   empty). Refused now, as a dangling link is.
 """
@@ -89,3 +91,13 @@ def test_a_report_output_that_is_the_users_link_is_refused_and_kept(run_dir, tmp
     assert main(["report", "RUN", "-o", "L"]) == 2
     assert "L is a symbolic link (to U)" in capsys.readouterr().err
     assert snapshot(tmp_path) == before
+
+
+def test_check_never_writes_over_another_runs_model_kept_elsewhere(run_dir, tmp_path, capsys):
+    other = tmp_path / "OTHER"
+    shutil.copytree(run_dir, other, symlinks=True)
+    moved = _models_elsewhere(other)
+    model = (moved / "canary-target.npz").read_bytes()
+    assert main(["check", "RUN", "--epsilon", "0.01", "--json", "M/canary-target.npz"]) == 2
+    assert "it is a model file of a topicaudit run" in capsys.readouterr().err
+    assert (moved / "canary-target.npz").read_bytes() == model

@@ -27,6 +27,7 @@ import re
 import stat
 import threading
 import time
+import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +167,23 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         if first is not None:
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
+
+
+# The members every model file a run writes holds (engine.storage.rundir): `model` is its slot.
+_MODEL_MEMBERS = frozenset({"phi.npy", "vocabulary.npy", "config_hash.npy", "model.npy"})
+
+
+def is_model_file(path: Path) -> bool:
+    """Whether ``path`` is a model file of some run (a regular file, not followed through a link, holding a model's
+    members): another run's models/ linked from elsewhere is no folder of a run, and `check --json` replaced its
+    model there (hostile pass XIX-zs)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            return _MODEL_MEMBERS <= set(archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
 
 
 def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
