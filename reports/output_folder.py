@@ -97,6 +97,10 @@ def check_target(output: Path) -> None:
     if output.is_symlink() and not output.exists():
         raise UserError(f"output {output} is a symbolic link to a missing {os.readlink(output)}; remove the link "
                         "or choose another -o")
+    if output.is_symlink():  # `-o L`, L a link to a folder of yours: the link was replaced by the report (XIX-zs)
+        raise UserError(f"output {output} is a symbolic link (to {os.readlink(output)}); a report replaces its "
+                        "folder as a whole, which would replace the link rather than write into its target: give "
+                        "the folder itself, or another -o")
     if not output.exists():
         return
     if not output.is_dir():

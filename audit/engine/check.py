@@ -156,6 +156,14 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {target.relative_to(root).as_posix()} of the run "
                             f"directory {run_dir}, which check reads and never replaces; give a path outside it "
                             "(or leave the flag out: check.json and check.junit.xml are written there)")
+        linked = manifest.linked_read_name(Path(run_dir), target, own)  # RUN/models a link to M: M/x (XIX-zs)
+        if linked is not None:
+            raise UserError(f"cannot write {flag} {path}: it is {linked} of the run directory {run_dir} by another "
+                            "name (a symbolic link or a mount), which check reads and never replaces; give a path "
+                            "outside it")
+        if manifest.is_model_file(target):  # another run's models/, kept elsewhere and linked back (XIX-zs W18)
+            raise UserError(f"cannot write {flag} {path}: it is a model file of a topicaudit run (its models/ may be "
+                            "kept there and linked back), which a resume reads and never replaces; give another path")
         # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest
         # (every later command refused it), `check RUN --json OTHER/results.json` destroyed OTHER's evidence,
         # `--json SWEEP/sweep.json` replaced the sweep's index.

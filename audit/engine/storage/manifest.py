@@ -27,6 +27,7 @@ import re
 import stat
 import threading
 import time
+import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,12 +159,50 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         directories = topicaudit_directories(target)
     for directory in directories:
         root = Path(directory).resolve()
-        if target == root or not target.is_relative_to(root):
-            continue
-        first = target.relative_to(root).parts[0]
-        if first.casefold() in _READ_NAMES_FOLDED:  # RUN/Results.json is results.json on macOS and Windows
+        first = target.relative_to(root).parts[0] if target != root and target.is_relative_to(root) else None
+        # RUN/Results.json is results.json on macOS and Windows; RUN/models linked to M: M/x is RUN's too (XIX-zs)
+        if first is not None and first.casefold() not in _READ_NAMES_FOLDED:
+            first = None
+        first = first or linked_read_name(Path(directory), target)
+        if first is not None:
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
+
+
+# The members every model file a run writes holds (engine.storage.rundir): `model` is its slot.
+_MODEL_MEMBERS = frozenset({"phi.npy", "vocabulary.npy", "config_hash.npy", "model.npy"})
+
+
+def is_model_file(path: Path) -> bool:
+    """Whether ``path`` is a model file of some run (a regular file, not followed through a link, holding a model's
+    members): another run's models/ linked from elsewhere is no folder of a run, and `check --json` replaced its
+    model there (hostile pass XIX-zs)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            return _MODEL_MEMBERS <= set(archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
+    """The one of READ_NAMES (but ``allowed``) of ``directory`` that ``target`` is, or is inside, by another name,
+    None if none: a models/ or config.toml kept elsewhere and linked back, or a models/ mounted at another place, is
+    still the directory's own, and `check --json` there replaced a model (hostile pass XIX-zs)."""
+    above = [folder for folder in Path(target).parents if os.path.isdir(folder)]
+    for name in sorted(READ_NAMES - {allowed}):
+        place = directory / name
+        try:
+            resolved = place.resolve() if os.path.islink(place) else None
+            folder = os.stat(place) if os.path.isdir(place) else None
+        except (RuntimeError, OSError):  # a loop, or gone: it leads nowhere, so nothing is written through it
+            continue
+        if resolved is not None and (target == resolved or target.is_relative_to(resolved)):
+            return name
+        if folder is not None and any(os.path.samestat(folder, os.stat(up)) for up in above):
+            return name
+    return None
 
 
 # Files whose topicaudit schema marks a directory as topicaudit's: a run's, an audit's, a sweep's.
