@@ -13,6 +13,7 @@ target is one of its files.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from topicaudit.cli.main import main
+from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.errors import UserError
 
 from linked_cache import run_dir, snapshot  # noqa: F401 — run_dir: a fixture
 
@@ -101,3 +105,21 @@ def test_check_never_writes_over_another_runs_model_kept_elsewhere(run_dir, tmp_
     assert main(["check", "RUN", "--epsilon", "0.01", "--json", "M/canary-target.npz"]) == 2
     assert "it is a model file of a topicaudit run" in capsys.readouterr().err
     assert (moved / "canary-target.npz").read_bytes() == model
+
+
+
+@pytest.mark.parametrize("field, value", [("schema", "topicaudit.manifest/0"), ("algorithm", "md5"), ("schema", None)])
+@pytest.mark.parametrize("key", ["off", "0123456789abcdef0123456789abcdef"])
+def test_a_manifest_whose_schema_or_algorithm_was_edited_is_refused(tmp_path, monkeypatch, field, value, key):
+    """N2: the MAC covers the schema and algorithm topicaudit writes, not the file's own fields, so a keyed manifest
+    saying another schema verified (and check rewrote it): it is an edited manifest, with a key or without."""
+    monkeypatch.setenv("TOPICAUDIT_INTEGRITY_KEY", key)
+    (tmp_path / "results.json").write_text("{}")
+    manifest.record(tmp_path, "results.json", write_text=atomic_write_text)
+    path = tmp_path / manifest.NAME
+    assert manifest.read(tmp_path) is not None
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="the manifest was edited"):
+        manifest.read(tmp_path)

@@ -98,6 +98,10 @@ def read(run_dir: Path) -> Manifest | None:
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise UserError(f"{path} is not a topicaudit manifest, so none of the run's files can be verified; {RERUN}")
+    if data.get("schema") != SCHEMA or data.get("algorithm") != "sha256":  # the MAC covers the ones written (XIX-zs N2)
+        raise UserError(f"{path} says schema {data.get('schema')!r:.60} and algorithm {data.get('algorithm')!r:.40}, "
+                        f"not the {SCHEMA!r} and 'sha256' topicaudit writes: the manifest was edited, so none of the "
+                        f"run's files can be verified; {RERUN}")
     strange = next((name for name, digest in files.items() if not _entry_ok(name, digest)), None)
     if strange is not None:  # "/dev/zero", "../other/results.json", "" were listed, and ignored without a word
         raise UserError(f"{path} lists {strange!r:.120} with {files[strange]!r:.80}, which is no file of a run directory "
