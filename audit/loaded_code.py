@@ -1,18 +1,15 @@
 """Whether a module this process runs is still the file it was loaded from.
 
-Python loads a module once. A plug-in imported, then edited, then audited in the same process (a notebook, a script
-calling the API twice) ran the code imported before the edit under the digest of the files after it, so a fresh
-process running the edited code reused that cached run (hostile passes XIX-u and XIX-v). Comparing the loaded
-module with its file (its functions' code, its constants) missed edits and flagged changes its own code made.
+Python loads a module once: a plug-in imported, edited, then audited in one process ran the code before the edit
+under the digest of the files after it, and a fresh process reused that run (hostile passes XIX-u and XIX-v).
 
 What the file was when it was loaded is recorded instead: an audit hook, installed when topicaudit is first
 imported, notes the file's identity and times (``os.stat``: device, inode, size, modification and change times) as
 each module's code starts to run. A module is unchanged when its file still has them all. The change time (ctime)
 cannot be set back by a user, so an edit that restores the modification time is seen too. A module loaded before
 topicaudit was imported has no record; its file counts as changed when its ctime is not older than the process.
-Source files the process opened for reading, and files mapped into it (shared libraries), are held to their files
-the same way (``changed_files``; shared libraries: ``topicaudit.mapped_files``); code replaced in memory is
-``topicaudit.patched_code``'s.
+Source files opened for reading are held to their files the same way (``changed_files``; shared libraries:
+``topicaudit.mapped_files``; code replaced in memory: ``topicaudit.patched_code``).
 """
 from __future__ import annotations
 
@@ -22,8 +19,9 @@ import hashlib
 import os
 import sys
 import threading
-import time
 import types
+
+from topicaudit.mapped_files import PROCESS_START_NS
 
 # The stat of each module file as its code started to run, by the path the code was compiled from (the module's
 # __file__): one entry per load, so a file loaded twice under different contents is seen as changed.
@@ -73,15 +71,20 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Each file run as a module's code, or opened for reading, while a fit or a run went on, named relative to the working
-# directory or lying under it, with that directory: a fit loading ``os.getcwd() + "/helper.py"`` by its path runs
-# another file, or none, in a process started elsewhere, while the file it ran is unchanged (hostile pass XIX-zq, Q2).
+# Each file run as a module's code, or read, while a fit or a run went on, named relative to the working directory or
+# under it, with that directory: ``os.getcwd() + "/helper.py"`` is another file elsewhere (hostile pass XIX-zq, Q2).
 _HERE: dict[str, str] = {}
-# Each stack (``_openers``, the caller first) that asked for the working directory while a fit or a run went on
-# (``os.getcwd``, ``os.getcwdb``; so ``pathlib.Path.cwd``, ``os.path.abspath``), with the answer: a plug-in choosing
-# its code by where it runs (``import_module("k_" + basename(getcwd()))``) runs other code in a process started
-# elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose code asked.
+# Each stack (``_openers``) that asked for the working directory while a fit or a run went on (``os.getcwd``; so
+# ``Path.cwd``, ``abspath``; a relative path listed or stat'ed: XIX-zr), with the answer: a plug-in choosing its code
+# by it (``import_module("k_" + basename(getcwd()))``: XIX-zq, Q7); ``fitted_code`` decides whose code asked.
 _ASKED: dict[tuple[str, ...], str] = {}
+# Plug-in modules being imported (``importing``): a kernel chosen by the folder's name, or a settings file read there,
+# as the plug-in is imported was reused from another folder too (XIX-zr, R1, R2). The own ask is ``_GETCWD``'s.
+_PLUGINS, _GETCWD = [0], os.getcwd
+
+
+def _watched() -> bool:  # what the process learns of its working directory is noted (a fit, a run, an import)
+    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0] > 0
 
 
 class _FitImports:
@@ -125,13 +128,18 @@ def _going_on(counter: list[int]):
     """One more fit or run (``counter``) going on in this block; the outermost run, else fit, takes the import path."""
     with _FITS_LOCK:
         counter[0] += 1
-        if counter[0] == 1 and (counter is _RUNS or _RUNS[0] == 0) and len(PLACE) > 1:
+        if counter[0] == 1 and (counter is _RUNS or counter is _FITS and _RUNS[0] == 0) and len(PLACE) > 1:
             PATH_AT_START[0] = PLACE[1]()
     try:
         yield
     finally:
         with _FITS_LOCK:
             counter[0] -= 1
+
+
+def importing():
+    """A plug-in's module is imported in this block: what it learns of the working directory is noted as a fit's."""
+    return _going_on(_PLUGINS)
 
 
 @contextlib.contextmanager
@@ -179,20 +187,25 @@ def _on_audit(event: str, args: tuple) -> None:
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
         return
+    if event in ("open", "os.listdir", "os.scandir") and args and type(args[0]) is bytes:
+        args = (os.fsdecode(args[0]), *args[1:])  # open(b"settings.txt") was no file read (XIX-zr, R7)
+    if event in ("os.listdir", "os.scandir") and args and (args[0] is None or type(args[0]) is str):
+        _relative(args[0], sys._getframe(1))  # the folder's content chose the code (R4)
+        return
     if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
         try:
             if not _reading(args):
                 _WRITTEN.add(os.path.abspath(args[0]))
             elif not getattr(_UNNOTED, "on", False):
                 _READ.setdefault(os.path.abspath(args[0]), set()).add(_openers(sys._getframe(1)))
-                _note_here(args[0])
+                _note_here(args[0], sys._getframe(1))
         except Exception:  # noqa: BLE001 - a hook must never fail an open
             pass
         return
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
             try:
-                _note_here(args[0])
+                _note_here(args[0], sys._getframe(1))
                 path = os.path.abspath(args[0])
                 _OPENED.setdefault(path, []).append(_identity(path))
             except Exception:  # noqa: BLE001 - a hook must never fail an open (a file that is not there: none)
@@ -210,10 +223,13 @@ def _on_audit(event: str, args: tuple) -> None:
         pass
 
 
-def _note_here(given: str) -> None:
-    """Note a file a fit or a run reads or runs (``given`` as named) when it depends on the working directory."""
-    if _FITS[0] > 0 or _RUNS[0] > 0:
-        here = os.getcwd()
+def _note_here(given: str, frame=None) -> None:
+    """Note a file a fit or a run reads or runs (``given`` as named) when it depends on the working directory; one
+    opened by a relative name (``frame``: its opener) is an ask, there or not (XIX-zr, R8)."""
+    if frame is not None:
+        _relative(given, frame)
+    if _watched():
+        here = _GETCWD()
         path = os.path.normpath(os.path.join(here, given))
         if not os.path.isabs(given) or path.startswith(here.rstrip(os.sep) + os.sep):
             _HERE.setdefault(path, here)
@@ -239,44 +255,6 @@ def _openers(frame) -> tuple[str, ...]:
             found.append(name)
         frame = frame.f_back
     return tuple(found)
-
-
-def _process_start_ns() -> int:
-    """When this process's Python started, on the clock files' times are on (Linux's /proc: clock ticks after the
-    boot, rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before
-    the hook counts as changed. A process forked from its parent (``os.fork``, multiprocessing's default start on
-    Linux) holds the modules the parent loaded: the start of the earliest ancestor with the same command line (a fork
-    keeps it) is taken, else a module loaded by the parent, then edited before the fork, read as unchanged (hostile
-    pass XIX-x, S8)."""
-    try:
-        def stat(pid: str) -> list[bytes]:
-            with open(f"/proc/{pid}/stat", "rb") as found:
-                return found.read().rpartition(b")")[2].split()
-
-        def cmdline(pid: str) -> bytes:
-            with open(f"/proc/{pid}/cmdline", "rb") as found:
-                return found.read()
-
-        own, fields = cmdline("self"), stat("self")
-        started_ticks = int(fields[19])
-        parent = fields[1].decode()
-        for _ in range(64):  # a chain of forks, to the first ancestor that is another program
-            if parent in ("0", "1"):
-                break
-            try:
-                if cmdline(parent) != own:
-                    break
-                fields = stat(parent)
-            except OSError:
-                break
-            started_ticks, parent = min(started_ticks, int(fields[19])), fields[1].decode()
-        booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-        return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
-    except Exception:  # noqa: BLE001 - no /proc, or another layout
-        return 0
-
-
-PROCESS_START_NS = _process_start_ns()
 
 
 def _copied(record):
@@ -377,11 +355,31 @@ def _noting(getcwd):
     """``getcwd`` (``os``'s), noting the stacks that ask for it while a fit or a run goes on (no audit event does)."""
     @functools.wraps(getcwd)
     def asked():
-        found = getcwd()
-        if _FITS[0] > 0 or _RUNS[0] > 0:
-            _ASKED.setdefault(_openers(sys._getframe(1)), os.fsdecode(found))
-        return found
+        _relative(None, sys._getframe(1))
+        return getcwd()
     return asked
+
+
+def _relative(path, frame) -> None:
+    """Note the stack as asking for the working directory when ``path`` (None: ".") is relative (XIX-zr); not the
+    import system's, for a ``''`` entry of ``sys.path`` (the names it finds are placed)."""
+    try:
+        if _watched() and (path is None or not os.path.isabs(os.fspath(path))) \
+                and not frame.f_code.co_filename.startswith("<frozen importlib"):
+            _ASKED.setdefault(_openers(frame), os.fsdecode(_GETCWD()))
+    except Exception:  # noqa: BLE001 - a hook must never fail a call (an fd, another type: nothing)
+        pass
+
+
+def _by_path(call):
+    """``call`` (``os.stat``, ``lstat``, ``access``) noting a relative path (no audit event): a fit testing whether
+    a flag file exists in the working directory chose its code by it (XIX-zr, R3)."""
+    @functools.wraps(call)
+    def called(path, *args, **kwargs):
+        if kwargs.get("dir_fd") is None and isinstance(path, (str, bytes, os.PathLike)):
+            _relative(path, sys._getframe(1))
+        return call(path, *args, **kwargs)
+    return called
 
 
 def asked_where() -> dict[tuple[str, ...], str]:
@@ -395,4 +393,8 @@ def install() -> None:
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
         os.getcwd, os.getcwdb = _noting(os.getcwd), _noting(os.getcwdb)
+        native = sys.modules.get(os.name)  # os's are posix's: ``posix.getcwd()`` asked too (XIX-zr, R5)
+        if native is not None:
+            native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
+        os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]

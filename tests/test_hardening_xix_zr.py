@@ -1,0 +1,96 @@
+"""Hostile pass XIX-zr (tests/hostile_xix_zr_cases.md): a run that depends on the working directory in ways Q2 and Q7
+(XIX-zq) did not note.
+
+R1, R2: a plug-in that, as it is imported (before the run), imports a kernel named after the working directory's
+folder, or reads a settings file in it: only fits and runs were watched, so a process started in another folder (whose
+plug-in picks another kernel, or finds no settings) reused the run. R3: a fit testing whether a flag file exists in the
+working directory (``os.path.exists``: no audit event). R4: a fit listing it (``os.listdir(".")``). R5: a fit asking
+``posix.getcwd()`` (os's own function, not the wrapper). R7: a fit reading ``open(b"settings.txt")`` (a bytes path was
+no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
+folder, and a folder holding it reused the run). Each is now recorded as depending on the working directory (``"working directory"``): reused from that
+folder only."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+# A process that imports the plug-in ``zr_plug`` as topicaudit does, then fits as sys.argv[1] says, and prints the
+# record; or checks a record read from stdin, as a later process deciding on a reuse does.
+SCRIPT = """import importlib, json, os, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+how = sys.argv[1]
+if how == "check":
+    load_class("zr_plug:L", LEARNER_GROUP, "the test")
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+os.environ["ZR_HOW"] = how
+load_class("zr_plug:L", LEARNER_GROUP, "the test")
+with loaded_code.running(), loaded_code.fitting():
+    if how == "exists":
+        os.path.exists("zr_flag")
+    elif how == "listdir":
+        os.listdir(".")
+    elif how == "posix":
+        import posix
+        importlib.import_module("zr_k_" + os.path.basename(posix.getcwd()))
+    elif how == "bytes":
+        open(b"zr_settings.txt").read()
+    elif how == "absent":
+        try:
+            open("zr_absent.txt").read()
+        except OSError:
+            pass
+    else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
+        importlib.import_module("zr_k_b")
+print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+PLUG = """import importlib, os
+from topicaudit.targets.learners.lda import VariationalLDA
+HOW = os.environ.get("ZR_HOW", "")
+if HOW == "import-name":
+    importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
+elif HOW == "import-read":
+    SETTINGS = open("zr_settings.txt").read() if os.path.exists("zr_settings.txt") else ""
+
+
+class L(VariationalLDA):
+    pass
+"""
+
+
+def _run(folder, *args, record=None):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
+                                                                             os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=folder, text=True, input=json.dumps(record),
+                          env=environment, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent"])
+def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, how):
+    """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
+    working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from
+    either folder."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zr_plug.py").write_text(PLUG)
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    (a / "zr_flag").write_text("")
+    (a / "zr_settings.txt").write_text("uniform\n")
+    record = _run(a, how)
+    assert _run(b, "check", record=record) == ["working directory"], record
+    assert _run(a, "check", record=record) == []
+    plain = _run(a, "plain")
+    assert "working directory" not in plain, plain
+    assert _run(b, "check", record=plain) == []
