@@ -7,8 +7,9 @@ plug-in picks another kernel, or finds no settings) reused the run. R3: a fit te
 working directory (``os.path.exists``: no audit event). R4: a fit listing it (``os.listdir(".")``). R5: a fit asking
 ``posix.getcwd()`` (os's own function, not the wrapper). R7: a fit reading ``open(b"settings.txt")`` (a bytes path was
 no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
-folder, and a folder holding it reused the run). Each is now recorded as depending on the working directory (``"working directory"``): reused from that
-folder only."""
+folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
+was the library's own ask. Each is now recorded as depending on the working directory (``"working directory"``):
+reused from that folder only."""
 from __future__ import annotations
 
 import json
@@ -47,6 +48,12 @@ with loaded_code.running(), loaded_code.fitting():
             open("zr_absent.txt").read()
         except OSError:
             pass
+    elif how == "numpy":  # R12: a library's call on the fit's behalf
+        import numpy
+        try:
+            numpy.loadtxt("zr_absent.txt")
+        except OSError:
+            pass
     else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
         importlib.import_module("zr_k_b")
 print(json.dumps(fitted_code.loaded_outside()))
@@ -75,7 +82,8 @@ def _run(folder, *args, record=None):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent"])
+@pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent",
+                                 "numpy"])
 def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, how):
     """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
     working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from

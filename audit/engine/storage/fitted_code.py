@@ -150,7 +150,7 @@ def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str
     code by it (Q7). Several directories (a fit that moved) are found by no process."""
     placed = {place for entry, place in listed.items() if entry.startswith((IMPORT, MODULE))}  # a plug-in found here
     noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed and file not in placed}
-    noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed) is not None)
+    noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed, True))
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
 
 
@@ -267,11 +267,12 @@ def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
     return found
 
 
-def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
+def _requester(stack: tuple[str, ...], keyed: set[str], through: bool = False) -> str | None:
     """The code that asked for a text to run (a stack, innermost first): the first call that is neither the standard
     library's nor frozen; None when it is a keyed library's (numba writes its wrappers so), topicaudit's own, a
     standard-library code generator's (``loaded_code.GENERATORS``) or an installed distribution's: attrs writes a
-    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike."""
+    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike. through:
+    a library's call passes it on too, but topicaudit's (``np.loadtxt("settings.txt")`` in a fit is the fit's: R12)."""
     for name in stack:
         if name.startswith("<frozen "):
             continue
@@ -282,6 +283,8 @@ def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
             if name.endswith(loaded_code.GENERATORS):
                 return None
             continue  # the standard library's other calls pass the request on
+        if through and not own(path) and (keyed_elsewhere(path, keyed) or installed(path) and path.name not in _STARTS):
+            continue
         if keyed_elsewhere(path, keyed) or (path.name not in _STARTS and installed(path)):
             return None
         return name
