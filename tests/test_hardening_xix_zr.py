@@ -9,7 +9,7 @@ working directory (``os.path.exists``: no audit event). R4: a fit listing it (``
 no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
 folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
 was the library's own ask. Each is now recorded as depending on the working directory (``"working directory"``):
-reused from that folder only."""
+reused from that folder only. R13: R1 for the script that defines the learner (``__main__:L``)."""
 from __future__ import annotations
 
 import json
@@ -102,3 +102,47 @@ def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, 
     plain = _run(a, "plain")
     assert "working directory" not in plain, plain
     assert _run(b, "check", record=plain) == []
+
+
+# R13: the script that defines the learner (``__main__:L``), loaded in the audit's new process as ``__mp_main__``.
+MAIN = """import json, sys
+import topicaudit
+from topicaudit.engine import cached_audit
+from topicaudit.engine.storage import fitted_code
+if sys.argv[1] == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+cached_audit._load_script(sys.argv[1])
+print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+SCRIPT_ASKING = """import importlib, os
+KERNEL = importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
+"""
+
+
+def _main(folder, *args, record=None):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
+                                                                             os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", MAIN, *args], cwd=folder, text=True, input=json.dumps(record),
+                          env=environment, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused_only_there(tmp_path):
+    """R13: the script's top level imports a kernel named after the folder as the new process loads it: reused from
+    b at 5ae4b56; now from a alone. A script that asks nothing, lying in the working directory, is reused from b."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    (lib / "asking.py").write_text(SCRIPT_ASKING)
+    (a / "plain.py").write_text("import os\n")
+    record = _main(a, str(lib / "asking.py"))
+    assert _main(b, "check", record=record) == ["working directory"], record
+    assert _main(a, "check", record=record) == []
+    plain = _main(a, str(a / "plain.py"))
+    assert "working directory" not in plain, plain
+    assert _main(b, "check", record=plain) == []

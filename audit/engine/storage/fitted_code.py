@@ -149,6 +149,8 @@ def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str
     none, there (XIX-zq, Q2); and the one code outside the key (``_requester``) asked for then, which may choose its
     code by it (Q7). Several directories (a fit that moved) are found by no process."""
     placed = {place for entry, place in listed.items() if entry.startswith((IMPORT, MODULE))}  # a plug-in found here
+    placed.update(_absolute(file) for name in _NOT_NAMES  # a script, run by the path its process was given
+                  if isinstance(file := getattr(sys.modules.get(name), "__file__", None), str))
     noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed and file not in placed}
     noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed, True))
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
