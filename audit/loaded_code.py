@@ -28,9 +28,8 @@ from topicaudit.mapped_files import PROCESS_START_NS
 _LOADED: dict[str, list[tuple[int, ...]]] = {}
 
 
-# The stat of each source file this process opened (``open``: a plug-in that runs a helper's text with
-# ``exec(open(path).read())`` compiles it as "<string>", so no module code of that file is ever run and noted above;
-# hostile pass XIX-ya, C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
+# The stat of each source file opened (``exec(open(path).read())`` runs "<string>", no module code of that file: XIX-ya
+# C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
 # Every file opened for reading (any suffix), with the code files of the calls that opened it (each stack, opener
@@ -41,10 +40,9 @@ _READ: dict[str, set[tuple[str, ...]]] = {}
 _WRITTEN: set[str] = set()
 _COMPILED: set[tuple[str, str, int]] = set()
 _DEEPEST = 200
-# Each text compiled and each bytes unmarshalled while a fit runs, or under a call of topicaudit's own (its stack
-# holds a file of this folder), by (SHA-256, stack as ``_openers``, whether a fit ran): code that reaches the fit
-# from no file (an environment variable, another process's output) no later process can check (hostile pass XIX-zk,
-# T8, T20); ``engine.storage.fitted_code`` decides who asked for it. The import system's own are left out.
+# Each text compiled and bytes unmarshalled while a fit runs, or under a call of topicaudit's, by (SHA-256, stack as
+# ``_openers``, whether a fit ran): code from no file (an environment variable, another process's output) no later
+# process can check (XIX-zk, T8, T20); ``fitted_code`` decides who asked for it. The import system's own left out.
 _FROM_TEXT: dict[tuple[str, tuple[str, ...], bool], str | bytes] = {}
 _OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Standard-library files writing code from their caller's names (dataclasses, namedtuple, ForwardRef): not noted.
@@ -59,9 +57,8 @@ _FITS_LOCK = threading.Lock()
 # (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
 # on PYTHONPATH, or nothing (hostile pass XIX-zo, V9, V22); ``engine.storage.fitted_code`` records where each is found.
 _FIT_IMPORTS: dict[str, str | None] = {}
-# Set while an audit runs (``running``: from its cache entry's choice to its results): what the run imports outside
-# its fits ran in it too (Ray's optional GPU probe imports ``amdsmi``, a module of the standard library imported by
-# a library, found first in the working directory: hostile pass XIX-zp, Z1, Z2), so those names are noted as well.
+# Set while an audit runs (``running``: its cache entry's choice to its results): what it imports outside its fits
+# ran in it too (Ray's GPU probe imports ``amdsmi``, found first in the working directory: XIX-zp, Z1, Z2).
 _RUNS = [0]
 # Where each name was found as it was looked for (``PLACE``: ``fitted_code._looked_for``, then ``_import_path``): a
 # stand-in that takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` is not where it was found
@@ -80,7 +77,8 @@ _HERE: dict[str, str] = {}
 _ASKED: dict[tuple[str, ...], str] = {}
 # Plug-in modules being imported (``importing``): a kernel chosen by the folder's name, or a settings file read there,
 # as the plug-in is imported was reused from another folder too (XIX-zr, R1, R2). The own ask is ``_GETCWD``'s.
-_PLUGINS, _GETCWD = [0], os.getcwd
+_PLUGINS, _GETCWD, _LISTING = [0], os.getcwd, ("os.listdir", "os.scandir")
+_STARTING = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn")  # a child runs in the folder
 
 
 def _watched() -> bool:  # what the process learns of its working directory is noted (a fit, a run, an import)
@@ -189,8 +187,10 @@ def _on_audit(event: str, args: tuple) -> None:
         return
     if event in ("open", "os.listdir", "os.scandir") and args and type(args[0]) is bytes:
         args = (os.fsdecode(args[0]), *args[1:])  # open(b"settings.txt") was no file read (XIX-zr, R7)
-    if event in ("os.listdir", "os.scandir") and args and (args[0] is None or type(args[0]) is str):
-        _relative(args[0], sys._getframe(1))  # the folder's content chose the code (R4)
+    if event in _LISTING + _STARTING:  # the folder listed, or another process started in it (XIX-zr, R4, R14)
+        where = (args[0] if args else None) if event in _LISTING else args[2] if event == "subprocess.Popen" else None
+        if where is None or isinstance(where, (str, bytes, os.PathLike)):
+            _relative(where, sys._getframe(1))
         return
     if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
         try:

@@ -8,8 +8,9 @@ working directory (``os.path.exists``: no audit event). R4: a fit listing it (``
 ``posix.getcwd()`` (os's own function, not the wrapper). R7: a fit reading ``open(b"settings.txt")`` (a bytes path was
 no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
 folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
-was the library's own ask. Each is now recorded as depending on the working directory (``"working directory"``):
-reused from that folder only. R13: R1 for the script that defines the learner (``__main__:L``)."""
+was the library's own ask; R14: a fit running ``ls`` (a child inherits the folder). Each is now recorded as
+depending on the working directory (``"working directory"``): reused from that folder only. R13: R1 for the script
+that defines the learner (``__main__:L``)."""
 from __future__ import annotations
 
 import json
@@ -54,6 +55,9 @@ with loaded_code.running(), loaded_code.fitting():
             numpy.loadtxt("zr_absent.txt")
         except OSError:
             pass
+    elif how == "spawn":  # R14: another process, run in the folder, lists it
+        import subprocess
+        subprocess.run(["ls"], capture_output=True)
     else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
         importlib.import_module("zr_k_b")
 print(json.dumps(fitted_code.loaded_outside()))
@@ -83,7 +87,7 @@ def _run(folder, *args, record=None):
 
 
 @pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent",
-                                 "numpy"])
+                                 "numpy", "spawn"])
 def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, how):
     """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
     working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from
