@@ -1,38 +1,34 @@
 """Whether a module this process runs is still the file it was loaded from.
 
-Python loads a module once. A plug-in imported, then edited, then audited in the same process (a notebook, a script
-calling the API twice) ran the code imported before the edit under the digest of the files after it, so a fresh
-process running the edited code reused that cached run (hostile passes XIX-u and XIX-v). Comparing the loaded
-module with its file (its functions' code, its constants) missed edits and flagged changes its own code made.
+Python loads a module once: a plug-in imported, edited, then audited in one process ran the code before the edit
+under the digest of the files after it, and a fresh process reused that run (hostile passes XIX-u and XIX-v).
 
 What the file was when it was loaded is recorded instead: an audit hook, installed when topicaudit is first
 imported, notes the file's identity and times (``os.stat``: device, inode, size, modification and change times) as
 each module's code starts to run. A module is unchanged when its file still has them all. The change time (ctime)
 cannot be set back by a user, so an edit that restores the modification time is seen too. A module loaded before
 topicaudit was imported has no record; its file counts as changed when its ctime is not older than the process.
-Source files the process opened for reading, and files mapped into it (shared libraries), are held to their files
-the same way (``changed_files``; shared libraries: ``topicaudit.mapped_files``); code replaced in memory is
-``topicaudit.patched_code``'s.
+Source files opened for reading are held to their files the same way (``changed_files``; shared libraries:
+``topicaudit.mapped_files``; code replaced in memory: ``topicaudit.patched_code``).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import sys
 import threading
-import time
 import types
+
+from topicaudit.mapped_files import PROCESS_START_NS
 
 # The stat of each module file as its code started to run, by the path the code was compiled from (the module's
 # __file__): one entry per load, so a file loaded twice under different contents is seen as changed.
 _LOADED: dict[str, list[tuple[int, ...]]] = {}
 
 
-# The stat of each source file this process opened (``open``: a plug-in that runs a helper's text with
-# ``exec(open(path).read())`` compiles it as "<string>", so no module code of that file is ever run and noted above;
-# hostile pass XIX-ya, C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
+# The stat of each source file opened (``exec(open(path).read())`` runs "<string>", no module code of that file: XIX-ya
+# C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
 # Every file opened for reading (any suffix), with the code files of the calls that opened it (each stack, opener
@@ -43,10 +39,9 @@ _READ: dict[str, set[tuple[str, ...]]] = {}
 _WRITTEN: set[str] = set()
 _COMPILED: set[tuple[str, str, int]] = set()
 _DEEPEST = 200
-# Each text compiled and each bytes unmarshalled while a fit runs, or under a call of topicaudit's own (its stack
-# holds a file of this folder), by (SHA-256, stack as ``_openers``, whether a fit ran): code that reaches the fit
-# from no file (an environment variable, another process's output) no later process can check (hostile pass XIX-zk,
-# T8, T20); ``engine.storage.fitted_code`` decides who asked for it. The import system's own are left out.
+# Each text compiled and bytes unmarshalled while a fit runs, or under a call of topicaudit's, by (SHA-256, stack as
+# ``_openers``, whether a fit ran): code from no file (an environment variable, another process's output) no later
+# process can check (XIX-zk, T8, T20); ``fitted_code`` decides who asked for it. The import system's own left out.
 _FROM_TEXT: dict[tuple[str, tuple[str, ...], bool], str | bytes] = {}
 _OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Standard-library files writing code from their caller's names (dataclasses, namedtuple, ForwardRef): not noted.
@@ -61,9 +56,8 @@ _FITS_LOCK = threading.Lock()
 # (numba's ``cffi`` while it compiles) loads what this process's path finds first, a file in the working directory or
 # on PYTHONPATH, or nothing (hostile pass XIX-zo, V9, V22); ``engine.storage.fitted_code`` records where each is found.
 _FIT_IMPORTS: dict[str, str | None] = {}
-# Set while an audit runs (``running``: from its cache entry's choice to its results): what the run imports outside
-# its fits ran in it too (Ray's optional GPU probe imports ``amdsmi``, a module of the standard library imported by
-# a library, found first in the working directory: hostile pass XIX-zp, Z1, Z2), so those names are noted as well.
+# Set while an audit runs (``running``: its cache entry's choice to its results): what it imports outside its fits
+# ran in it too (Ray's GPU probe imports ``amdsmi``, found first in the working directory: XIX-zp, Z1, Z2).
 _RUNS = [0]
 # Where each name was found as it was looked for (``PLACE``: ``fitted_code._looked_for``, then ``_import_path``): a
 # stand-in that takes its folder off ``sys.path`` or puts the real module in ``sys.modules`` is not where it was found
@@ -73,13 +67,14 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Each file run as module code, or read, by a name relative to the working directory, with it: a process started
-# elsewhere runs another file (``run_path("helper.py")``: XIX-zq, Q2; ``getcwd() + …``: ``_ASKED``).
-_HERE: dict[str, str] = {}
-# Each stack (``_openers``) that asked for the working directory (``os.getcwd``, so ``Path.cwd``, ``abspath``), with
-# the answer: code choosing a kernel by where it runs (``"k_" + basename(getcwd())``, in a fit or as a plug-in is
-# imported) runs other code in a process started elsewhere (XIX-zq, Q7); ``engine.storage.fitted_code`` decides whose.
-_ASKED: dict[tuple[str, ...], str] = {}
+# Plug-in modules being imported (``importing``): what one learns of the working directory then is noted as a fit's
+# (``topicaudit.working_directory``: a kernel chosen by the folder's name as the plug-in is imported, XIX-zr R1, R2).
+_PLUGINS = [0]
+
+
+def watched() -> bool:
+    """Whether a fit, a run or a plug-in's import goes on (what the process learns of its folder then counts)."""
+    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0] > 0
 
 
 class _FitImports:
@@ -123,13 +118,18 @@ def _going_on(counter: list[int]):
     """One more fit or run (``counter``) going on in this block; the outermost run, else fit, takes the import path."""
     with _FITS_LOCK:
         counter[0] += 1
-        if counter[0] == 1 and (counter is _RUNS or _RUNS[0] == 0) and len(PLACE) > 1:
+        if counter[0] == 1 and (counter is _RUNS or counter is _FITS and _RUNS[0] == 0) and len(PLACE) > 1:
             PATH_AT_START[0] = PLACE[1]()
     try:
         yield
     finally:
         with _FITS_LOCK:
             counter[0] -= 1
+
+
+def importing():
+    """A plug-in's module is imported in this block: what it learns of the working directory is noted as a fit's."""
+    return _going_on(_PLUGINS)
 
 
 @contextlib.contextmanager
@@ -177,13 +177,14 @@ def _on_audit(event: str, args: tuple) -> None:
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
         return
+    if event == "open" and args and type(args[0]) is bytes:
+        args = (os.fsdecode(args[0]), *args[1:])  # open(b"settings.txt") was no file read (XIX-zr, R7)
     if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
         try:
             if not _reading(args):
                 _WRITTEN.add(os.path.abspath(args[0]))
             elif not getattr(_UNNOTED, "on", False):
                 _READ.setdefault(os.path.abspath(args[0]), set()).add(_openers(sys._getframe(1)))
-                _note_here(args[0])
         except Exception:  # noqa: BLE001 - a hook must never fail an open
             pass
         return
@@ -192,7 +193,6 @@ def _on_audit(event: str, args: tuple) -> None:
             try:
                 path = os.path.abspath(args[0])
                 _OPENED.setdefault(path, []).append(_identity(path))
-                _note_here(args[0])
             except Exception:  # noqa: BLE001 - a hook must never fail an open (a file that is not there: none)
                 pass
         return
@@ -203,16 +203,8 @@ def _on_audit(event: str, args: tuple) -> None:
         return
     try:
         _LOADED.setdefault(code.co_filename, []).append(_identity(code.co_filename))
-        _note_here(code.co_filename)
     except Exception:  # noqa: BLE001 - a hook must never fail an import; no record reads as changed
         pass
-
-
-def _note_here(given: str) -> None:
-    """Note a file this process reads or runs by a name (``given``) relative to the working directory."""
-    if not os.path.isabs(given):
-        here = os.getcwd()
-        _HERE.setdefault(os.path.normpath(os.path.join(here, given)), here)
 
 
 def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> None:
@@ -235,44 +227,6 @@ def _openers(frame) -> tuple[str, ...]:
             found.append(name)
         frame = frame.f_back
     return tuple(found)
-
-
-def _process_start_ns() -> int:
-    """When this process's Python started, on the clock files' times are on (Linux's /proc: clock ticks after the
-    boot, rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before
-    the hook counts as changed. A process forked from its parent (``os.fork``, multiprocessing's default start on
-    Linux) holds the modules the parent loaded: the start of the earliest ancestor with the same command line (a fork
-    keeps it) is taken, else a module loaded by the parent, then edited before the fork, read as unchanged (hostile
-    pass XIX-x, S8)."""
-    try:
-        def stat(pid: str) -> list[bytes]:
-            with open(f"/proc/{pid}/stat", "rb") as found:
-                return found.read().rpartition(b")")[2].split()
-
-        def cmdline(pid: str) -> bytes:
-            with open(f"/proc/{pid}/cmdline", "rb") as found:
-                return found.read()
-
-        own, fields = cmdline("self"), stat("self")
-        started_ticks = int(fields[19])
-        parent = fields[1].decode()
-        for _ in range(64):  # a chain of forks, to the first ancestor that is another program
-            if parent in ("0", "1"):
-                break
-            try:
-                if cmdline(parent) != own:
-                    break
-                fields = stat(parent)
-            except OSError:
-                break
-            started_ticks, parent = min(started_ticks, int(fields[19])), fields[1].decode()
-        booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-        return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
-    except Exception:  # noqa: BLE001 - no /proc, or another layout
-        return 0
-
-
-PROCESS_START_NS = _process_start_ns()
 
 
 def _copied(record):
@@ -308,11 +262,6 @@ def imported_during_fits() -> tuple[dict[str, str | None], set[str], set[str]]:
     fit or a run went on), each with where it was found as it was looked for (None: not noted then, ``PLACE``), those
     noted while a fit ran, and those noted while a fit or a run went on."""
     return _copied(_FIT_IMPORTS), set(_copied(_IN_FITS)), set(_copied(_IN_RUNS))
-
-
-def in_working_directory() -> dict[str, str]:
-    """The files this process read or ran by a name relative to the working directory (``_HERE``)."""
-    return _copied(_HERE)
 
 
 def changed_since_loaded(module: types.ModuleType) -> bool:
@@ -369,30 +318,9 @@ def changed_files(paths, names=None) -> list[str]:
     return found
 
 
-def _noting(getcwd):
-    """``getcwd`` (``os``'s), noting the stacks that ask for it (no audit event does)."""
-    @functools.wraps(getcwd)
-    def asked():
-        found, frame = getcwd(), sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.startswith(("<frozen ", _STANDARD)) \
-                and "-packages" not in frame.f_code.co_filename:
-            frame = frame.f_back  # the standard library passes the question on
-        name = frame.f_code.co_filename if frame is not None else _OWN_FOLDER
-        if not name.startswith(_OWN_FOLDER) and "-packages" not in name:  # not this hook's, not a library's
-            _ASKED.setdefault(_openers(frame), os.fsdecode(found))
-        return found
-    return asked
-
-
-def asked_where() -> dict[tuple[str, ...], str]:
-    """The stacks that asked for the working directory, with its answer (``_ASKED``)."""
-    return _copied(_ASKED)
-
-
 def install() -> None:
     """Install the audit hook (once per process; hooks cannot be removed, and this one only records)."""
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
-        os.getcwd, os.getcwdb = _noting(os.getcwd), _noting(os.getcwdb)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]

@@ -4,8 +4,7 @@ and the library a process opened stays the one it runs after a rebuild (hostile 
 from __future__ import annotations
 
 import os
-
-from topicaudit.loaded_code import PROCESS_START_NS
+import time
 
 
 def _mapped() -> dict[str, set[tuple[int, int]]]:
@@ -50,3 +49,41 @@ def changed_mapped(paths, names=None) -> list[str]:
         if deleted or (now.st_dev, now.st_ino) not in mappings or now.st_ctime_ns >= PROCESS_START_NS:
             found.append(path)
     return found
+
+
+def _process_start_ns() -> int:
+    """When this process's Python started, on the clock files' times are on (Linux's /proc: clock ticks after the
+    boot, rounded down, so never later than the start); 0 where it cannot be read, so that every module loaded before
+    the hook counts as changed. A process forked from its parent (``os.fork``, multiprocessing's default start on
+    Linux) holds the modules the parent loaded: the start of the earliest ancestor with the same command line (a fork
+    keeps it) is taken, else a module loaded by the parent, then edited before the fork, read as unchanged (hostile
+    pass XIX-x, S8)."""
+    try:
+        def stat(pid: str) -> list[bytes]:
+            with open(f"/proc/{pid}/stat", "rb") as found:
+                return found.read().rpartition(b")")[2].split()
+
+        def cmdline(pid: str) -> bytes:
+            with open(f"/proc/{pid}/cmdline", "rb") as found:
+                return found.read()
+
+        own, fields = cmdline("self"), stat("self")
+        started_ticks = int(fields[19])
+        parent = fields[1].decode()
+        for _ in range(64):  # a chain of forks, to the first ancestor that is another program
+            if parent in ("0", "1"):
+                break
+            try:
+                if cmdline(parent) != own:
+                    break
+                fields = stat(parent)
+            except OSError:
+                break
+            started_ticks, parent = min(started_ticks, int(fields[19])), fields[1].decode()
+        booted = time.time_ns() - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        return booted + started_ticks * 10**9 // os.sysconf("SC_CLK_TCK")
+    except Exception:  # noqa: BLE001 - no /proc, or another layout
+        return 0
+
+
+PROCESS_START_NS = _process_start_ns()

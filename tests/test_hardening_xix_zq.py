@@ -94,10 +94,11 @@ how = sys.argv[1]
 if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
-if how == "import":  # as the plug-in is imported, before its run
-    importlib.import_module("zq_k_" + os.path.basename(os.getcwd()))
-elif how == "import-read":
-    exec(open("zq_helper.py").read())
+with loaded_code.importing():  # as the plug-in is imported, before its run (targets.plugins.load_class)
+    if how == "import":
+        importlib.import_module("zq_k_" + os.path.basename(os.getcwd()))
+    elif how == "import-read":
+        exec(open("zq_helper.py").read())
 with loaded_code.running(), loaded_code.fitting():
     if how in ("spec", "beside"):
         folder = os.getcwd() if how == "spec" else sys.argv[2]

@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution import fresh_process
@@ -117,7 +118,8 @@ def _load_script(path: str) -> None:
     sys.modules["__mp_main__"] = sys.modules["__main__"] = module
     _LOADING_SCRIPT.append(path)
     try:
-        spec.loader.exec_module(module)
+        with loaded_code.importing():  # what its top level learns of the working directory counts (XIX-zr, R13)
+            spec.loader.exec_module(module)
     finally:
         _LOADING_SCRIPT.clear()
 

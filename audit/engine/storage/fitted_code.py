@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable
 
 import topicaudit.loaded_code as loaded_code
+import topicaudit.working_directory as working_directory
 from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, opened_outside, own, standard
 
 # A file read and compiled is looked for among the files read up to this size (a corpus is not code).
@@ -144,12 +145,16 @@ _NOT_NAMES = ("__main__", "__mp_main__")
 
 
 def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
-    """``HERE``: the working directory this process read or ran a listed file in by a name relative to it, or that
-    code outside the key (``_requester``) asked for (``os.getcwd() + "/helper.py"``, a kernel's name built from the
-    folder's, in a fit or as a plug-in is imported): a process started elsewhere runs another file, or none (hostile
-    pass XIX-zq, Q2, Q7). Several directories (a fit that moved) are found by no process."""
-    noted = {here for file, here in loaded_code.in_working_directory().items() if file in listed}
-    noted.update(here for stack, here in loaded_code.asked_where().items() if _requester(stack, keyed) is not None)
+    """``HERE``: the working directory a fit, a run or a plug-in's import read or ran a listed file in by a name
+    relative to it that no name's lookup gave (an ``import NAME``'s place, a script's), or that code outside the key
+    asked for (``_requester``, through the libraries it called: ``os.getcwd() + "/helper.py"``, a kernel's name built
+    from the folder's, ``np.loadtxt("settings.txt")``): a process started elsewhere runs other code (hostile passes
+    XIX-zq Q2, Q7; XIX-zr). Several directories (a fit that moved) are found by no process."""
+    placed = {place for entry, place in listed.items() if entry.startswith((IMPORT, MODULE))}  # a plug-in found here
+    placed.update(_absolute(file) for name in _NOT_NAMES  # a script, run by the path its process was given
+                  if isinstance(file := getattr(sys.modules.get(name), "__file__", None), str))
+    noted = {here for file, here in working_directory.in_working_directory().items() if file in listed and file not in placed}
+    noted.update(here for stack, here in working_directory.asked_where().items() if _requester(stack, keyed, True))
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
 
 
@@ -266,11 +271,12 @@ def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
     return found
 
 
-def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
+def _requester(stack: tuple[str, ...], keyed: set[str], through: bool = False) -> str | None:
     """The code that asked for a text to run (a stack, innermost first): the first call that is neither the standard
     library's nor frozen; None when it is a keyed library's (numba writes its wrappers so), topicaudit's own, a
     standard-library code generator's (``loaded_code.GENERATORS``) or an installed distribution's: attrs writes a
-    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike."""
+    class's methods from its names as dataclasses does, for dp_accounting, topicaudit and plug-ins alike. through:
+    a library's call passes it on too, but topicaudit's (``np.loadtxt("settings.txt")`` in a fit is the fit's: R12)."""
     for name in stack:
         if name.startswith("<frozen "):
             continue
@@ -281,6 +287,8 @@ def _requester(stack: tuple[str, ...], keyed: set[str]) -> str | None:
             if name.endswith(loaded_code.GENERATORS):
                 return None
             continue  # the standard library's other calls pass the request on
+        if through and not own(path) and (keyed_elsewhere(path, keyed) or installed(path) and path.name not in _STARTS):
+            continue
         if keyed_elsewhere(path, keyed) or (path.name not in _STARTS and installed(path)):
             return None
         return name

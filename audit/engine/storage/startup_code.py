@@ -31,7 +31,8 @@ from topicaudit.engine.execution.fresh_process import interpreter_flags
 _MARK = "\0topicaudit-startup:"  # the answer follows it: a start-up file may print too (its lines come first)
 _PATIENCE = 120.0  # seconds a start may take before it is not keyed
 _MOST = 1 << 24  # bytes of a start's output kept: the answer is at its end
-_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n"  # its hook only records
+_PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n"
+          "_OWN = ('topicaudit.loaded_code', 'topicaudit.working_directory')\n"  # their hooks only record
           "opened, audited, texts, environ = [], [], [], {}\n"
           "_STD = os.path.dirname(os.__file__) + os.sep\n"  # the standard library's own code (not site-packages)
           "def _std(n):\n"
@@ -58,7 +59,7 @@ _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n_OWN = 'topicaudit.loaded_code'\n
           "    if event in ('compile', 'marshal.loads') and args and isinstance(args[0], (str, bytes))\\\n"
           "            and not _std(sys._getframe(1).f_code.co_filename):\n"
           "        texts.append(args[0] if isinstance(args[0], bytes) else args[0].encode('utf-8', 'surrogatepass'))\n"
-          "    if event == 'sys.addaudithook' and sys._getframe(1).f_globals.get('__name__') != _OWN:\n"
+          "    if event == 'sys.addaudithook' and sys._getframe(1).f_globals.get('__name__') not in _OWN:\n"
           "        audited.append(event)\n"
           "    if event == 'open' and isinstance(args[0], str) and (\n"
           "            (isinstance(args[1], str) and not set(args[1]) & set('wax+'))\n"

@@ -1,0 +1,120 @@
+"""What this process learnt of its working directory while a fit, a run or a plug-in's import went on.
+
+A plug-in can choose its code by where it runs: load ``os.getcwd() + "/helper.py"``, import ``"k_" +
+basename(getcwd())``, test whether a flag file exists, list the folder, read a relative settings file, run ``ls``.
+Its run's record held the files it ran, unchanged, so a process started in another folder, whose fit would run other
+code, reused the run (hostile passes XIX-zq Q2, Q7; XIX-zr). So the stacks that asked for the folder, or used a path
+relative to it, are noted with its answer, and the files run or read by a relative name with it;
+``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its ``"working directory"``).
+
+Nothing raises an audit event for ``os.getcwd`` or ``os.stat``: those functions are wrapped (``install``), and each
+wrapper is counted wherever the function is in ``os.supports_dir_fd`` and its kin, so code choosing
+descriptor-relative calls by those sets (``topicaudit.owned_folders``, ``shutil.rmtree``'s guard against links)
+still does.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+
+import topicaudit.loaded_code as loaded_code
+
+# Each file run as module code, or read, by a name relative to the working directory, with it (``run_path("h.py")``).
+_HERE: dict[str, str] = {}
+# Each stack (``loaded_code._openers``) that asked for the working directory or used a path relative to it, with it.
+_ASKED: dict[tuple[str, ...], str] = {}
+_GETCWD = os.getcwd  # this module's own question, before the wrapper
+_LISTING = ("os.listdir", "os.scandir")
+_STARTING = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn")  # a child runs in the folder
+_ABLE = ("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids")
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    # Called for every audit event: the folder listed, another process started in it, a file opened for reading or a
+    # module's code run by a name relative to it.
+    if event in _LISTING or event in _STARTING:
+        where = (args[0] if args else None) if event in _LISTING else args[2] if event == "subprocess.Popen" else None
+        if where is None or isinstance(where, (str, bytes, os.PathLike)):
+            _relative(where, sys._getframe(1))
+    elif event == "open" and args and isinstance(args[0], (str, bytes)) and loaded_code._reading(args) \
+            and not getattr(loaded_code._UNNOTED, "on", False):
+        _note_here(os.fsdecode(args[0]), sys._getframe(1))
+    elif event == "exec" and args and type(args[0]) is types.CodeType and args[0].co_name == "<module>":
+        _note_here(args[0].co_filename)
+
+
+def _note_here(given: str, frame=None) -> None:
+    """Note a file read or run by a name (``given``) relative to the working directory; one opened (``frame``: its
+    opener) is an ask too, there or not (a settings file the first folder lacked: XIX-zr, R8)."""
+    try:
+        if frame is not None:
+            _relative(given, frame)
+        if loaded_code.watched() and not os.path.isabs(given):
+            here = _GETCWD()
+            _HERE.setdefault(os.path.normpath(os.path.join(here, given)), here)
+    except Exception:  # noqa: BLE001 - a hook must never fail an open or an import (no folder: nothing)
+        pass
+
+
+def _relative(path, frame) -> None:
+    """Note the stack as asking for the working directory when ``path`` (None: ".") is relative; not the import
+    system's (a ``''`` entry of ``sys.path``: the names it finds are placed), nor topicaudit's own calls."""
+    try:
+        if not loaded_code.watched() or path is not None and os.path.isabs(os.fspath(path)) \
+                or frame.f_code.co_filename.startswith("<frozen importlib"):
+            return
+        caller = frame
+        while caller is not None and caller.f_code.co_filename.startswith(("<frozen ", loaded_code._STANDARD)) \
+                and "-packages" not in caller.f_code.co_filename:
+            caller = caller.f_back  # the standard library passes the question on
+        if caller is not None and not caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
+            _ASKED.setdefault(loaded_code._openers(frame), os.fsdecode(_GETCWD()))
+    except Exception:  # noqa: BLE001 - a hook must never fail a call (a descriptor, another type: nothing)
+        pass
+
+
+def _asking(getcwd):
+    """``getcwd`` noting the stack that asks (so ``pathlib.Path.cwd``, ``os.path.abspath`` of a relative path)."""
+    @functools.wraps(getcwd)
+    def asked():
+        _relative(None, sys._getframe(1))
+        return getcwd()
+    return asked
+
+
+def _by_path(call):
+    """``call`` (``os.stat``, ``lstat``, ``access``) noting a relative path: a fit testing whether a flag file
+    exists in the working directory chose its code by it (XIX-zr, R3)."""
+    @functools.wraps(call)
+    def called(path, *args, **kwargs):
+        if kwargs.get("dir_fd") is None and isinstance(path, (str, bytes, os.PathLike)):
+            _relative(path, sys._getframe(1))
+        return call(path, *args, **kwargs)
+    for able in (getattr(os, name) for name in _ABLE if hasattr(os, name)):
+        if call in able:
+            able.add(called)
+    return called
+
+
+def in_working_directory() -> dict[str, str]:
+    """The files read or run by a name relative to the working directory, with it (``_HERE``)."""
+    return loaded_code._copied(_HERE)
+
+
+def asked_where() -> dict[tuple[str, ...], str]:
+    """The stacks that asked for the working directory, or used a path relative to it, with its answer."""
+    return loaded_code._copied(_ASKED)
+
+
+def install() -> None:
+    """Install the hook and the wrappers (once per process; ``posix.getcwd`` is ``os.getcwd``: XIX-zr, R5)."""
+    if not getattr(sys, "_topicaudit_working_directory", False):
+        sys.addaudithook(_on_audit)
+        os.getcwd, os.getcwdb = _asking(os.getcwd), _asking(os.getcwdb)
+        native = sys.modules.get(os.name)
+        if native is not None:
+            native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
+        os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
+        sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

@@ -1,0 +1,152 @@
+"""Hostile pass XIX-zr (tests/hostile_xix_zr_cases.md): a run that depends on the working directory in ways Q2 and Q7
+(XIX-zq) did not note.
+
+R1, R2: a plug-in that, as it is imported (before the run), imports a kernel named after the working directory's
+folder, or reads a settings file in it: only fits and runs were watched, so a process started in another folder (whose
+plug-in picks another kernel, or finds no settings) reused the run. R3: a fit testing whether a flag file exists in the
+working directory (``os.path.exists``: no audit event). R4: a fit listing it (``os.listdir(".")``). R5: a fit asking
+``posix.getcwd()`` (os's own function, not the wrapper). R7: a fit reading ``open(b"settings.txt")`` (a bytes path was
+no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
+folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
+was the library's own ask; R14: a fit running ``ls`` (a child inherits the folder). Each is now recorded as
+depending on the working directory (``"working directory"``): reused from that folder only. R13: R1 for the script
+that defines the learner (``__main__:L``)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+# A process that imports the plug-in ``zr_plug`` as topicaudit does, then fits as sys.argv[1] says, and prints the
+# record; or checks a record read from stdin, as a later process deciding on a reuse does.
+SCRIPT = """import importlib, json, os, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+how = sys.argv[1]
+if how == "check":
+    load_class("zr_plug:L", LEARNER_GROUP, "the test")
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+os.environ["ZR_HOW"] = how
+load_class("zr_plug:L", LEARNER_GROUP, "the test")
+with loaded_code.running(), loaded_code.fitting():
+    if how == "exists":
+        os.path.exists("zr_flag")
+    elif how == "listdir":
+        os.listdir(".")
+    elif how == "posix":
+        import posix
+        importlib.import_module("zr_k_" + os.path.basename(posix.getcwd()))
+    elif how == "bytes":
+        open(b"zr_settings.txt").read()
+    elif how == "absent":
+        try:
+            open("zr_absent.txt").read()
+        except OSError:
+            pass
+    elif how == "numpy":  # R12: a library's call on the fit's behalf
+        import numpy
+        try:
+            numpy.loadtxt("zr_absent.txt")
+        except OSError:
+            pass
+    elif how == "spawn":  # R14: another process, run in the folder, lists it
+        import subprocess
+        subprocess.run(["ls"], capture_output=True)
+    else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
+        importlib.import_module("zr_k_b")
+print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+PLUG = """import importlib, os
+from topicaudit.targets.learners.lda import VariationalLDA
+HOW = os.environ.get("ZR_HOW", "")
+if HOW == "import-name":
+    importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
+elif HOW == "import-read":
+    SETTINGS = open("zr_settings.txt").read() if os.path.exists("zr_settings.txt") else ""
+
+
+class L(VariationalLDA):
+    pass
+"""
+
+
+def _run(folder, *args, record=None):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
+                                                                             os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=folder, text=True, input=json.dumps(record),
+                          env=environment, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent",
+                                 "numpy", "spawn"])
+def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, how):
+    """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
+    working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from
+    either folder."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zr_plug.py").write_text(PLUG)
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    (a / "zr_flag").write_text("")
+    (a / "zr_settings.txt").write_text("uniform\n")
+    record = _run(a, how)
+    assert _run(b, "check", record=record) == ["working directory"], record
+    assert _run(a, "check", record=record) == []
+    plain = _run(a, "plain")
+    assert "working directory" not in plain, plain
+    assert _run(b, "check", record=plain) == []
+
+
+# R13: the script that defines the learner (``__main__:L``), loaded in the audit's new process as ``__mp_main__``.
+MAIN = """import json, sys
+import topicaudit
+from topicaudit.engine import cached_audit
+from topicaudit.engine.storage import fitted_code
+if sys.argv[1] == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+cached_audit._load_script(sys.argv[1])
+print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+SCRIPT_ASKING = """import importlib, os
+KERNEL = importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
+"""
+
+
+def _main(folder, *args, record=None):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
+                                                                             os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", MAIN, *args], cwd=folder, text=True, input=json.dumps(record),
+                          env=environment, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused_only_there(tmp_path):
+    """R13: the script's top level imports a kernel named after the folder as the new process loads it: reused from
+    b at 5ae4b56; now from a alone. A script that asks nothing, lying in the working directory, is reused from b."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    (lib / "asking.py").write_text(SCRIPT_ASKING)
+    (a / "plain.py").write_text("import os\n")
+    record = _main(a, str(lib / "asking.py"))
+    assert _main(b, "check", record=record) == ["working directory"], record
+    assert _main(a, "check", record=record) == []
+    plain = _main(a, str(a / "plain.py"))
+    assert "working directory" not in plain, plain
+    assert _main(b, "check", record=plain) == []
