@@ -150,3 +150,20 @@ def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused
     plain = _main(a, str(a / "plain.py"))
     assert "working directory" not in plain, plain
     assert _main(b, "check", record=plain) == []
+
+
+def test_the_wrapped_path_tests_keep_descriptor_relative_calls():
+    """The wrappers of ``os.stat``, ``lstat`` and ``access`` stand where those functions are counted as taking a
+    folder's descriptor: as first merged they were not, and a process importing topicaudit first wrote its own
+    folders by path (``owned_folders.BY_DESCRIPTOR`` False) and ``shutil.rmtree`` lost its guard against links."""
+    done = subprocess.run([sys.executable, "-c", "import topicaudit, os, posix, shutil\n"
+                           "import topicaudit.owned_folders as owned\n"
+                           "sets = ('supports_dir_fd', 'supports_fd', 'supports_follow_symlinks',\n"
+                           "        'supports_effective_ids')\n"
+                           "same = all((getattr(os, f) in getattr(os, s)) == (getattr(posix, f) in getattr(os, s))\n"
+                           "           for f in ('stat', 'lstat', 'access') for s in sets)\n"
+                           "print(owned.BY_DESCRIPTOR, shutil.rmtree.avoids_symlink_attacks, same,\n"
+                           "      os.stat is not posix.stat)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"] * 4
