@@ -27,12 +27,12 @@ import re
 import stat
 import threading
 import time
-import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from topicaudit.engine.storage.bounded_read import array_names
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
@@ -173,8 +173,8 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
                             "or resume reads; give a path outside that directory's own files")
 
 
-# The members every model file a run writes holds (engine.storage.rundir): `model` is its slot.
-_MODEL_MEMBERS = frozenset({"phi.npy", "vocabulary.npy", "config_hash.npy", "model.npy"})
+# The arrays every model file a run writes holds (engine.storage.rundir): `model` is its slot.
+_MODEL_ARRAYS = frozenset({"phi", "vocabulary", "config_hash", "model"})
 
 
 def is_model_file(path: Path) -> bool:
@@ -184,10 +184,9 @@ def is_model_file(path: Path) -> bool:
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return False
-        with zipfile.ZipFile(path) as archive:
-            return _MODEL_MEMBERS <= set(archive.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError):
+    except (OSError, ValueError):
         return False
+    return _MODEL_ARRAYS <= array_names(path)
 
 
 def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
