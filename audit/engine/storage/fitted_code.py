@@ -1,14 +1,12 @@
 """The code files a run's fitting process loaded from outside every place the cache key digests, kept with the run.
 
 The key (``run_cache.cache_key``) holds topicaudit's source, the keyed libraries, a plug-in's files and what a bare
-start of Python loads. Code a start leaves behind can import more later, from anywhere: a thread, a profile or trace
-function, a finder put in ``sys.path_importer_cache``, a wrapper over ``importlib.import_module`` or over the import
-system's own ``_find_and_load``. That code ran in the fit under no digest, and its edit reused the run fitted before
-it: NO SIGNAL where the code on disk gives VIOLATED (hostile pass XIX-zh). Whatever the mechanism, such code is a
-module, a file the process read and compiled (``exec(open(path).read())``), or a file such code read and turned into
-code in any other form (stripped, unmarshalled, unpickled: XIX-zk), so the fitting process lists those files
-outside the standard library, topicaudit's own source and the keyed libraries, with their digests (results.json,
-``target.loaded_code``), and a finished run is reused only while each still has that content.
+start of Python loads. Code a start leaves behind (a thread, a trace function, a finder, a wrapper over the import
+system) can import more later, from anywhere, under no digest: its edit reused the run before it (XIX-zh). Such
+code is a module, a file the process read and compiled (``exec(open(path).read())``), or a file such code read and
+turned into code in any other form (stripped, unmarshalled, unpickled: XIX-zk), so the fitting process lists those
+files outside the standard library, topicaudit's own source and the keyed libraries, with their digests
+(results.json, ``target.loaded_code``), and a finished run is reused only while each still has that content.
 
 A file's content says nothing of whether another process would load it: a library's optional import during the fit
 (numba's ``cffi`` while it compiles) runs whatever the process's path finds first, a file in the working directory or
@@ -153,13 +151,24 @@ def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str
     placed = {place for entry, place in listed.items() if entry.startswith((IMPORT, MODULE))}  # a plug-in found here
     placed.update(_absolute(file) for name in _NOT_NAMES  # a script, run by the path its process was given
                   if isinstance(file := getattr(sys.modules.get(name), "__file__", None), str))
-    noted = {here for file, here in working_directory.in_working_directory().items() if file in listed and file not in placed}
-    noted.update(here for stack, here in working_directory.asked_where().items() if _requester(stack, keyed, True))
+    files, asked, keys = working_directory.in_working_directory(), working_directory.asked_where(), tuple(sorted(keyed))
+    noted = {here for file, here in files.items() if file in listed and file not in placed}
+    noted.update(here for stack, here in asked.items() if _asker(stack, keys))
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
 
 
 # The entry of a record holding the working directory its files depend on, checked against the deciding process's.
 HERE = "working directory"
+
+
+def _asker(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
+    """``_requester`` through libraries, once per stack (a test session notes thousands; a record per model saved)."""
+    if (stack, keyed) not in _ASKERS:
+        _ASKERS[(stack, keyed)] = _requester(stack, set(keyed), True) is not None
+    return _ASKERS[(stack, keyed)]
+
+
+_ASKERS: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
 
 
 def where(name: str, folders: list[str] | None = None) -> str:
