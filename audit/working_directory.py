@@ -32,17 +32,31 @@ _ABLE = ("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports
 
 
 def _on_audit(event: str, args: tuple) -> None:
-    # Called for every audit event: the folder listed, another process started in it, a file opened for reading or a
-    # module's code run by a name relative to it.
+    # Called for every audit event: while watched, the folder listed, another process started in it, a file opened for
+    # reading or a module's code run by a name relative to it. Nothing else is looked at (``sys._getframe`` is itself
+    # an audited event: taken only for a relative name).
+    if not loaded_code.watched():
+        return
     if event in _LISTING or event in _STARTING:
         where = (args[0] if args else None) if event in _LISTING else args[2] if event == "subprocess.Popen" else None
-        if where is None or isinstance(where, (str, bytes, os.PathLike)):
+        if _relative_name(where, allow_none=True):
             _relative(where, sys._getframe(1))
-    elif event == "open" and args and isinstance(args[0], (str, bytes)) and loaded_code._reading(args) \
+    elif event == "open" and args and _relative_name(args[0]) and loaded_code._reading(args) \
             and not getattr(loaded_code._UNNOTED, "on", False):
         _note_here(os.fsdecode(args[0]), sys._getframe(1))
-    elif event == "exec" and args and type(args[0]) is types.CodeType and args[0].co_name == "<module>":
+    elif event == "exec" and args and type(args[0]) is types.CodeType and args[0].co_name == "<module>" \
+            and not os.path.isabs(args[0].co_filename):
         _note_here(args[0].co_filename)
+
+
+def _relative_name(path, allow_none: bool = False) -> bool:
+    """Whether ``path`` names a file relative to the working directory (None: the folder itself, when allowed)."""
+    if path is None:
+        return allow_none
+    try:
+        return isinstance(path, (str, bytes, os.PathLike)) and not os.path.isabs(os.fspath(path))
+    except TypeError:
+        return False
 
 
 def _note_here(given: str, frame=None) -> None:
@@ -79,7 +93,8 @@ def _asking(getcwd):
     """``getcwd`` noting the stack that asks (so ``pathlib.Path.cwd``, ``os.path.abspath`` of a relative path)."""
     @functools.wraps(getcwd)
     def asked():
-        _relative(None, sys._getframe(1))
+        if loaded_code.watched():
+            _relative(None, sys._getframe(1))
         return getcwd()
     return asked
 
@@ -89,7 +104,7 @@ def _by_path(call):
     exists in the working directory chose its code by it (XIX-zr, R3)."""
     @functools.wraps(call)
     def called(path, *args, **kwargs):
-        if kwargs.get("dir_fd") is None and isinstance(path, (str, bytes, os.PathLike)):
+        if loaded_code.watched() and _relative_name(path) and kwargs.get("dir_fd") is None:
             _relative(path, sys._getframe(1))
         return call(path, *args, **kwargs)
     for able in (getattr(os, name) for name in _ABLE if hasattr(os, name)):
