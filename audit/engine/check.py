@@ -30,7 +30,7 @@ from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import checked_root
 from topicaudit.engine.cached_audit import cached_audit
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.storage.bounded_read import read_arrays, read_results
+from topicaudit.engine.storage.bounded_read import is_model_file, read_arrays, read_results
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
 from topicaudit.engine.power import TARGET_POWER
 from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
@@ -161,7 +161,7 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
             raise UserError(f"cannot write {flag} {path}: it is {linked} of the run directory {run_dir} by another "
                             "name (a symbolic link or a mount), which check reads and never replaces; give a path "
                             "outside it")
-        if manifest.is_model_file(target):  # another run's models/, kept elsewhere and linked back (XIX-zs W18)
+        if is_model_file(target):  # another run's models/, kept elsewhere and linked back (XIX-zs W18)
             raise UserError(f"cannot write {flag} {path}: it is a model file of a topicaudit run (its models/ may be "
                             "kept there and linked back), which a resume reads and never replaces; give another path")
         # Another run's, sweep's or audit's own files: `--json OTHER/manifest.json` replaced that run's manifest

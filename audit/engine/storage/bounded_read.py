@@ -147,6 +147,22 @@ def array_names(path: Path) -> set[str]:
         return set()
 
 
+# The arrays every model file a run writes holds (engine.storage.rundir): `model` is its slot.
+_MODEL_ARRAYS = frozenset({"phi", "vocabulary", "config_hash", "model"})
+
+
+def is_model_file(path: Path) -> bool:
+    """Whether ``path`` is a model file of some run (a regular file, not followed through a link, holding a model's
+    members): another run's models/ linked from elsewhere is no folder of a run, and `check --json` replaced its
+    model there (hostile pass XIX-zs)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except (OSError, ValueError):
+        return False
+    return _MODEL_ARRAYS <= array_names(path)
+
+
 def read_arrays(path: Path, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, holding at least ``required``; or a UserError naming the
     file and the fix."""

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from topicaudit.engine.storage.bounded_read import array_names
 from topicaudit.errors import UserError
 from topicaudit.inputs import files as files_once
 from topicaudit.inputs.files import file_sha256
@@ -171,22 +170,6 @@ def refuse_over_read_names(output: Path, directories, flag: str) -> None:
         if first is not None:
             raise UserError(f"cannot write {flag} {output}: it is {first} of {directory}, which a check, report "
                             "or resume reads; give a path outside that directory's own files")
-
-
-# The arrays every model file a run writes holds (engine.storage.rundir): `model` is its slot.
-_MODEL_ARRAYS = frozenset({"phi", "vocabulary", "config_hash", "model"})
-
-
-def is_model_file(path: Path) -> bool:
-    """Whether ``path`` is a model file of some run (a regular file, not followed through a link, holding a model's
-    members): another run's models/ linked from elsewhere is no folder of a run, and `check --json` replaced its
-    model there (hostile pass XIX-zs)."""
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
-    except (OSError, ValueError):
-        return False
-    return _MODEL_ARRAYS <= array_names(path)
 
 
 def linked_read_name(directory: Path, target: Path, allowed: str | None = None) -> str | None:
