@@ -67,14 +67,15 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Plug-in modules being imported (``importing``): what one learns of the working directory then is noted as a fit's
-# (``topicaudit.working_directory``: a kernel chosen by the folder's name as the plug-in is imported, XIX-zr R1, R2).
-_PLUGINS = [0]
+# Set once a plug-in's module is imported (``importing``): what the process learns of its working directory from then
+# on is noted as a fit's (``topicaudit.working_directory``: a kernel chosen by the folder's name as the plug-in is
+# imported, XIX-zr R1, R2; or later, by a thread or a hook that import left, between it and the run: R11).
+_PLUGINS = [False]
 
 
 def watched() -> bool:
-    """Whether a fit, a run or a plug-in's import goes on (what the process learns of its folder then counts)."""
-    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0] > 0
+    """Whether a fit or a run goes on, or a plug-in was imported (what the process learns of its folder counts)."""
+    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0]
 
 
 class _FitImports:
@@ -127,9 +128,12 @@ def _going_on(counter: list[int]):
             counter[0] -= 1
 
 
+@contextlib.contextmanager
 def importing():
-    """A plug-in's module is imported in this block: what it learns of the working directory is noted as a fit's."""
-    return _going_on(_PLUGINS)
+    """A plug-in's module is imported in this block: what its code learns of the working directory is noted as a
+    fit's, from now to the process's end (its code can run at any time after its import)."""
+    _PLUGINS[0] = True
+    yield
 
 
 @contextlib.contextmanager

@@ -1,11 +1,13 @@
-"""What this process learnt of its working directory while a fit, a run or a plug-in's import went on.
+"""What this process learnt of its working directory while a fit or a run went on, or once a plug-in was imported.
 
 A plug-in can choose its code by where it runs: load ``os.getcwd() + "/helper.py"``, import ``"k_" +
 basename(getcwd())``, test whether a flag file exists, list the folder, read a relative settings file, run ``ls``.
 Its run's record held the files it ran, unchanged, so a process started in another folder, whose fit would run other
 code, reused the run (hostile passes XIX-zq Q2, Q7; XIX-zr). So the stacks that asked for the folder, or used a path
-relative to it, are noted with its answer, and the files run or read by a relative name with it;
-``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its ``"working directory"``).
+relative to it (or ``/proc/self/cwd``, or read ``PWD``), are noted with its answer, and the files run or read by a
+relative name with it; ``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its
+``"working directory"``). From a plug-in's import on, its code can run at any time (a thread the import started asked
+between it and the run: XIX-zr R11), so from then on the watch does not end.
 
 Nothing raises an audit event for ``os.getcwd`` or ``os.stat``: those functions are wrapped (``install``), and each
 wrapper is counted wherever the function is in ``os.supports_dir_fd`` and its kin, so code choosing
@@ -50,13 +52,16 @@ def _on_audit(event: str, args: tuple) -> None:
 
 
 def _relative_name(path, allow_none: bool = False) -> bool:
-    """Whether ``path`` names a file relative to the working directory (None: the folder itself, when allowed)."""
+    """Whether ``path`` names a file relative to the working directory (None: the folder itself, when allowed), or
+    through a process's link to it (``/proc/self/cwd``)."""
     if path is None:
         return allow_none
     try:
-        return isinstance(path, (str, bytes, os.PathLike)) and not os.path.isabs(os.fspath(path))
+        name = os.fsdecode(os.fspath(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
     except TypeError:
         return False
+    return name is not None and (not name.startswith("/") or name.startswith("/proc/")
+                                 and "cwd" in os.path.normpath(name).split("/")[3:6])
 
 
 def _note_here(given: str, frame=None) -> None:
@@ -76,7 +81,7 @@ def _relative(path, frame) -> None:
     """Note the stack as asking for the working directory when ``path`` (None: ".") is relative; not the import
     system's (a ``''`` entry of ``sys.path``: the names it finds are placed), nor topicaudit's own calls."""
     try:
-        if not loaded_code.watched() or path is not None and os.path.isabs(os.fspath(path)) \
+        if not loaded_code.watched() or not _relative_name(path, allow_none=True) \
                 or frame.f_code.co_filename.startswith("<frozen importlib"):
             return
         caller = frame
@@ -100,7 +105,7 @@ def _asking(getcwd):
 
 
 def _by_path(call):
-    """``call`` (``os.stat``, ``lstat``, ``access``) noting a relative path: a fit testing whether a flag file
+    """``call`` (``os.stat``, ``lstat``, ``access``, ``readlink``) noting a relative path: a fit testing whether a flag file
     exists in the working directory chose its code by it (XIX-zr, R3)."""
     @functools.wraps(call)
     def called(path, *args, **kwargs):
@@ -111,6 +116,17 @@ def _by_path(call):
         if call in able:
             able.add(called)
     return called
+
+
+def _reading_environment(getitem):
+    """``os.environ[name]`` (so ``get``, ``in``, ``os.getenv``) noting the stack that reads ``PWD``, the shell's
+    name for the working directory."""
+    @functools.wraps(getitem)
+    def read(self, key):
+        if key == "PWD" and loaded_code.watched():
+            _relative(None, sys._getframe(1))
+        return getitem(self, key)
+    return read
 
 
 def in_working_directory() -> dict[str, str]:
@@ -132,4 +148,7 @@ def install() -> None:
         if native is not None:
             native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
         os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
+        os.readlink = _by_path(os.readlink)  # ``/proc/self/cwd``
+        environment = type(os.environ)
+        environment.__getitem__ = _reading_environment(environment.__getitem__)
         sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

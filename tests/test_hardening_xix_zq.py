@@ -13,12 +13,8 @@ working directory put first in (or made the whole of) the ``__path__`` of the pl
 form) or not at all (a package of one folder)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from script_runs import run_script
 
 # A process that records a fit importing ZQ_NAME (moving its import path first, as sys.argv[1] says), or checks a
 # record read from stdin, as a later process deciding on a reuse does.
@@ -53,12 +49,7 @@ print(json.dumps(fitted_code.loaded_outside()))
 
 
 def _run(tmp_path, there, *args, record=None):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(there),
-                                                                             os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=environment, cwd=tmp_path, text=True,
-                          input=json.dumps(record), capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_script(SCRIPT, tmp_path, *args, record=record, lib=there)
 
 
 @pytest.mark.parametrize("how", ["insert", "chdir", "construct", "package", "package-only"])
@@ -120,12 +111,7 @@ print(json.dumps(fitted_code.loaded_outside()))
 
 
 def _by_path(folder, *args, record=None):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
-                                                                             os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", BY_PATH, *args], cwd=folder, text=True, input=json.dumps(record),
-                          env=environment, capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_script(BY_PATH, folder, *args, record=record)
 
 
 @pytest.mark.parametrize("how", ["spec", "runpy", "exec", "read", "import-read"])

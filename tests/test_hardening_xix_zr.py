@@ -8,17 +8,19 @@ working directory (``os.path.exists``: no audit event). R4: a fit listing it (``
 ``posix.getcwd()`` (os's own function, not the wrapper). R7: a fit reading ``open(b"settings.txt")`` (a bytes path was
 no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
 folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
-was the library's own ask; R14: a fit running ``ls`` (a child inherits the folder). Each is now recorded as
-depending on the working directory (``"working directory"``): reused from that folder only. R13: R1 for the script
+was the library's own ask; R14: a fit running ``ls`` (a child inherits the folder); R11: a thread the plug-in's import
+started, asking between the import and the run (the watch now lasts from a plug-in's import to the process's end);
+a fit testing ``/proc/self/cwd/flag``, reading that link, or reading ``PWD``. Each is now recorded as depending on the
+working directory (``"working directory"``): reused from that folder only. R6: a fit naming its kernel after
+``sys.path[0]`` (the working directory under ``python -m``): the record holds the import path. R13: R1 for the script
 that defines the learner (``__main__:L``)."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
 import pytest
+from script_runs import run_script
 
 # A process that imports the plug-in ``zr_plug`` as topicaudit does, then fits as sys.argv[1] says, and prints the
 # record; or checks a record read from stdin, as a later process deciding on a reuse does.
@@ -34,6 +36,9 @@ if how == "check":
     raise SystemExit
 os.environ["ZR_HOW"] = how
 load_class("zr_plug:L", LEARNER_GROUP, "the test")
+if how == "thread":
+    import time
+    time.sleep(0.6)  # the configuration read and checked, before the run
 with loaded_code.running(), loaded_code.fitting():
     if how == "exists":
         os.path.exists("zr_flag")
@@ -58,6 +63,18 @@ with loaded_code.running(), loaded_code.fitting():
     elif how == "spawn":  # R14: another process, run in the folder, lists it
         import subprocess
         subprocess.run(["ls"], capture_output=True)
+    elif how == "thread":  # R11: a thread the plug-in's import started asked between the import and the run
+        plug = sys.modules["zr_plug"]
+        plug.ASKER.join()
+        importlib.import_module("zr_k_" + plug.FOLDER[0])
+    elif how == "proc":
+        os.path.exists("/proc/self/cwd/zr_flag")
+    elif how == "readlink":
+        importlib.import_module("zr_k_" + os.path.basename(os.readlink("/proc/self/cwd")))
+    elif how == "syspath":  # R6: under python -m, sys.path[0] is the working directory
+        importlib.import_module("zr_k_" + os.path.basename(sys.path[0]))
+    elif how == "pwd":
+        importlib.import_module("zr_k_" + os.path.basename(os.environ["PWD"]))
     else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
         importlib.import_module("zr_k_b")
 print(json.dumps(fitted_code.loaded_outside()))
@@ -70,6 +87,11 @@ if HOW == "import-name":
     importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
 elif HOW == "import-read":
     SETTINGS = open("zr_settings.txt").read() if os.path.exists("zr_settings.txt") else ""
+elif HOW == "thread":
+    import threading, time
+    FOLDER = []
+    ASKER = threading.Thread(target=lambda: (time.sleep(0.3), FOLDER.append(os.path.basename(os.getcwd()))))
+    ASKER.start()
 
 
 class L(VariationalLDA):
@@ -78,16 +100,11 @@ class L(VariationalLDA):
 
 
 def _run(folder, *args, record=None):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
-                                                                             os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=folder, text=True, input=json.dumps(record),
-                          env=environment, capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_script(SCRIPT, folder, *args, record=record)
 
 
 @pytest.mark.parametrize("how", ["import-name", "import-read", "exists", "listdir", "posix", "bytes", "absent",
-                                 "numpy", "spawn"])
+                                 "numpy", "spawn", "thread", "proc", "readlink", "pwd"])
 def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, how):
     """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
     working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from
@@ -108,6 +125,20 @@ def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, 
     assert _run(b, "check", record=plain) == []
 
 
+def test_a_run_choosing_its_code_by_the_import_path_is_reused_only_with_that_path(tmp_path):
+    """R6: under ``python -m`` sys.path[0] is the working directory; a fit importing a kernel named after it asks
+    nothing, and was reused from b at c639fcd. The record holds the import path as code reads it (``sys.path``)."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zr_plug.py").write_text(PLUG)
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    record = run_script(SCRIPT, a, "syspath", module=True)
+    assert run_script(SCRIPT, b, "check", record=record, module=True) == ["sys.path"], record
+    assert run_script(SCRIPT, a, "check", record=record, module=True) == []
+
+
 # R13: the script that defines the learner (``__main__:L``), loaded in the audit's new process as ``__mp_main__``.
 MAIN = """import json, sys
 import topicaudit
@@ -126,12 +157,7 @@ KERNEL = importlib.import_module("zr_k_" + os.path.basename(os.getcwd()))
 
 
 def _main(folder, *args, record=None):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder.parent / "lib"),
-                                                                             os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", MAIN, *args], cwd=folder, text=True, input=json.dumps(record),
-                          env=environment, capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_script(MAIN, folder, *args, record=record)
 
 
 def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused_only_there(tmp_path):

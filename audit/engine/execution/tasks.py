@@ -53,7 +53,7 @@ def fit_release(target, X: sp.csr_matrix, rows: np.ndarray, seed: int,
             else target.fit(X[rows], seed, vocabulary)
     ray = sys.modules.get("ray") if in_ray else None  # a Ray worker has it; a Ray-free caller need not import it
     node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
-    return release, clock() - start, node, messages, loaded_outside()
+    return release, clock() - start, node, messages, loaded_outside(driver=False)
 
 
 def warm_up(target) -> None:

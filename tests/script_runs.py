@@ -1,0 +1,27 @@
+"""A Python process that runs a test's script in a folder, with the folder ``lib`` beside it first on PYTHONPATH, and
+prints JSON last: the run cache's working-directory tests start one per folder (as a user's processes would) and
+compare what each records and decides."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+
+def run_script(script: str, folder, *args, record=None, module: bool = False, lib=None):
+    """The JSON the script printed last, run in ``folder`` with ``record`` on stdin (``python -c``; module: the
+    script saved in ``lib`` under a name of its text and run with ``python -m``, which puts the folder first on sys.path); lib: another folder than ``lib``."""
+    lib = folder.parent / "lib" if lib is None else lib
+    environment = {**os.environ, "PWD": str(folder),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(lib), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-c", script]
+    if module:
+        name = "script_" + hashlib.sha256(script.encode()).hexdigest()[:12]
+        (lib / f"{name}.py").write_text(script)
+        command = [sys.executable, "-m", name]
+    done = subprocess.run([*command, *args], cwd=folder, text=True, input=json.dumps(record), env=environment,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
