@@ -19,6 +19,7 @@ from typing import Callable
 from topicaudit.engine.configuration.validation import check_output_directory
 from topicaudit.engine.presentation.roc_figure import matplotlib_defaults
 from topicaudit.engine.storage import manifest
+from topicaudit.engine.storage.bounded_read import refuse_among_models
 from topicaudit.engine.storage.durable_write import disk_full
 from topicaudit.engine.storage.lock import listing, remove_made, uninterrupted
 from topicaudit.errors import UserError
@@ -40,6 +41,7 @@ def write_report(output: Path, read_from: list[Path], compose: Callable[[Path], 
     output = Path(absolute(output)) if output.name == "" or ".." in output.parts else output  # `.`; `a/gone/..`
     manifest.refuse_over_read_names(output, read_from, "-o/--output")
     check_target(output)
+    refuse_among_models(output.parent, "-o/--output")
     check_output_directory(output, "-o/--output")
     new_parents = [parent for parent in output.parents if not os.path.lexists(parent)]  # made: removed on failure
     above = (new_parents[-1] if new_parents else output).parent  # the user's: its times put back on failure

@@ -8,6 +8,7 @@ target is one of its files.
   later check refused the run as edited. Each is refused now, exit 2, the folder left as it was.
 - W18 (high): ``check RUN --json M2/canary-target.npz``, M2 another run's models folder linked from that run:
   its model replaced. A file that is any run's model is refused now.
+  A new entry there (``report -o M2/new``, ``--json M2/new.json``) made that run refused as edited: refused too.
 - N1: ``report RUN -o L``, L the user's link to an empty folder U: the link was replaced by the report folder (U left
   empty). Refused now, as a dangling link is.
 """
@@ -106,6 +107,20 @@ def test_check_never_writes_over_another_runs_model_kept_elsewhere(run_dir, tmp_
     assert "it is a model file of a topicaudit run" in capsys.readouterr().err
     assert (moved / "canary-target.npz").read_bytes() == model
 
+
+@pytest.mark.parametrize("command", [["report", "RUN", "-o", "M/new"], ["report", "RUN", "-o", "M/new/deeper"],
+                                     ["check", "RUN", "--epsilon", "0.01", "--json", "M/new.json"]])
+def test_nothing_is_made_inside_another_runs_models_kept_elsewhere(run_dir, tmp_path, capsys, command):
+    """W18's remainder: a new report folder (or check's JSON) in another run's models/, kept at M and linked back,
+    was an unlisted entry there, and that run was refused as edited ever after; refused now, exit 2."""
+    other = tmp_path / "OTHER"
+    shutil.copytree(run_dir, other, symlinks=True)
+    _models_elsewhere(other)
+    before = snapshot(tmp_path)
+    assert main(command) == 2
+    assert "holds a topicaudit run's model files" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+    assert main(["check", "OTHER", "--epsilon", "0.01"]) == 1  # not refused as edited
 
 
 @pytest.mark.parametrize("field, value", [("schema", "topicaudit.manifest/0"), ("algorithm", "md5"), ("schema", None)])

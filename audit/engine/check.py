@@ -30,7 +30,7 @@ from topicaudit.engine.run import execute_run
 from topicaudit.engine.storage.run_cache import checked_root
 from topicaudit.engine.cached_audit import cached_audit
 from topicaudit.engine.sizing import AUTO, DEFAULT_BUDGET, START, check_power, parse_budget, size_canaries
-from topicaudit.engine.storage.bounded_read import is_model_file, read_arrays, read_results
+from topicaudit.engine.storage.bounded_read import is_model_file, read_arrays, read_results, refuse_among_models
 from topicaudit.engine.storage.durable_write import atomic_write_all, atomic_write_text
 from topicaudit.engine.power import TARGET_POWER
 from topicaudit.engine.verdict import CanaryFiles, own_claim_verdict, run_verdict
@@ -169,6 +169,7 @@ def check_report_paths(run_dir: Path, paths: dict[str, str | None]) -> None:
         # `--json SWEEP/sweep.json` replaced the sweep's index.
         others = [d for d in manifest.topicaudit_directories(target) if d.resolve() != root]
         manifest.refuse_over_read_names(Path(path), others, flag)
+        refuse_among_models(target.parent, flag)
 
 
 CHECK_FILES = manifest.CHECK_FILES

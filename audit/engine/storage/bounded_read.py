@@ -163,6 +163,28 @@ def is_model_file(path: Path) -> bool:
     return _MODEL_ARRAYS <= array_names(path)
 
 
+def holds_model_files(folder: Path, looked_at: int = 256) -> bool:
+    """Whether ``folder`` holds a model file of some run among its first ``looked_at`` .npz entries: a run's models/,
+    kept elsewhere and linked back, which a new entry makes refused as edited (hostile pass XIX-zs, W18)."""
+    try:
+        with os.scandir(folder) as entries:
+            archives = (entry for entry in entries if entry.name.endswith(".npz"))
+            return any(is_model_file(Path(entry.path)) for _, entry in zip(range(looked_at), archives))
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_among_models(output: Path, flag: str) -> None:
+    """Refuse an output made in a folder of a run's model files (the nearest existing folder at or above it): a
+    run's models/ kept elsewhere and linked back, which nothing above marks as a run's, and where a new entry
+    made that run refused as edited ever after (hostile pass XIX-zs, W18)."""
+    folder = next((place for place in (Path(output), *Path(output).parents) if os.path.isdir(place)), Path("."))
+    if holds_model_files(folder):
+        raise UserError(f"cannot write {flag} {output}: {folder} holds a topicaudit run's model files (its models/ "
+                        "folder, perhaps kept there and linked back), and a new entry there makes that run refused "
+                        "as edited; give a path outside it")
+
+
 def read_arrays(path: Path, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Every array of an .npz written by topicaudit, holding at least ``required``; or a UserError naming the
     file and the fix."""
