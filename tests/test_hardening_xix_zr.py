@@ -144,10 +144,11 @@ MAIN = """import json, sys
 import topicaudit
 from topicaudit.engine import cached_audit
 from topicaudit.engine.storage import fitted_code
-if sys.argv[1] == "check":
+how, sys.argv[1:] = sys.argv[1], sys.argv[2:]  # the rest: the calling script's own arguments
+if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
-cached_audit._load_script(sys.argv[1])
+cached_audit._load_script(how)
 print(json.dumps(fitted_code.loaded_outside()))
 """
 
@@ -176,6 +177,18 @@ def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused
     plain = _main(a, str(a / "plain.py"))
     assert "working directory" not in plain, plain
     assert _main(b, "check", record=plain) == []
+
+
+def test_a_script_s_arguments_are_part_of_its_learner_s_record(tmp_path):
+    """XIX-zf N2: a script defining the learner, reading ``--strength 50``, had the run of ``--strength 0`` reused
+    (the new process is given the caller's arguments); its record holds them now (``sys.argv``)."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "strong.py").write_text("import sys\nSTRENGTH = float(sys.argv[-1])\n")
+    record = _main(a, str(lib / "strong.py"), "--strength", "50")
+    assert _main(a, "check", "--strength", "0", record=record) == ["sys.argv"], record
+    assert _main(a, "check", "--strength", "50", record=record) == []
 
 
 def test_the_wrapped_path_tests_keep_descriptor_relative_calls():

@@ -17,6 +17,7 @@ listed module's name is (``module NAME``); a run is reused only where those name
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -51,7 +52,8 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     files read whose text was compiled), by absolute path, with its SHA-256. keyed: the keyed libraries' top-level
     modules, whose installed files their versions stand for. Called at every model saved, in the driver and in each
     fit's process: decisions are kept per file, and a file's bytes are hashed again only when its identity changed.
-    With code listed, the driver's import path too (``IMPORT_PATH``; a Ray worker's follows from the driver's)."""
+    With code listed, the driver's import path too (``IMPORT_PATH``; a Ray worker's follows from the driver's), and
+    the arguments of a script the driver ran for its learner (``ARGUMENTS``)."""
     keyed = tuple(sorted(set(keyed)))
     files = {file for module in list(sys.modules.values())
              if isinstance(file := getattr(module, "__file__", None), str)}
@@ -71,7 +73,18 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed)))
     found.update({IMPORT_PATH: import_path_read()} if found and driver else {})
+    found.update({ARGUMENTS: _arguments()} if driver and "__mp_main__" in sys.modules else {})
     return found
+
+
+# The entry of a record holding the calling script's arguments, when the audit's new process ran that script (a
+# learner it defines, ``__main__:Class``): a script reading ``--strength 50`` had the run of ``--strength 0``
+# reused (hostile pass XIX-zf, N2); the new process is given the caller's ``sys.argv``.
+ARGUMENTS = "sys.argv"
+
+
+def _arguments() -> str:
+    return json.dumps([str(argument) for argument in sys.argv[1:]])
 
 
 def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...], sizes: set[int],
@@ -275,6 +288,8 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
             found[entry] = where(entry[len(IMPORT):])
         elif entry == HERE:
             found[entry] = here()
+        elif entry == ARGUMENTS:
+            found[entry] = _arguments()
         elif entry == IMPORT_PATH:
             found[entry] = import_path_read()
         elif entry.startswith(MODULE):
