@@ -328,3 +328,6 @@ def install() -> None:
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]
+        # A Ray worker imports a plug-in as it unpickles a task's target, in no ``importing`` block: it runs fits
+        # only, so what its code learns of the folder counts from the start (a thread that import left: R11).
+        _PLUGINS[0] = _PLUGINS[0] or os.path.basename((getattr(sys, "argv", None) or [""])[0]) == "default_worker.py"

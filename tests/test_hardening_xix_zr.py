@@ -191,6 +191,17 @@ def test_a_script_s_arguments_are_part_of_its_learner_s_record(tmp_path):
     assert _main(a, "check", "--strength", "50", record=record) == []
 
 
+@pytest.mark.parametrize("name, watched", [("default_worker.py", "True"), ("other.py", "False")])
+def test_a_ray_worker_watches_its_folder_from_the_start(tmp_path, name, watched):
+    """R11 in a Ray worker, which imports a plug-in as it unpickles a task's target, in no ``importing`` block: a
+    thread that import started would ask unwatched. A worker (Ray's ``default_worker.py``) watches from the start; a
+    process of its own (a test session, a notebook) only once a plug-in is imported."""
+    (tmp_path / name).write_text("import topicaudit.loaded_code as loaded_code\nprint(loaded_code.watched())\n")
+    done = subprocess.run([sys.executable, str(tmp_path / name)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [watched]
+
+
 def test_the_wrapped_path_tests_keep_descriptor_relative_calls():
     """The wrappers of ``os.stat``, ``lstat`` and ``access`` stand where those functions are counted as taking a
     folder's descriptor: as first merged they were not, and a process importing topicaudit first wrote its own
