@@ -27,11 +27,12 @@ import importlib
 
 # First: from here on, each module's file is noted as its code is loaded, so that a plug-in edited after its import
 # is told from the code that runs (topicaudit.loaded_code).
-from topicaudit import loaded_code, working_directory
+from topicaudit import environment_reads, loaded_code, working_directory
 from topicaudit.version import __version__
 
 loaded_code.install()
 working_directory.install()
+environment_reads.install()
 
 API = ("AuditConfig", "AuditResults", "CheckResult", "Config", "RunResults", "as_config", "assert_privacy",
        "audit_model", "check", "load_config", "report", "run")

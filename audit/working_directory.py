@@ -4,7 +4,7 @@ A plug-in can choose its code by where it runs: load ``os.getcwd() + "/helper.py
 basename(getcwd())``, test whether a flag file exists, list the folder, read a relative settings file, run ``ls``.
 Its run's record held the files it ran, unchanged, so a process started in another folder, whose fit would run other
 code, reused the run (hostile passes XIX-zq Q2, Q7; XIX-zr). So the stacks that asked for the folder, or used a path
-relative to it (or ``/proc/self/cwd``, or read ``PWD``), are noted with its answer, and the files run or read by a
+relative to it (or ``/proc/self/cwd``, or read ``PWD``: ``topicaudit.environment_reads``), are noted with its answer, and the files run or read by a
 relative name with it; ``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its
 ``"working directory"``). From a plug-in's import on, its code can run at any time (a thread the import started asked
 between it and the run: XIX-zr R11), so from then on the watch does not end.
@@ -118,17 +118,6 @@ def _by_path(call):
     return called
 
 
-def _reading_environment(getitem):
-    """``os.environ[name]`` (so ``get``, ``in``, ``os.getenv``) noting the stack that reads ``PWD``, the shell's
-    name for the working directory."""
-    @functools.wraps(getitem)
-    def read(self, key):
-        if key == "PWD" and loaded_code.watched():
-            _relative(None, sys._getframe(1))
-        return getitem(self, key)
-    return read
-
-
 def in_working_directory() -> dict[str, str]:
     """The files read or run by a name relative to the working directory, with it (``_HERE``)."""
     return loaded_code._copied(_HERE)
@@ -149,6 +138,4 @@ def install() -> None:
             native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
         os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
         os.readlink = _by_path(os.readlink)  # ``/proc/self/cwd``
-        environment = type(os.environ)
-        environment.__getitem__ = _reading_environment(environment.__getitem__)
         sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ working directory (``"working directory"``): reused from that folder only. R6: a
 that defines the learner (``__main__:L``)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -30,7 +31,8 @@ import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.storage import fitted_code
 from topicaudit.targets.plugins import LEARNER_GROUP, load_class
 how = sys.argv[1]
-if how == "check":
+if how == "check":  # the plug-in reads ZR_HOW as it is imported: the same in the deciding process
+    os.environ["ZR_HOW"] = sys.argv[2]
     load_class("zr_plug:L", LEARNER_GROUP, "the test")
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
@@ -75,6 +77,8 @@ with loaded_code.running(), loaded_code.fitting():
         importlib.import_module("zr_k_" + os.path.basename(sys.path[0]))
     elif how == "pwd":
         importlib.import_module("zr_k_" + os.path.basename(os.environ["PWD"]))
+    elif how == "environ":  # a kernel chosen by a variable
+        importlib.import_module("zr_k_" + os.environ.get("ZR_KERNEL", "b"))
     else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
         importlib.import_module("zr_k_b")
 print(json.dumps(fitted_code.loaded_outside()))
@@ -118,11 +122,12 @@ def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, 
     (a / "zr_flag").write_text("")
     (a / "zr_settings.txt").write_text("uniform\n")
     record = _run(a, how)
-    assert _run(b, "check", record=record) == ["working directory"], record
-    assert _run(a, "check", record=record) == []
+    expected = ["environment PWD", "working directory"] if how == "pwd" else ["working directory"]
+    assert _run(b, "check", how, record=record) == expected, record
+    assert _run(a, "check", how, record=record) == []
     plain = _run(a, "plain")
     assert "working directory" not in plain, plain
-    assert _run(b, "check", record=plain) == []
+    assert _run(b, "check", "plain", record=plain) == []
 
 
 def test_a_run_choosing_its_code_by_the_import_path_is_reused_only_with_that_path(tmp_path):
@@ -135,8 +140,27 @@ def test_a_run_choosing_its_code_by_the_import_path_is_reused_only_with_that_pat
     (lib / "zr_k_a.py").write_text("PATCHED = True\n")
     (lib / "zr_k_b.py").write_text("")
     record = run_script(SCRIPT, a, "syspath", module=True)
-    assert run_script(SCRIPT, b, "check", record=record, module=True) == ["sys.path"], record
-    assert run_script(SCRIPT, a, "check", record=record, module=True) == []
+    assert run_script(SCRIPT, b, "check", "syspath", record=record, module=True) == ["sys.path"], record
+    assert run_script(SCRIPT, a, "check", "syspath", record=record, module=True) == []
+
+
+def test_a_run_choosing_its_code_by_an_environment_variable_is_reused_only_with_its_value(tmp_path):
+    """A fit importing a kernel named by ``ZR_KERNEL``: its files unchanged, a process with another value reused the
+    run (docs/check.md listed variables as not covered). The record holds a digest of each variable code outside
+    the key read (``environment NAME``); a variable only topicaudit or a library read on its own is not kept."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "zr_plug.py").write_text(PLUG)
+    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zr_k_b.py").write_text("")
+    record = run_script(SCRIPT, a, "environ", variables={"ZR_KERNEL": "a", "ZR_SECRET": "s3cret"})
+    assert record["environment ZR_KERNEL"] != "a" and "s3cret" not in json.dumps(record), record
+    assert "environment ZR_SECRET" not in record and "environment TOPICAUDIT_CACHE_DIR" not in record, record
+    assert run_script(SCRIPT, a, "check", "environ", record=record) == ["environment ZR_KERNEL"]
+    assert run_script(SCRIPT, a, "check", "environ", record=record, variables={"ZR_KERNEL": "b"}) == \
+        ["environment ZR_KERNEL"]
+    assert run_script(SCRIPT, a, "check", "environ", record=record, variables={"ZR_KERNEL": "a"}) == []
 
 
 # R13: the script that defines the learner (``__main__:L``), loaded in the audit's new process as ``__mp_main__``.

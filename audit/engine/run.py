@@ -282,7 +282,7 @@ def _score(config: Config, ready: _Prepared, outcome, timings: dict[str, float],
         **sources(config.target.learner, config.target.vocabulary),
         # after the fit: what start-up code imported meanwhile too (XIX-zh), and what the fits' processes (Ray
         # workers) loaded, with where the names they imported are found (XIX-zo)
-        loaded_code={**fitted_code.loaded_outside(), **experiment.run.loaded_code},
+        loaded_code=fitted_code.settled({**fitted_code.loaded_outside(), **experiment.run.loaded_code}),
     )
     ray = {"address": (config.ray.address or "local") if experiment.needs_ray else "none (no shadow models)",
            **outcome.cluster, **({"fitted_in_driver": outcome.fitted_in_driver} if experiment.needs_ray else {})}

@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable
 
+import topicaudit.environment_reads as environment_reads
 import topicaudit.loaded_code as loaded_code
 import topicaudit.working_directory as working_directory
 from topicaudit.engine.storage.import_places import (ABSENT, IMPORT_PATH, IN_THE_KEY, here, import_path_read,
@@ -53,7 +54,8 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     modules, whose installed files their versions stand for. Called at every model saved, in the driver and in each
     fit's process: decisions are kept per file, and a file's bytes are hashed again only when its identity changed.
     With code listed, the driver's import path too (``IMPORT_PATH``; a Ray worker's follows from the driver's), and
-    the arguments of a script the driver ran for its learner (``ARGUMENTS``)."""
+    the arguments of a script the driver ran for its learner (``ARGUMENTS``); the variables such code read
+    (``ENVIRONMENT``)."""
     keyed = tuple(sorted(set(keyed)))
     files = {file for module in list(sys.modules.values())
              if isinstance(file := getattr(module, "__file__", None), str)}
@@ -72,9 +74,30 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed)))
+    found.update(_environment(set(keyed), driver))
     found.update({IMPORT_PATH: import_path_read()} if found and driver else {})
     found.update({ARGUMENTS: _arguments()} if driver and "__mp_main__" in sys.modules else {})
     return found
+
+
+def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
+    """``environment NAME`` for each variable code outside the key read (``_requester``, through the libraries it
+    called): a plug-in choosing its code by ``MODE`` had its run reused by a process with another value. A Ray
+    worker's reads hold ``IN_A_WORKER``, which the driver settles with its own value (``settled``): a worker's
+    environment is the driver's and Ray's (its ``OMP_NUM_THREADS``), which no later process has."""
+    keys = tuple(sorted(keyed))
+    names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys) for name in read}
+    return {f"{ENVIRONMENT}{name}": environment_reads.variable(name) if driver else IN_A_WORKER
+            for name in sorted(names)}
+
+
+ENVIRONMENT, IN_A_WORKER = "environment ", "read in a Ray worker"
+
+
+def settled(record: dict[str, str]) -> dict[str, str]:
+    """A record with the variables its Ray workers read (``IN_A_WORKER``) as this process, their driver, has them."""
+    return {entry: environment_reads.variable(entry[len(ENVIRONMENT):]) if value == IN_A_WORKER
+            and entry.startswith(ENVIRONMENT) else value for entry, value in record.items()}
 
 
 # The entry of a record holding the calling script's arguments, when the audit's new process ran that script (a
@@ -288,6 +311,8 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
             found[entry] = where(entry[len(IMPORT):])
         elif entry == HERE:
             found[entry] = here()
+        elif entry.startswith(ENVIRONMENT):
+            found[entry] = environment_reads.variable(entry[len(ENVIRONMENT):])
         elif entry == ARGUMENTS:
             found[entry] = _arguments()
         elif entry == IMPORT_PATH:

@@ -174,7 +174,7 @@ class RunDirectory:
             extra["node"] = np.str_(node)
         # the code files loaded from outside the cache key when it was saved: a run killed mid-way under a start-up
         # patch, resumed after the patch changed, rescored its model as the new code's (hostile pass XIX-zh, T12)
-        code = {**fitted_code.loaded_outside(), **(loaded or {})}
+        code = fitted_code.settled({**fitted_code.loaded_outside(), **(loaded or {})})
         self.loaded_code.update(code)
         extra["loaded_code"] = np.str_(json.dumps(code, sort_keys=True))
         path = self.model_path(index)

@@ -1,0 +1,66 @@
+"""The environment variables code read while a fit or a run went on, or once a plug-in was imported.
+
+A plug-in can choose its code by a variable (``if os.environ.get("MODE") == "weak": ...``): its run's record held its
+files, unchanged, and a process with another value reused the run. So ``os.environ[name]`` (and so ``get``, ``in``,
+``os.getenv``, a copy of the environment) notes the stack that read each name; ``engine.storage.fitted_code`` decides
+whose code read it and keys the run by each such variable (``environment NAME``: a digest of its value, never the
+value, which may be a secret). ``PWD``, the shell's name for the working directory, is an ask for the folder too
+(``topicaudit.working_directory``). Not seen: ``os.environ._data``, ``posix.environ``, C's ``getenv``.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+
+import topicaudit.loaded_code as loaded_code
+import topicaudit.working_directory as working_directory
+
+# Each stack (``loaded_code._openers``) that read a variable, with the names it read.
+_READ: dict[tuple[str, ...], set[str]] = {}
+
+
+def _reading(getitem):
+    """``os.environ[name]`` noting the stack that reads ``name``, while watched (``loaded_code.watched``)."""
+    @functools.wraps(getitem)
+    def read(self, key):
+        if loaded_code.watched():
+            _note(key, sys._getframe(1))
+        return getitem(self, key)
+    return read
+
+
+def _note(key, frame) -> None:
+    try:
+        name = os.fsdecode(key)
+        caller = frame
+        while caller is not None and caller.f_code.co_filename.startswith(("<frozen ", loaded_code._STANDARD)) \
+                and "-packages" not in caller.f_code.co_filename:
+            caller = caller.f_back  # the standard library passes the read on (``get``, ``in``, ``os.getenv``)
+        if caller is None or caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
+            return  # topicaudit's own settings
+        if name == "PWD":
+            working_directory._relative(None, frame)
+        _READ.setdefault(loaded_code._openers(frame), set()).add(name)
+    except Exception:  # noqa: BLE001 - a read of the environment must never fail for this (a key of another type)
+        pass
+
+
+def read_by() -> dict[tuple[str, ...], set[str]]:
+    """The stacks that read variables, with the names each read."""
+    return {stack: set(names) for stack, names in loaded_code._copied(_READ).items()}
+
+
+def variable(name: str) -> str:
+    """What a record keeps of a variable: a digest of its value, or ``absent``."""
+    value = os.environ.get(name)
+    return "absent" if value is None else hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def install() -> None:
+    """Wrap ``os.environ``'s reads (once per process: ``os.environb`` shares the class)."""
+    if not getattr(sys, "_topicaudit_environment_reads", False):
+        environment = type(os.environ)
+        environment.__getitem__ = _reading(environment.__getitem__)
+        sys._topicaudit_environment_reads = True  # type: ignore[attr-defined]
