@@ -17,8 +17,10 @@ import sys
 import topicaudit.loaded_code as loaded_code
 import topicaudit.working_directory as working_directory
 
-# Each stack (``loaded_code._openers``) that read a variable, with the names it read.
+# Each stack (``loaded_code._openers``) that read a variable, with the names it read: while a fit, a run or a plug-in's
+# import went on; and after a plug-in's import (``_LATER``: the plug-in's own reads count, ``loaded_code.by_plugin``).
 _READ: dict[tuple[str, ...], set[str]] = {}
+_LATER: dict[tuple[str, ...], set[str]] = {}
 
 
 def _reading(getitem):
@@ -42,14 +44,17 @@ def _note(key, frame) -> None:
             return  # topicaudit's own settings
         if name == "PWD":
             working_directory._relative(None, frame)
-        _READ.setdefault(loaded_code._openers(frame), set()).add(name)
+        (_READ if loaded_code.strictly_watched() else _LATER).setdefault(loaded_code._openers(frame), set()).add(name)
     except Exception:  # noqa: BLE001 - a read of the environment must never fail for this (a key of another type)
         pass
 
 
 def read_by() -> dict[tuple[str, ...], set[str]]:
-    """The stacks that read variables, with the names each read."""
-    return {stack: set(names) for stack, names in loaded_code._copied(_READ).items()}
+    """The stacks that read variables, with the names each read (after a plug-in's import, the plug-in's own)."""
+    found = {stack: set(names) for stack, names in loaded_code._copied(_LATER).items() if loaded_code.by_plugin(stack)}
+    for stack, names in loaded_code._copied(_READ).items():
+        found.setdefault(stack, set()).update(names)
+    return found
 
 
 def variable(name: str) -> str:

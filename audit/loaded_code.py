@@ -67,15 +67,29 @@ PLACE: list = []
 _IN_FITS: set[str] = set()
 _IN_RUNS: set[str] = set()
 _LOOKING = threading.local()
-# Set once a plug-in's module is imported (``importing``): what the process learns of its working directory from then
-# on is noted as a fit's (``topicaudit.working_directory``: a kernel chosen by the folder's name as the plug-in is
-# imported, XIX-zr R1, R2; or later, by a thread or a hook that import left, between it and the run: R11).
-_PLUGINS = [False]
+# Plug-in modules being imported (``importing``), and whether one was: what the process learns of its folder or
+# environment then is noted as a fit's (``topicaudit.working_directory``, ``topicaudit.environment_reads``: a kernel
+# chosen by the folder's name as the plug-in is imported, XIX-zr R1, R2); after it, what the plug-in's own code learns
+# (a thread or a hook that import left, asking between it and the run: R11; ``by_plugin``).
+_PLUGINS = [0, False]
+# The files of a plug-in's modules: the one named and the modules of its package its import loaded.
+PLUGIN_FILES: set[str] = set()
 
 
 def watched() -> bool:
-    """Whether a fit or a run goes on, or a plug-in was imported (what the process learns of its folder counts)."""
-    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0]
+    """Whether a fit, a run or a plug-in's import goes on, or a plug-in was imported (its code may run later)."""
+    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0] > 0 or _PLUGINS[1]
+
+
+def strictly_watched() -> bool:
+    """Whether a fit, a run or a plug-in's import goes on: what any code outside the key learns then counts; after a
+    plug-in's import, only what the plug-in's own code learns (a test's ``monkeypatch.chdir`` asks too)."""
+    return _FITS[0] > 0 or _RUNS[0] > 0 or _PLUGINS[0] > 0
+
+
+def by_plugin(stack: tuple[str, ...]) -> bool:
+    """Whether a stack (``_openers``) runs a plug-in's own code."""
+    return any(name in PLUGIN_FILES for name in stack)
 
 
 class _FitImports:
@@ -129,11 +143,22 @@ def _going_on(counter: list[int]):
 
 
 @contextlib.contextmanager
-def importing():
-    """A plug-in's module is imported in this block: what its code learns of the working directory is noted as a
-    fit's, from now to the process's end (its code can run at any time after its import)."""
-    _PLUGINS[0] = True
-    yield
+def importing(name: str):
+    """The plug-in's module ``name`` is imported in this block: what code learns of the working directory or the
+    environment meanwhile is noted as a fit's, and what the plug-in's own code learns later too."""
+    before = set(sys.modules)
+    with _FITS_LOCK:
+        _PLUGINS[0] += 1
+        _PLUGINS[1] = True
+    try:
+        yield
+    finally:
+        with _FITS_LOCK:
+            _PLUGINS[0] -= 1
+        package = name.partition(".")[0]
+        for loaded in {name, *(other for other in set(sys.modules) - before if other.partition(".")[0] == package)}:
+            if isinstance(file := getattr(sys.modules.get(loaded), "__file__", None), str):
+                PLUGIN_FILES.update({file, os.path.abspath(file)})
 
 
 @contextlib.contextmanager
@@ -328,6 +353,3 @@ def install() -> None:
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]
-        # A Ray worker imports a plug-in as it unpickles a task's target, in no ``importing`` block: it runs fits
-        # only, so what its code learns of the folder counts from the start (a thread that import left: R11).
-        _PLUGINS[0] = _PLUGINS[0] or os.path.basename((getattr(sys, "argv", None) or [""])[0]) == "default_worker.py"

@@ -7,7 +7,7 @@ code, reused the run (hostile passes XIX-zq Q2, Q7; XIX-zr). So the stacks that 
 relative to it (or ``/proc/self/cwd``, or read ``PWD``: ``topicaudit.environment_reads``), are noted with its answer, and the files run or read by a
 relative name with it; ``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its
 ``"working directory"``). From a plug-in's import on, its code can run at any time (a thread the import started asked
-between it and the run: XIX-zr R11), so from then on the watch does not end.
+between it and the run: XIX-zr R11), so from then on what the plug-in's own code asks counts too.
 
 Nothing raises an audit event for ``os.getcwd`` or ``os.stat``: those functions are wrapped (``install``), and each
 wrapper is counted wherever the function is in ``os.supports_dir_fd`` and its kin, so code choosing
@@ -25,8 +25,10 @@ import topicaudit.loaded_code as loaded_code
 
 # Each file run as module code, or read, by a name relative to the working directory, with it (``run_path("h.py")``).
 _HERE: dict[str, str] = {}
-# Each stack (``loaded_code._openers``) that asked for the working directory or used a path relative to it, with it.
+# Each stack (``loaded_code._openers``) that asked for the working directory or used a path relative to it, with it:
+# while a fit, a run or a plug-in's import went on; and after a plug-in's import (``_LATER``: the plug-in's own count).
 _ASKED: dict[tuple[str, ...], str] = {}
+_LATER: dict[tuple[str, ...], str] = {}
 _GETCWD = os.getcwd  # this module's own question, before the wrapper
 _LISTING = ("os.listdir", "os.scandir")
 _STARTING = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn")  # a child runs in the folder
@@ -89,7 +91,8 @@ def _relative(path, frame) -> None:
                 and "-packages" not in caller.f_code.co_filename:
             caller = caller.f_back  # the standard library passes the question on
         if caller is not None and not caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
-            _ASKED.setdefault(loaded_code._openers(frame), os.fsdecode(_GETCWD()))
+            noted = _ASKED if loaded_code.strictly_watched() else _LATER
+            noted.setdefault(loaded_code._openers(frame), os.fsdecode(_GETCWD()))
     except Exception:  # noqa: BLE001 - a hook must never fail a call (a descriptor, another type: nothing)
         pass
 
@@ -124,8 +127,11 @@ def in_working_directory() -> dict[str, str]:
 
 
 def asked_where() -> dict[tuple[str, ...], str]:
-    """The stacks that asked for the working directory, or used a path relative to it, with its answer."""
-    return loaded_code._copied(_ASKED)
+    """The stacks that asked for the working directory, or used a path relative to it, with its answer: while a fit,
+    a run or a plug-in's import went on, or the plug-in's own code later (``loaded_code.by_plugin``)."""
+    later = loaded_code._copied(_LATER)
+    return {**{stack: here for stack, here in later.items() if loaded_code.by_plugin(stack)},
+            **loaded_code._copied(_ASKED)}
 
 
 def install() -> None:

@@ -66,7 +66,7 @@ def load_class(path: str, group: str, where: str) -> type:
     if not module_name or not attribute:
         raise UserError(f"{what} is not a \"package.module:Class\" path; write the module, a colon and the class")
     try:
-        with kept_process_state(f"the import of {module_name!r}"), loaded_code.importing():  # its cwd asks (XIX-zr)
+        with kept_process_state(f"the import of {module_name!r}"), loaded_code.importing(module_name):  # its asks (XIX-zr)
             module = importlib.import_module(module_name)
     except Exception as error:  # whatever the module raised while importing is the user's to see
         raise UserError(f"{what}: module {module_name!r} does not import ({type(error).__name__}: {error}); "

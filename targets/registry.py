@@ -177,6 +177,11 @@ def sources(learner: str, vocabulary: str) -> dict[str, dict[str, str]]:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def has_plugin(learner: str, vocabulary: str) -> bool:
+    """Whether a configuration's learner or vocabulary step is a plug-in (code outside topicaudit)."""
+    return learner not in LEARNERS or vocabulary not in (*VOCABULARY_STEPS, AUTO)
+
+
 def plugin_files(learner: str, vocabulary: str) -> list:
     """The files of the plug-ins' code a configuration names (none for built-ins): files a check reads."""
     return [*([] if learner in LEARNERS else plugins.code_files(learner, plugins.LEARNER_GROUP)),

@@ -103,8 +103,9 @@ def test_a_stand_in_that_hides_itself_is_placed_where_it_was_found(tmp_path):
     assert "import zp_hiding" in changed, changed
     assert "import zp_swap" in _run(tmp_path, other, "check", record=record)
     # The hiding stand-in left the run's import path without its folder, which a process started there has: the
-    # record's ``sys.path`` (XIX-zr R6) differs, and such a run is not reused at all; its names, though, read as placed.
-    assert _run(tmp_path, there, "check", record=record) == ["sys.path"]
+    # record's ``sys.path`` (XIX-zr R6) differs, and such a run is not reused at all; its names, though, read as placed
+    # (the swapping stand-in read ZP_OTHER: the record holds it, the same here).
+    assert _run(tmp_path, there, "check", record=record, ZP_OTHER=str(other)) == ["sys.path"]
 
 
 def test_execute_run_notes_the_names_its_run_imports(monkeypatch, tmp_path):

@@ -85,7 +85,7 @@ how = sys.argv[1]
 if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
-with loaded_code.importing():  # as the plug-in is imported, before its run (targets.plugins.load_class)
+with loaded_code.importing("__main__"):  # as the plug-in is imported, before its run (targets.plugins.load_class)
     if how == "import":
         importlib.import_module("zq_k_" + os.path.basename(os.getcwd()))
     elif how == "import-read":

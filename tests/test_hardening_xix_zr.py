@@ -9,7 +9,7 @@ working directory (``os.path.exists``: no audit event). R4: a fit listing it (``
 no file read). R8: a fit opening a settings file its folder lacks (the file was not listed, so nor was the
 folder, and a folder holding it reused the run); R12: the same through a library's call (``numpy.loadtxt``), which
 was the library's own ask; R14: a fit running ``ls`` (a child inherits the folder); R11: a thread the plug-in's import
-started, asking between the import and the run (the watch now lasts from a plug-in's import to the process's end);
+started, asking between the import and the run (what the plug-in's own code asks after its import counts);
 a fit testing ``/proc/self/cwd/flag``, reading that link, or reading ``PWD``. Each is now recorded as depending on the
 working directory (``"working directory"``): reused from that folder only. R6: a fit naming its kernel after
 ``sys.path[0]`` (the working directory under ``python -m``): the record holds the import path. R13: R1 for the script
@@ -213,17 +213,6 @@ def test_a_script_s_arguments_are_part_of_its_learner_s_record(tmp_path):
     record = _main(a, str(lib / "strong.py"), "--strength", "50")
     assert _main(a, "check", "--strength", "0", record=record) == ["sys.argv"], record
     assert _main(a, "check", "--strength", "50", record=record) == []
-
-
-@pytest.mark.parametrize("name, watched", [("default_worker.py", "True"), ("other.py", "False")])
-def test_a_ray_worker_watches_its_folder_from_the_start(tmp_path, name, watched):
-    """R11 in a Ray worker, which imports a plug-in as it unpickles a task's target, in no ``importing`` block: a
-    thread that import started would ask unwatched. A worker (Ray's ``default_worker.py``) watches from the start; a
-    process of its own (a test session, a notebook) only once a plug-in is imported."""
-    (tmp_path / name).write_text("import topicaudit.loaded_code as loaded_code\nprint(loaded_code.watched())\n")
-    done = subprocess.run([sys.executable, str(tmp_path / name)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [watched]
 
 
 def test_the_wrapped_path_tests_keep_descriptor_relative_calls():

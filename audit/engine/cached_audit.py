@@ -118,7 +118,7 @@ def _load_script(path: str) -> None:
     sys.modules["__mp_main__"] = sys.modules["__main__"] = module
     _LOADING_SCRIPT.append(path)
     try:
-        with loaded_code.importing():  # what its top level learns of the working directory counts (XIX-zr, R13)
+        with loaded_code.importing("__mp_main__"):  # what its top level learns of the folder counts (XIX-zr, R13)
             spec.loader.exec_module(module)
     finally:
         _LOADING_SCRIPT.clear()

@@ -57,7 +57,7 @@ from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.inputs.files import read_once
 from topicaudit.loaded_code import running
-from topicaudit.targets import build_target, sources, vocabulary_of
+from topicaudit.targets import build_target, has_plugin, sources, vocabulary_of
 
 
 def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
@@ -84,8 +84,9 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
     """
     config = run_config(config)
     check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
-    with writer_lock(config.run_dir, wait=wait_for_writer), running():  # names it imports are noted (XIX-zp)
-        results = _execute_run(config, quiet)
+    plugin = has_plugin(config.target.learner, config.target.vocabulary)  # its record holds the folder
+    with writer_lock(config.run_dir, wait=wait_for_writer), running(), fitted_code.plugin_run(plugin):
+        results = _execute_run(config, quiet)  # (what a run imports is noted, XIX-zp)
     if wait_for_ray:
         wait_for_stop()
     return results

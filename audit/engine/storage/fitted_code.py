@@ -16,6 +16,7 @@ listed module's name is (``module NAME``); a run is reused only where those name
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -73,7 +74,7 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
             found[path] = _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
-    found.update(_working_directory(found, set(keyed)))
+    found.update(_working_directory(found, set(keyed), driver))
     found.update(_environment(set(keyed), driver))
     found.update({IMPORT_PATH: import_path_read()} if found and driver else {})
     found.update({ARGUMENTS: _arguments()} if driver and "__mp_main__" in sys.modules else {})
@@ -178,19 +179,39 @@ def _names(listed: dict[str, str]) -> dict[str, str]:
 _NOT_NAMES = ("__main__", "__mp_main__")
 
 
-def _working_directory(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
+def _working_directory(listed: dict[str, str], keyed: set[str], driver: bool = True) -> dict[str, str]:
     """``HERE``: the working directory a fit, a run or a plug-in's import read or ran a listed file in by a name
     relative to it that no name's lookup gave (an ``import NAME``'s place, a script's), or that code outside the key
     asked for (``_requester``, through the libraries it called: ``os.getcwd() + "/helper.py"``, a kernel's name built
     from the folder's, ``np.loadtxt("settings.txt")``): a process started elsewhere runs other code (hostile passes
-    XIX-zq Q2, Q7; XIX-zr). Several directories (a fit that moved) are found by no process."""
+    XIX-zq Q2, Q7; XIX-zr); and during a plug-in's run, in the driver, asked or not (``plugin_run``). Several
+    directories (a fit that moved) are found by no process."""
     placed = {place for entry, place in listed.items() if entry.startswith((IMPORT, MODULE))}  # a plug-in found here
     placed.update(_absolute(file) for name in _NOT_NAMES  # a script, run by the path its process was given
                   if isinstance(file := getattr(sys.modules.get(name), "__file__", None), str))
     files, asked, keys = working_directory.in_working_directory(), working_directory.asked_where(), tuple(sorted(keyed))
     noted = {here for file, here in files.items() if file in listed and file not in placed}
     noted.update(here for stack, here in asked.items() if _asker(stack, keys))
+    noted.update([here()] if driver and _PLUGIN_RUNS[0] > 0 else [])
     return {HERE: os.pathsep.join(sorted(noted))} if noted else {}
+
+
+# Set while a run of a plug-in learner or vocabulary step goes on (``plugin_run``).
+_PLUGIN_RUNS = [0]
+
+
+@contextlib.contextmanager
+def plugin_run(plugin: bool):
+    """A run goes on in this block; plugin: its learner or vocabulary step is a plug-in, whose record then holds the
+    working directory whether its code asked or not. Each pass over the ways a plug-in learns its folder found more
+    (a fork's child asking, a path relative to a descriptor of it, a link the plug-in made to ``/proc/self/cwd``, the
+    original behind the wrapped ``os.getcwd``, the import system listing it: hostile passes XIX-zq, zr, zt): a
+    plug-in's run is reused from the folder it was fitted in, and only there."""
+    _PLUGIN_RUNS[0] += 1 if plugin else 0
+    try:
+        yield
+    finally:
+        _PLUGIN_RUNS[0] -= 1 if plugin else 0
 
 
 # The entry of a record holding the working directory its files depend on, checked against the deciding process's.

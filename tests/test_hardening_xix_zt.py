@@ -1,0 +1,94 @@
+"""Hostile pass XIX-zt (tests/hostile_xix_zt_cases.md): seventeen more ways for a plug-in to learn its working
+directory unwatched (a forked child asking, ``dir_fd=AT_FDCWD``, ``os.statvfs``, a relative name opened for writing,
+``/proc/self/environ``, ``os.environb``, C's ``getcwd`` through ctypes, ``//proc/self/cwd``, ``repr(os.environ)``; open
+there: a link the plug-in makes to ``/proc/self/cwd`` (Z5), the original behind the wrapped ``os.getcwd`` (Z7), the
+import system listing the folder (Z12)), each of which had a run fitted in folder a reused from folder b with the
+verdict of a's code. Every pass over that watch found more, so a run of a plug-in now holds the working directory
+whether its code asked or not (``fitted_code.plugin_run``, around every run whose learner or vocabulary step is a
+plug-in): reused from that folder only, whatever the form. A run of the built-in learners is reused from anywhere."""
+from __future__ import annotations
+
+import pytest
+from script_runs import run_script
+
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.run import execute_run
+from topicaudit.engine.storage import fitted_code
+
+# A process that imports the plug-in ``zt_plug`` as topicaudit does, fits as sys.argv[1] says inside a plug-in's run,
+# and prints the record; or checks a record read from stdin, as a later process deciding on a reuse does.
+SCRIPT = """import importlib, json, os, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+how = sys.argv[1]
+load_class("zt_plug:L", LEARNER_GROUP, "the test")
+if how == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
+    if how == "fork":  # Z1: a child asks and tells through a pipe
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.write(write, os.path.basename(os.getcwd()).encode())
+            os._exit(0)
+        os.waitpid(child, 0)
+        importlib.import_module("zt_k_" + os.read(read, 100).decode())
+    elif how == "link":  # Z5: a link of its own to the process's folder
+        link = os.path.join(sys.argv[2], "zt_link")
+        if not os.path.islink(link):
+            os.symlink("/proc/self/cwd", link)
+        importlib.import_module("zt_k_" + ("a" if os.path.exists(link + "/zt_flag") else "b"))
+    elif how == "wrapped":  # Z7: the original behind the wrapper
+        importlib.import_module("zt_k_" + os.path.basename(os.getcwd.__wrapped__()))
+    elif how == "listing":  # Z12: the import system's listing of the folder
+        import pkgutil
+        importlib.import_module("zt_k_" + ("a" if any(m.name == "zt_here" for m in pkgutil.iter_modules([""]))
+                                           else "b"))
+    print(json.dumps(fitted_code.loaded_outside()))  # as a run records its models, inside it
+"""
+
+PLUG = """from topicaudit.targets.learners.lda import VariationalLDA
+
+
+class L(VariationalLDA):
+    pass
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "link", "wrapped", "listing", "plain"])
+def test_a_plugins_run_is_reused_only_from_its_working_directory(tmp_path, how):
+    """Z1, Z5, Z7, Z12 and a plain fit: from b the record reads as changed (``working directory``), from a not."""
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    (lib / "zt_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zt_k_b.py").write_text("")
+    (a / "zt_flag").write_text("")
+    (a / "zt_here.py").write_text("")
+    record = run_script(SCRIPT, a, how, str(tmp_path))
+    assert run_script(SCRIPT, b, "check", record=record) == ["working directory"], record
+    assert run_script(SCRIPT, a, "check", record=record) == []
+
+
+CANARY_ONLY = {"synthetic": {"n_docs": 60, "n_words": 80}, "attack": {"shadows": 0, "canaries": {"count": 20}}}
+
+
+@pytest.mark.parametrize("learner", ["zt_run_plug:L", "lda"])
+def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, monkeypatch, learner):
+    """``execute_run`` keys a plug-in's run by its folder (read as changed from another), a built-in's not."""
+    (tmp_path / "zt_run_plug.py").write_text(PLUG)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    config = config_from_dict({**CANARY_ONLY, "target": {"k": 2, "learner": learner},
+                               "output": str(tmp_path / "run")})
+    recorded = execute_run(config, quiet=True).target.loaded_code
+    assert fitted_code.changed(recorded, names=False) == []
+    monkeypatch.chdir(tmp_path / "b")
+    expected = ["working directory"] if ":" in learner else []
+    assert [entry for entry in fitted_code.changed(recorded, names=False) if entry == "working directory"] == expected
