@@ -1,11 +1,15 @@
-"""The environment variables code read while a fit or a run went on, or once a plug-in was imported.
+"""The environment variables and command-line arguments code read while a fit or a run went on, or once a plug-in
+was imported.
 
 A plug-in can choose its code by a variable (``if os.environ.get("MODE") == "weak": ...``): its run's record held its
 files, unchanged, and a process with another value reused the run. So ``os.environ[name]`` (and so ``get``, ``in``,
 ``os.getenv``, a copy of the environment) notes the stack that read each name; ``engine.storage.fitted_code`` decides
 whose code read it and keys the run by each such variable (``environment NAME``: a digest of its value, never the
 value, which may be a secret). ``PWD``, the shell's name for the working directory, is an ask for the folder too
-(``topicaudit.working_directory``). Not seen: ``os.environ._data``, ``posix.environ``, C's ``getenv``.
+(``topicaudit.working_directory``). Not seen: ``os.environ._data``, ``posix.environ``, C's ``getenv``. So too
+``sys.argv`` (a plug-in poisoning when ``"--json" in sys.argv`` had a run of ``check CFG --json v.json`` reused by
+``check CFG``, hostile pass XIX-zt Z15): a list that notes the stacks reading it (an index, a slice, ``in``,
+iteration, its length); ``str.join`` and C code read a list's items directly, unseen.
 """
 from __future__ import annotations
 
@@ -43,10 +47,43 @@ def _note(key, frame) -> None:
         if caller is None or caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
             return  # topicaudit's own settings
         if name == "PWD":
-            working_directory._relative(None, frame)
+            working_directory._relative(None, frame)  # (a variable may be named "sys.argv": kept as arguments read)
         (_READ if loaded_code.strictly_watched() else _LATER).setdefault(loaded_code._openers(frame), set()).add(name)
     except Exception:  # noqa: BLE001 - a read of the environment must never fail for this (a key of another type)
         pass
+
+
+class _Arguments(list):
+    """``sys.argv``, noting the stacks that read it while watched; pickled as a plain list (a child process
+    unpickling it needs no topicaudit)."""
+
+    def __getitem__(self, index):
+        _note_arguments(sys._getframe(1))
+        return list.__getitem__(self, index)
+
+    def __iter__(self):
+        _note_arguments(sys._getframe(1))
+        return list.__iter__(self)
+
+    def __contains__(self, item):
+        _note_arguments(sys._getframe(1))
+        return list.__contains__(self, item)
+
+    def __len__(self):
+        _note_arguments(sys._getframe(1))
+        return list.__len__(self)
+
+    def __reduce__(self):
+        return list, (list.copy(self),)
+
+
+# The name under which an argument read is noted among the variables (``fitted_code`` keys such a run by them).
+ARGUMENTS = "sys.argv"
+
+
+def _note_arguments(frame) -> None:
+    if loaded_code.watched():
+        _note(ARGUMENTS, frame)
 
 
 def read_by() -> dict[tuple[str, ...], set[str]]:
@@ -64,8 +101,10 @@ def variable(name: str) -> str:
 
 
 def install() -> None:
-    """Wrap ``os.environ``'s reads (once per process: ``os.environb`` shares the class)."""
+    """Wrap ``os.environ``'s reads (once per process: ``os.environb`` shares the class) and ``sys.argv``."""
     if not getattr(sys, "_topicaudit_environment_reads", False):
         environment = type(os.environ)
         environment.__getitem__ = _reading(environment.__getitem__)
+        if type(getattr(sys, "argv", None)) is list:
+            sys.argv = _Arguments(sys.argv)
         sys._topicaudit_environment_reads = True  # type: ignore[attr-defined]

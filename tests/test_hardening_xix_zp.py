@@ -28,13 +28,14 @@ import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage import fitted_code
 blocks = {"fit": loaded_code.fitting, "run": getattr(loaded_code, "running", contextlib.nullcontext)}
-with blocks.get(sys.argv[1], contextlib.nullcontext)():
-    for name in sys.argv[2:]:
+how, names = sys.argv[1], sys.argv[2:]  # read before the run: a command line read in it is recorded (XIX-zt Z15)
+with blocks.get(how, contextlib.nullcontext)():
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
-if sys.argv[1] == "check":
+if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
 else:
     print(json.dumps(fitted_code.loaded_outside()))

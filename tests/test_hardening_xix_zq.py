@@ -81,7 +81,8 @@ BY_PATH = """import importlib.util, json, os, runpy, sys
 import topicaudit
 import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.storage import fitted_code
-how = sys.argv[1]
+how, given = sys.argv[1], sys.argv[2:]  # read before the run: a command line read in it is recorded (XIX-zt Z15),
+sys.argv[1:] = []  # and runpy reads it: the same in both processes
 if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
     raise SystemExit
@@ -92,7 +93,7 @@ with loaded_code.importing("__main__"):  # as the plug-in is imported, before it
         exec(open("zq_helper.py").read())
 with loaded_code.running(), loaded_code.fitting():
     if how in ("spec", "beside"):
-        folder = os.getcwd() if how == "spec" else sys.argv[2]
+        folder = os.getcwd() if how == "spec" else given[0]
         spec = importlib.util.spec_from_file_location("zq_helper", os.path.join(folder, "zq_helper.py"))
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     elif how == "runpy":

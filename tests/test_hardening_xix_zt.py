@@ -2,7 +2,7 @@
 directory unwatched (a forked child asking, ``dir_fd=AT_FDCWD``, ``os.statvfs``, a relative name opened for writing,
 ``/proc/self/environ``, ``os.environb``, C's ``getcwd`` through ctypes, ``//proc/self/cwd``, ``repr(os.environ)``; open
 there: a link the plug-in makes to ``/proc/self/cwd`` (Z5), the original behind the wrapped ``os.getcwd`` (Z7), the
-import system listing the folder (Z12)), each of which had a run fitted in folder a reused from folder b with the
+import system listing the folder (Z12); a plug-in reading the command line (Z15)), each of which had a run fitted in folder a reused from folder b with the
 verdict of a's code. Every pass over that watch found more, so a run of a plug-in now holds the working directory
 whether its code asked or not (``fitted_code.plugin_run``, around every run whose learner or vocabulary step is a
 plug-in): reused from that folder only, whatever the form. A run of the built-in learners is reused from anywhere."""
@@ -22,7 +22,7 @@ import topicaudit
 import topicaudit.loaded_code as loaded_code
 from topicaudit.engine.storage import fitted_code
 from topicaudit.targets.plugins import LEARNER_GROUP, load_class
-how = sys.argv[1]
+how, sys.argv[1:] = sys.argv[1], sys.argv[2:]  # the rest: the command line the plug-in may read
 load_class("zt_plug:L", LEARNER_GROUP, "the test")
 if how == "check":
     print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
@@ -37,7 +37,7 @@ with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
         os.waitpid(child, 0)
         importlib.import_module("zt_k_" + os.read(read, 100).decode())
     elif how == "link":  # Z5: a link of its own to the process's folder
-        link = os.path.join(sys.argv[2], "zt_link")
+        link = os.path.join(os.environ["ZT_TMP"], "zt_link")
         if not os.path.islink(link):
             os.symlink("/proc/self/cwd", link)
         importlib.import_module("zt_k_" + ("a" if os.path.exists(link + "/zt_flag") else "b"))
@@ -47,10 +47,17 @@ with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
         import pkgutil
         importlib.import_module("zt_k_" + ("a" if any(m.name == "zt_here" for m in pkgutil.iter_modules([""]))
                                            else "b"))
+    elif how == "argv":  # Z15: the plug-in's code chooses by the command line
+        importlib.import_module("zt_k_" + sys.modules["zt_plug"].by_command_line())
     print(json.dumps(fitted_code.loaded_outside()))  # as a run records its models, inside it
 """
 
-PLUG = """from topicaudit.targets.learners.lda import VariationalLDA
+PLUG = """import sys
+from topicaudit.targets.learners.lda import VariationalLDA
+
+
+def by_command_line():
+    return "a" if "--json" in sys.argv else "b"
 
 
 class L(VariationalLDA):
@@ -69,9 +76,26 @@ def test_a_plugins_run_is_reused_only_from_its_working_directory(tmp_path, how):
     (lib / "zt_k_b.py").write_text("")
     (a / "zt_flag").write_text("")
     (a / "zt_here.py").write_text("")
-    record = run_script(SCRIPT, a, how, str(tmp_path))
-    assert run_script(SCRIPT, b, "check", record=record) == ["working directory"], record
-    assert run_script(SCRIPT, a, "check", record=record) == []
+    variables = {"ZT_TMP": str(tmp_path)}  # where the link is made (read by the fit: the same in every process)
+    record = run_script(SCRIPT, a, how, variables=variables)
+    assert run_script(SCRIPT, b, "check", record=record, variables=variables) == ["working directory"], record
+    assert run_script(SCRIPT, a, "check", record=record, variables=variables) == []
+
+
+def test_a_run_whose_plug_in_read_the_command_line_is_reused_only_with_it(tmp_path):
+    """Z15: a plug-in choosing its code by ``"--json" in sys.argv`` had the run of ``check CFG --json v.json`` reused
+    by ``check CFG``; its record holds the arguments now (``sys.argv``). A plain fit reads none, and keeps none."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    (lib / "zt_k_a.py").write_text("PATCHED = True\n")
+    (lib / "zt_k_b.py").write_text("")
+    record = run_script(SCRIPT, a, "argv", "--json", "v.json")
+    assert record["sys.argv"] == '["--json", "v.json"]', record
+    assert run_script(SCRIPT, a, "check", record=record) == ["sys.argv"]
+    assert run_script(SCRIPT, a, "check", "--json", "v.json", record=record) == []
+    assert "sys.argv" not in run_script(SCRIPT, a, "plain", "--json", "v.json")
 
 
 CANARY_ONLY = {"synthetic": {"n_docs": 60, "n_words": 80}, "attack": {"shadows": 0, "canaries": {"count": 20}}}

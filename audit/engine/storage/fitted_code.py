@@ -55,8 +55,8 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     modules, whose installed files their versions stand for. Called at every model saved, in the driver and in each
     fit's process: decisions are kept per file, and a file's bytes are hashed again only when its identity changed.
     With code listed, the driver's import path too (``IMPORT_PATH``; a Ray worker's follows from the driver's), and
-    the arguments of a script the driver ran for its learner (``ARGUMENTS``); the variables such code read
-    (``ENVIRONMENT``)."""
+    the variables such code read (``ENVIRONMENT``), and the command line when it read it or when the driver ran the
+    script that defines its learner (``ARGUMENTS``)."""
     keyed = tuple(sorted(set(keyed)))
     files = {file for module in list(sys.modules.values())
              if isinstance(file := getattr(module, "__file__", None), str)}
@@ -77,7 +77,6 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     found.update(_working_directory(found, set(keyed), driver))
     found.update(_environment(set(keyed), driver))
     found.update({IMPORT_PATH: import_path_read()} if found and driver else {})
-    found.update({ARGUMENTS: _arguments()} if driver and "__mp_main__" in sys.modules else {})
     return found
 
 
@@ -88,8 +87,11 @@ def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
     environment is the driver's and Ray's (its ``OMP_NUM_THREADS``), which no later process has."""
     keys = tuple(sorted(keyed))
     names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys) for name in read}
-    return {f"{ENVIRONMENT}{name}": environment_reads.variable(name) if driver else IN_A_WORKER
-            for name in sorted(names)}
+    found = {f"{ENVIRONMENT}{name}": environment_reads.variable(name) if driver else IN_A_WORKER
+             for name in sorted(names - {environment_reads.ARGUMENTS})}
+    if driver and (environment_reads.ARGUMENTS in names or "__mp_main__" in sys.modules):
+        found[ARGUMENTS] = _arguments()  # the command line read, or the script's run (its settings)
+    return found
 
 
 ENVIRONMENT, IN_A_WORKER = "environment ", "read in a Ray worker"
@@ -101,9 +103,10 @@ def settled(record: dict[str, str]) -> dict[str, str]:
             and entry.startswith(ENVIRONMENT) else value for entry, value in record.items()}
 
 
-# The entry of a record holding the calling script's arguments, when the audit's new process ran that script (a
-# learner it defines, ``__main__:Class``): a script reading ``--strength 50`` had the run of ``--strength 0``
-# reused (hostile pass XIX-zf, N2); the new process is given the caller's ``sys.argv``.
+# The entry of a record holding the command line's arguments, when code outside the key read ``sys.argv`` (a plug-in
+# poisoning on ``"--json" in sys.argv``, XIX-zt Z15) or the audit's new process ran the calling script (a learner it
+# defines, ``__main__:Class``: a script reading ``--strength 50`` had the run of ``--strength 0`` reused, XIX-zf N2;
+# the new process is given the caller's ``sys.argv``).
 ARGUMENTS = "sys.argv"
 
 
