@@ -47,6 +47,9 @@ with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
         import pkgutil
         importlib.import_module("zt_k_" + ("a" if any(m.name == "zt_here" for m in pkgutil.iter_modules([""]))
                                            else "b"))
+    elif how == "numba":  # a library that reads the whole environment on its own behalf (numba's settings)
+        import numba
+        numba.njit(lambda x: x * 2.0)(1.0)
     elif how == "argv":  # Z15: the plug-in's code chooses by the command line
         importlib.import_module("zt_k_" + sys.modules["zt_plug"].by_command_line())
     print(json.dumps(fitted_code.loaded_outside()))  # as a run records its models, inside it
@@ -96,6 +99,18 @@ def test_a_run_whose_plug_in_read_the_command_line_is_reused_only_with_it(tmp_pa
     assert run_script(SCRIPT, a, "check", record=record) == ["sys.argv"]
     assert run_script(SCRIPT, a, "check", "--json", "v.json", record=record) == []
     assert "sys.argv" not in run_script(SCRIPT, a, "plain", "--json", "v.json")
+
+
+def test_a_librarys_own_reads_of_the_environment_key_nothing(tmp_path):
+    """XIX-zt's rerun: numba compiling a plug-in's kernel reads every variable (its ``NUMBA_*`` settings), and the run
+    was keyed by ``OLDPWD``, ``SHLVL`` and ``_``: refitted from the same folder in another shell. A library's own read
+    counts no more; the plug-in's own read of a variable does (``test_hardening_xix_zr``)."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    record = run_script(SCRIPT, a, "numba")
+    assert [entry for entry in record if entry.startswith("environment ")] == [], record
 
 
 CANARY_ONLY = {"synthetic": {"n_docs": 60, "n_words": 80}, "attack": {"shadows": 0, "canaries": {"count": 20}}}

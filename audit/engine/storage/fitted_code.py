@@ -86,7 +86,8 @@ def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
     worker's reads hold ``IN_A_WORKER``, which the driver settles with its own value (``settled``): a worker's
     environment is the driver's and Ray's (its ``OMP_NUM_THREADS``), which no later process has."""
     keys = tuple(sorted(keyed))
-    names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys) for name in read}
+    names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys, through=False)
+             for name in read}
     found = {f"{ENVIRONMENT}{name}": environment_reads.variable(name) if driver else IN_A_WORKER
              for name in sorted(names - {environment_reads.ARGUMENTS})}
     if driver and (environment_reads.ARGUMENTS in names or "__mp_main__" in sys.modules):
@@ -221,14 +222,17 @@ def plugin_run(plugin: bool):
 HERE = "working directory"
 
 
-def _asker(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
-    """``_requester`` through libraries, once per stack (a test session notes thousands; a record per model saved)."""
-    if (stack, keyed) not in _ASKERS:
-        _ASKERS[(stack, keyed)] = _requester(stack, set(keyed), True) is not None
-    return _ASKERS[(stack, keyed)]
+def _asker(stack: tuple[str, ...], keyed: tuple[str, ...], through: bool = True) -> bool:
+    """``_requester`` (through libraries, or not), once per stack (a test session notes thousands; a record per model
+    saved). A variable is counted as read by code outside the key only when no library read it on its own behalf:
+    numba's import reads every variable of the environment (its ``NUMBA_*`` settings), and a plug-in importing it had
+    its run keyed by ``OLDPWD`` and ``SHLVL`` (hostile pass XIX-zt's rerun)."""
+    if (stack, keyed, through) not in _ASKERS:
+        _ASKERS[(stack, keyed, through)] = _requester(stack, set(keyed), through) is not None
+    return _ASKERS[(stack, keyed, through)]
 
 
-_ASKERS: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
+_ASKERS: dict[tuple[tuple[str, ...], tuple[str, ...], bool], bool] = {}
 
 
 def _from_no_file(listed: dict[str, str], keyed: set[str]) -> dict[str, str]:
