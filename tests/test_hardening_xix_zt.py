@@ -11,9 +11,6 @@ from __future__ import annotations
 import pytest
 from script_runs import run_script
 
-from topicaudit.engine.configuration.loading import config_from_dict
-from topicaudit.engine.run import execute_run
-from topicaudit.engine.storage import fitted_code
 
 # A process that imports the plug-in ``zt_plug`` as topicaudit does, fits as sys.argv[1] says inside a plug-in's run,
 # and prints the record; or checks a record read from stdin, as a later process deciding on a reuse does.
@@ -113,21 +110,32 @@ def test_a_librarys_own_reads_of_the_environment_key_nothing(tmp_path):
     assert [entry for entry in record if entry.startswith("environment ")] == [], record
 
 
-CANARY_ONLY = {"synthetic": {"n_docs": 60, "n_words": 80}, "attack": {"shadows": 0, "canaries": {"count": 20}}}
+# A process that runs a canary-only audit of the learner sys.argv[2] names in this folder and prints its record; or
+# checks a record, as a later process deciding on a reuse does (each a fresh process, as the run cache's are).
+RUN = """import json, os, sys
+import topicaudit
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.run import execute_run
+from topicaudit.engine.storage import fitted_code
+how, learner = sys.argv[1], sys.argv[2]
+if how == "check":
+    print(json.dumps(fitted_code.changed(json.loads(sys.stdin.read()), names=False)))
+    raise SystemExit
+config = config_from_dict({"synthetic": {"n_docs": 60, "n_words": 80}, "target": {"k": 2, "learner": learner},
+                           "attack": {"shadows": 0, "canaries": {"count": 20}}, "output": os.environ["ZT_RUN"]})
+print(json.dumps(execute_run(config, quiet=True).target.loaded_code))
+"""
 
 
-@pytest.mark.parametrize("learner", ["zt_run_plug:L", "lda"])
-def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, monkeypatch, learner):
+@pytest.mark.parametrize("learner", ["zt_plug:L", "lda"])
+def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, learner):
     """``execute_run`` keys a plug-in's run by its folder (read as changed from another), a built-in's not."""
-    (tmp_path / "zt_run_plug.py").write_text(PLUG)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    monkeypatch.chdir(tmp_path / "a")
-    config = config_from_dict({**CANARY_ONLY, "target": {"k": 2, "learner": learner},
-                               "output": str(tmp_path / "run")})
-    recorded = execute_run(config, quiet=True).target.loaded_code
-    assert fitted_code.changed(recorded, names=False) == []
-    monkeypatch.chdir(tmp_path / "b")
+    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
+    for folder in (a, b, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    variables = {"ZT_RUN": str(tmp_path / "run")}
+    recorded = run_script(RUN, a, "run", learner, variables=variables)
+    assert run_script(RUN, a, "check", learner, record=recorded, variables=variables) == []
     expected = ["working directory"] if ":" in learner else []
-    assert [entry for entry in fitted_code.changed(recorded, names=False) if entry == "working directory"] == expected
+    assert run_script(RUN, b, "check", learner, record=recorded, variables=variables) == expected
