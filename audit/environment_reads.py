@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import sys
 
@@ -25,6 +26,9 @@ import topicaudit.working_directory as working_directory
 # import went on; and after a plug-in's import (``_LATER``: the plug-in's own reads count, ``loaded_code.by_plugin``).
 _READ: dict[tuple[str, ...], set[str]] = {}
 _LATER: dict[tuple[str, ...], set[str]] = {}
+# What each name held when code first read it (a plug-in that removed its variable, or its ``--json`` argument, as it
+# was imported left nothing for a record made later to see: hostile pass XIX-zu, ZP, ZQ).
+_FIRST: dict[str, str] = {}
 
 
 def _reading(getitem):
@@ -34,6 +38,17 @@ def _reading(getitem):
         if loaded_code.watched():
             _note(key, sys._getframe(1))
         return getitem(self, key)
+    return read
+
+
+def _reading_all(method):
+    """``os.environ``'s iteration and ``repr`` (``list(os.environ)``, ``keys()``, a printout), noting every name."""
+    @functools.wraps(method)
+    def read(self, *args):
+        if loaded_code.watched():
+            for name in list(self._data):
+                _note(self.decodekey(name), sys._getframe(1))
+        return method(self, *args)
     return read
 
 
@@ -49,6 +64,8 @@ def _note(key, frame) -> None:
         if name == "PWD":
             working_directory._relative(None, frame)  # (a variable may be named "sys.argv": kept as arguments read)
         (_READ if loaded_code.strictly_watched() else _LATER).setdefault(loaded_code._openers(frame), set()).add(name)
+        if name not in _FIRST:
+            _FIRST[name] = arguments() if name == ARGUMENTS else variable(name)
     except Exception:  # noqa: BLE001 - a read of the environment must never fail for this (a key of another type)
         pass
 
@@ -77,6 +94,20 @@ class _Arguments(list):
         return list, (list.copy(self),)
 
 
+def _noting(method):
+    """A method of ``list`` that notes the stack reading ``sys.argv`` through it (``copy``, ``count``, ``str``…)."""
+    @functools.wraps(method)
+    def read(self, *args):
+        _note_arguments(sys._getframe(1))
+        return method(self, *args)
+    return read
+
+
+for _method in ("copy", "count", "index", "__repr__", "__str__", "__reversed__", "__eq__", "__ne__", "__add__",
+                "__mul__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(_Arguments, _method, _noting(getattr(list, _method)))
+
+
 # The name under which an argument read is noted among the variables (``fitted_code`` keys such a run by them).
 ARGUMENTS = "sys.argv"
 
@@ -94,6 +125,17 @@ def read_by() -> dict[tuple[str, ...], set[str]]:
     return found
 
 
+def first_value(name: str) -> str:
+    """What ``name`` (a variable, or ``ARGUMENTS``) held when code first read it; as it is now if never read."""
+    return _FIRST.get(name) or (arguments() if name == ARGUMENTS else variable(name))
+
+
+def arguments() -> str:
+    """What a record keeps of the command line: the whole of ``sys.argv`` (``python ap.py`` and ``python /abs/ap.py``
+    differ to a plug-in reading ``sys.argv[0]``, XIX-zu ZA0)."""
+    return json.dumps([str(argument) for argument in list.copy(sys.argv)] if isinstance(sys.argv, list) else [])
+
+
 def variable(name: str) -> str:
     """What a record keeps of a variable: a digest of its value, or ``absent``."""
     value = os.environ.get(name)
@@ -105,6 +147,8 @@ def install() -> None:
     if not getattr(sys, "_topicaudit_environment_reads", False):
         environment = type(os.environ)
         environment.__getitem__ = _reading(environment.__getitem__)
+        environment.__iter__ = _reading_all(environment.__iter__)
+        environment.__repr__ = _reading_all(environment.__repr__)
         if type(getattr(sys, "argv", None)) is list:
             sys.argv = _Arguments(sys.argv)
         sys._topicaudit_environment_reads = True  # type: ignore[attr-defined]

@@ -41,7 +41,7 @@ load_class("zr_plug:L", LEARNER_GROUP, "the test")
 if how == "thread":
     import time
     time.sleep(0.6)  # the configuration read and checked, before the run
-with loaded_code.running(), loaded_code.fitting():
+with loaded_code.running(), fitted_code.plugin_run(how == "syspath"), loaded_code.fitting():
     if how == "exists":
         os.path.exists("zr_flag")
     elif how == "listdir":
@@ -81,7 +81,7 @@ with loaded_code.running(), loaded_code.fitting():
         importlib.import_module("zr_k_" + os.environ.get("ZR_KERNEL", "b"))
     else:  # a plain fit importing a module ('' first on sys.path: the import system asks for the directory)
         importlib.import_module("zr_k_b")
-print(json.dumps(fitted_code.loaded_outside()))
+    print(json.dumps(fitted_code.loaded_outside()))  # as a run records its models, inside it
 """
 
 PLUG = """import importlib, os
@@ -140,7 +140,8 @@ def test_a_run_choosing_its_code_by_the_import_path_is_reused_only_with_that_pat
     (lib / "zr_k_a.py").write_text("PATCHED = True\n")
     (lib / "zr_k_b.py").write_text("")
     record = run_script(SCRIPT, a, "syspath", module=True)
-    assert run_script(SCRIPT, b, "check", "syspath", record=record, module=True) == ["sys.path"], record
+    assert run_script(SCRIPT, b, "check", "syspath", record=record, module=True) == ["sys.path",
+                                                                                     "working directory"], record
     assert run_script(SCRIPT, a, "check", "syspath", record=record, module=True) == []
 
 

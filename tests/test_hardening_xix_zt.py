@@ -47,6 +47,13 @@ with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
     elif how == "numba":  # a library that reads the whole environment on its own behalf (numba's settings)
         import numba
         numba.njit(lambda x: x * 2.0)(1.0)
+    elif how == "pop":  # XIX-zu ZP: the variable read, then removed before the record is made
+        os.environ.get("ZT_MODE")
+        os.environ.pop("ZT_MODE", None)
+    elif how == "iterate":  # XIX-zu Z1: the environment iterated, not read by name
+        "ZT_MODE" in list(os.environ)
+    elif how == "argv-copy":  # XIX-zu ZA2: the command line read through a method of list's own
+        "--json" in sys.argv.copy()
     elif how == "argv":  # Z15: the plug-in's code chooses by the command line
         importlib.import_module("zt_k_" + sys.modules["zt_plug"].by_command_line())
     print(json.dumps(fitted_code.loaded_outside()))  # as a run records its models, inside it
@@ -92,10 +99,26 @@ def test_a_run_whose_plug_in_read_the_command_line_is_reused_only_with_it(tmp_pa
     (lib / "zt_k_a.py").write_text("PATCHED = True\n")
     (lib / "zt_k_b.py").write_text("")
     record = run_script(SCRIPT, a, "argv", "--json", "v.json")
-    assert record["sys.argv"] == '["--json", "v.json"]', record
+    assert record["sys.argv"] == '["-c", "--json", "v.json"]', record
     assert run_script(SCRIPT, a, "check", record=record) == ["sys.argv"]
     assert run_script(SCRIPT, a, "check", "--json", "v.json", record=record) == []
     assert "sys.argv" not in run_script(SCRIPT, a, "plain", "--json", "v.json")
+
+
+@pytest.mark.parametrize("how, entry", [("pop", "environment ZT_MODE"), ("iterate", "environment ZT_MODE"),
+                                         ("argv-copy", "sys.argv")])
+def test_what_a_plugin_read_is_kept_as_it_read_it(tmp_path, how, entry):
+    """XIX-zu ZP, Z1, ZA2: a variable removed after it was read (the record kept it absent), the environment iterated,
+    ``sys.argv.copy()``: each reused the run of another value. The value first read is kept; a process with the same
+    reuses, one without does not."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    record = run_script(SCRIPT, a, how, "--json", variables={"ZT_MODE": "flat"})
+    assert entry in record, record
+    assert entry in run_script(SCRIPT, a, "check", record=record)
+    assert run_script(SCRIPT, a, "check", "--json", record=record, variables={"ZT_MODE": "flat"}) == []
 
 
 def test_a_librarys_own_reads_of_the_environment_key_nothing(tmp_path):

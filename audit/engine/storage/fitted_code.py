@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import stat
 import sys
@@ -76,7 +75,7 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed), driver))
     found.update(_environment(set(keyed), driver))
-    found.update({IMPORT_PATH: import_path_read()} if found and driver else {})
+    found.update({IMPORT_PATH: import_path_read()} if driver and _PLUGIN_RUNS[0] > 0 else {})  # (XIX-zu FP2)
     return found
 
 
@@ -88,10 +87,10 @@ def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
     keys = tuple(sorted(keyed))
     names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys, through=False)
              for name in read}
-    found = {f"{ENVIRONMENT}{name}": environment_reads.variable(name) if driver else IN_A_WORKER
+    found = {f"{ENVIRONMENT}{name}": environment_reads.first_value(name) if driver else IN_A_WORKER
              for name in sorted(names - {environment_reads.ARGUMENTS})}
     if driver and (environment_reads.ARGUMENTS in names or "__mp_main__" in sys.modules):
-        found[ARGUMENTS] = _arguments()  # the command line read, or the script's run (its settings)
+        found[ARGUMENTS] = environment_reads.first_value(environment_reads.ARGUMENTS)  # or the script's settings
     return found
 
 
@@ -109,10 +108,6 @@ def settled(record: dict[str, str]) -> dict[str, str]:
 # defines, ``__main__:Class``: a script reading ``--strength 50`` had the run of ``--strength 0`` reused, XIX-zf N2;
 # the new process is given the caller's ``sys.argv``).
 ARGUMENTS = "sys.argv"
-
-
-def _arguments() -> str:
-    return json.dumps([str(argument) for argument in sys.argv[1:]])
 
 
 def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...], sizes: set[int],
@@ -342,7 +337,7 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
         elif entry.startswith(ENVIRONMENT):
             found[entry] = environment_reads.variable(entry[len(ENVIRONMENT):])
         elif entry == ARGUMENTS:
-            found[entry] = _arguments()
+            found[entry] = environment_reads.arguments()
         elif entry == IMPORT_PATH:
             found[entry] = import_path_read()
         elif entry.startswith(MODULE):
