@@ -1,13 +1,16 @@
-"""What this process learnt of its working directory while a fit or a run went on, or once a plug-in was imported.
+"""What this process learnt of its working directory while a fit, a run or a plug-in's import went on, and what a
+plug-in's own code learnt of it after its import.
 
 A plug-in can choose its code by where it runs: load ``os.getcwd() + "/helper.py"``, import ``"k_" +
 basename(getcwd())``, test whether a flag file exists, list the folder, read a relative settings file, run ``ls``.
 Its run's record held the files it ran, unchanged, so a process started in another folder, whose fit would run other
 code, reused the run (hostile passes XIX-zq Q2, Q7; XIX-zr). So the stacks that asked for the folder, or used a path
-relative to it (or ``/proc/self/cwd``, or read ``PWD``: ``topicaudit.environment_reads``), are noted with its answer, and the files run or read by a
-relative name with it; ``engine.storage.fitted_code`` decides whose code asked and keys the run by the folder (its
-``"working directory"``). From a plug-in's import on, its code can run at any time (a thread the import started asked
-between it and the run: XIX-zr R11), so from then on what the plug-in's own code asks counts too.
+relative to it (or ``/proc/self/cwd``, or read ``PWD``: ``topicaudit.environment_reads``), are noted with its answer,
+and the files run or read by a relative name with it; ``engine.storage.fitted_code`` decides whose code asked and keys
+the run by the folder (its ``"working directory"``; a plug-in's run holds it whatever its code asked, as every pass
+found more ways to learn it: ``fitted_code.plugin_run``). From a plug-in's import on, its code can run at any time (a
+thread the import started asked between it and the run: XIX-zr R11), so from then on what the plug-in's own code asks
+counts too.
 
 Nothing raises an audit event for ``os.getcwd`` or ``os.stat``: those functions are wrapped (``install``), and each
 wrapper is counted wherever the function is in ``os.supports_dir_fd`` and its kin, so code choosing
@@ -108,8 +111,8 @@ def _asking(getcwd):
 
 
 def _by_path(call):
-    """``call`` (``os.stat``, ``lstat``, ``access``, ``readlink``) noting a relative path: a fit testing whether a flag file
-    exists in the working directory chose its code by it (XIX-zr, R3)."""
+    """``call`` (``os.stat``, ``lstat``, ``access``, ``readlink``) noting a relative path: a fit testing whether a
+    flag file exists in the working directory chose its code by it (XIX-zr, R3)."""
     @functools.wraps(call)
     def called(path, *args, **kwargs):
         if loaded_code.watched() and _relative_name(path) and kwargs.get("dir_fd") is None:

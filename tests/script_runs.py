@@ -11,8 +11,9 @@ import sys
 
 
 def run_script(script: str, folder, *args, record=None, module: bool = False, lib=None, variables=None):
-    """The JSON the script printed last, run in ``folder`` with ``record`` on stdin (``python -c``; module: the
-    script saved in ``lib`` under a name of its text and run with ``python -m``, which puts the folder first on sys.path); lib: another folder than ``lib``; variables: set in its environment."""
+    """The JSON the script printed last, run in ``folder`` with ``record`` on stdin (``python -c``; module: the script
+    saved in ``lib`` under a name of its text and run with ``python -m``, which puts the folder first on sys.path);
+    lib: another folder than ``lib``; variables: set in its environment."""
     lib = folder.parent / "lib" if lib is None else lib
     environment = {**os.environ, "PWD": str(folder),
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(lib), os.environ.get("PYTHONPATH")])),

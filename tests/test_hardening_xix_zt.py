@@ -2,10 +2,11 @@
 directory unwatched (a forked child asking, ``dir_fd=AT_FDCWD``, ``os.statvfs``, a relative name opened for writing,
 ``/proc/self/environ``, ``os.environb``, C's ``getcwd`` through ctypes, ``//proc/self/cwd``, ``repr(os.environ)``; open
 there: a link the plug-in makes to ``/proc/self/cwd`` (Z5), the original behind the wrapped ``os.getcwd`` (Z7), the
-import system listing the folder (Z12); a plug-in reading the command line (Z15)), each of which had a run fitted in folder a reused from folder b with the
-verdict of a's code. Every pass over that watch found more, so a run of a plug-in now holds the working directory
-whether its code asked or not (``fitted_code.plugin_run``, around every run whose learner or vocabulary step is a
-plug-in): reused from that folder only, whatever the form. A run of the built-in learners is reused from anywhere."""
+import system listing the folder (Z12); a plug-in reading the command line (Z15)), each of which had a run fitted in
+folder a reused from folder b with the verdict of a's code. Every pass over that watch found more, so a run of a plug-in
+now holds the working directory whether its code asked or not (``fitted_code.plugin_run``, around every run whose
+learner or vocabulary step is a plug-in): reused from that folder only, whatever the form. A run of the built-in
+learners is reused from anywhere."""
 from __future__ import annotations
 
 import pytest
