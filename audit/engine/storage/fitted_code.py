@@ -80,8 +80,9 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
 
 
 def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
-    """``environment NAME`` for each variable code outside the key read (``_requester``, through the libraries it
-    called): a plug-in choosing its code by ``MODE`` had its run reused by a process with another value. A Ray
+    """``environment NAME`` for each variable code outside the key read, itself or through the standard library
+    (``_requester``; a library's own read is its own): a plug-in choosing its code by ``MODE`` had its run reused by a
+    process with another value; kept as first read (``environment_reads.first_value``). A Ray
     worker's reads hold ``IN_A_WORKER``, which the driver settles with its own value (``settled``): a worker's
     environment is the driver's and Ray's (its ``OMP_NUM_THREADS``), which no later process has."""
     keys = tuple(sorted(keyed))
