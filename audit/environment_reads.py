@@ -74,22 +74,6 @@ class _Arguments(list):
     """``sys.argv``, noting the stacks that read it while watched; pickled as a plain list (a child process
     unpickling it needs no topicaudit)."""
 
-    def __getitem__(self, index):
-        _note_arguments(sys._getframe(1))
-        return list.__getitem__(self, index)
-
-    def __iter__(self):
-        _note_arguments(sys._getframe(1))
-        return list.__iter__(self)
-
-    def __contains__(self, item):
-        _note_arguments(sys._getframe(1))
-        return list.__contains__(self, item)
-
-    def __len__(self):
-        _note_arguments(sys._getframe(1))
-        return list.__len__(self)
-
     def __reduce__(self):
         return list, (list.copy(self),)
 
@@ -103,8 +87,8 @@ def _noting(method):
     return read
 
 
-for _method in ("copy", "count", "index", "__repr__", "__str__", "__reversed__", "__eq__", "__ne__", "__add__",
-                "__mul__", "__lt__", "__le__", "__gt__", "__ge__"):
+for _method in ("__getitem__", "__iter__", "__contains__", "__len__", "copy", "count", "index", "__repr__", "__str__",
+                "__reversed__", "__eq__", "__ne__", "__add__", "__mul__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(_Arguments, _method, _noting(getattr(list, _method)))
 
 
