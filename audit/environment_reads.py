@@ -9,7 +9,9 @@ value, which may be a secret). ``PWD``, the shell's name for the working directo
 (``topicaudit.working_directory``). Not seen: ``os.environ._data``, ``posix.environ``, C's ``getenv``. So too
 ``sys.argv`` (a plug-in poisoning when ``"--json" in sys.argv`` had a run of ``check CFG --json v.json`` reused by
 ``check CFG``, hostile pass XIX-zt Z15): a list that notes the stacks reading it (an index, a slice, ``in``,
-iteration, its length); ``str.join`` and C code read a list's items directly, unseen.
+iteration, its length); ``str.join`` and C code read a list's items directly, unseen. ``sys.orig_argv`` counts as
+the command line too, and so does opening ``/proc/self/cmdline``; opening ``/proc/self/environ`` reads every variable
+(hostile pass XIX-zu).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 
 import topicaudit.loaded_code as loaded_code
@@ -65,14 +68,15 @@ def _note(key, frame) -> None:
             working_directory._relative(None, frame)  # (a variable may be named "sys.argv": kept as arguments read)
         (_READ if loaded_code.strictly_watched() else _LATER).setdefault(loaded_code._openers(frame), set()).add(name)
         if name not in _FIRST:
-            _FIRST[name] = arguments() if name == ARGUMENTS else variable(name)
+            _FIRST[name] = value(name)
     except Exception:  # noqa: BLE001 - a read of the environment must never fail for this (a key of another type)
         pass
 
 
 class _Arguments(list):
-    """``sys.argv``, noting the stacks that read it while watched; pickled as a plain list (a child process
-    unpickling it needs no topicaudit)."""
+    """``sys.argv`` (or ``sys.orig_argv``: ``name``), noting the stacks that read it while watched; pickled as a plain
+    list (a child process unpickling it needs no topicaudit)."""
+    name = "sys.argv"
 
     def __reduce__(self):
         return list, (list.copy(self),)
@@ -82,7 +86,8 @@ def _noting(method):
     """A method of ``list`` that notes the stack reading ``sys.argv`` through it (``copy``, ``count``, ``str``…)."""
     @functools.wraps(method)
     def read(self, *args):
-        _note_arguments(sys._getframe(1))
+        if loaded_code.watched():
+            _note(self.name, sys._getframe(1))
         return method(self, *args)
     return read
 
@@ -92,13 +97,28 @@ for _method in ("__getitem__", "__iter__", "__contains__", "__len__", "copy", "c
     setattr(_Arguments, _method, _noting(getattr(list, _method)))
 
 
-# The name under which an argument read is noted among the variables (``fitted_code`` keys such a run by them).
-ARGUMENTS = "sys.argv"
+# The names under which a read of the command line is noted among the variables (``fitted_code`` keys such a run by
+# them): ``sys.argv``, and ``sys.orig_argv`` (the interpreter's own, with its flags; ``/proc/self/cmdline``).
+ARGUMENTS, ORIGINAL = "sys.argv", "sys.orig_argv"
 
 
-def _note_arguments(frame) -> None:
-    if loaded_code.watched():
-        _note(ARGUMENTS, frame)
+def _on_audit(event: str, args: tuple) -> None:
+    # Called for every audit event: while watched, a read-only open of this process's ``environ`` or ``cmdline`` file
+    # is a read of every variable, or of the command line. Only a name ending so is resolved.
+    if event != "open" or not args or not loaded_code.watched() or not loaded_code._reading(args):
+        return
+    try:
+        name = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+        if os.path.basename(name) not in ("environ", "cmdline"):
+            return
+        found = re.fullmatch(rf"/proc/{os.getpid()}(?:/task/\d+)?/(environ|cmdline)", os.path.realpath(name))
+        if found and found.group(1) == "cmdline":
+            _note(ORIGINAL, sys._getframe(1))
+        elif found:
+            for variable_name in list(os.environ._data):
+                _note(os.environ.decodekey(variable_name), sys._getframe(1))
+    except Exception:  # noqa: BLE001 - a hook must never fail an open
+        pass
 
 
 def read_by() -> dict[tuple[str, ...], set[str]]:
@@ -110,29 +130,41 @@ def read_by() -> dict[tuple[str, ...], set[str]]:
 
 
 def first_value(name: str) -> str:
-    """What ``name`` (a variable, or ``ARGUMENTS``) held when code first read it; as it is now if never read."""
-    return _FIRST.get(name) or (arguments() if name == ARGUMENTS else variable(name))
+    """What ``name`` (a variable, ``ARGUMENTS`` or ``ORIGINAL``) held when code first read it; as now if never read."""
+    return _FIRST.get(name) or value(name)
 
 
-def arguments() -> str:
-    """What a record keeps of the command line: the whole of ``sys.argv`` (``python ap.py`` and ``python /abs/ap.py``
-    differ to a plug-in reading ``sys.argv[0]``, XIX-zu ZA0)."""
-    return json.dumps([str(argument) for argument in list.copy(sys.argv)] if isinstance(sys.argv, list) else [])
+def _listed(given) -> str:
+    return json.dumps([str(argument) for argument in list.copy(given)] if isinstance(given, list) else [])
+
+
+def value(name: str) -> str:
+    """What a record keeps of a variable, or of ``ARGUMENTS`` or ``ORIGINAL``, as it is now: the whole list
+    (``python ap.py`` and ``python /abs/ap.py`` differ to a plug-in reading ``sys.argv[0]``, XIX-zu ZA0)."""
+    if name in (ARGUMENTS, ORIGINAL):
+        return _listed(getattr(sys, name[len("sys."):], None))
+    return variable(name)
 
 
 def variable(name: str) -> str:
     """What a record keeps of a variable: a digest of its value, or ``absent``."""
-    value = os.environ.get(name)
-    return "absent" if value is None else hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+    held = os.environ.get(name)
+    return "absent" if held is None else hashlib.sha256(held.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def install() -> None:
-    """Wrap ``os.environ``'s reads (once per process: ``os.environb`` shares the class) and ``sys.argv``."""
+    """Wrap ``os.environ``'s reads (once per process: ``os.environb`` shares the class), ``sys.argv`` and
+    ``sys.orig_argv``, and watch opens of ``/proc/self/environ`` and ``cmdline``."""
     if not getattr(sys, "_topicaudit_environment_reads", False):
         environment = type(os.environ)
         environment.__getitem__ = _reading(environment.__getitem__)
         environment.__iter__ = _reading_all(environment.__iter__)
         environment.__repr__ = _reading_all(environment.__repr__)
-        if type(getattr(sys, "argv", None)) is list:
-            sys.argv = _Arguments(sys.argv)
+        sys.addaudithook(_on_audit)
+        for name in (ARGUMENTS, ORIGINAL):
+            attribute = name[len("sys."):]
+            if type(getattr(sys, attribute, None)) is list:
+                noting = _Arguments(getattr(sys, attribute))
+                noting.name = name
+                setattr(sys, attribute, noting)
         sys._topicaudit_environment_reads = True  # type: ignore[attr-defined]

@@ -163,3 +163,41 @@ def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, learner)
     assert run_script(RUN, a, "check", learner, record=recorded, variables=variables) == []
     expected = ["working directory"] if ":" in learner else []
     assert run_script(RUN, b, "check", learner, record=recorded, variables=variables) == expected
+
+
+# As SCRIPT, choosing by its input rather than its arguments (the command line is what these plug-ins read): a record
+# on stdin is checked, none ("null") fits as ZT_READ says.
+BY_INPUT = """import json, os, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+load_class("zt_plug:L", LEARNER_GROUP, "the test")
+record = json.loads(sys.stdin.read())
+if record is not None:
+    print(json.dumps(fitted_code.changed(record, names=False)))
+    raise SystemExit
+with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
+    if os.environ["ZT_READ"] == "orig_argv":
+        "--json" in sys.orig_argv
+    else:
+        open("/proc/self/" + os.environ["ZT_READ"], "rb").read()
+    print(json.dumps(fitted_code.loaded_outside()))
+"""
+
+
+@pytest.mark.parametrize("read, entry", [("orig_argv", "sys.orig_argv"), ("cmdline", "sys.orig_argv"),
+                                         ("environ", "environment ZT_MODE")])
+def test_the_command_line_and_environment_read_whole_key_the_run(tmp_path, read, entry):
+    """XIX-zu: ``sys.orig_argv``, and ``/proc/self/cmdline`` or ``/proc/self/environ`` read as files, chose a
+    plug-in's code unseen. Each is kept as read (the whole list; every variable); the same process reuses."""
+    a, lib = tmp_path / "a", tmp_path / "lib"
+    for folder in (a, lib):
+        folder.mkdir()
+    (lib / "zt_plug.py").write_text(PLUG)
+    same = {"ZT_READ": read, "ZT_MODE": "flat"}
+    record = run_script(BY_INPUT, a, "--json", variables=same)
+    assert entry in record, record
+    assert run_script(BY_INPUT, a, "--json", record=record, variables=same) == []
+    other = run_script(BY_INPUT, a, record=record, variables={**same, "ZT_MODE": "on"})
+    assert entry in other, other

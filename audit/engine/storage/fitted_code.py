@@ -89,9 +89,11 @@ def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
     names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys, through=False)
              for name in read}
     found = {f"{ENVIRONMENT}{name}": environment_reads.first_value(name) if driver else IN_A_WORKER
-             for name in sorted(names - {environment_reads.ARGUMENTS})}
-    if driver and (environment_reads.ARGUMENTS in names or "__mp_main__" in sys.modules):
-        found[ARGUMENTS] = environment_reads.first_value(environment_reads.ARGUMENTS)  # or the script's settings
+             for name in sorted(names - {ARGUMENTS, ORIGINAL})}
+    if driver and (ARGUMENTS in names or "__mp_main__" in sys.modules):
+        found[ARGUMENTS] = environment_reads.first_value(ARGUMENTS)  # or the script's settings
+    if driver and ORIGINAL in names:
+        found[ORIGINAL] = environment_reads.first_value(ORIGINAL)
     return found
 
 
@@ -107,8 +109,8 @@ def settled(record: dict[str, str]) -> dict[str, str]:
 # The entry of a record holding the command line's arguments, when code outside the key read ``sys.argv`` (a plug-in
 # poisoning on ``"--json" in sys.argv``, XIX-zt Z15) or the audit's new process ran the calling script (a learner it
 # defines, ``__main__:Class``: a script reading ``--strength 50`` had the run of ``--strength 0`` reused, XIX-zf N2;
-# the new process is given the caller's ``sys.argv``).
-ARGUMENTS = "sys.argv"
+# the new process is given the caller's ``sys.argv``); and ``sys.orig_argv``, the interpreter's, when code read it.
+ARGUMENTS, ORIGINAL = environment_reads.ARGUMENTS, environment_reads.ORIGINAL
 
 
 def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...], sizes: set[int],
@@ -337,8 +339,8 @@ def now(recorded: dict[str, str]) -> dict[str, str]:
             found[entry] = here()
         elif entry.startswith(ENVIRONMENT):
             found[entry] = environment_reads.variable(entry[len(ENVIRONMENT):])
-        elif entry == ARGUMENTS:
-            found[entry] = environment_reads.arguments()
+        elif entry in (ARGUMENTS, ORIGINAL):
+            found[entry] = environment_reads.value(entry)
         elif entry == IMPORT_PATH:
             found[entry] = import_path_read()
         elif entry.startswith(MODULE):
