@@ -27,3 +27,18 @@ def run_script(script: str, folder, *args, record=None, module: bool = False, li
                           capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def folders(root, files: dict[str, str]):
+    """Folders ``a``, ``b`` and ``lib`` under ``root`` (two working directories and the plug-ins' folder), holding
+    ``files`` (a path relative to ``root``: its text)."""
+    for name in ("a", "b", "lib"):
+        (root / name).mkdir()
+    for path, text in files.items():
+        (root / path).write_text(text)
+    return root / "a", root / "b", root / "lib"
+
+
+def kernels(prefix: str) -> dict[str, str]:
+    """Two kernels a plug-in may import by a name it learns (``PREFIX_k_a`` patched, ``PREFIX_k_b`` not)."""
+    return {f"lib/{prefix}_k_a.py": "PATCHED = True\n", f"lib/{prefix}_k_b.py": ""}

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import pytest
-from script_runs import run_script
+from script_runs import folders, kernels, run_script
 
 # A process that imports the plug-in ``zr_plug`` as topicaudit does, then fits as sys.argv[1] says, and prints the
 # record; or checks a record read from stdin, as a later process deciding on a reuse does.
@@ -113,14 +113,8 @@ def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, 
     """The run from a, its files unchanged, read as unchanged by a process started in b at f910ea8; now b sees the
     working directory changed and a reuses it (no false positive); a plug-in that learns nothing of it is reused from
     either folder."""
-    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
-    for folder in (a, b, lib):
-        folder.mkdir()
-    (lib / "zr_plug.py").write_text(PLUG)
-    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zr_k_b.py").write_text("")
-    (a / "zr_flag").write_text("")
-    (a / "zr_settings.txt").write_text("uniform\n")
+    a, b, lib = folders(tmp_path, {"lib/zr_plug.py": PLUG, "a/zr_flag": "", "a/zr_settings.txt": "uniform\n",
+                                   **kernels("zr")})
     record = _run(a, how)
     expected = ["environment PWD", "working directory"] if how == "pwd" else ["working directory"]
     assert _run(b, "check", how, record=record) == expected, record
@@ -133,12 +127,7 @@ def test_a_run_that_learns_its_working_directory_is_reused_only_there(tmp_path, 
 def test_a_run_choosing_its_code_by_the_import_path_is_reused_only_with_that_path(tmp_path):
     """R6: under ``python -m`` sys.path[0] is the working directory; a fit importing a kernel named after it asks
     nothing, and was reused from b at c639fcd. The record holds the import path as code reads it (``sys.path``)."""
-    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
-    for folder in (a, b, lib):
-        folder.mkdir()
-    (lib / "zr_plug.py").write_text(PLUG)
-    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zr_k_b.py").write_text("")
+    a, b, lib = folders(tmp_path, {"lib/zr_plug.py": PLUG, **kernels("zr")})
     record = run_script(SCRIPT, a, "syspath", module=True)
     assert run_script(SCRIPT, b, "check", "syspath", record=record, module=True) == ["sys.path",
                                                                                      "working directory"], record
@@ -149,12 +138,7 @@ def test_a_run_choosing_its_code_by_an_environment_variable_is_reused_only_with_
     """A fit importing a kernel named by ``ZR_KERNEL``: its files unchanged, a process with another value reused the
     run (docs/check.md listed variables as not covered). The record holds a digest of each variable code outside
     the key read (``environment NAME``); a variable only topicaudit or a library read on its own is not kept."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "zr_plug.py").write_text(PLUG)
-    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zr_k_b.py").write_text("")
+    a, _, lib = folders(tmp_path, {"lib/zr_plug.py": PLUG, **kernels("zr")})
     record = run_script(SCRIPT, a, "environ", variables={"ZR_KERNEL": "a", "ZR_SECRET": "s3cret"})
     assert record["environment ZR_KERNEL"] != "a" and "s3cret" not in json.dumps(record), record
     assert "environment ZR_SECRET" not in record and "environment TOPICAUDIT_CACHE_DIR" not in record, record
@@ -189,13 +173,7 @@ def _main(folder, *args, record=None):
 def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused_only_there(tmp_path):
     """R13: the script's top level imports a kernel named after the folder as the new process loads it: reused from
     b at 5ae4b56; now from a alone. A script that asks nothing, lying in the working directory, is reused from b."""
-    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
-    for folder in (a, b, lib):
-        folder.mkdir()
-    (lib / "zr_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zr_k_b.py").write_text("")
-    (lib / "asking.py").write_text(SCRIPT_ASKING)
-    (a / "plain.py").write_text("import os\n")
+    a, b, lib = folders(tmp_path, {"lib/asking.py": SCRIPT_ASKING, "a/plain.py": "import os\n", **kernels("zr")})
     record = _main(a, str(lib / "asking.py"))
     assert _main(b, "check", record=record) == ["working directory"], record
     assert _main(a, "check", record=record) == []
@@ -207,10 +185,7 @@ def test_a_script_choosing_its_learner_s_code_by_the_working_directory_is_reused
 def test_a_script_s_arguments_are_part_of_its_learner_s_record(tmp_path):
     """XIX-zf N2: a script defining the learner, reading ``--strength 50``, had the run of ``--strength 0`` reused
     (the new process is given the caller's arguments); its record holds them now (``sys.argv``)."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "strong.py").write_text("import sys\nSTRENGTH = float(sys.argv[-1])\n")
+    a, _, lib = folders(tmp_path, {"lib/strong.py": "import sys\nSTRENGTH = float(sys.argv[-1])\n"})
     record = _main(a, str(lib / "strong.py"), "--strength", "50")
     assert _main(a, "check", "--strength", "0", record=record) == ["sys.argv"], record
     assert _main(a, "check", "--strength", "50", record=record) == []

@@ -10,7 +10,7 @@ learners is reused from anywhere."""
 from __future__ import annotations
 
 import pytest
-from script_runs import run_script
+from script_runs import folders, kernels, run_script
 
 
 # A process that imports the plug-in ``zt_plug`` as topicaudit does, fits as sys.argv[1] says inside a plug-in's run,
@@ -76,14 +76,7 @@ class L(VariationalLDA):
 @pytest.mark.parametrize("how", ["fork", "link", "wrapped", "listing", "plain"])
 def test_a_plugins_run_is_reused_only_from_its_working_directory(tmp_path, how):
     """Z1, Z5, Z7, Z12 and a plain fit: from b the record reads as changed (``working directory``), from a not."""
-    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
-    for folder in (a, b, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
-    (lib / "zt_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zt_k_b.py").write_text("")
-    (a / "zt_flag").write_text("")
-    (a / "zt_here.py").write_text("")
+    a, b, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG, "a/zt_flag": "", "a/zt_here.py": "", **kernels("zt")})
     variables = {"ZT_TMP": str(tmp_path)}  # where the link is made (read by the fit: the same in every process)
     record = run_script(SCRIPT, a, how, variables=variables)
     assert run_script(SCRIPT, b, "check", record=record, variables=variables) == ["working directory"], record
@@ -93,12 +86,7 @@ def test_a_plugins_run_is_reused_only_from_its_working_directory(tmp_path, how):
 def test_a_run_whose_plug_in_read_the_command_line_is_reused_only_with_it(tmp_path):
     """Z15: a plug-in choosing its code by ``"--json" in sys.argv`` had the run of ``check CFG --json v.json`` reused
     by ``check CFG``; its record holds the arguments now (``sys.argv``). A plain fit reads none, and keeps none."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
-    (lib / "zt_k_a.py").write_text("PATCHED = True\n")
-    (lib / "zt_k_b.py").write_text("")
+    a, _, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG, **kernels("zt")})
     record = run_script(SCRIPT, a, "argv", "--json", "v.json")
     assert record["sys.argv"] == '["-c", "--json", "v.json"]', record
     assert run_script(SCRIPT, a, "check", record=record) == ["sys.argv"]
@@ -112,10 +100,7 @@ def test_what_a_plugin_read_is_kept_as_it_read_it(tmp_path, how, entry):
     """XIX-zu ZP, Z1, ZA2: a variable removed after it was read (the record kept it absent), the environment iterated,
     ``sys.argv.copy()``: each reused the run of another value. The value first read is kept; a process with the same
     reuses, one without does not."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
+    a, _, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG})
     record = run_script(SCRIPT, a, how, "--json", variables={"ZT_MODE": "flat"})
     assert entry in record, record
     assert entry in run_script(SCRIPT, a, "check", record=record)
@@ -126,10 +111,7 @@ def test_a_librarys_own_reads_of_the_environment_key_nothing(tmp_path):
     """XIX-zt's rerun: numba compiling a plug-in's kernel reads every variable (its ``NUMBA_*`` settings), and the run
     was keyed by ``OLDPWD``, ``SHLVL`` and ``_``: refitted from the same folder in another shell. A library's own read
     counts no more; the plug-in's own read of a variable does (``test_hardening_xix_zr``)."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
+    a, _, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG})
     record = run_script(SCRIPT, a, "numba")
     assert [entry for entry in record if entry.startswith("environment ")] == [], record
 
@@ -154,10 +136,7 @@ print(json.dumps(execute_run(config, quiet=True).target.loaded_code))
 @pytest.mark.parametrize("learner", ["zt_plug:L", "lda"])
 def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, learner):
     """``execute_run`` keys a plug-in's run by its folder (read as changed from another), a built-in's not."""
-    a, b, lib = tmp_path / "a", tmp_path / "b", tmp_path / "lib"
-    for folder in (a, b, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
+    a, b, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG})
     variables = {"ZT_RUN": str(tmp_path / "run")}
     recorded = run_script(RUN, a, "run", learner, variables=variables)
     assert run_script(RUN, a, "check", learner, record=recorded, variables=variables) == []
@@ -191,10 +170,7 @@ with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
 def test_the_command_line_and_environment_read_whole_key_the_run(tmp_path, read, entry):
     """XIX-zu: ``sys.orig_argv``, and ``/proc/self/cmdline`` or ``/proc/self/environ`` read as files, chose a
     plug-in's code unseen. Each is kept as read (the whole list; every variable); the same process reuses."""
-    a, lib = tmp_path / "a", tmp_path / "lib"
-    for folder in (a, lib):
-        folder.mkdir()
-    (lib / "zt_plug.py").write_text(PLUG)
+    a, _, lib = folders(tmp_path, {"lib/zt_plug.py": PLUG})
     same = {"ZT_READ": read, "ZT_MODE": "flat"}
     record = run_script(BY_INPUT, a, "--json", variables=same)
     assert entry in record, record
