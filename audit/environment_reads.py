@@ -45,7 +45,8 @@ def _reading(getitem):
 
 
 def _reading_all(method):
-    """``os.environ``'s iteration and ``repr`` (``list(os.environ)``, ``keys()``, a printout), noting every name."""
+    """``os.environ``'s iteration, ``repr`` and length (``list(os.environ)``, ``keys()``, a printout), noting every
+    name."""
     @functools.wraps(method)
     def read(self, *args):
         if loaded_code.watched():
@@ -78,7 +79,9 @@ class _Arguments(list):
     list (a child process unpickling it needs no topicaudit)."""
     name = "sys.argv"
 
-    def __reduce__(self):
+    def __reduce__(self):  # ``copy.copy``, ``copy.deepcopy`` and ``pickle.dumps`` read it whole (XIX-zv C7)
+        if loaded_code.watched():
+            _note(self.name, sys._getframe(1))
         return list, (list.copy(self),)
 
 
@@ -147,9 +150,15 @@ def value(name: str) -> str:
 
 
 def variable(name: str) -> str:
-    """What a record keeps of a variable: a digest of its value, or ``absent``."""
+    """What a record keeps of a variable: a digest of its value after a prefix of topicaudit's, or ``absent``. A plain
+    SHA-256 of a value is what HMAC-SHA256 keys with when that value is a key over 64 bytes: a plug-in that copied the
+    environment put the integrity key's into results.json, and a forger MACed a manifest with it (XIX-zv C9); that
+    variable is never kept (``fitted_code``), and no record holds a plain SHA-256 of any value."""
     held = os.environ.get(name)
-    return "absent" if held is None else hashlib.sha256(held.encode("utf-8", "surrogateescape")).hexdigest()
+    return "absent" if held is None else hashlib.sha256(_PREFIX + held.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+_PREFIX = b"topicaudit: a variable's value\0"
 
 
 def install() -> None:
@@ -160,6 +169,7 @@ def install() -> None:
         environment.__getitem__ = _reading(environment.__getitem__)
         environment.__iter__ = _reading_all(environment.__iter__)
         environment.__repr__ = _reading_all(environment.__repr__)
+        environment.__len__ = _reading_all(environment.__len__)  # XIX-zv C8
         sys.addaudithook(_on_audit)
         for name in (ARGUMENTS, ORIGINAL):
             attribute = name[len("sys."):]

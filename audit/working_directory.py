@@ -49,7 +49,7 @@ def _on_audit(event: str, args: tuple) -> None:
         if _relative_name(where, allow_none=True):
             _relative(where, sys._getframe(1))
     elif event == "open" and args and _relative_name(args[0]) and loaded_code._reading(args) \
-            and not getattr(loaded_code._UNNOTED, "on", False):
+            and not getattr(loaded_code._UNNOTED, "on", False) and not getattr(loaded_code.AT, "folder", None):
         _note_here(os.fsdecode(args[0]), sys._getframe(1))
     elif event == "exec" and args and type(args[0]) is types.CodeType and args[0].co_name == "<module>" \
             and not os.path.isabs(args[0].co_filename):
@@ -118,10 +118,32 @@ def _by_path(call):
         if loaded_code.watched() and _relative_name(path) and kwargs.get("dir_fd") is None:
             _relative(path, sys._getframe(1))
         return call(path, *args, **kwargs)
+    return _counted(call, called)
+
+
+def _counted(call, wrapper):
+    """``wrapper``, counted wherever ``call`` is in ``os.supports_dir_fd`` and its kin."""
     for able in (getattr(os, name) for name in _ABLE if hasattr(os, name)):
         if call in able:
-            able.add(called)
-    return called
+            able.add(wrapper)
+    return wrapper
+
+
+def _in_folder(call):
+    """``os.open`` telling ``loaded_code``'s hook the folder of its ``dir_fd`` (also under ``open(…, opener=…)``)."""
+    @functools.wraps(call)
+    def opened(path, flags, mode=0o777, *, dir_fd=None):
+        if dir_fd is None:
+            return call(path, flags, mode)
+        try:
+            loaded_code.AT.folder = os.readlink(f"/proc/self/fd/{int(dir_fd)}")
+        except (OSError, TypeError, ValueError):
+            loaded_code.AT.folder = ""
+        try:
+            return call(path, flags, mode, dir_fd=dir_fd)
+        finally:
+            loaded_code.AT.folder = None
+    return _counted(call, opened)
 
 
 def in_working_directory() -> dict[str, str]:
@@ -147,4 +169,5 @@ def install() -> None:
             native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
         os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
         os.readlink = _by_path(os.readlink)  # ``/proc/self/cwd``
+        os.open = _in_folder(os.open)
         sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

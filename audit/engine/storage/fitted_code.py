@@ -28,6 +28,7 @@ from typing import Iterable
 import topicaudit.environment_reads as environment_reads
 import topicaudit.loaded_code as loaded_code
 import topicaudit.working_directory as working_directory
+from topicaudit.inputs import integrity_key
 from topicaudit.engine.storage.import_places import (ABSENT, IMPORT_PATH, IN_THE_KEY, here, import_path_read,
                                                      where)
 from topicaudit.engine.storage.key_places import KEYED, installed, keyed_elsewhere, opened_outside, own, standard
@@ -69,8 +70,8 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     found = {}
     for file in sorted(files):
         path = _absolute(file)
-        if not keyed_elsewhere(path, keyed):
-            found[path] = _digest_here(path)
+        if not keyed_elsewhere(path, keyed):  # a file read, then changed: as it was at the end (XIX-zv C10)
+            found[path] = UNCHECKABLE if loaded_code.read_since_changed(path) else _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed), driver))
@@ -89,7 +90,7 @@ def _environment(keyed: set[str], driver: bool) -> dict[str, str]:
     names = {name for stack, read in environment_reads.read_by().items() if _asker(stack, keys, through=False)
              for name in read}
     found = {f"{ENVIRONMENT}{name}": environment_reads.first_value(name) if driver else IN_A_WORKER
-             for name in sorted(names - {ARGUMENTS, ORIGINAL})}
+             for name in sorted(names - {ARGUMENTS, ORIGINAL, integrity_key.ENVIRONMENT_VARIABLE})}  # (XIX-zv C9)
     if driver and (ARGUMENTS in names or "__mp_main__" in sys.modules):
         found[ARGUMENTS] = environment_reads.first_value(ARGUMENTS)  # or the script's settings
     if driver and ORIGINAL in names:
@@ -122,18 +123,22 @@ def _read_as_code(file: str, stacks: set[tuple[str, ...]], keyed: tuple[str, ...
     if seen is None or seen[0] != len(stacks):
         try:
             found = os.stat(file)
-            size = found.st_size if stat.S_ISREG(found.st_mode) and not file.startswith(_SYSTEM) else None
+            size = found.st_size if stat.S_ISREG(found.st_mode) \
+                and not os.path.realpath(file).startswith(_SYSTEM) else None  # /dev/shm's, /proc/self/root/'s: files
+        except FileNotFoundError:
+            size = -1  # looked for and not found: a settings file made later is another input (XIX-zv C3)
         except (OSError, ValueError):
             size = None
-        seen = (len(stacks), any(opened_outside(stack, keyed) for stack in list(stacks)), size)
+        seen = (len(stacks), any(opened_outside(stack, keyed) for stack in list(stacks)  # (an import's cached code)
+                                 if not (file.endswith(".pyc") and stack[0].startswith("<frozen importlib"))), size)
         _READ_DECIDED[file] = seen
     return seen[2] is not None and (seen[1] or (seen[2] in sizes and _digest_here(file) in texts))
 
 
 # Per file read: (its number of openings when decided, whether code outside the key opened it, its size; None for
-# no regular file). A process's own state and devices are no code.
+# no regular file; -1 for none there). A process's own state is no code.
 _READ_DECIDED: dict[str, tuple[int, bool, int | None]] = {}
-_SYSTEM = ("/proc/", "/sys/", "/dev/")
+_SYSTEM = ("/proc/", "/sys/")
 
 
 def _is_file(name: str) -> bool:

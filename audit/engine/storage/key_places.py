@@ -107,8 +107,9 @@ _OUTSIDE: dict[tuple[tuple[str, ...], tuple[str, ...]], bool] = {}
 
 
 def _outside(stack: tuple[str, ...], keyed: tuple[str, ...]) -> bool:
-    if stack and stack[0].startswith("<frozen importlib"):
-        return False
+    if stack and stack[0].startswith(("<frozen importlib", "<frozen zipimport")) \
+            and (len(stack) == 1 or stack[1].startswith("<frozen ")):
+        return False  # an import reading its module's cached code; a caller's ``get_data`` is a read (XIX-zv C5)
     outside = False
     for name in stack:
         if name.startswith("<frozen "):
