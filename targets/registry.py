@@ -257,7 +257,8 @@ def learner_settings(learner) -> tuple[str, int, dict]:
                         "(docs/adding-a-learner.md)")
     k = getattr(learner, "k", None)
     if not isinstance(k, int) or isinstance(k, bool):
-        raise UserError(f"{what} stores no number of topics k (got {k!r}); set self.k = k in its constructor")
+        raise UserError(f"{what} stores no number of topics k as a Python int (got {k!r}); set self.k = int(k) in "
+                        "its constructor")
     k = int.__index__(k)  # its own value: an int subclass holding 3 was recorded as its __repr__ (XIX-zl)
     try:
         signature = inspect.signature(cls).parameters

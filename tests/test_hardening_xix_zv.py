@@ -12,8 +12,14 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from script_runs import folders, run_script
+
+from topicaudit.engine.storage import bounded_read
+from topicaudit.errors import UserError
+from topicaudit.targets import registry
+from topicaudit.targets.learners.lda import VariationalLDA
 
 # A process that imports the plug-in ``zv_plug``, runs its ``act(HOW)`` inside a plug-in's fit and prints the record;
 # or, given a record on stdin, prints the entries that changed.
@@ -155,3 +161,19 @@ def test_no_record_holds_the_integrity_key_or_a_plain_digest_of_a_value(tmp_path
     assert "environment ZV_MODE" in record, record
     plain = {hashlib.sha256(value.encode()).hexdigest() for value in (key, "flat")}
     assert not plain & set(record.values()), record
+
+
+def test_an_unreadable_json_file_is_answered_with_a_fix_that_works(tmp_path):
+    """O3: an unreadable sweep.json was answered "rerun the same command to rewrite it", and every rerun failed the
+    same way; the fix now says to remove the file or choose another output folder."""
+    broken = tmp_path / "sweep.json"
+    broken.write_text("garbage")
+    with pytest.raises(UserError, match="remove it, or give the command another output folder"):
+        bounded_read.read_json(broken)
+
+
+def test_a_learner_whose_k_is_a_numpy_integer_is_told_what_to_store():
+    """O5: ``VariationalLDA(k=np.int64(3))`` was refused as storing no number of topics: it stores one, of another
+    type."""
+    with pytest.raises(UserError, match=r"as a Python int \(got np.int64\(3\)\); set self.k = int\(k\)"):
+        registry.learner_settings(VariationalLDA(k=np.int64(3)))

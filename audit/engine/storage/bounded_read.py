@@ -105,16 +105,19 @@ def read_run_toml(path: Path) -> dict[str, Any]:
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object written by topicaudit, or a UserError naming the file and the fix."""
-    raw = read_regular(path, MAX_JSON_BYTES, "which no topicaudit JSON file is; rerun the same command to "
-                                             "rewrite it")
+    raw = read_regular(path, MAX_JSON_BYTES, f"which no topicaudit JSON file is; {_REWRITE}")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
-        raise UserError(f"{path} is unreadable ({reason}); rerun the same command to rewrite it") from None
+        raise UserError(f"{path} is unreadable ({reason}); {_REWRITE}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} does not hold a JSON object; rerun the same command to rewrite it")
+        raise UserError(f"{path} does not hold a JSON object; {_REWRITE}")
     return data
+
+
+# A rerun alone finds the same file (XIX-zv O3: an unreadable sweep.json, "rerun the same command", failed again).
+_REWRITE = "remove it, or give the command another output folder, and run it again"
 
 
 def load_arrays(path: Path, copies: int = ARRAY_COPIES) -> dict[str, np.ndarray]:
