@@ -27,10 +27,11 @@ import importlib
 
 # First: from here on, each module's file is noted as its code is loaded, so that a plug-in edited after its import
 # is told from the code that runs (topicaudit.loaded_code).
-from topicaudit import environment_reads, loaded_code, working_directory
+from topicaudit import environment_reads, files_read, loaded_code, working_directory
 from topicaudit.version import __version__
 
 loaded_code.install()
+files_read.install()
 working_directory.install()
 environment_reads.install()
 

@@ -31,21 +31,8 @@ _LOADED: dict[str, list[tuple[int, ...]]] = {}
 # C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
 _UNNOTED = threading.local()
-# Every file opened for reading (any suffix), with the code files of the calls that opened it (each stack, opener
-# first), and the SHA-256 of each source compiled from text with its file name and size: code a process runs from a
-# file it read, ``exec(open(path).read())`` (hostile pass XIX-zh), and a file read then turned into code some other
-# way (stripped, unmarshalled, unpickled: XIX-zk) by whoever opened it (``engine.storage.fitted_code``).
-_READ: dict[str, set[tuple[str, ...]]] = {}
-_WRITTEN: set[str] = set()
-# Each file's identity (``_identity``; None: not there) as code first opened it for reading: a fit that read a file
-# and then rewrote it, or renamed it away, was recorded with the file as it was at the end (hostile pass XIX-zv C10).
-_READ_AT: dict[str, tuple[int, ...] | None] = {}
-# Files opened by other events than ``open``: a shared library ctypes loads by its path, a SQLite database (XIX-zv C11,
-# C1).
-_OPENING = {"ctypes.dlopen", "sqlite3.connect"}
-# The folder of the descriptor an ``os.open(name, dir_fd=…)`` in this thread opens ``name`` in
-# (``working_directory``'s wrapper; a name relative to it read as the working directory's was no file there: XIX-zv C2).
-AT = threading.local()
+# The SHA-256 of each source compiled from text with its file name and size: code a process runs from a file it read
+# (``exec(open(path).read())``, hostile pass XIX-zh; the files read: ``topicaudit.files_read``).
 _COMPILED: set[tuple[str, str, int]] = set()
 _DEEPEST = 200
 # Each text compiled and bytes unmarshalled while a fit runs, or under a call of topicaudit's, by (SHA-256, stack as
@@ -195,29 +182,6 @@ def _reading(args: tuple) -> bool:
     return flags & os.O_ACCMODE == os.O_RDONLY
 
 
-def _updating(args: tuple) -> bool:
-    """Whether an ``open`` event opens an existing file to read and change in place (``"r+"``): read first, as a
-    read (a file opened so and only read was left out as written: XIX-zv C4)."""
-    mode = args[1] if len(args) > 1 else None
-    if isinstance(mode, str):
-        return "r" in mode and "+" in mode
-    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
-    return flags & os.O_ACCMODE == os.O_RDWR and not flags & (os.O_CREAT | os.O_TRUNC)
-
-
-def _identity_or_none(path: str) -> tuple[int, ...] | None:
-    try:
-        return _identity(path)
-    except (OSError, ValueError):
-        return None
-
-
-def read_since_changed(path: str) -> bool:
-    """Whether a file code opened for reading is no longer as it was at its first opening (rewritten, replaced,
-    removed, or there now when it was looked for and not found)."""
-    return path in _READ_AT and _identity_or_none(path) != _READ_AT[path]
-
-
 def _on_audit(event: str, args: tuple) -> None:
     # Called for every audit event of the process: only a module's code (its body, "<module>") run by exec is noted,
     # a source file opened by the process's own code, texts compiled, and names imported during a fit or a run.
@@ -238,24 +202,8 @@ def _on_audit(event: str, args: tuple) -> None:
         except Exception:  # noqa: BLE001 - a hook must never fail a compile
             pass
         return
-    if event in _OPENING and args and isinstance(args[0], (str, bytes)) and os.sep in os.fsdecode(args[0]):
-        event, args = "open", (args[0], "rb")  # (a library's name the loader searches for: no file of the process's)
     if event == "open" and args and type(args[0]) is bytes:
-        args = (os.fsdecode(args[0]), *args[1:])  # open(b"settings.txt") was no file read (XIX-zr, R7)
-    if event == "open" and args and type(args[0]) is str and not args[0].endswith(".py"):
-        try:
-            folder = getattr(AT, "folder", None)  # ("": a descriptor of no folder)
-            path = os.path.normpath(os.path.join(folder, args[0])) if folder else os.path.abspath(args[0])
-            reads = _reading(args) or _updating(args)
-            if reads and path not in _WRITTEN and not getattr(_UNNOTED, "on", False):
-                if path not in _READ_AT:
-                    _READ_AT[path] = _identity_or_none(path)
-                _READ.setdefault(path, set()).add(_openers(sys._getframe(1 if folder is None else 2)))  # (the wrapper)
-            elif not reads and path not in _READ_AT:
-                _WRITTEN.add(path)  # made or emptied by this process: what it wrote, not what it read
-        except Exception:  # noqa: BLE001 - a hook must never fail an open
-            pass
-        return
+        args = (os.fsdecode(args[0]), *args[1:])
     if event == "open" and args and type(args[0]) is str and args[0].endswith(".py"):
         if not getattr(_UNNOTED, "on", False) and _reading(args):
             try:
@@ -312,12 +260,9 @@ def noted_files() -> list[str]:
     return sorted({*_copied(_LOADED), *_copied(_OPENED)})
 
 
-def read_and_compiled() -> tuple[dict[str, set[tuple[str, ...]]], set[tuple[str, str, int]]]:
-    """The files opened for reading that ``noted_files`` leaves out and this process never opened for writing, each
-    with the stacks that opened it (``_openers``), and each text compiled (SHA-256, file name, size in bytes)."""
-    written = _copied(_WRITTEN)
-    return ({file: _copied(stacks) for file, stacks in _copied(_READ).items() if file not in written},
-            _copied(_COMPILED))
+def compiled() -> set[tuple[str, str, int]]:
+    """Each text compiled (SHA-256, file name, size in bytes)."""
+    return _copied(_COMPILED)
 
 
 def from_text() -> dict[tuple[str, tuple[str, ...], bool], str | bytes]:

@@ -24,6 +24,7 @@ import os
 import sys
 import types
 
+import topicaudit.files_read as files_read
 import topicaudit.loaded_code as loaded_code
 
 # Each file run as module code, or read, by a name relative to the working directory, with it (``run_path("h.py")``).
@@ -49,7 +50,7 @@ def _on_audit(event: str, args: tuple) -> None:
         if _relative_name(where, allow_none=True):
             _relative(where, sys._getframe(1))
     elif event == "open" and args and _relative_name(args[0]) and loaded_code._reading(args) \
-            and not getattr(loaded_code._UNNOTED, "on", False) and not getattr(loaded_code.AT, "folder", None):
+            and not getattr(loaded_code._UNNOTED, "on", False) and not getattr(files_read.AT, "folder", None):
         _note_here(os.fsdecode(args[0]), sys._getframe(1))
     elif event == "exec" and args and type(args[0]) is types.CodeType and args[0].co_name == "<module>" \
             and not os.path.isabs(args[0].co_filename):
@@ -129,23 +130,6 @@ def _counted(call, wrapper):
     return wrapper
 
 
-def _in_folder(call):
-    """``os.open`` telling ``loaded_code``'s hook the folder of its ``dir_fd`` (also under ``open(…, opener=…)``)."""
-    @functools.wraps(call)
-    def opened(path, flags, mode=0o777, *, dir_fd=None):
-        if dir_fd is None:
-            return call(path, flags, mode)
-        try:
-            loaded_code.AT.folder = os.readlink(f"/proc/self/fd/{int(dir_fd)}")
-        except (OSError, TypeError, ValueError):
-            loaded_code.AT.folder = ""
-        try:
-            return call(path, flags, mode, dir_fd=dir_fd)
-        finally:
-            loaded_code.AT.folder = None
-    return _counted(call, opened)
-
-
 def in_working_directory() -> dict[str, str]:
     """The files read or run by a name relative to the working directory, with it (``_HERE``)."""
     return loaded_code._copied(_HERE)
@@ -169,5 +153,5 @@ def install() -> None:
             native.getcwd, native.getcwdb = os.getcwd, os.getcwdb
         os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
         os.readlink = _by_path(os.readlink)  # ``/proc/self/cwd``
-        os.open = _in_folder(os.open)
+        os.open = _counted(os.open, files_read.in_folder(os.open))
         sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

@@ -49,6 +49,8 @@ def act(how):
     mode = os.path.join(DATA, "mode.txt")
     if how == "sqlite":  # C1
         sqlite3.connect(os.path.join(DATA, "mode.db")).execute("select * from m").fetchall()
+    elif how == "sqlite_uri":  # C1, as the pass's plug-in connected
+        sqlite3.connect("file:" + os.path.join(DATA, "mode.db") + "?mode=ro", uri=True).execute("select * from m")
     elif how == "dir_fd":  # C2
         folder = os.open(DATA, os.O_RDONLY)
         os.close(os.open("mode.txt", os.O_RDONLY, dir_fd=folder))
@@ -96,7 +98,7 @@ def _setup(tmp_path, how):
     data = tmp_path / "data"
     (lib / "zv_data").symlink_to(data)  # a package whose data ``pkgutil.get_data`` reads
     shm = tmp_path / "shm.txt"
-    if how == "sqlite":
+    if how.startswith("sqlite"):
         with sqlite3.connect(data / "mode.db") as database:
             database.execute("create table m (mode text)")
             database.execute("insert into m values ('flat')")
@@ -109,7 +111,8 @@ def _setup(tmp_path, how):
     return a, data, shm, variables
 
 
-@pytest.mark.parametrize("how, file", [("sqlite", "mode.db"), ("dir_fd", "mode.txt"), ("opener", "mode.txt"),
+@pytest.mark.parametrize("how, file", [("sqlite", "mode.db"), ("sqlite_uri", "mode.db"),
+                                       ("dir_fd", "mode.txt"), ("opener", "mode.txt"),
                                        ("absent", "optional.txt"), ("r+", "mode.txt"), ("get_data", "mode.txt"),
                                        ("shm", None), ("proc_root", None), ("dlopen", "libmode.so")])
 def test_a_file_the_plug_in_read_is_kept_with_its_run(tmp_path, how, file):

@@ -22,7 +22,7 @@ FOLDERS = {"topicaudit": ROOT / "audit", "topicaudit.targets": ROOT / "targets",
 # Lowest first. A module may import modules of its own layer and of the layers before it.
 LAYERS = [
     ("base", ("topicaudit.errors", "topicaudit.version", "topicaudit.memory", "topicaudit.owned_folders",
-              "topicaudit.folder_anchors", "topicaudit.process_state", "topicaudit.loaded_code", "topicaudit.mapped_files", "topicaudit.working_directory", "topicaudit.environment_reads", "topicaudit.patched_code", "topicaudit.jit")),
+              "topicaudit.folder_anchors", "topicaudit.process_state", "topicaudit.loaded_code", "topicaudit.files_read", "topicaudit.mapped_files", "topicaudit.working_directory", "topicaudit.environment_reads", "topicaudit.patched_code", "topicaudit.jit")),
     # targets: mechanisms (the typed releases, the recorder) < privacy (guarantees, events, accountants) < base,
     # params, counts < learners < registry, bug variants
     ("targets.mechanisms", ("topicaudit.targets.mechanisms",)),

@@ -17,7 +17,7 @@ import pytest
 
 import stale_plugin
 
-from topicaudit import loaded_code
+from topicaudit import files_read, loaded_code
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.storage.run_cache import cached_run_dir
 
@@ -227,9 +227,9 @@ class _ChangedWhileCopied(dict):
 
 
 def test_a_record_another_thread_adds_to_while_it_is_read_is_read_again(monkeypatch):
-    """``read_and_compiled`` ended a run with "dictionary changed size during iteration"."""
-    monkeypatch.setattr(loaded_code, "_READ", _ChangedWhileCopied({"/x/data.txt": {("/x/reader.py",)}}))
+    """``read_and_compiled`` (now ``files_read.read``) ended a run with "dictionary changed size during iteration"."""
+    monkeypatch.setattr(files_read, "_READ", _ChangedWhileCopied({"/x/data.txt": {("/x/reader.py",)}}))
     monkeypatch.setattr(loaded_code, "_LOADED", _ChangedWhileCopied({"/x/module.py": [(1, 2, 3, 4, 5)]}))
-    read, _ = loaded_code.read_and_compiled()
+    read = files_read.read()
     assert read == {"/x/data.txt": {("/x/reader.py",)}}
     assert "/x/module.py" in loaded_code.noted_files()

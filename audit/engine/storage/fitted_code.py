@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 import topicaudit.environment_reads as environment_reads
+import topicaudit.files_read as files_read
 import topicaudit.loaded_code as loaded_code
 import topicaudit.working_directory as working_directory
 from topicaudit.inputs import integrity_key
@@ -61,7 +62,7 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     files = {file for module in list(sys.modules.values())
              if isinstance(file := getattr(module, "__file__", None), str)}
     files.update(loaded_code.noted_files())
-    read, compiled = loaded_code.read_and_compiled()
+    read, compiled = files_read.read(), loaded_code.compiled()
     files.update(name for _, name, _ in compiled if _is_file(name))
     texts = {digest for digest, _, _ in compiled}
     sizes = {size for _, _, size in compiled if size <= _LARGEST_READ}
@@ -71,7 +72,7 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     for file in sorted(files):
         path = _absolute(file)
         if not keyed_elsewhere(path, keyed):  # a file read, then changed: as it was at the end (XIX-zv C10)
-            found[path] = UNCHECKABLE if loaded_code.read_since_changed(path) else _digest_here(path)
+            found[path] = UNCHECKABLE if files_read.changed_since_read(path) else _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed), driver))

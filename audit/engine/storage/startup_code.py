@@ -33,7 +33,7 @@ _PATIENCE = 120.0  # seconds a start may take before it is not keyed
 _MOST = 1 << 24  # bytes of a start's output kept: the answer is at its end
 _PROBE = (f"import sys, os\n_MARK = {_MARK!r}\n"
           "_OWN = ('topicaudit.loaded_code', 'topicaudit.working_directory',\n"  # their hooks only record
-          "        'topicaudit.environment_reads')\n"
+          "        'topicaudit.environment_reads', 'topicaudit.files_read')\n"
           "opened, audited, texts, environ = [], [], [], {}\n"
           "_STD = os.path.dirname(os.__file__) + os.sep\n"  # the standard library's own code (not site-packages)
           "def _std(n):\n"

@@ -1,0 +1,126 @@
+"""The files this process's code opened for reading, by whom and as they were when first opened, and those it wrote.
+
+A plug-in's fit may choose its code by any file it reads: a settings file, a database, a library it loads. A run's
+record keeps each such file by content (``engine.storage.fitted_code`` decides whose reads count), so a later process
+with other content fits again. Source files run as modules are ``topicaudit.loaded_code``'s. A read is an ``open``
+audit event that can read (also ``"r+"``: a file opened so and only read was left out as written, hostile pass XIX-zv
+C4), a SQLite database connected to or a shared library ctypes loads by its path (C1, C11); a name relative to a
+folder's descriptor is taken in that folder (C2). A file's identity is kept as it was first opened for reading (None:
+not there): a fit that read a file and then rewrote it, renamed it away, or made it, is told from one that read it as
+it is at the end (C10, C3).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import urllib.parse
+
+import topicaudit.loaded_code as loaded_code
+
+# Every file opened for reading (any suffix but ``.py``), with the code files of the calls that opened it (each stack,
+# opener first): a file read then turned into code (stripped, unmarshalled, unpickled: XIX-zk), or a plug-in's input.
+_READ: dict[str, set[tuple[str, ...]]] = {}
+_WRITTEN: set[str] = set()
+_READ_AT: dict[str, tuple[int, ...] | None] = {}
+# Files opened by other events than ``open``.
+_OPENING = {"ctypes.dlopen", "sqlite3.connect"}
+# The folder of the descriptor an ``os.open(name, dir_fd=…)`` in this thread opens ``name`` in ("": a descriptor of no
+# folder; set by ``in_folder``, the wrapper of ``os.open``).
+AT = threading.local()
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    # Called for every audit event of the process: a file opened (not a module's source: ``loaded_code``'s).
+    if event in _OPENING and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        name = _named_file(event, args[0])
+        if name is None:
+            return
+        event, args = "open", (name, "rb")
+    if event != "open" or not args:
+        return
+    try:
+        name = os.fsdecode(args[0]) if type(args[0]) in (str, bytes) else None  # open(b"settings.txt") (XIX-zr R7)
+        if name is None or name.endswith(".py"):
+            return
+        folder = getattr(AT, "folder", None)
+        path = os.path.normpath(os.path.join(folder, name)) if folder else os.path.abspath(name)
+        reads = loaded_code._reading(args) or _updating(args)
+        if reads and path not in _WRITTEN and not getattr(loaded_code._UNNOTED, "on", False):
+            if path not in _READ_AT:
+                _READ_AT[path] = _identity_or_none(path)
+            _READ.setdefault(path, set()).add(loaded_code._openers(sys._getframe(1 if folder is None else 2)))
+        elif not reads and path not in _READ_AT:
+            _WRITTEN.add(path)  # made or emptied by this process: what it wrote, not what it read
+    except Exception:  # noqa: BLE001 - a hook must never fail an open
+        pass
+
+
+def _updating(args: tuple) -> bool:
+    """Whether an ``open`` event opens an existing file to read and change in place (``"r+"``): read first."""
+    mode = args[1] if len(args) > 1 else None
+    if isinstance(mode, str):
+        return "r" in mode and "+" in mode
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    return flags & os.O_ACCMODE == os.O_RDWR and not flags & (os.O_CREAT | os.O_TRUNC)
+
+
+def _named_file(event: str, name) -> str | None:
+    """The file a ``ctypes.dlopen`` or ``sqlite3.connect`` event opens: a library by its path (a bare name is one the
+    loader searches for), a database by its name or its ``file:`` URI (not ``:memory:``)."""
+    try:
+        name = os.fsdecode(name)
+    except TypeError:
+        return None
+    if event == "ctypes.dlopen":
+        return name if os.sep in name else None
+    if name.startswith("file:"):
+        name = urllib.parse.unquote(name[len("file:"):].partition("?")[0].partition("#")[0])
+        name = "/" + name[2:].partition("/")[2] if name.startswith("//") else name  # (file://host/path)
+    return None if name in ("", ":memory:") else name
+
+
+def _identity_or_none(path: str) -> tuple[int, ...] | None:
+    try:
+        return loaded_code._identity(path)
+    except (OSError, ValueError):
+        return None
+
+
+def read() -> dict[str, set[tuple[str, ...]]]:
+    """The files opened for reading that this process did not make or empty first, each with the stacks that opened
+    it (``loaded_code._openers``)."""
+    written = loaded_code._copied(_WRITTEN)
+    return {file: loaded_code._copied(stacks) for file, stacks in loaded_code._copied(_READ).items()
+            if file not in written}
+
+
+def changed_since_read(path: str) -> bool:
+    """Whether a file code opened for reading is no longer as it was at its first opening (rewritten, replaced,
+    removed, or there now when it was looked for and not found)."""
+    return path in _READ_AT and _identity_or_none(path) != _READ_AT[path]
+
+
+def in_folder(call):
+    """``os.open`` telling the hook the folder of its ``dir_fd`` (also under ``open(…, opener=…)``)."""
+    @functools.wraps(call)
+    def opened(path, flags, mode=0o777, *, dir_fd=None):
+        if dir_fd is None:
+            return call(path, flags, mode)
+        try:
+            AT.folder = os.readlink(f"/proc/self/fd/{int(dir_fd)}")
+        except (OSError, TypeError, ValueError):
+            AT.folder = ""
+        try:
+            return call(path, flags, mode, dir_fd=dir_fd)
+        finally:
+            AT.folder = None
+    return opened
+
+
+def install() -> None:
+    """Install the hook (once per process; ``os.open`` is wrapped by ``working_directory``, with its kin)."""
+    if not getattr(sys, "_topicaudit_files_read", False):
+        sys.addaudithook(_on_audit)
+        sys._topicaudit_files_read = True  # type: ignore[attr-defined]
