@@ -5,9 +5,11 @@ record keeps each such file by content (``engine.storage.fitted_code`` decides w
 with other content fits again. Source files run as modules are ``topicaudit.loaded_code``'s. A read is an ``open``
 audit event that can read (also ``"r+"``: a file opened so and only read was left out as written, hostile pass XIX-zv
 C4), a SQLite database connected to or a shared library ctypes loads by its path (C1, C11); a name relative to a
-folder's descriptor is taken in that folder (C2). A file's identity is kept as it was first opened for reading (None:
-not there): a fit that read a file and then rewrote it, renamed it away, or made it, is told from one that read it as
-it is at the end (C10, C3).
+folder's descriptor is taken in that folder (C2). A file's identity is kept as each opener first opened it for
+reading (None: not there) while a fit, a run or a plug-in's import went on, or by a plug-in's own code: a fit that
+read a file and then rewrote it, renamed it away, or made it, is told from one that read it as it is at the end (C10,
+C3). (What a test or a notebook reads between runs is not, nor topicaudit's own look for a file it then writes: a
+run's manifest.json, first looked for while absent, kept every later run of a test session from resuming.)
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import topicaudit.loaded_code as loaded_code
 # opener first): a file read then turned into code (stripped, unmarshalled, unpickled: XIX-zk), or a plug-in's input.
 _READ: dict[str, set[tuple[str, ...]]] = {}
 _WRITTEN: set[str] = set()
-_READ_AT: dict[str, tuple[int, ...] | None] = {}
+_READ_AT: dict[tuple[str, tuple[str, ...]], tuple[int, ...] | None] = {}  # by file and opener
 # Files opened by other events than ``open``.
 _OPENING = {"ctypes.dlopen", "sqlite3.connect"}
 # The folder of the descriptor an ``os.open(name, dir_fd=…)`` in this thread opens ``name`` in ("": a descriptor of no
@@ -48,10 +50,11 @@ def _on_audit(event: str, args: tuple) -> None:
         path = os.path.normpath(os.path.join(folder, name)) if folder else os.path.abspath(name)
         reads = loaded_code._reading(args) or _updating(args)
         if reads and path not in _WRITTEN and not getattr(loaded_code._UNNOTED, "on", False):
-            if path not in _READ_AT:
-                _READ_AT[path] = _identity_or_none(path)
-            _READ.setdefault(path, set()).add(loaded_code._openers(sys._getframe(1 if folder is None else 2)))
-        elif not reads and path not in _READ_AT:
+            stack = loaded_code._openers(sys._getframe(getattr(AT, "depth", 1)))  # (2: under ``in_folder``'s wrapper)
+            if (path, stack) not in _READ_AT and (loaded_code.strictly_watched() or loaded_code.by_plugin(stack)):
+                _READ_AT[path, stack] = _identity_or_none(path)
+            _READ.setdefault(path, set()).add(stack)
+        elif not reads and path not in _READ:
             _WRITTEN.add(path)  # made or emptied by this process: what it wrote, not what it read
     except Exception:  # noqa: BLE001 - a hook must never fail an open
         pass
@@ -96,26 +99,27 @@ def read() -> dict[str, set[tuple[str, ...]]]:
             if file not in written}
 
 
-def changed_since_read(path: str) -> bool:
-    """Whether a file code opened for reading is no longer as it was at its first opening (rewritten, replaced,
-    removed, or there now when it was looked for and not found)."""
-    return path in _READ_AT and _identity_or_none(path) != _READ_AT[path]
+def changed_since_read(path: str, stacks) -> bool:
+    """Whether a file is no longer as it was when any of ``stacks`` first opened it (rewritten, replaced, removed, or
+    there now when it was looked for and not found). Only the openers that make a file a run's input count:
+    topicaudit's own look for a run's manifest.json before writing it is no read of a plug-in's."""
+    first = [_READ_AT[path, stack] for stack in stacks if (path, stack) in _READ_AT]
+    return bool(first) and any(identity != _identity_or_none(path) for identity in first)
 
 
 def in_folder(call):
     """``os.open`` telling the hook the folder of its ``dir_fd`` (also under ``open(…, opener=…)``)."""
     @functools.wraps(call)
     def opened(path, flags, mode=0o777, *, dir_fd=None):
-        if dir_fd is None:
-            return call(path, flags, mode)
         try:
-            AT.folder = os.readlink(f"/proc/self/fd/{int(dir_fd)}")
+            AT.folder = None if dir_fd is None else os.readlink(f"/proc/self/fd/{int(dir_fd)}")
         except (OSError, TypeError, ValueError):
             AT.folder = ""
+        AT.depth = 2  # the opener is this wrapper's caller
         try:
-            return call(path, flags, mode, dir_fd=dir_fd)
+            return call(path, flags, mode) if dir_fd is None else call(path, flags, mode, dir_fd=dir_fd)
         finally:
-            AT.folder = None
+            AT.folder, AT.depth = None, 1
     return opened
 
 

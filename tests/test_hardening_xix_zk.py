@@ -115,4 +115,7 @@ def test_a_file_read_through_topicaudit_for_code_outside_the_key_is_kept(tmp_pat
     assert key_places.opened_outside(("<string>", engine), keyed)
     assert key_places.opened_outside((start, threading.__file__), keyed)
     assert not key_places.opened_outside((reader, engine, str(tmp_path / "test_x.py"), pytest.__file__), keyed)
-    assert not key_places.opened_outside(("<frozen importlib._bootstrap_external>", start), keyed)
+    import_system = ("<frozen importlib._bootstrap_external>", "<frozen importlib._bootstrap>", start)
+    assert not key_places.opened_outside(import_system, keyed)
+    # (a caller's own ``get_data``, with no import under way, is the caller's read: hostile pass XIX-zv C5)
+    assert key_places.opened_outside(("<frozen importlib._bootstrap_external>", start), keyed)

@@ -72,7 +72,8 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     for file in sorted(files):
         path = _absolute(file)
         if not keyed_elsewhere(path, keyed):  # a file read, then changed: as it was at the end (XIX-zv C10)
-            found[path] = UNCHECKABLE if files_read.changed_since_read(path) else _digest_here(path)
+            by = [stack for stack in read.get(file, ()) if opened_outside(stack, keyed)]
+            found[path] = UNCHECKABLE if files_read.changed_since_read(file, by) else _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))
     found.update(_names(found))
     found.update(_working_directory(found, set(keyed), driver))
