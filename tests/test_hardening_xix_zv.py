@@ -54,6 +54,8 @@ def act(how):
     elif how == "dir_fd":  # C2
         folder = os.open(DATA, os.O_RDONLY)
         os.close(os.open("mode.txt", os.O_RDONLY, dir_fd=folder))
+    elif how == "os_open":  # (no dir_fd: through the same wrapper)
+        os.close(os.open(mode, os.O_RDONLY))
     elif how == "opener":  # C2, open(..., opener=)
         folder = os.open(DATA, os.O_RDONLY)
         with open("mode.txt", opener=lambda name, flags: os.open(name, flags, dir_fd=folder)) as handle:
@@ -112,7 +114,7 @@ def _setup(tmp_path, how):
 
 
 @pytest.mark.parametrize("how, file", [("sqlite", "mode.db"), ("sqlite_uri", "mode.db"),
-                                       ("dir_fd", "mode.txt"), ("opener", "mode.txt"),
+                                       ("dir_fd", "mode.txt"), ("os_open", "mode.txt"), ("opener", "mode.txt"),
                                        ("absent", "optional.txt"), ("r+", "mode.txt"), ("get_data", "mode.txt"),
                                        ("shm", None), ("proc_root", None), ("dlopen", "libmode.so")])
 def test_a_file_the_plug_in_read_is_kept_with_its_run(tmp_path, how, file):
