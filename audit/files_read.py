@@ -43,30 +43,46 @@ def _on_audit(event: str, args: tuple) -> None:
     if event != "open" or not args:
         return
     try:
-        name = os.fsdecode(args[0]) if type(args[0]) in (str, bytes) else None  # open(b"settings.txt") (XIX-zr R7)
-        if name is None or name.endswith(".py"):
+        # open(b"settings.txt") (XIX-zr R7), a ``numpy.str_`` (XIX-zw Z4); a ``.py`` file too, opened "r+" (Z2)
+        name = os.fsdecode(str(args[0]) if isinstance(args[0], str) else args[0]) \
+            if isinstance(args[0], (str, bytes)) else None
+        if name is None:
             return
         folder = getattr(AT, "folder", None)
-        path = os.path.normpath(os.path.join(folder, name)) if folder else os.path.abspath(name)
-        reads = loaded_code._reading(args) or _updating(args)
+        path = os.path.join(folder or os.getcwd(), name) if folder or not os.path.isabs(name) else name
+        # a ".." after a linked folder is the link's target's parent, not the name's (Z6)
+        path = os.path.realpath(path) if ".." in path.split(os.sep) else os.path.normpath(path)
+        makes = _makes(args, path)
+        reads = not makes and _can_read(args) and not os.path.isdir(path)  # (``shutil.rmtree`` opens folders)
         if reads and path not in _WRITTEN and not getattr(loaded_code._UNNOTED, "on", False):
             stack = loaded_code._openers(sys._getframe(getattr(AT, "depth", 1)))  # (2: under ``in_folder``'s wrapper)
             if (path, stack) not in _READ_AT and (loaded_code.strictly_watched() or loaded_code.by_plugin(stack)):
                 _READ_AT[path, stack] = _identity_or_none(path)
             _READ.setdefault(path, set()).add(stack)
-        elif not reads and path not in _READ:
+        elif makes and path not in _READ:
             _WRITTEN.add(path)  # made or emptied by this process: what it wrote, not what it read
     except Exception:  # noqa: BLE001 - a hook must never fail an open
         pass
 
 
-def _updating(args: tuple) -> bool:
-    """Whether an ``open`` event opens an existing file to read and change in place (``"r+"``): read first."""
+def _can_read(args: tuple) -> bool:
     mode = args[1] if len(args) > 1 else None
     if isinstance(mode, str):
-        return "r" in mode and "+" in mode
+        return "r" in mode or "+" in mode
     flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
-    return flags & os.O_ACCMODE == os.O_RDWR and not flags & (os.O_CREAT | os.O_TRUNC)
+    return flags & os.O_ACCMODE != os.O_WRONLY
+
+
+def _makes(args: tuple, path: str) -> bool:
+    """Whether an ``open`` event makes or empties the file (``"w"``, ``"x"``, ``O_TRUNC``, or creates it): what the
+    process then reads is what it wrote. Any other open, ``"r+"``, ``"a+"``, ``"a"``, reads or can read what was
+    there (a mode that could write was left out as written: XIX-zv C4, XIX-zw Z1); a file only appended to is
+    neither read nor made (a log)."""
+    mode = args[1] if len(args) > 1 else None
+    if isinstance(mode, str):
+        return bool(set(mode) & set("wx")) or "a" in mode and not os.path.exists(path)
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    return bool(flags & os.O_TRUNC) or bool(flags & os.O_CREAT) and not os.path.exists(path)
 
 
 def _named_file(event: str, name) -> str | None:
@@ -104,6 +120,8 @@ def changed_since_read(path: str, stacks) -> bool:
     there now when it was looked for and not found). Only the openers that make a file a run's input count:
     topicaudit's own look for a run's manifest.json before writing it is no read of a plug-in's."""
     first = [_READ_AT[path, stack] for stack in stacks if (path, stack) in _READ_AT]
+    if not os.path.isdir(os.path.dirname(path)):
+        return False  # its folder is gone: a temporary folder of the fit's own (a child's output read there), absent
     return bool(first) and any(identity != _identity_or_none(path) for identity in first)
 
 

@@ -154,4 +154,6 @@ def install() -> None:
         os.stat, os.lstat, os.access = _by_path(os.stat), _by_path(os.lstat), _by_path(os.access)
         os.readlink = _by_path(os.readlink)  # ``/proc/self/cwd``
         os.open = _counted(os.open, files_read.in_folder(os.open))
+        if native is not None:
+            native.open = os.open  # ``posix.open(name, dir_fd=…)`` (XIX-zw Z5)
         sys._topicaudit_working_directory = True  # type: ignore[attr-defined]

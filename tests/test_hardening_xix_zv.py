@@ -83,6 +83,26 @@ def act(how):
         ctypes.CDLL(os.path.join(DATA, "libmode.so"))
     elif how in ("copy", "deepcopy", "pickle"):  # C7: the command line copied whole
         {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": pickle.dumps}[how](sys.argv)
+    elif how == "a+":  # XIX-zw Z1: a mode that can write, only read
+        open(mode, "a+").seek(0)
+        open(mode, "a+").read()
+    elif how == "settings.py":  # Z2: a .py settings file opened "r+"
+        open(os.path.join(DATA, "settings.py"), "r+").read()
+    elif how == "str_":  # Z4: a path of a str subclass
+        open(type("Name", (str,), {})(mode)).read()
+    elif how == "posix":  # Z5: posix.open, relative to a folder's descriptor
+        import posix
+        posix.close(posix.open("mode.txt", os.O_RDONLY, dir_fd=os.open(DATA, os.O_RDONLY)))
+    elif how == "dotdot":  # Z6: ".." after a linked folder
+        open(os.path.join(DATA, "link", "..", "mode.txt")).read()
+    elif how == "key_file":  # Z8: the integrity key's file, read
+        open(os.environ["ZV_KEY_FILE"]).read()
+    elif how == "tempdir":  # XIX-zw's false positive: a temporary folder made, read and removed in the fit
+        import tempfile
+        with tempfile.TemporaryDirectory() as folder:
+            open(os.path.join(folder, "out.txt"), "w").write("x")
+            os.system(f"echo child > {folder}/child.txt")
+            open(os.path.join(folder, "child.txt")).read()
     elif how == "len":  # C8
         len(os.environ)
     elif how == "environment":  # C9: the environment copied, the integrity key with it
@@ -104,6 +124,9 @@ def _setup(tmp_path, how):
         with sqlite3.connect(data / "mode.db") as database:
             database.execute("create table m (mode text)")
             database.execute("insert into m values ('flat')")
+    (data / "settings.py").write_text("MODE = 'flat'\n")
+    (data / "sub").mkdir()
+    (data / "link").symlink_to(data / "sub")
     if how == "dlopen":
         shutil.copy("/lib/x86_64-linux-gnu/libm.so.6", data / "libmode.so")
     if how == "shm":
@@ -114,7 +137,9 @@ def _setup(tmp_path, how):
 
 
 @pytest.mark.parametrize("how, file", [("sqlite", "mode.db"), ("sqlite_uri", "mode.db"),
-                                       ("dir_fd", "mode.txt"), ("os_open", "mode.txt"), ("opener", "mode.txt"),
+                                       ("dir_fd", "mode.txt"), ("os_open", "mode.txt"), ("a+", "mode.txt"),
+                                       ("settings.py", "settings.py"), ("str_", "mode.txt"), ("posix", "mode.txt"),
+                                       ("dotdot", None), ("opener", "mode.txt"),
                                        ("absent", "optional.txt"), ("r+", "mode.txt"), ("get_data", "mode.txt"),
                                        ("shm", None), ("proc_root", None), ("dlopen", "libmode.so")])
 def test_a_file_the_plug_in_read_is_kept_with_its_run(tmp_path, how, file):
@@ -182,3 +207,26 @@ def test_a_learner_whose_k_is_a_numpy_integer_is_told_what_to_store():
     type."""
     with pytest.raises(UserError, match=r"as a Python int \(got np.int64\(3\)\); set self.k = int\(k\)"):
         registry.learner_settings(VariationalLDA(k=np.int64(3)))
+
+
+def test_a_temporary_folder_of_the_fit_keeps_its_runs_reusable(tmp_path):
+    """XIX-zw's false positives: ``shutil.rmtree`` opens each folder it removes, and a child's output read in a
+    temporary folder was gone at the record's time; every run was recorded as unreusable, and the cache never found
+    any again. A folder is no file read; a file whose folder is gone is kept as absent."""
+    a, _, _, variables = _setup(tmp_path, "tempdir")
+    record = run_script(SCRIPT, a, variables=variables)
+    assert "uncheckable" not in record.values(), record
+    assert run_script(SCRIPT, a, record=record, variables=variables) == []
+
+
+def test_the_integrity_key_file_is_never_kept(tmp_path):
+    """Z8: a plug-in reading the key file put SHA-256(file) in the record: for a key over 64 bytes without a newline,
+    HMAC-SHA256's own key."""
+    a, _, _, variables = _setup(tmp_path, "key_file")
+    key = tmp_path / "config" / "topicaudit" / "integrity.key"
+    key.parent.mkdir(parents=True)
+    key.write_text("k" * 100)
+    record = run_script(SCRIPT, a, variables={**variables, "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                                              "ZV_KEY_FILE": str(key)})
+    assert not [entry for entry in record if entry.endswith("integrity.key")], record
+    assert hashlib.sha256(b"k" * 100).hexdigest() not in record.values(), record

@@ -68,10 +68,11 @@ def loaded_outside(keyed: Iterable[str] = KEYED, driver: bool = True) -> dict[st
     sizes = {size for _, _, size in compiled if size <= _LARGEST_READ}
     files.update(file for file, stacks in read.items()
                  if file not in files and _read_as_code(file, stacks, keyed, sizes, texts))
-    found = {}
+    found, secret = {}, os.path.realpath(integrity_key.key_file())  # (its digest is HMAC's key: XIX-zw Z8)
     for file in sorted(files):
         path = _absolute(file)
-        if not keyed_elsewhere(path, keyed):  # a file read, then changed: as it was at the end (XIX-zv C10)
+        if not keyed_elsewhere(path, keyed) and not (path.endswith(integrity_key.FILE_NAME)
+                                                      and os.path.realpath(path) == secret):  # a file read, then changed: as it was at the end (XIX-zv C10)
             by = [stack for stack in read.get(file, ()) if opened_outside(stack, keyed)]
             found[path] = UNCHECKABLE if files_read.changed_since_read(file, by) else _digest_here(path)
     found.update(_from_no_file(found, set(keyed)))

@@ -204,8 +204,9 @@ def cached_run_dir(config: Config, root: Path, unkeyed: bool = False) -> Path:
         recorded = None if unkeyed else _loaded_code_of(path)
         if not recorded or not fitted_code.changed(recorded, names=False):
             return path
-        if fitted_code.UNCHECKABLE in recorded.values():
+        if any(value == fitted_code.UNCHECKABLE and not entry.startswith("/") for entry, value in recorded.items()):
             break  # code from no file ran in that fit: whatever this run's code, no later one can find it so
+        # (a file that changed after that fit read it is no such code: the next entry is found again, XIX-zw)
         payload = json.dumps([payload, fitted_code.now(recorded)], sort_keys=True)
     return Path(root) / f"{config.stem}-{label}-k{config.target.k}-s{config.seed}-{secrets.token_hex(8)}"
 
