@@ -8,6 +8,7 @@ reusable when the file changed while the run went on."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,7 +17,9 @@ import numpy as np
 import pytest
 from script_runs import folders, run_script
 
+from topicaudit.api import as_config
 from topicaudit.engine.storage import bounded_read
+from topicaudit.engine.storage.run_cache import cached_run_dir
 from topicaudit.errors import UserError
 from topicaudit.targets import registry
 from topicaudit.targets.learners.lda import VariationalLDA
@@ -230,3 +233,17 @@ def test_the_integrity_key_file_is_never_kept(tmp_path):
                                               "ZV_KEY_FILE": str(key)})
     assert not [entry for entry in record if entry.endswith("integrity.key")], record
     assert hashlib.sha256(b"k" * 100).hexdigest() not in record.values(), record
+
+
+@pytest.mark.parametrize("entry, found_again", [("/x/settings.txt", True),
+                                                ("<code from no file, run by /x/p.py>", False)])
+def test_the_cache_finds_the_entry_after_a_run_whose_file_changed(tmp_path, entry, found_again):
+    """XIX-zw: a run recorded as unreusable (a file it read changed after it read it) sent every later run of its key
+    to an entry never found again, so that audit was fitted at every call. The next entry is found again now; after
+    a run of code from no file, as before, none is."""
+    config = as_config({"target": {"learner": "lda", "k": 3}, "attack": {"shadows": 0, "canaries": {"count": 20}}})
+    first = cached_run_dir(config, tmp_path)
+    first.mkdir()
+    (first / "results.json").write_text(json.dumps({"target": {"loaded_code": {entry: "uncheckable"}}}))
+    second, third = cached_run_dir(config, tmp_path), cached_run_dir(config, tmp_path)
+    assert second != first and (second == third) == found_again
