@@ -59,12 +59,10 @@ def _reading_all(method):
 def _note(key, frame) -> None:
     try:
         name = os.fsdecode(key)
-        caller = frame
-        while caller is not None and caller.f_code.co_filename.startswith(("<frozen ", loaded_code._STANDARD)) \
-                and "-packages" not in caller.f_code.co_filename:
-            caller = caller.f_back  # the standard library passes the read on (``get``, ``in``, ``os.getenv``)
-        if caller is None or caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
-            return  # topicaudit's own settings
+        caller = loaded_code.first_caller(frame)  # the standard library passes the read on (``get``, ``os.getenv``)
+        if caller is None and not loaded_code.handed_down() \
+                or caller is not None and caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
+            return  # topicaudit's own settings (a thread's task handed down: its stack decides, ``fitted_code``)
         if name == "PWD":
             working_directory._relative(None, frame)  # (a variable may be named "sys.argv": kept as arguments read)
         (_READ if loaded_code.strictly_watched() else _LATER).setdefault(loaded_code._openers(frame), set()).add(name)

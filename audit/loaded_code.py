@@ -13,7 +13,9 @@ Source files opened for reading are held to their files the same way (``changed_
 """
 from __future__ import annotations
 
+import concurrent.futures.thread as futures_thread
 import contextlib
+import functools
 import hashlib
 import os
 import sys
@@ -25,8 +27,6 @@ from topicaudit.mapped_files import PROCESS_START_NS
 # The stat of each module file as its code started to run, by the path the code was compiled from (the module's
 # __file__): one entry per load, so a file loaded twice under different contents is seen as changed.
 _LOADED: dict[str, list[tuple[int, ...]]] = {}
-
-
 # The stat of each source file opened (``exec(open(path).read())`` runs "<string>", no module code of that file: XIX-ya
 # C2), by absolute path, one entry per opening; topicaudit's own reads (``unnoted``) left out.
 _OPENED: dict[str, list[tuple[int, ...]]] = {}
@@ -235,14 +235,71 @@ def _note_text(digest: str | None, text: str | bytes, encoded: bytes, frame) -> 
 
 
 def _openers(frame) -> tuple[str, ...]:
-    """The code files of the calls on this stack, the innermost first, each once in a row."""
+    """The code files of the calls on this stack, the innermost first, each once in a row; in a thread, then the
+    stack that started it or handed it its task (``_PARENT``)."""
     found: list[str] = []
     while frame is not None and len(found) < _DEEPEST:
         name = frame.f_code.co_filename
-        if not found or found[-1] != name:
+        if (not found or found[-1] != name) and frame.f_code not in _TRANSPARENT:
             found.append(name)
         frame = frame.f_back
-    return tuple(found)
+    return (*found, *getattr(_PARENT, "stack", ()))[:_DEEPEST]
+
+
+def first_caller(frame):
+    """The first frame out from ``frame`` neither the standard library's nor a wrapper's (None: a thread's task)."""
+    while frame is not None and (frame.f_code in _TRANSPARENT or frame.f_code.co_filename.startswith(
+            ("<frozen ", _STANDARD)) and "-packages" not in frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def handed_down() -> bool:
+    return bool(getattr(_PARENT, "stack", ()))  # this thread runs a task another stack handed it
+
+
+# In a thread, the stack (``_openers``) that started it, or submitted the task it runs: a thread pool's worker
+# running ``open`` or ``os.environ.get`` handed to it by a plug-in has no plug-in code on its own stack (XIX-zw Z9).
+_PARENT = threading.local()
+_TRANSPARENT: set[types.CodeType] = set()  # the wrappers' own frames, no caller's
+
+
+def _carrying(submit):
+    """``ThreadPoolExecutor.submit`` running the task under the submitter's stack, while watched."""
+    @functools.wraps(submit)
+    def submitted(self, fn, /, *args, **kwargs):
+        if not watched() or not callable(fn):
+            return submit(self, fn, *args, **kwargs)
+        parent = _openers(sys._getframe(1))
+
+        def task(*task_args, **task_kwargs):
+            before, _PARENT.stack = getattr(_PARENT, "stack", ()), parent
+            try:
+                return fn(*task_args, **task_kwargs)
+            finally:
+                _PARENT.stack = before
+        _TRANSPARENT.add(task.__code__)
+        return submit(self, task, *args, **kwargs)
+    return submitted
+
+
+def _starting(start):
+    """``threading.Thread.start`` keeping the starter's stack for the thread's ``run``, while watched."""
+    @functools.wraps(start)
+    def started(self):
+        if watched():
+            self._topicaudit_parent = _openers(sys._getframe(1))
+        return start(self)
+    return started
+
+
+def _running(run):
+    @functools.wraps(run)
+    def ran(self):
+        _PARENT.stack = getattr(self, "_topicaudit_parent", ())
+        return run(self)
+    _TRANSPARENT.add(ran.__code__)
+    return ran
 
 
 def _copied(record):
@@ -336,4 +393,7 @@ def install() -> None:
     if not getattr(sys, "_topicaudit_loaded_code_hook", False):
         sys.addaudithook(_on_audit)
         sys.meta_path.insert(0, _FitImports)
+        threading.Thread.start = _starting(threading.Thread.start)
+        threading.Thread.run = _running(threading.Thread.run)
+        futures_thread.ThreadPoolExecutor.submit = _carrying(futures_thread.ThreadPoolExecutor.submit)
         sys._topicaudit_loaded_code_hook = True  # type: ignore[attr-defined]

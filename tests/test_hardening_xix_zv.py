@@ -106,6 +106,16 @@ def act(how):
             open(os.path.join(folder, "out.txt"), "w").write("x")
             os.system(f"echo child > {folder}/child.txt")
             open(os.path.join(folder, "child.txt")).read()
+    elif how == "pool":  # XIX-zw Z9: a thread pool's worker reading for the plug-in
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(open, [mode]))
+            pool.submit(os.environ.get, "ZV_MODE").result()
+    elif how == "thread":  # Z9: a thread started on the standard library's function
+        import threading
+        reader = threading.Thread(target=os.environ.get, args=("ZV_MODE",))
+        reader.start()
+        reader.join()
     elif how == "len":  # C8
         len(os.environ)
     elif how == "environment":  # C9: the environment copied, the integrity key with it
@@ -142,7 +152,7 @@ def _setup(tmp_path, how):
 @pytest.mark.parametrize("how, file", [("sqlite", "mode.db"), ("sqlite_uri", "mode.db"),
                                        ("dir_fd", "mode.txt"), ("os_open", "mode.txt"), ("a+", "mode.txt"),
                                        ("settings.py", "settings.py"), ("str_", "mode.txt"), ("posix", "mode.txt"),
-                                       ("dotdot", None), ("opener", "mode.txt"),
+                                       ("dotdot", None), ("pool", "mode.txt"), ("opener", "mode.txt"),
                                        ("absent", "optional.txt"), ("r+", "mode.txt"), ("get_data", "mode.txt"),
                                        ("shm", None), ("proc_root", None), ("dlopen", "libmode.so")])
 def test_a_file_the_plug_in_read_is_kept_with_its_run(tmp_path, how, file):
@@ -175,9 +185,11 @@ def test_a_file_changed_after_the_plug_in_read_it_keeps_its_run_from_reuse(tmp_p
 
 
 @pytest.mark.parametrize("how, entry", [("copy", "sys.argv"), ("deepcopy", "sys.argv"), ("pickle", "sys.argv"),
-                                        ("len", "environment ZV_MODE")])
+                                        ("len", "environment ZV_MODE"), ("pool", "environment ZV_MODE"),
+                                        ("thread", "environment ZV_MODE")])
 def test_the_command_line_or_environment_read_whole_is_kept(tmp_path, how, entry):
-    """C7 (``copy.copy``, ``copy.deepcopy``, ``pickle.dumps`` of ``sys.argv``), C8 (``len(os.environ)``)."""
+    """C7 (``copy.copy``, ``copy.deepcopy``, ``pickle.dumps`` of ``sys.argv``), C8 (``len(os.environ)``); XIX-zw Z9
+    (read in a thread pool's worker, or a thread, running the standard library's function for the plug-in)."""
     a, _, _, variables = _setup(tmp_path, how)
     record = run_script(SCRIPT, a, variables=variables)
     assert entry in record, record
