@@ -34,7 +34,7 @@ AT = threading.local()
 
 
 def _on_audit(event: str, args: tuple) -> None:
-    # Called for every audit event of the process: a file opened (not a module's source: ``loaded_code``'s).
+    # Called for every audit event of the process: a file opened (also a ``.py`` file a plug-in reads as settings).
     if event in _OPENING and args and isinstance(args[0], (str, bytes, os.PathLike)):
         name = _named_file(event, args[0])
         if name is None:
