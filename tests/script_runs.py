@@ -42,3 +42,22 @@ def folders(root, files: dict[str, str]):
 def kernels(prefix: str) -> dict[str, str]:
     """Two kernels a plug-in may import by a name it learns (``PREFIX_k_a`` patched, ``PREFIX_k_b`` not)."""
     return {f"lib/{prefix}_k_a.py": "PATCHED = True\n", f"lib/{prefix}_k_b.py": ""}
+
+
+def plugin_script(plug_in: str, fit: str) -> str:
+    """A process that imports the plug-in ``PLUG_IN:L`` as topicaudit does and, given a record on stdin, prints the
+    entries that changed; given none ("null"), runs ``fit`` (one line) inside a plug-in's fit and prints the record."""
+    return f"""import json, os, sys
+import topicaudit
+import topicaudit.loaded_code as loaded_code
+from topicaudit.engine.storage import fitted_code
+from topicaudit.targets.plugins import LEARNER_GROUP, load_class
+load_class("{plug_in}:L", LEARNER_GROUP, "the test")
+record = json.loads(sys.stdin.read())
+if record is not None:
+    print(json.dumps(fitted_code.changed(record, names=False)))
+    raise SystemExit
+with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
+    {fit}
+    print(json.dumps(fitted_code.loaded_outside()))
+"""

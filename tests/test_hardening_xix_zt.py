@@ -10,7 +10,7 @@ learners is reused from anywhere."""
 from __future__ import annotations
 
 import pytest
-from script_runs import folders, kernels, run_script
+from script_runs import folders, kernels, plugin_script, run_script
 
 
 # A process that imports the plug-in ``zt_plug`` as topicaudit does, fits as sys.argv[1] says inside a plug-in's run,
@@ -146,23 +146,8 @@ def test_a_run_holds_its_folder_when_its_learner_is_a_plug_in(tmp_path, learner)
 
 # As SCRIPT, choosing by its input rather than its arguments (the command line is what these plug-ins read): a record
 # on stdin is checked, none ("null") fits as ZT_READ says.
-BY_INPUT = """import json, os, sys
-import topicaudit
-import topicaudit.loaded_code as loaded_code
-from topicaudit.engine.storage import fitted_code
-from topicaudit.targets.plugins import LEARNER_GROUP, load_class
-load_class("zt_plug:L", LEARNER_GROUP, "the test")
-record = json.loads(sys.stdin.read())
-if record is not None:
-    print(json.dumps(fitted_code.changed(record, names=False)))
-    raise SystemExit
-with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
-    if os.environ["ZT_READ"] == "orig_argv":
-        "--json" in sys.orig_argv
-    else:
-        open("/proc/self/" + os.environ["ZT_READ"], "rb").read()
-    print(json.dumps(fitted_code.loaded_outside()))
-"""
+BY_INPUT = plugin_script("zt_plug", 'open("/proc/self/" + os.environ["ZT_READ"], "rb").read() '
+                                    'if os.environ["ZT_READ"] != "orig_argv" else "--json" in sys.orig_argv')
 
 
 @pytest.mark.parametrize("read, entry", [("orig_argv", "sys.orig_argv"), ("cmdline", "sys.orig_argv"),

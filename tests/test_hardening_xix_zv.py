@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from script_runs import folders, run_script
+from script_runs import folders, plugin_script, run_script
 
 from topicaudit.api import as_config
 from topicaudit.engine.storage import bounded_read
@@ -26,21 +26,7 @@ from topicaudit.targets.learners.lda import VariationalLDA
 
 # A process that imports the plug-in ``zv_plug``, runs its ``act(HOW)`` inside a plug-in's fit and prints the record;
 # or, given a record on stdin, prints the entries that changed.
-SCRIPT = """import json, os, sys
-import topicaudit
-import topicaudit.loaded_code as loaded_code
-from topicaudit.engine.storage import fitted_code
-from topicaudit.targets.plugins import LEARNER_GROUP, load_class
-how = os.environ["ZV_HOW"]
-load_class("zv_plug:L", LEARNER_GROUP, "the test")
-record = json.loads(sys.stdin.read())
-if record is not None:
-    print(json.dumps(fitted_code.changed(record, names=False)))
-    raise SystemExit
-with loaded_code.running(), fitted_code.plugin_run(True), loaded_code.fitting():
-    sys.modules["zv_plug"].act(how)
-    print(json.dumps(fitted_code.loaded_outside()))
-"""
+SCRIPT = plugin_script("zv_plug", 'sys.modules["zv_plug"].act(os.environ["ZV_HOW"])')
 
 PLUG = """import copy, ctypes, os, pickle, pkgutil, sqlite3, sys
 from topicaudit.targets.learners.lda import VariationalLDA
