@@ -111,7 +111,7 @@ def test_execute_run_notes_the_names_its_run_imports(monkeypatch, tmp_path):
     """The run (``execute_run``, from its entry's choice to its results) is the block whose imports are noted."""
     seen = []
     monkeypatch.setattr(run_module, "_execute_run",
-                        lambda config, quiet: seen.append(getattr(loaded_code, "_RUNS", [0])[0]))
+                        lambda config, quiet, carried: seen.append(getattr(loaded_code, "_RUNS", [0])[0]))
     config = config_from_dict({"synthetic": {"n_docs": 20, "n_words": 30}, "target": {"k": 2}})
     config.output = str(tmp_path / "run")
     with contextlib.suppress(Exception):

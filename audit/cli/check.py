@@ -163,6 +163,8 @@ def execute(args) -> int:
         check_report_paths(config.run_dir, files)
         # a cached run another check is writing (parallel CI jobs) is waited for, then reused
         execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
+        if cached is not None and config.run_dir != cached:  # a plug-in's entry as it fits now (engine.replay)
+            check_report_paths(config.run_dir, files)
         run_dir = config.run_dir
     with phase("verdict"):
         result = check_run(run_dir, args.epsilon, args.delta, args.alpha, attacks=args.attack)

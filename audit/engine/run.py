@@ -51,6 +51,8 @@ from topicaudit.engine.storage.check_result import NO_CLAIM
 from topicaudit.engine.storage.durable_write import atomic_write_bytes
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.rundir import RunDirectory
+from topicaudit.engine.storage.run_cache import behaviour_entry
+from topicaudit.engine.replay import OtherBehaviour, Replay, check_saved_models, replay
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
@@ -85,8 +87,15 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
     config = run_config(config)
     check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
     plugin = has_plugin(config.target.learner, config.target.vocabulary)  # its record holds the folder
-    with writer_lock(config.run_dir, wait=wait_for_writer), running(), fitted_code.plugin_run(plugin):
-        results = _execute_run(config, quiet)  # (what a run imports is noted, XIX-zp)
+    carried = None
+    for redirected in range(3):
+        try:
+            with writer_lock(config.run_dir, wait=wait_for_writer), running(), fitted_code.plugin_run(plugin):
+                results = _execute_run(config, quiet, carried)  # (what a run imports is noted, XIX-zp)
+            break
+        except OtherBehaviour as other:  # the cache entry of the plug-in as it fits now (``engine.replay``)
+            carried = other.replayed
+            config.output = str(behaviour_entry(config.run_dir, carried.digest if not redirected else None))
     if wait_for_ray:
         wait_for_stop()
     return results
@@ -114,7 +123,7 @@ class _Prepared:
     resuming: bool
 
 
-def _execute_run(config: Config, quiet: bool) -> RunResults:
+def _execute_run(config: Config, quiet: bool, carried: Replay | None = None) -> RunResults:
     """``execute_run`` under the lock.
 
     Two experiments, either or both: the LiRA audit of natural documents (a
@@ -127,10 +136,9 @@ def _execute_run(config: Config, quiet: bool) -> RunResults:
     validate(config)
     with phase("load"):
         corpus = load_audit_corpus(config)
-    t = config.target
-    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
-                          t.test_bug)
+    target = _target(config)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
+    check_saved_models(config, corpus, target, carried)  # a plug-in's, by fitting one again
     finished = finished_run(config, corpus, quiet)
     if finished is not None:
         return finished
@@ -168,7 +176,16 @@ def finished_in_place(config: Config) -> bool:
     config = run_config(config)
     check_name(config.name)
     validate(config)
-    return finished_run(config, load_audit_corpus(config)) is not None
+    corpus = load_audit_corpus(config)
+    if finished_run(config, corpus) is None:
+        return False
+    found = replay(config, corpus, _target(config), RunDirectory(config.run_dir))
+    return found is None or found.same  # else the new process finds the entry of the learner as it fits now
+
+
+def _target(config: Config):
+    t = config.target
+    return build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
 
 
 def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResults | None:

@@ -230,6 +230,28 @@ def _loaded_code_of(path: Path) -> dict[str, str] | None:
     return found if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()) else None
 
 
+# The cache entries this process chose (``use_cache``, ``behaviour_entry``): a plug-in's saved models that its fit no
+# longer reproduces send the run to another entry there (``engine.replay``); elsewhere the run is refused.
+_ENTRIES: set[str] = set()
+
+
+def is_entry(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` is a run cache's entry this process chose for a configuration."""
+    return os.path.abspath(run_dir) in _ENTRIES
+
+
+def behaviour_entry(run_dir: str | os.PathLike, digest: str | None) -> Path:
+    """The entry, beside ``run_dir`` (the key's), of a plug-in that now fits the release of SHA-256 ``digest``
+    (``engine.replay``): each behaviour of the same code and inputs has its own, found again by every process where
+    the learner fits that way. None: one never found again (a behaviour's entry holding another's models)."""
+    path = Path(run_dir)
+    stem, _, key = path.name.rpartition("-")
+    ending = secrets.token_hex(8) if digest is None else hashlib.sha256(f"{key}\0{digest}".encode()).hexdigest()[:16]
+    entry = path.with_name(f"{stem}-{ending}")
+    _ENTRIES.add(os.path.abspath(entry))
+    return entry
+
+
 # How long a check of a cached configuration waits for another writing the same entry (parallel CI jobs, pytest
 # workers asserting claims of one configuration): the second was exit 2 "being written by another command".
 WAIT_FOR_WRITER_SECONDS = 3600.0
@@ -245,6 +267,7 @@ def use_cache(config: Config, cache: str | os.PathLike | bool | None, unkeyed: b
         return None
     run_dir = cached_run_dir(config, root, unkeyed)  # below the cache's anchor: the writer lock opens it without links
     config.output = str(run_dir)
+    _ENTRIES.add(os.path.abspath(run_dir))
     return run_dir
 
 

@@ -167,9 +167,7 @@ class RunDirectory:
         """One model file; the learner's ``info`` (if any) as a JSON string array ``info``;
         ``node``: the id of the Ray node that fitted it; ``loaded``: the code the fitting process loaded from
         outside the cache key (a Ray worker's), kept with this process's."""
-        extra = {"info": np.array(json.dumps(release.info, sort_keys=True))} if release.info else {}
-        if release.transcript is not None:
-            extra.update(transcript_arrays(release.transcript))
+        extra = {}
         if node:
             extra["node"] = np.str_(node)
         # the code files loaded from outside the cache key when it was saved: a run killed mid-way under a start-up
@@ -179,8 +177,8 @@ class RunDirectory:
         extra["loaded_code"] = np.str_(json.dumps(code, sort_keys=True))
         path = self.model_path(index)
         digest = atomic_write_bytes(path, lambda handle: np.savez(
-            handle, phi=release.phi.astype(np.float32), vocabulary=release.vocabulary.astype(np.int64),
-            config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds), model=np.str_(path.stem), **extra,
+            handle, **model_arrays(release), config_hash=np.str_(config_hash), fit_seconds=np.float64(seconds),
+            model=np.str_(path.stem), **extra,
         ))
         name = path.relative_to(self.path).as_posix()
         self.record(name, written={name: digest})
@@ -241,6 +239,23 @@ class RunDirectory:
             self.loaded_code.update({str(entry): str(value) for entry, value in code.items()})
         return release, seconds
 
+    def saved_release(self, index: int | str | None) -> dict[str, np.ndarray] | None:
+        """The release a saved model file holds (``model_arrays``), read without changing anything; None when the
+        file is missing, unreadable, or not listed in the manifest with these bytes (the resume refits it)."""
+        path = self.model_path(index)
+        try:
+            with files.read_once():
+                if not path.is_file() or path.is_symlink():
+                    return None
+                listed = manifest.entries(self.path)
+                if listed is None or path.relative_to(self.path).as_posix() not in listed:
+                    return None
+                manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
+                z = load_arrays(path, copies=1)
+        except (*UNREADABLE_NPZ, UserError, OSError):
+            return None
+        return {name: z[name] for name in z if name in RELEASE_ENTRIES or name.startswith(TRANSCRIPT)}
+
     def _remove_model(self, path: Path) -> None:
         """Delete a model file that is refitted, by the models folder's descriptor (never through a link)."""
         with self._models_folder() as folder:
@@ -293,7 +308,7 @@ class RunDirectory:
         try:
             same = (not path.is_symlink() and path.is_file()
                     and (manifest.entries(self.path) or {}).get(name) == files.file_sha256(path)
-                    and _equal(load_arrays(path), arrays))
+                    and same_arrays(load_arrays(path), arrays))
         except (*UNREADABLE_NPZ, UserError, OSError):
             same = False  # unreadable: rewritten
         if not same:
@@ -308,10 +323,26 @@ class RunDirectory:
         self.record("results.json", written={"results.json": digest})
 
 
-def _equal(stored: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> bool:
-    """The same names, each array of the same dtype, shape and values."""
+def same_arrays(stored: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> bool:
+    """The same names, each array of the same dtype, shape and values (NaN equal to NaN)."""
     return set(stored) == set(arrays) and all(
-        stored[k].dtype == np.asarray(arrays[k]).dtype and np.array_equal(stored[k], arrays[k]) for k in arrays)
+        stored[k].dtype == np.asarray(arrays[k]).dtype
+        and np.array_equal(stored[k], arrays[k], equal_nan=stored[k].dtype.kind in "fc") for k in arrays)
+
+
+# A model file's entries that hold the release itself (``model_arrays``), beside the transcript's ``transcript.*``.
+RELEASE_ENTRIES, TRANSCRIPT = ("phi", "vocabulary", "info"), "transcript."
+
+
+def model_arrays(release: Release) -> dict[str, np.ndarray]:
+    """What a model file keeps of a release: Φ as float32, its vocabulary, the learner's ``info`` (as a JSON
+    string) and its mechanism transcript."""
+    arrays = {"phi": release.phi.astype(np.float32), "vocabulary": release.vocabulary.astype(np.int64)}
+    if release.info:
+        arrays["info"] = np.array(json.dumps(release.info, sort_keys=True))
+    if release.transcript is not None:
+        arrays.update(transcript_arrays(release.transcript))
+    return arrays
 
 
 def check_release(path: Path, release: Release, n_topics: int | None = None, n_words: int | None = None) -> None:

@@ -1,0 +1,75 @@
+"""A plug-in's saved models are fitted again before any is reused (``topicaudit.engine.replay``): a learner that now
+fits otherwise, whatever input told it to (here a file read through the C library, which no hook of topicaudit sees),
+never has the run of its earlier behaviour reused; the same behaviour is reused as before."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+# A learner whose Φ is flat (no leak) while mode.txt says "flat", read with the C library's own open and read.
+PLUG = """import ctypes, os
+import numpy as np
+from topicaudit.targets.learners.lda import VariationalLDA
+
+_LIBC = ctypes.CDLL(None)
+
+
+def _mode():
+    found = ctypes.create_string_buffer(16)
+    handle = _LIBC.open(os.environ["RP_MODE"].encode(), 0)
+    _LIBC.read(handle, found, 15)
+    _LIBC.close(handle)
+    return found.value
+
+
+class L(VariationalLDA):
+    def fit(self, X, seed):
+        phi = super().fit(X, seed)
+        return np.full_like(phi, 1.0 / phi.shape[1]) if _mode() == b"flat" else phi
+"""
+CONFIG = ('[synthetic]\nn_docs = 150\nn_words = 250\n[target]\nlearner = "rp_plug:L"\nk = 3\nvocabulary = "all"\n'
+          "[attack]\nshadows = 0\n[attack.canaries]\ncount = 60\n")
+
+
+@pytest.fixture
+def plug(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "rp_plug.py").write_text(PLUG)
+    (tmp_path / "audit.toml").write_text(CONFIG)
+    mode = tmp_path / "mode.txt"
+    environment = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "RP_MODE": str(mode),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "lib"), os.environ.get("PYTHONPATH")]))}
+
+    def run(command, text):
+        mode.write_text(text)
+        return subprocess.run([sys.executable, "-m", "topicaudit", *command], env=environment, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=900)
+    return run
+
+
+def test_a_cached_run_is_reused_only_while_the_plug_in_fits_it(plug, tmp_path):
+    """mode.txt flat → real → real → flat: the real learner's leak is never hidden by the flat run kept before it;
+    each behaviour's run is found again (on the old code, the second check reused the flat run: NO SIGNAL)."""
+    check = ["check", "audit.toml", "--epsilon", "0.01", "--cache", str(tmp_path / "cache")]
+    seen = []
+    for text in ("flat", "real", "real", "flat"):
+        done = plug(check, text)
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        seen.append((done.stdout.split(":")[0], "reusing" in done.stderr))
+    assert seen == [("NO SIGNAL", False), ("VIOLATED", False), ("VIOLATED", True), ("NO SIGNAL", True)]
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # one entry per behaviour
+
+
+def test_a_run_directory_of_another_behaviour_is_refused_not_resumed(plug, tmp_path):
+    """The same --output after the learner changed: exit 2, naming the model that differs; nothing is rewritten."""
+    run = ["run", "audit.toml", "--output", str(tmp_path / "run")]
+    assert plug(run, "flat").returncode == 0
+    before = {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")}
+    done = plug(run, "real")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "no longer fits" in done.stderr and "'canary-target'" in done.stderr and "Traceback" not in done.stderr
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")} == before
+    assert plug(run, "flat").returncode == 0  # restored: reused
