@@ -3,10 +3,12 @@ fits otherwise, whatever input told it to (here a file read through the C librar
 never has the run of its earlier behaviour reused; the same behaviour is reused as before."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 # A learner whose Φ is flat (no leak) while mode.txt says "flat", read with the C library's own open and read.
@@ -73,3 +75,22 @@ def test_a_run_directory_of_another_behaviour_is_refused_not_resumed(plug, tmp_p
     assert "no longer fits" in done.stderr and "'canary-target'" in done.stderr and "Traceback" not in done.stderr
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")} == before
     assert plug(run, "flat").returncode == 0  # restored: reused
+
+
+def test_audit_of_a_released_model_resumes_no_shadow_its_plug_in_no_longer_fits(plug, tmp_path):
+    """``audit`` with the plug-in as the shadows' learner: rerun into the same directory after the learner changed,
+    exit 2 naming shadow-0001 (its shadows were rescored as the new learner's); unchanged, it resumes as before."""
+    words = [f"w{i}" for i in range(8)]
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "phi.npy", rng.dirichlet(np.ones(8), size=3))
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    docs = [" ".join(rng.choice(words, 6)) for _ in range(40)]
+    (tmp_path / "cand.json").write_text(json.dumps({"text": docs[:12]}))
+    (tmp_path / "ref.json").write_text(json.dumps({"text": docs[12:]}))
+    audit = ["audit", "phi.npy", "--vocabulary", "vocab.txt", "--candidates", "cand.json", "--reference", "ref.json",
+             "--no-preprocess", "--shadows", "2", "--learner", "rp_plug:L", "--output", "out"]
+    assert plug(audit, "real").returncode == 0
+    again = plug(audit, "real")
+    assert again.returncode == 0 and "no longer fits" not in again.stderr
+    done = plug(audit, "flat")
+    assert done.returncode == 2 and "'shadow-0001'" in done.stderr and "Traceback" not in done.stderr, done.stderr

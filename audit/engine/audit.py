@@ -52,6 +52,7 @@ from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.storage.audit_results import USER_AUDIT_SCHEMA, AuditLearner, AuditRanking, AuditResults
 from topicaudit.engine.storage.results import GuaranteeInfo
 from topicaudit.engine.storage.durable_write import atomic_write_text
+from topicaudit.engine.replay import check_first_shadow
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.storage.scores_csv import scores_csv
 from topicaudit.targets.base import Release, claim
@@ -88,6 +89,7 @@ def _execute_audit(config: AuditConfig, quiet: bool) -> AuditResults:
         released=Release(phi=model.phi, vocabulary=all_words), shadow_vocabulary=all_words, scored=scored,
         tol=config.attack.tol, ray_address=config.ray.address, num_cpus=config.ray.num_cpus)
     resuming = experiment.resuming()
+    check_first_shadow(experiment, m.learner)  # a plug-in's saved shadows, by fitting one again (engine.replay)
     for note in inputs.notes:
         warnings.warn(note, UserWarning, stacklevel=2)
     load_seconds = time.perf_counter() - started

@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
 from topicaudit.engine.configuration.config import Config
-from topicaudit.engine.execution.experiment import needs_ray
+from topicaudit.engine.execution.experiment import Experiment, needs_ray
 from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.execution.tasks import fit_release
@@ -101,13 +101,27 @@ def _models(config: Config, corpus: Corpus, target):
                                                  int(built.shadow_seeds[0]), observe, True)
 
 
-def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: bool) -> dict[str, np.ndarray]:
+def check_first_shadow(experiment: Experiment, learner: str) -> None:
+    """``audit``'s resume of a plug-in's shadows (``learner``): its first saved shadow fitted again (in a Ray worker's
+    one BLAS thread, over the released words, as there) must be the saved one, or a UserError."""
+    plan, run = experiment.plan, experiment.run
+    if not has_plugin(learner, "all") or plan is None or not plan.n_shadows:
+        return
+    saved = run.saved_release(0)
+    if saved is not None and not same_arrays(saved, _fit(
+            experiment.target, experiment.X, np.flatnonzero(plan.shadow_in[0]), int(plan.shadow_seeds[0]), None, True,
+            None if isinstance(experiment.shadow_vocabulary, str) else experiment.shadow_vocabulary)):
+        raise UserError(_REFUSED.format(run=run.path, model=run.model_path(0).stem))
+
+
+def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: bool,
+         vocabulary: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """A model fitted on ``X``'s ``rows`` (None: all) as the run fits it (``tasks.fit_release``), as a model file
     keeps it."""
     rows = np.arange(X.shape[0]) if rows is None else rows
     with threadpool_limits(1) if one_thread else contextlib.nullcontext():
         try:
-            release = fit_release(target, X, rows, seed, None, observe, in_ray=False)[0]
+            release = fit_release(target, X, rows, seed, vocabulary, observe, in_ray=False)[0]
         except ValueError as error:
             raise learner_refused(target, error, "a saved model's training set") from None
     return model_arrays(release)
@@ -136,7 +150,10 @@ def check_saved_models(config: Config, corpus: Corpus, target, carried: Replay |
         return
     if is_entry(run.path):
         raise OtherBehaviour(found)
-    raise UserError(f"{run.path} holds models this learner no longer fits: fitted again with the same data and seed, "
-                    f"its model {found.model!r} differs from the saved one, so its code or something its fit reads "
-                    "(a file, a variable, the command line) has changed since; give another output directory "
-                    "(--output) to audit the learner as it is now, or restore what changed to reuse the run")
+    raise UserError(_REFUSED.format(run=run.path, model=found.model))
+
+
+_REFUSED = ("{run} holds models this learner no longer fits: fitted again with the same data and seed, its model "
+            "'{model}' differs from the saved one, so its code or something its fit reads (a file, a variable, the "
+            "command line) has changed since; give another output directory (--output) to audit the learner as it "
+            "is now, or restore what changed to reuse the run")
