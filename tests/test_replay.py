@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -56,13 +58,21 @@ def test_a_cached_run_is_reused_only_while_the_plug_in_fits_it(plug, tmp_path):
     """mode.txt flat → real → real → flat: the real learner's leak is never hidden by the flat run kept before it;
     each behaviour's run is found again (on the old code, the second check reused the flat run: NO SIGNAL)."""
     check = ["check", "audit.toml", "--epsilon", "0.01", "--cache", str(tmp_path / "cache")]
-    seen = []
+    seen, reused = [], []
     for text in ("flat", "real", "real", "flat"):
         done = plug(check, text)
         assert done.returncode in (0, 1), done.stderr[-3000:]
         seen.append((done.stdout.split(":")[0], "reusing" in done.stderr))
+        reused += re.findall(r"reusing (\S+):", done.stderr)
     assert seen == [("NO SIGNAL", False), ("VIOLATED", False), ("VIOLATED", True), ("NO SIGNAL", True)]
     assert len(list((tmp_path / "cache").iterdir())) == 2  # one entry per behaviour
+    # The real learner's entry made to hold the flat run's models: neither is reused, the run goes to a new entry.
+    real, flat = (tmp_path / entry for entry in reused)
+    shutil.rmtree(real)
+    shutil.copytree(flat, real)
+    done = plug(check, "real")
+    assert done.returncode == 1 and done.stdout.startswith("VIOLATED") and "reusing" not in done.stderr
+    assert len(list((tmp_path / "cache").iterdir())) == 3
 
 
 def test_a_run_directory_of_another_behaviour_is_refused_not_resumed(plug, tmp_path):

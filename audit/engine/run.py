@@ -88,14 +88,16 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
     check_name(config.name)  # before the lock makes runs/NAME-…: "../../x" made it outside runs/
     plugin = has_plugin(config.target.learner, config.target.vocabulary)  # its record holds the folder
     carried = None
-    for redirected in range(3):
+    while True:
         try:
             with writer_lock(config.run_dir, wait=wait_for_writer), running(), fitted_code.plugin_run(plugin):
                 results = _execute_run(config, quiet, carried)  # (what a run imports is noted, XIX-zp)
             break
-        except OtherBehaviour as other:  # the cache entry of the plug-in as it fits now (``engine.replay``)
+        except OtherBehaviour as other:
+            # the cache entry of the plug-in as it fits now (``engine.replay``); when that entry holds another's
+            # models, a new one, which holds none, so the loop ends there
+            config.output = str(behaviour_entry(config.run_dir, other.replayed.digest if carried is None else None))
             carried = other.replayed
-            config.output = str(behaviour_entry(config.run_dir, carried.digest if not redirected else None))
     if wait_for_ray:
         wait_for_stop()
     return results
