@@ -90,10 +90,7 @@ def _relative(path, frame) -> None:
         if not loaded_code.watched() or not _relative_name(path, allow_none=True) \
                 or frame.f_code.co_filename.startswith("<frozen importlib"):
             return
-        caller = frame
-        while caller is not None and caller.f_code.co_filename.startswith(("<frozen ", loaded_code._STANDARD)) \
-                and "-packages" not in caller.f_code.co_filename:
-            caller = caller.f_back  # the standard library passes the question on
+        caller = loaded_code.first_caller(frame)  # the standard library (and a wrapper) passes the question on
         if caller is not None and not caller.f_code.co_filename.startswith(loaded_code._OWN_FOLDER):
             noted = _ASKED if loaded_code.strictly_watched() else _LATER
             noted.setdefault(loaded_code._openers(frame), os.fsdecode(_GETCWD()))
