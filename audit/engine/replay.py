@@ -21,59 +21,71 @@ of it is fitted anew.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import json
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from topicaudit.engine.audit_inputs import load_audit_inputs
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
-from topicaudit.engine.configuration.config import Config
+from topicaudit.engine.configuration.config import Config, audit_config_of
+from topicaudit.engine.configuration.loading import config_from_dict
+from topicaudit.engine.execution import fresh_process
 from topicaudit.engine.execution.experiment import Experiment, needs_ray
+from topicaudit.engine.execution.ray_local import WORKER_ENVIRONMENT
 from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.execution.tasks import fit_release
+from topicaudit.engine.storage.results import GuaranteeInfo
 from topicaudit.engine.storage.run_cache import is_entry
-from topicaudit.engine.storage.rundir import RunDirectory, model_arrays, same_arrays
+from topicaudit.engine.storage.run_corpus import load_audit_corpus
+from topicaudit.engine.storage.rundir import RunDirectory, model_arrays
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus
-from topicaudit.targets import has_plugin
+from topicaudit.targets import build_target, has_plugin
 
 
 @dataclass(frozen=True)
 class Replay:
     """One saved model of a run fitted again now."""
 
-    model: str                       # the model file's name in models/ ("canary-target", "target", …)
-    same: bool                       # whether the fit now is the saved release, array for array
-    arrays: dict[str, np.ndarray]    # what a model file keeps of the release fitted now (``model_arrays``)
-
-    @property
-    def digest(self) -> str:
-        """SHA-256 of the release fitted now: names the cache entry of the learner as it behaves now."""
-        digest = hashlib.sha256()
-        for name in sorted(self.arrays):
-            array = np.ascontiguousarray(self.arrays[name])
-            digest.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode() + array.tobytes())
-        return digest.hexdigest()
+    model: str    # the model file's name in models/ ("canary-target", "target", …)
+    digest: str   # of the release fitted now (``release_digest``): names the cache entry of the learner as it is now
+    same: bool    # whether the fit now is the saved release
 
     def matches(self, run: RunDirectory) -> bool:
         """Whether ``run`` holds this release as its model of the same name (no fit: another entry checked)."""
         saved = run.saved_release(self.model)
-        return saved is not None and same_arrays(saved, self.arrays)
+        return saved is not None and release_digest(saved[0]) == self.digest
+
+
+def release_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of what a model file keeps of a release (``model_arrays``): names, types, shapes and bytes."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode() + array.tobytes())
+    return digest.hexdigest()
 
 
 def replay(config: Config, corpus: Corpus, target, run: RunDirectory) -> Replay | None:
     """The first saved model of ``run`` (see the module's docstring) fitted again and compared; None when the run's
-    learner and vocabulary step are built in, or when none of those models is saved."""
+    learner and vocabulary step are built in, or when no model of it is saved."""
     if not has_plugin(config.target.learner, config.target.vocabulary) or not _any_model(run):
         return None
     for model, fit in _models(config, corpus, target):
         saved = run.saved_release(model)
         if saved is not None:
-            arrays = fit()
-            return Replay(model, same_arrays(saved, arrays), arrays)
+            arrays, in_a_worker = saved
+            digest = (_in_a_worker("run_model", {"config": config.to_dict(), "model": model})
+                      if in_a_worker and _fresh(config) else release_digest(fit()))
+            return Replay(model, digest, digest == release_digest(arrays))
     return None
 
 
@@ -85,33 +97,103 @@ def _any_model(run: RunDirectory) -> bool:
 
 
 def _models(config: Config, corpus: Corpus, target):
-    """(model name, its fit now) for the models a replay may fit, in order; each fit built only when asked."""
+    """(model name, its fit now in this process) for every model a replay may fit, in order; each fit built only when
+    asked."""
     canaries = config.attack.canaries
     in_workers = needs_ray(config.attack.shadows, canaries.shadows if canaries.count else 0)
     built = build_canaries(config, corpus.X, target, target.guarantee().adjacency) if canaries.count else None
+    observe = built.observed_columns if built is not None and observed_mechanism(config, target, built) else None
     if built is not None:
-        observe = built.observed_columns if observed_mechanism(config, target, built) else None
         yield "canary-target", lambda: _fit(target, built.training_matrix(corpus.X, built.coins), None,
                                             built.fit_seed, observe, in_workers)
-    if config.attack.shadows:
-        plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed)
+    plan = make_plan(corpus.X.shape[0], config.attack.shadows, config.seed) if config.attack.shadows else None
+    if plan is not None:
         yield "target", lambda: _fit(target, corpus.X, np.flatnonzero(plan.target_in), plan.target_seed, None, True)
     if built is not None and built.shadow_in is not None and built.shadow_seeds is not None:
-        yield "canary-shadow-0001", lambda: _fit(target, built.training_matrix(corpus.X, built.shadow_in[0]), None,
-                                                 int(built.shadow_seeds[0]), observe, True)
+        for i, (coins, seed) in enumerate(zip(built.shadow_in, built.shadow_seeds)):
+            yield f"canary-shadow-{i + 1:04d}", functools.partial(
+                _fit, target, built.training_matrix(corpus.X, coins), None, int(seed), observe, True)
+    words = _shadow_words(config)
+    if plan is not None and words is not False:
+        for i in range(plan.n_shadows):
+            yield f"shadow-{i + 1:04d}", functools.partial(
+                _fit, target, corpus.X, np.flatnonzero(plan.shadow_in[i]), int(plan.shadow_seeds[i]), None, True, words)
+
+
+def _shadow_words(config: Config):
+    """The vocabulary the natural shadows train over (``fitting._shadow_vocabulary``): None for each shadow's own
+    step, the ids given; False for the target's (then the target, replayed first when saved, is the model to fit)."""
+    chosen = config.attack.shadow_vocabulary
+    if not isinstance(chosen, str):
+        return np.asarray(chosen, dtype=np.int64)
+    return False if chosen == "target" else None
 
 
 def check_first_shadow(experiment: Experiment, learner: str) -> None:
-    """``audit``'s resume of a plug-in's shadows (``learner``): its first saved shadow fitted again (in a Ray worker's
-    one BLAS thread, over the released words, as there) must be the saved one, or a UserError."""
+    """``audit``'s resume of a plug-in's shadows (``learner``): its first saved shadow fitted again, as its Ray worker
+    fitted it, must be the saved one, or a UserError."""
     plan, run = experiment.plan, experiment.run
-    if not has_plugin(learner, "all") or plan is None or not plan.n_shadows:
+    if not has_plugin(learner, "all") or plan is None:
         return
-    saved = run.saved_release(0)
-    if saved is not None and not same_arrays(saved, _fit(
-            experiment.target, experiment.X, np.flatnonzero(plan.shadow_in[0]), int(plan.shadow_seeds[0]), None, True,
-            None if isinstance(experiment.shadow_vocabulary, str) else experiment.shadow_vocabulary)):
-        raise UserError(_REFUSED.format(run=run.path, model=run.model_path(0).stem))
+    for i in range(plan.n_shadows):
+        saved = run.saved_release(i)
+        if saved is None:
+            continue
+        if _fresh(None):
+            digest = _in_a_worker("audit_shadow", {"config": experiment.record, "index": i})
+        else:
+            digest = release_digest(_fit(experiment.target, experiment.X, np.flatnonzero(plan.shadow_in[i]),
+                                         int(plan.shadow_seeds[i]), None, True, _audit_words(experiment)))
+        if digest != release_digest(saved[0]):
+            raise UserError(_REFUSED.format(run=run.path, model=run.model_path(i).stem))
+        return
+
+
+def _audit_words(experiment: Experiment):
+    return None if isinstance(experiment.shadow_vocabulary, str) else experiment.shadow_vocabulary
+
+
+def _fresh(config: Config | None) -> bool:
+    """Whether a model a Ray worker fitted can be fitted again in a new process as a worker fits it: a learner the
+    calling script defines (``__main__:Class``) is fitted here instead."""
+    named = () if config is None else (config.target.learner, config.target.vocabulary)
+    return fresh_process.available() and not any(str(name).startswith("__main__:") for name in named)
+
+
+def _in_a_worker(job: str, arguments: dict) -> str:
+    """The digest of a model fitted in a new process with a Ray worker's environment (one thread for BLAS, OpenMP
+    and numba, set before anything is imported): a learner whose sums follow the thread count it finds (numba's
+    ``prange``, a chunked reduction) fits in the checking process other bits than in its worker (XIX-zx X3)."""
+    return fresh_process.call_fresh(f"{__name__}:{job}", arguments, environment=WORKER_ENVIRONMENT)
+
+
+def run_model(config: dict, model: str) -> str:
+    """The new process's side of a run's replay: ``model`` fitted, its digest."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the caller has said them
+        run = config_from_dict(config)
+        corpus = load_audit_corpus(run)
+        target = built_target(run)
+        fit = dict(_models(run, corpus, target))[model]
+        return release_digest(fit())
+
+
+def audit_shadow(config: dict, index: int) -> str:
+    """The new process's side of ``audit``'s replay: shadow ``index`` fitted over the released words, its digest."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resolved, inputs = load_audit_inputs(audit_config_of(config_from_dict(config)))
+        X = sp.vstack([inputs.candidates.X, inputs.reference.X], format="csr")
+        plan = make_plan(X.shape[0], resolved.attack.shadows, resolved.seed)
+        words = np.arange(inputs.model.vocabulary.size, dtype=np.int64)
+        return release_digest(_fit(inputs.target, X, np.flatnonzero(plan.shadow_in[index]),
+                                   int(plan.shadow_seeds[index]), None, True, words))
+
+
+def built_target(config: Config):
+    """The target pipeline a run configuration names."""
+    t = config.target
+    return build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
 
 
 def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: bool,
@@ -125,6 +207,15 @@ def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: boo
         except ValueError as error:
             raise learner_refused(target, error, "a saved model's training set") from None
     return model_arrays(release)
+
+
+def same_claim(config: Config, target, stored: GuaranteeInfo) -> bool:
+    """Whether a plug-in's claim now (``guarantee()``) is the one its finished run was tested against: a claim read
+    from a file had the run of ε = 100 reused when it said 0.01 (XIX-zx X1). A built-in's claim is keyed."""
+    if not has_plugin(config.target.learner, config.target.vocabulary):
+        return True
+    now = json.loads(json.dumps(GuaranteeInfo.of(target.guarantee()).to_json(), default=str))
+    return json.dumps(now, sort_keys=True) == json.dumps(stored.to_json(), sort_keys=True, default=str)
 
 
 class OtherBehaviour(Exception):
@@ -141,9 +232,8 @@ def check_saved_models(config: Config, corpus: Corpus, target, carried: Replay |
     longer fits them, ``OtherBehaviour`` for a run cache's entry, else a UserError (the directory holds another
     learner's audit). ``carried``: the model fitted at the entry before, compared here without a new fit."""
     run = RunDirectory(config.run_dir)
-    found = carried if carried is not None and run.saved_release(carried.model) is not None else None
-    if found is not None:
-        found = Replay(found.model, found.matches(run), found.arrays)
+    if carried is not None and run.saved_release(carried.model) is not None:
+        found: Replay | None = Replay(carried.model, carried.digest, carried.matches(run))
     else:
         found = replay(config, corpus, target, run)
     if found is None or found.same:

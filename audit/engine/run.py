@@ -52,14 +52,14 @@ from topicaudit.engine.storage.durable_write import atomic_write_bytes
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.storage.run_cache import behaviour_entry
-from topicaudit.engine.replay import OtherBehaviour, Replay, check_saved_models, replay
+from topicaudit.engine.replay import OtherBehaviour, Replay, built_target, check_saved_models, replay, same_claim
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.inputs.files import read_once
 from topicaudit.loaded_code import running
-from topicaudit.targets import build_target, has_plugin, sources, vocabulary_of
+from topicaudit.targets import has_plugin, sources, vocabulary_of
 
 
 def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
@@ -138,10 +138,10 @@ def _execute_run(config: Config, quiet: bool, carried: Replay | None = None) -> 
     validate(config)
     with phase("load"):
         corpus = load_audit_corpus(config)
-    target = _target(config)
+    target = built_target(config)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     check_saved_models(config, corpus, target, carried)  # a plug-in's, by fitting one again
-    finished = finished_run(config, corpus, quiet)
+    finished = finished_run(config, corpus, target, quiet)
     if finished is not None:
         return finished
     if config.attack.shadows:
@@ -179,18 +179,14 @@ def finished_in_place(config: Config) -> bool:
     check_name(config.name)
     validate(config)
     corpus = load_audit_corpus(config)
-    if finished_run(config, corpus) is None:
+    target = built_target(config)
+    if finished_run(config, corpus, target) is None:
         return False
-    found = replay(config, corpus, _target(config), RunDirectory(config.run_dir))
+    found = replay(config, corpus, target, RunDirectory(config.run_dir))
     return found is None or found.same  # else the new process finds the entry of the learner as it fits now
 
 
-def _target(config: Config):
-    t = config.target
-    return build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
-
-
-def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResults | None:
+def finished_run(config: Config, corpus: Corpus, target, quiet: bool = True) -> RunResults | None:
     """The run directory's results as they stand, when it holds this very run finished: same configuration
     and corpus content (its config hash), same name and reported attacks, same code (topicaudit's version and
     source digest, the dependencies' versions) and every file verified by its manifest; else None.
@@ -219,7 +215,7 @@ def finished_run(config: Config, corpus: Corpus, quiet: bool = True) -> RunResul
         return None  # the ordinary resume says what is wrong, or repairs it
     same = (stored.config_hash == chash and stored.name == config.name and stored.versions == package_versions()
             and recorded.get("attack", {}).get("attacks") == list(config.attack.attacks)
-            and _same_plugin_code(stored, config))
+            and _same_plugin_code(stored, config) and same_claim(config, target, stored.target.guarantee))
     if not same or (stored.attacks and not (run.path / "roc.png").is_file()):
         return None  # (roc.png is drawn after results.json: a run stopped between them draws it on resume)
     if fitted_code.changed(stored.target.loaded_code):

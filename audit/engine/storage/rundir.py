@@ -239,9 +239,10 @@ class RunDirectory:
             self.loaded_code.update({str(entry): str(value) for entry, value in code.items()})
         return release, seconds
 
-    def saved_release(self, index: int | str | None) -> dict[str, np.ndarray] | None:
-        """The release a saved model file holds (``model_arrays``), read without changing anything; None when the
-        file is missing, unreadable, or not listed in the manifest with these bytes (the resume refits it)."""
+    def saved_release(self, index: int | str | None) -> tuple[dict[str, np.ndarray], bool] | None:
+        """The release a saved model file holds (``model_arrays``) and whether a Ray worker fitted it, read without
+        changing anything; None when the file is missing, unreadable, or not listed in the manifest with these bytes
+        (the resume refits it)."""
         path = self.model_path(index)
         try:
             with files.read_once():
@@ -254,7 +255,8 @@ class RunDirectory:
                 z = load_arrays(path, copies=1)
         except (*UNREADABLE_NPZ, UserError, OSError):
             return None
-        return {name: z[name] for name in z if name in RELEASE_ENTRIES or name.startswith(TRANSCRIPT)}
+        return ({name: z[name] for name in z if name in RELEASE_ENTRIES or name.startswith(TRANSCRIPT)},
+                bool(str(z["node"])) if "node" in z else False)
 
     def _remove_model(self, path: Path) -> None:
         """Delete a model file that is refitted, by the models folder's descriptor (never through a link)."""
