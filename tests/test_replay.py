@@ -3,6 +3,7 @@ fits otherwise, whatever input told it to (here a file read through the C librar
 never has the run of its earlier behaviour reused; the same behaviour is reused as before."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -12,6 +13,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from topicaudit.engine.storage import run_cache
 
 # A learner whose Φ is flat (no leak) while mode.txt says "flat", read with the C library's own open and read.
 PLUG = """import ctypes, os
@@ -33,6 +36,17 @@ class L(VariationalLDA):
     def fit(self, X, seed):
         phi = super().fit(X, seed)
         return np.full_like(phi, 1.0 / phi.shape[1]) if _mode() == b"flat" else phi
+
+
+class Timed(L):  # info holds what the fit measured (XIX-zx X6); says so on standard output (XIX-zy Y5)
+    def fit(self, X, seed):
+        import time
+        started = time.perf_counter()
+        phi = super().fit(X, seed)
+        self.info = {"fit_seconds": time.perf_counter() - started}
+        print("PLUG-IN SAYS HELLO")
+        os.write(1, b"RAW WRITE\\n")
+        return phi
 
 
 class Claim(VariationalLDA):  # fits as VariationalLDA; claims the ε mode.txt holds (XIX-zx X1)
@@ -68,10 +82,10 @@ def plug(tmp_path):
     environment = {**os.environ, "TOPICAUDIT_INTEGRITY_KEY": "off", "RP_MODE": str(mode),
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "lib"), os.environ.get("PYTHONPATH")]))}
 
-    def run(command, text):
+    def run(command, text, script=None):
         mode.write_text(text)
-        return subprocess.run([sys.executable, "-m", "topicaudit", *command], env=environment, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=900)
+        return subprocess.run([sys.executable, *(script or ["-m", "topicaudit", *command])], env=environment,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=900)
     return run
 
 
@@ -159,3 +173,77 @@ def test_a_learner_that_reads_its_thread_count_is_reused_after_ray(plug, tmp_pat
     done = [plug(check, "real") for _ in range(2)]
     assert [run.returncode for run in done] == [1, 1], done[-1].stderr[-2000:]
     assert "reusing" in done[1].stderr and len(list((tmp_path / "cache").iterdir())) == 1
+
+
+@pytest.mark.parametrize("where", ["cache", "output"])
+def test_a_damaged_saved_model_is_no_pass_for_a_changed_plug_in(plug, tmp_path, where):
+    """XIX-zy Y1: the flat run kept, its canary release truncated, the learner now leaks: not the stale NO SIGNAL
+    (the damaged file stood for no model, so nothing was compared); in the cache VIOLATED, in a named directory exit
+    2 naming the model."""
+    place = ["--cache", str(tmp_path / "cache")] if where == "cache" else ["--output", str(tmp_path / "run")]
+    check = ["check", "audit.toml", "--epsilon", "0.01", *place]
+    assert plug(check, "flat").returncode == 0
+    (model,) = tmp_path.glob("*/**/models/canary-target.npz")
+    os.truncate(model, 100)
+    done = plug(check, "real")
+    if where == "cache":
+        assert (done.returncode, done.stdout.split(":")[0]) == (1, "VIOLATED"), done.stderr[-2000:]
+        assert "no longer fits" in done.stderr  # the note on the way to the entry of the learner as it is now
+    else:
+        assert done.returncode == 2 and "'canary-target'" in done.stderr and "damaged" in done.stderr, done.stderr
+
+
+def test_a_finished_run_of_another_configuration_is_named_as_such(plug, tmp_path):
+    """XIX-zx X7: a plug-in's --output holding another configuration: the resume's own refusal, before any fit."""
+    assert plug(["run", "audit.toml", "--output", "run"], "flat").returncode == 0
+    (tmp_path / "other.toml").write_text(CONFIG.replace("count = 60", "count = 40"))
+    done = plug(["run", "other.toml", "--output", "run"], "flat")
+    assert done.returncode == 2 and "different configuration" in done.stderr, done.stderr[-2000:]
+
+
+def test_what_the_learner_measured_in_info_does_not_stop_reuse_nor_the_document(plug, tmp_path):
+    """XIX-zx X6: info with the fit's seconds (not compared); XIX-zy Y5: the learner's prints, Python's and its
+    descriptor's, stay off standard output while it carries the JSON document, on a fit and on a reuse."""
+    (tmp_path / "timed.toml").write_text(CONFIG.replace("rp_plug:L", "rp_plug:Timed"))
+    check = ["check", "timed.toml", "--epsilon", "0.01", "--cache", str(tmp_path / "cache"), "--json", "-"]
+    done = [plug(check, "real") for _ in range(2)]
+    assert [run.returncode for run in done] == [1, 1] and "reusing" in done[1].stderr, done[1].stderr[-2000:]
+    assert [json.loads(run.stdout)["verdict"] for run in done] == ["VIOLATED", "VIOLATED"]
+    assert all("PLUG-IN SAYS HELLO" in run.stderr and "RAW WRITE" in run.stderr for run in done)
+
+
+def test_a_cached_assert_privacy_checks_a_plug_in_in_a_new_process(plug, tmp_path):
+    """XIX-zx X5: the calling process stubs the library fit the plug-in calls (a test's monkeypatch): the entry of the
+    flat learner is not reused on a replay in that process; the new process fits the files (VIOLATED)."""
+    script = tmp_path / "caller.py"
+    script.write_text(f"""import sys
+import numpy as np
+from topicaudit import assert_privacy
+import topicaudit.targets.learners.lda as lda
+if sys.argv[1] == "stub":
+    real = lda.VariationalLDA.fit
+    lda.VariationalLDA.fit = lambda self, X, seed: np.full_like(real(self, X, seed), 1.0 / X.shape[1])
+try:
+    assert_privacy("audit.toml", epsilon=0.01, cache={str(tmp_path / "cache")!r})
+    print("PASSED")
+except AssertionError as error:
+    print(str(error).split(":")[0])
+""")
+    assert plug([], "flat", script=[str(script), "plain"]).stdout.strip() == "PASSED"
+    done = plug([], "real", script=[str(script), "stub"])
+    assert done.stdout.strip().endswith("VIOLATED"), done.stderr[-2000:]
+
+
+def test_each_key_keeps_a_bounded_number_of_behaviours(tmp_path):
+    """XIX-zx X4: one entry per behaviour up to BEHAVIOURS, then the key's one entry that refits; a behaviour seen
+    before keeps its entry."""
+    key = tmp_path / "demo-L-k3-s0-0123456789abcdef"
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(run_cache.BEHAVIOURS + 1)]
+    names = [run_cache.behaviour_entry(key, digest).name for digest in digests[:-1]]
+    assert names[0] == f"{key.name}-b{digests[0][:16]}" and len(set(names)) == run_cache.BEHAVIOURS
+    for name in names:
+        (tmp_path / name).mkdir()
+    assert run_cache.behaviour_entry(key, digests[-1]).name == f"{key.name}-refit"
+    assert run_cache.behaviour_entry(key, digests[3]).name == names[3]
+    assert run_cache.behaviour_entry(tmp_path / names[2], None).name == f"{key.name}-refit"
+    assert run_cache.is_entry(tmp_path / f"{key.name}-refit")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import json
@@ -99,6 +100,35 @@ def _inputs(target: Path, config) -> list[tuple[str, object]]:
     return found
 
 
+@contextlib.contextmanager
+def _fits_print_to_stderr(active: bool):
+    """With ``--json -`` or ``--junit -``, what the fits print (a plug-in's ``print``, its native code's writes to file descriptor 1,
+    a process it starts) goes to standard error: standard output carries the document alone, which must parse. Left
+    as it is when either stream is closed."""
+    saved = None
+    if active:
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            saved = os.dup(1)
+            os.dup2(2, 1)
+        except (OSError, ValueError):
+            if saved is not None:
+                os.close(saved)
+            saved = None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            try:
+                if sys.stdout is not None:
+                    sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _refuse_over_inputs(files: dict, inputs: list[tuple[str, object]]) -> None:
     """One rule for every document this check writes: never over a file it reads, never inside a folder it reads."""
     for flag, path in files.items():
@@ -152,17 +182,18 @@ def execute(args) -> int:
         if args.canaries is not None:
             config.attack.canaries.count = START if auto else args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
-        if auto:
-            budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
-            with phase("sizing"):
-                sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
-                                       budget, cache_root=None if args.output else checked_root(args.cache))
-            say(f"topicaudit: {sizing.message()}")
-            config.attack.canaries.count = sizing.count
-        cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
-        check_report_paths(config.run_dir, files)
-        # a cached run another check is writing (parallel CI jobs) is waited for, then reused
-        execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
+        with _fits_print_to_stderr(STDOUT in (args.json, args.junit)):  # the document alone on stdout (XIX-zy Y5)
+            if auto:
+                budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
+                with phase("sizing"):
+                    sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
+                                           budget, cache_root=None if args.output else checked_root(args.cache))
+                say(f"topicaudit: {sizing.message()}")
+                config.attack.canaries.count = sizing.count
+            cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
+            check_report_paths(config.run_dir, files)
+            # a cached run another check is writing (parallel CI jobs) is waited for, then reused
+            execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
         if cached is not None and config.run_dir != cached:  # a plug-in's entry as it fits now (engine.replay)
             check_report_paths(config.run_dir, files)
         run_dir = config.run_dir

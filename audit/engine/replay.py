@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from topicaudit.engine.audit_inputs import load_audit_inputs
 from topicaudit.engine.canary_audit import build_canaries, observed_mechanism
-from topicaudit.engine.configuration.config import Config, audit_config_of
+from topicaudit.engine.configuration.config import Config, audit_config_of, config_hash
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.execution import fresh_process
 from topicaudit.engine.execution.experiment import Experiment, needs_ray
@@ -43,11 +43,11 @@ from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.execution.tasks import fit_release
 from topicaudit.engine.storage.results import GuaranteeInfo
-from topicaudit.engine.storage.run_cache import is_entry
+from topicaudit.engine.storage.run_cache import REFIT, is_entry
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
-from topicaudit.engine.storage.rundir import RunDirectory, model_arrays
+from topicaudit.engine.storage.rundir import RunDirectory, compared_arrays, model_arrays
 from topicaudit.errors import UserError
-from topicaudit.inputs.corpus import Corpus
+from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target, has_plugin
 
 
@@ -90,8 +90,10 @@ def replay(config: Config, corpus: Corpus, target, run: RunDirectory) -> Replay 
 
 
 def _any_model(run: RunDirectory) -> bool:
+    """Whether ``run`` has a models folder with a model file in it (a linked folder is refused by the resume, never
+    read here: XIX-zy L1)."""
     try:
-        return any(name.endswith(".npz") for name in os.listdir(run.models))
+        return not os.path.islink(run.models) and any(name.endswith(".npz") for name in os.listdir(run.models))
     except OSError:  # no models folder yet (a new run)
         return False
 
@@ -133,12 +135,14 @@ def check_first_shadow(experiment: Experiment, learner: str) -> None:
     """``audit``'s resume of a plug-in's shadows (``learner``): its first saved shadow fitted again, as its Ray worker
     fitted it, must be the saved one, or a UserError."""
     plan, run = experiment.plan, experiment.run
-    if not has_plugin(learner, "all") or plan is None:
+    if not has_plugin(learner, "all") or plan is None or not _any_model(run):
         return
     for i in range(plan.n_shadows):
         saved = run.saved_release(i)
         if saved is None:
             continue
+        if not saved[0]:  # damaged or replaced (XIX-zy Y2)
+            raise UserError(_REFUSED.format(run=run.path, model=run.model_path(i).stem))
         if _fresh(None):
             digest = _in_a_worker("audit_shadow", {"config": experiment.record, "index": i})
         else:
@@ -206,7 +210,7 @@ def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: boo
             release = fit_release(target, X, rows, seed, vocabulary, observe, in_ray=False)[0]
         except ValueError as error:
             raise learner_refused(target, error, "a saved model's training set") from None
-    return model_arrays(release)
+    return compared_arrays(model_arrays(release))
 
 
 def same_claim(config: Config, target, stored: GuaranteeInfo) -> bool:
@@ -230,20 +234,32 @@ class OtherBehaviour(Exception):
 def check_saved_models(config: Config, corpus: Corpus, target, carried: Replay | None = None) -> None:
     """Before a run reuses any of its saved models (a finished run found again, or a resume): when the plug-in no
     longer fits them, ``OtherBehaviour`` for a run cache's entry, else a UserError (the directory holds another
-    learner's audit). ``carried``: the model fitted at the entry before, compared here without a new fit."""
+    learner's audit). ``carried``: the model fitted at the entry before, compared here without a new fit. A directory
+    holding another configuration is left to the resume, which refuses it for what it is (XIX-zx X7)."""
     run = RunDirectory(config.run_dir)
+    if run.stored_hash() not in (None, config_hash(config, corpus_fingerprint(corpus))):
+        return
     if carried is not None and run.saved_release(carried.model) is not None:
         found: Replay | None = Replay(carried.model, carried.digest, carried.matches(run))
     else:
         found = replay(config, corpus, target, run)
     if found is None or found.same:
         return
-    if is_entry(run.path):
-        raise OtherBehaviour(found)
-    raise UserError(_REFUSED.format(run=run.path, model=found.model))
+    if not is_entry(run.path):
+        raise UserError(_REFUSED.format(run=run.path, model=found.model))
+    if run.path.name.endswith("-" + REFIT):
+        # this key's third entry, reached from two that held other releases: the learner does not reproduce its
+        # own models, and each check would keep one more entry (XIX-zx X4); its models are refitted in place
+        warnings.warn(f"the plug-in does not reproduce the models it saved in {run.path} (fitted again with the same "
+                      f"data and seed, its model '{found.model}' differs): its fit is not determined by its seed "
+                      "(check_learner's `same seed` test shows it); refitting them", UserWarning, stacklevel=2)
+        run.remove_models()
+        return
+    raise OtherBehaviour(found)
 
 
-_REFUSED = ("{run} holds models this learner no longer fits: fitted again with the same data and seed, its model "
-            "'{model}' differs from the saved one, so its code or something its fit reads (a file, a variable, the "
-            "command line) has changed since; give another output directory (--output) to audit the learner as it "
-            "is now, or restore what changed to reuse the run")
+_REFUSED = ("{run} holds models the plug-in (its learner or vocabulary step) no longer fits: fitted again with the "
+            "same data and seed, its model '{model}' is not the saved file (another release, or a file damaged or "
+            "replaced), so its code, something its fit reads (a file, a variable, the command line) or the file has "
+            "changed since; give another output directory (--output) to audit the plug-in as it is now, or restore "
+            "what changed to reuse the run")

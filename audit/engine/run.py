@@ -52,7 +52,7 @@ from topicaudit.engine.storage.durable_write import atomic_write_bytes
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.storage.run_cache import behaviour_entry
-from topicaudit.engine.replay import OtherBehaviour, Replay, built_target, check_saved_models, replay, same_claim
+from topicaudit.engine.replay import OtherBehaviour, Replay, built_target, check_saved_models, same_claim
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
@@ -95,7 +95,11 @@ def execute_run(config: Config, quiet: bool = False, wait_for_ray: bool = True,
             break
         except OtherBehaviour as other:
             # the cache entry of the plug-in as it fits now (``engine.replay``); when that entry holds another's
-            # models, a new one, which holds none, so the loop ends there
+            # models, the key's entry that refits them in place (``run_cache.REFIT``), where the loop ends
+            if not quiet:
+                only_the_command()
+                print(f"note: the plug-in no longer fits the models kept in {config.run_dir} (its model "
+                      f"'{other.replayed.model}' fitted again differs): auditing it as it fits now", file=sys.stderr)
             config.output = str(behaviour_entry(config.run_dir, other.replayed.digest if carried is None else None))
             carried = other.replayed
     if wait_for_ray:
@@ -178,12 +182,9 @@ def finished_in_place(config: Config) -> bool:
     config = run_config(config)
     check_name(config.name)
     validate(config)
-    corpus = load_audit_corpus(config)
-    target = built_target(config)
-    if finished_run(config, corpus, target) is None:
-        return False
-    found = replay(config, corpus, target, RunDirectory(config.run_dir))
-    return found is None or found.same  # else the new process finds the entry of the learner as it fits now
+    if has_plugin(config.target.learner, config.target.vocabulary):
+        return False  # its fit is checked (``engine.replay``) in the new process: this one may not run its files (X5)
+    return finished_run(config, load_audit_corpus(config), built_target(config)) is not None
 
 
 def finished_run(config: Config, corpus: Corpus, target, quiet: bool = True) -> RunResults | None:

@@ -30,6 +30,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 from importlib import metadata
 from pathlib import Path
@@ -241,15 +242,29 @@ def is_entry(run_dir: str | os.PathLike) -> bool:
 
 
 def behaviour_entry(run_dir: str | os.PathLike, digest: str | None) -> Path:
-    """The entry, beside ``run_dir`` (the key's), of a plug-in that now fits the release of SHA-256 ``digest``
-    (``engine.replay``): each behaviour of the same code and inputs has its own, found again by every process where
-    the learner fits that way. None: one never found again (a behaviour's entry holding another's models)."""
+    """The entry, beside ``run_dir`` (the key's, or one of its behaviours'), of a plug-in that now fits the release of
+    SHA-256 ``digest`` (``engine.replay``): each behaviour of the same code and inputs has its own, found again by
+    every process where the learner fits that way. ``digest`` None (the behaviour's own entry holds another's models:
+    a learner that does not reproduce its fits), or ``BEHAVIOURS`` of them kept already: the key's one entry whose
+    models are refitted instead, ``REFIT`` (a learner whose every fit differs kept one more entry per check, XIX-zx
+    X4)."""
     path = Path(run_dir)
-    stem, _, key = path.name.rpartition("-")
-    ending = secrets.token_hex(8) if digest is None else hashlib.sha256(f"{key}\0{digest}".encode()).hexdigest()[:16]
-    entry = path.with_name(f"{stem}-{ending}")
+    key = re.sub(rf"-(b[0-9a-f]{{16}}|{REFIT})$", "", path.name)
+    wanted = None if digest is None else f"{key}-b{digest[:16]}"
+    if wanted is not None and not os.path.lexists(path.parent / wanted):
+        try:
+            kept = sum(1 for name in os.listdir(path.parent) if re.fullmatch(rf"{re.escape(key)}-b[0-9a-f]{{16}}", name))
+        except OSError:
+            kept = 0
+        wanted = wanted if kept < BEHAVIOURS else None
+    entry = path.with_name(wanted or f"{key}-{REFIT}")
     _ENTRIES.add(os.path.abspath(entry))
     return entry
+
+
+# Entries of one key kept for the plug-in's behaviours (``behaviour_entry``), and the name ending of its entry that
+# refits instead (``engine.replay.check_saved_models``).
+BEHAVIOURS, REFIT = 8, "refit"
 
 
 # How long a check of a cached configuration waits for another writing the same entry (parallel CI jobs, pytest

@@ -240,23 +240,33 @@ class RunDirectory:
         return release, seconds
 
     def saved_release(self, index: int | str | None) -> tuple[dict[str, np.ndarray], bool] | None:
-        """The release a saved model file holds (``model_arrays``) and whether a Ray worker fitted it, read without
-        changing anything; None when the file is missing, unreadable, or not listed in the manifest with these bytes
-        (the resume refits it)."""
+        """What a saved model file holds of its release (``compared_arrays``) and whether a Ray worker fitted it, read
+        without changing anything; None when there is no such file, or it is not listed in the manifest (written,
+        then interrupted: the resume refits it); ``DAMAGED`` when it is there but not the file the run wrote
+        (unreadable, truncated, another's bytes, a link or no regular file)."""
         path = self.model_path(index)
+        name = path.relative_to(self.path).as_posix()
+        if not os.path.lexists(path):
+            return None
         try:
             with files.read_once():
-                if not path.is_file() or path.is_symlink():
-                    return None
                 listed = manifest.entries(self.path)
-                if listed is None or path.relative_to(self.path).as_posix() not in listed:
+                if listed is None or name not in listed:
                     return None
-                manifest.verify(self.path, [path.relative_to(self.path).as_posix()])
+                if not path.is_file() or path.is_symlink():
+                    return DAMAGED
+                manifest.verify(self.path, [name])
                 z = load_arrays(path, copies=1)
         except (*UNREADABLE_NPZ, UserError, OSError):
-            return None
-        return ({name: z[name] for name in z if name in RELEASE_ENTRIES or name.startswith(TRANSCRIPT)},
-                bool(str(z["node"])) if "node" in z else False)
+            return DAMAGED
+        return compared_arrays(z), bool(str(z["node"])) if "node" in z else False
+
+    def remove_models(self) -> None:
+        """Delete every saved model (a cache entry whose learner does not reproduce them): the resume refits all."""
+        with self._models_folder() as folder:
+            for name in folder.names():
+                if name.endswith(".npz"):
+                    folder.unlink(name, missing_ok=True)
 
     def _remove_model(self, path: Path) -> None:
         """Delete a model file that is refitted, by the models folder's descriptor (never through a link)."""
@@ -332,8 +342,14 @@ def same_arrays(stored: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) ->
         and np.array_equal(stored[k], arrays[k], equal_nan=stored[k].dtype.kind in "fc") for k in arrays)
 
 
-# A model file's entries that hold the release itself (``model_arrays``), beside the transcript's ``transcript.*``.
-RELEASE_ENTRIES, TRANSCRIPT = ("phi", "vocabulary", "info"), "transcript."
+# A saved model standing for none (``RunDirectory.saved_release``): no release's arrays are these.
+DAMAGED: tuple[dict[str, np.ndarray], bool] = ({}, False)
+
+
+def compared_arrays(arrays) -> dict[str, np.ndarray]:
+    """What two fits of one seed must share (``engine.replay``): Φ, its vocabulary and the mechanism's transcript; not
+    the learner's ``info``, which may hold what it measured (its fit's seconds: XIX-zx X6)."""
+    return {name: arrays[name] for name in arrays if name in ("phi", "vocabulary") or name.startswith("transcript.")}
 
 
 def model_arrays(release: Release) -> dict[str, np.ndarray]:
