@@ -26,7 +26,7 @@ from topicaudit.bounds.one_run import delta_tail_bound
 from topicaudit.cli.main import main
 from topicaudit.engine.claim_tests import ClaimShape
 from topicaudit.engine.power import simulated_power
-from topicaudit.engine.storage.rundir import transcript_from_arrays
+from topicaudit.engine.storage.model_file import transcript_from_arrays
 from topicaudit.engine.storage.results import MechanismInfo
 from topicaudit.engine.configuration.loading import config_from_dict
 from topicaudit.engine.run import execute_run

@@ -45,7 +45,8 @@ from topicaudit.engine.execution.tasks import fit_release
 from topicaudit.engine.storage.results import GuaranteeInfo
 from topicaudit.engine.storage.run_cache import REFIT, is_entry
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
-from topicaudit.engine.storage.rundir import RunDirectory, compared_arrays, model_arrays
+from topicaudit.engine.storage.model_file import compared_arrays, model_arrays
+from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.targets import build_target, has_plugin
