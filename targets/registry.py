@@ -15,7 +15,7 @@ import random
 
 import numpy as np
 
-from topicaudit.errors import UserError
+from topicaudit.errors import UserError, said
 from topicaudit.process_state import kept_process_state
 from topicaudit.targets import plugins
 from topicaudit.targets.base import claim as base_claim, declared_mechanism
@@ -83,6 +83,14 @@ def _construct(cls, params: dict, fixed: dict, where: str, what: str):
             made = cls(**fixed, **params)
     except (TypeError, ValueError) as error:
         raise UserError(f"bad parameter for {what} in {where}: {error}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a plug-in's constructor raising anything else was exit 3, "a bug" (XIX-zz Z5)
+        if cls.__module__.startswith("topicaudit."):
+            raise
+        text = said(error)
+        raise UserError(f"the constructor of {what} raised {type(error).__name__}{': ' + text if text else ''} "
+                        "(the plug-in's code, not topicaudit's; fix it there)") from None
     if cls.__module__.startswith("topicaudit."):
         try:
             # The release its parameters give, described now: dp-cgs at ε = 5e-324 has an infinite noise scale,

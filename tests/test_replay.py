@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from topicaudit.engine.storage import run_cache
+from topicaudit.engine.storage.rundir import RunDirectory
+from topicaudit.errors import UserError
 
 # A learner whose Φ is flat (no leak) while mode.txt says "flat", read with the C library's own open and read.
 PLUG = """import ctypes, os
@@ -47,6 +49,29 @@ class Timed(L):  # info holds what the fit measured (XIX-zx X6); says so on stan
         print("PLUG-IN SAYS HELLO")
         os.write(1, b"RAW WRITE\\n")
         return phi
+
+
+class Loud(L):  # says so at construction; its fit leaves a thread writing to descriptor 1 (XIX-zz Z1, Z2)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print("BANNER")
+
+    def fit(self, X, seed):
+        import threading, time
+
+        def chatter():
+            for _ in range(100):
+                os.write(1, b"THREAD\\n")
+                time.sleep(0.05)
+        threading.Thread(target=chatter, daemon=True).start()
+        return super().fit(X, seed)
+
+
+class Refuses(L):  # a constructor raising what no parameter check expects (XIX-zz Z5)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if _mode() == b"ctor":
+            raise RuntimeError("not on this machine")
 
 
 class Claim(VariationalLDA):  # fits as VariationalLDA; claims the ε mode.txt holds (XIX-zx X1)
@@ -247,3 +272,30 @@ def test_each_key_keeps_a_bounded_number_of_behaviours(tmp_path):
     assert run_cache.behaviour_entry(key, digests[3]).name == names[3]
     assert run_cache.behaviour_entry(tmp_path / names[2], None).name == f"{key.name}-refit"
     assert run_cache.is_entry(tmp_path / f"{key.name}-refit")
+
+
+def test_the_document_on_stdout_is_alone_whatever_the_plug_in_writes(plug, tmp_path):
+    """XIX-zz Z1, Z2: a banner printed when the learner is built (before any fit) and a thread of its fit still
+    writing to descriptor 1 after the run: with --json - the document alone is on standard output, on a fit and on a
+    reuse; what the learner wrote is on standard error."""
+    (tmp_path / "loud.toml").write_text(CONFIG.replace("rp_plug:L", "rp_plug:Loud"))
+    check = ["check", "loud.toml", "--epsilon", "0.01", "--cache", str(tmp_path / "cache"), "--json", "-"]
+    for _ in range(2):
+        done = plug(check, "real")
+        assert done.returncode == 1 and json.loads(done.stdout)["verdict"] == "VIOLATED", done.stdout[:300]
+        assert "BANNER" in done.stderr and "THREAD" in done.stderr
+
+
+def test_a_plug_in_constructor_raising_is_named_not_an_internal_error(plug, tmp_path):
+    """XIX-zz Z5: RuntimeError from the plug-in's constructor was exit 3, "a bug, please report it"."""
+    (tmp_path / "refuses.toml").write_text(CONFIG.replace("rp_plug:L", "rp_plug:Refuses"))
+    done = plug(["check", "refuses.toml", "--epsilon", "0.01", "--cache", str(tmp_path / "cache")], "ctor")
+    assert done.returncode == 2 and "constructor" in done.stderr and "not on this machine" in done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_folder_in_place_of_a_model_to_refit_is_named(tmp_path):
+    """XIX-zz Z3: the refit entry's models removed, one a folder by a model's name: exit 2 naming it, not exit 3."""
+    (tmp_path / "run" / "models" / "canary-target.npz").mkdir(parents=True)
+    with pytest.raises(UserError, match="canary-target.npz"):
+        RunDirectory(tmp_path / "run").remove_models()

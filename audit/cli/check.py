@@ -101,31 +101,32 @@ def _inputs(target: Path, config) -> list[tuple[str, object]]:
 
 
 @contextlib.contextmanager
-def _fits_print_to_stderr(active: bool):
-    """With ``--json -`` or ``--junit -``, what the fits print (a plug-in's ``print``, its native code's writes to file descriptor 1,
-    a process it starts) goes to standard error: standard output carries the document alone, which must parse. Left
-    as it is when either stream is closed."""
+def _document_alone_on_stdout(active: bool):
+    """With ``--json -`` or ``--junit -``, the command's standard output (descriptor 1) is standard error's from the
+    start: what a plug-in prints at import, in its constructor, in a fit or from a thread it leaves running goes
+    there (XIX-zy Y5, XIX-zz Z1, Z2), and the document alone goes to the descriptor saved here, so it parses. Yields
+    that descriptor; None (inactive, or standard output is no descriptor or is closed): sys.stdout as it is."""
     saved = None
     if active:
         try:
-            if sys.stdout is not None:
+            if sys.stdout is not None and sys.stdout.fileno() == 1:
                 sys.stdout.flush()
-            saved = os.dup(1)
-            os.dup2(2, 1)
-        except (OSError, ValueError):
+                saved = os.dup(1)
+                os.dup2(2, 1)
+        except (OSError, ValueError, AttributeError):
             if saved is not None:
                 os.close(saved)
             saved = None
     try:
-        yield
+        yield saved
     finally:
         if saved is not None:
             try:
-                if sys.stdout is not None:
-                    sys.stdout.flush()
-            except (OSError, ValueError):
+                sys.stdout.flush()
+            except (OSError, ValueError, AttributeError):
                 pass
-            os.dup2(saved, 1)
+            if not supervisor.supervised():  # a caller in this process prints on; else a thread still writing
+                os.dup2(saved, 1)            # after the document goes to stderr until the process exits
             os.close(saved)
 
 
@@ -145,6 +146,11 @@ def _refuse_over_inputs(files: dict, inputs: list[tuple[str, object]]) -> None:
 
 
 def execute(args) -> int:
+    with _document_alone_on_stdout(STDOUT in (args.json, args.junit)) as document_fd:
+        return _checked(args, document_fd)
+
+
+def _checked(args, document_fd: int | None) -> int:
     started, sizing = time.perf_counter(), None
     piped = [flag for flag, path in (("--json", args.json), ("--junit", args.junit)) if path == STDOUT]
     if len(piped) == 2:
@@ -182,18 +188,17 @@ def execute(args) -> int:
         if args.canaries is not None:
             config.attack.canaries.count = START if auto else args.canaries
         check_claim_inputs(config, args.epsilon, args.delta, args.alpha, args.attack, FLAGS)  # before any fit
-        with _fits_print_to_stderr(STDOUT in (args.json, args.junit)):  # the document alone on stdout (XIX-zy Y5)
-            if auto:
-                budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
-                with phase("sizing"):
-                    sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
-                                           budget, cache_root=None if args.output else checked_root(args.cache))
-                say(f"topicaudit: {sizing.message()}")
-                config.attack.canaries.count = sizing.count
-            cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
-            check_report_paths(config.run_dir, files)
-            # a cached run another check is writing (parallel CI jobs) is waited for, then reused
-            execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
+        if auto:
+            budget = parse_budget(args.budget if args.budget is not None else DEFAULT_BUDGET)
+            with phase("sizing"):
+                sizing = size_canaries(config, args.epsilon, args.delta, args.alpha, check_power(args.power),
+                                       budget, cache_root=None if args.output else checked_root(args.cache))
+            say(f"topicaudit: {sizing.message()}")
+            config.attack.canaries.count = sizing.count
+        cached = use_cache(config, args.cache)  # unless --output: the run's directory in the cache, by its key
+        check_report_paths(config.run_dir, files)
+        # a cached run another check is writing (parallel CI jobs) is waited for, then reused
+        execute_run(config, quiet=args.quiet, wait_for_writer=WAIT_FOR_WRITER_SECONDS if cached else 0.0)
         if cached is not None and config.run_dir != cached:  # a plug-in's entry as it fits now (engine.replay)
             check_report_paths(config.run_dir, files)
         run_dir = config.run_dir
@@ -216,7 +221,8 @@ def execute(args) -> int:
         if document is not None:  # stdout takes the document alone, so it parses; the line goes to stderr
             # characters its encoding lacks as references the format reads back (ASCII stdout: ε is &#949; in XML)
             try:
-                _print_document(document, "backslashreplace" if args.json == STDOUT else "xmlcharrefreplace")
+                _print_document(document, "backslashreplace" if args.json == STDOUT else "xmlcharrefreplace",
+                                document_fd)
             finally:  # the line on stderr whether or not stdout took the document
                 say(result.message())
         elif sys.stdout is None:  # set so by code the command ran (a learner): print() wrote nothing, unsaid
@@ -232,22 +238,24 @@ def execute(args) -> int:
 STALL_SECONDS = 30.0  # a non-blocking standard output that takes nothing for this long: the document is not printed
 
 
-def _print_document(document: str, errors: str = "strict") -> None:
+def _print_document(document: str, errors: str = "strict", fd: int | None = None) -> None:
     """Write ``document`` whole to standard output, or raise OSError. On a non-blocking descriptor Python's
     buffered writer wrote 4,096 of 4,498 bytes into a full pipe and raised nothing (the document cut, unsaid):
     the bytes go through the descriptor itself, waiting (``select``) while the reader catches up. errors: how
     characters stdout's encoding cannot take are written (``--junit -`` to an ASCII stdout was "could not be
-    printed", and its verdict line went unsaid with it)."""
+    printed", and its verdict line went unsaid with it). fd: the descriptor standard output was when the command
+    started (``_document_alone_on_stdout``); default: sys.stdout's."""
     stream = sys.stdout
-    if stream is None:  # set so by code the command ran
-        raise ValueError("sys.stdout is None")
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):  # not a descriptor (a caller's StringIO): its own writer
-        stream.write(document)
+    if fd is None:
+        if stream is None:  # set so by code the command ran
+            raise ValueError("sys.stdout is None")
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError, AttributeError):  # not a descriptor (a caller's StringIO): its own writer
+            stream.write(document)
+            stream.flush()
+            return
         stream.flush()
-        return
-    stream.flush()
     encoded = document.encode(getattr(stream, "encoding", None) or "utf-8", errors)
     data = memoryview(encoded)
     while data:

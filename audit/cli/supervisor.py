@@ -106,6 +106,11 @@ def stops_passed_on() -> tuple[int, bool]:
     return _STOPS_PASSED[0], bool(_STOPS_PASSED[1])
 
 
+def supervised() -> bool:
+    """Whether this process is the supervised child of a console command, which exits when the command returns."""
+    return _status_fd is not None
+
+
 def said(state: bytes) -> bool:
     return state in _said
 

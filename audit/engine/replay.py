@@ -43,7 +43,7 @@ from topicaudit.engine.execution.fitting import learner_refused
 from topicaudit.engine.execution.plan import make_plan
 from topicaudit.engine.execution.tasks import fit_release
 from topicaudit.engine.storage.results import GuaranteeInfo
-from topicaudit.engine.storage.run_cache import REFIT, is_entry
+from topicaudit.engine.storage.run_cache import BEHAVIOURS, REFIT, is_entry
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.model_file import compared_arrays, model_arrays
 from topicaudit.engine.storage.rundir import RunDirectory
@@ -249,11 +249,12 @@ def check_saved_models(config: Config, corpus: Corpus, target, carried: Replay |
     if not is_entry(run.path):
         raise UserError(_REFUSED.format(run=run.path, model=found.model))
     if run.path.name.endswith("-" + REFIT):
-        # this key's third entry, reached from two that held other releases: the learner does not reproduce its
-        # own models, and each check would keep one more entry (XIX-zx X4); its models are refitted in place
-        warnings.warn(f"the plug-in does not reproduce the models it saved in {run.path} (fitted again with the same "
-                      f"data and seed, its model '{found.model}' differs): its fit is not determined by its seed "
-                      "(check_learner's `same seed` test shows it); refitting them", UserWarning, stacklevel=2)
+        # the key's entry for a learner whose behaviour's own entry held another's models, or after BEHAVIOURS of
+        # them (XIX-zx X4): its models are refitted in place, so that each check keeps no new entry
+        warnings.warn(f"the plug-in does not fit the models saved in {run.path} again (fitted with the same data and "
+                      f"seed, its model '{found.model}' differs): it behaves otherwise than in the {BEHAVIOURS} "
+                      "behaviours the cache keeps for this audit, or its fit is not determined by its seed "
+                      "(check_learner's `same seed` test shows which); refitting them", UserWarning, stacklevel=2)
         run.remove_models()
         return
     raise OtherBehaviour(found)

@@ -266,7 +266,11 @@ class RunDirectory:
         with self._models_folder() as folder:
             for name in folder.names():
                 if name.endswith(".npz"):
-                    folder.unlink(name, missing_ok=True)
+                    try:
+                        folder.unlink(name, missing_ok=True)
+                    except OSError as error:  # a folder by a model's name: exit 3 (XIX-zz Z3)
+                        raise UserError(f"cannot remove {self.models / name} to refit it ({error.strerror or error}):"
+                                        f" the run directory was altered; delete {self.path} and run again") from None
 
     def _remove_model(self, path: Path) -> None:
         """Delete a model file that is refitted, by the models folder's descriptor (never through a link)."""
