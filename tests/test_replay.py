@@ -41,13 +41,22 @@ class L(VariationalLDA):
 
 
 class Timed(L):  # info holds what the fit measured (XIX-zx X6); says so on standard output (XIX-zy Y5)
-    def fit(self, X, seed):
+    def fit(self, X, seed, record=None):
         import time
         started = time.perf_counter()
         phi = super().fit(X, seed)
-        self.info = {"fit_seconds": time.perf_counter() - started}
+        if record is not None:
+            record.info["fit_seconds"] = time.perf_counter() - started
         print("PLUG-IN SAYS HELLO")
         os.write(1, b"RAW WRITE\\n")
+        return phi
+
+
+class Monitored(VariationalLDA):  # a privacy monitor in info, its value read through the C library (XIX-zz Z6)
+    def fit(self, X, seed, record=None):
+        phi = super().fit(X, seed)
+        if record is not None:
+            record.info["monitor"] = {"epsilon_document": [float(_mode())]}
         return phi
 
 
@@ -299,3 +308,15 @@ def test_a_folder_in_place_of_a_model_to_refit_is_named(tmp_path):
     (tmp_path / "run" / "models" / "canary-target.npz").mkdir(parents=True)
     with pytest.raises(UserError, match="canary-target.npz"):
         RunDirectory(tmp_path / "run").remove_models()
+
+
+def test_the_privacy_monitor_a_plug_in_reports_is_compared(plug, tmp_path):
+    """XIX-zz Z6: the learner's monitor (info["monitor"], which results.json and the report show) changed, Φ not: the
+    run kept with the other monitor is not reused."""
+    (tmp_path / "monitored.toml").write_text(CONFIG.replace("rp_plug:L", "rp_plug:Monitored")
+                                             .replace("shadows = 0", "shadows = 2").replace("count = 60", "count = 0"))
+    run = ["run", "monitored.toml", "--output", "run"]
+    assert plug(run, "50").returncode == 0
+    done = plug(run, "7")
+    assert done.returncode == 2 and "'target'" in done.stderr, done.stderr[-2000:]
+    assert plug(run, "50").returncode == 0

@@ -14,9 +14,18 @@ DAMAGED: tuple[dict[str, np.ndarray], bool] = ({}, False)
 
 
 def compared_arrays(arrays) -> dict[str, np.ndarray]:
-    """What two fits of one seed must share (``engine.replay``): Φ, its vocabulary and the mechanism's transcript; not
-    the learner's ``info``, which may hold what it measured (its fit's seconds: XIX-zx X6)."""
-    return {name: arrays[name] for name in arrays if name in ("phi", "vocabulary") or name.startswith("transcript.")}
+    """What two fits of one seed must share (``engine.replay``): Φ, its vocabulary, the mechanism's transcript and of
+    the learner's ``info`` the privacy monitor the results report (XIX-zz Z6); not the rest of ``info``, which may
+    hold what the fit measured (its seconds: XIX-zx X6)."""
+    kept = {name: arrays[name] for name in arrays if name in ("phi", "vocabulary") or name.startswith("transcript.")}
+    if "info" in arrays:
+        try:
+            info = json.loads(str(arrays["info"]))
+        except ValueError:
+            info = {"monitor": str(arrays["info"])}  # no JSON: compared whole
+        if isinstance(info, dict) and "monitor" in info:
+            kept["info.monitor"] = np.array(json.dumps(info["monitor"], sort_keys=True, default=str))
+    return kept
 
 
 def model_arrays(release: Release) -> dict[str, np.ndarray]:
