@@ -320,3 +320,12 @@ def test_the_privacy_monitor_a_plug_in_reports_is_compared(plug, tmp_path):
     done = plug(run, "7")
     assert done.returncode == 2 and "'target'" in done.stderr, done.stderr[-2000:]
     assert plug(run, "50").returncode == 0
+
+
+def test_a_behaviour_entry_of_a_long_key_name_fits_the_file_system(tmp_path):
+    """XIX-zq Q1: a key entry's name of 249 bytes: its behaviours' entries were 267 bytes (ENAMETOOLONG at each
+    check); their names keep the key's digest and stay within 255 bytes."""
+    key = tmp_path / ("d" * 220 + "-Noisy-k3-s0-535dd3d2a8c6c5d4")
+    for entry in (run_cache.behaviour_entry(key, "a" * 64), run_cache.behaviour_entry(key, None)):
+        assert len(os.fsencode(entry.name)) <= 255 and "535dd3d2a8c6c5d4" in entry.name
+        entry.mkdir()
