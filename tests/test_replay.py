@@ -329,3 +329,32 @@ def test_a_behaviour_entry_of_a_long_key_name_fits_the_file_system(tmp_path):
     for entry in (run_cache.behaviour_entry(key, "a" * 64), run_cache.behaviour_entry(key, None)):
         assert len(os.fsencode(entry.name)) <= 255 and "535dd3d2a8c6c5d4" in entry.name
         entry.mkdir()
+
+
+def test_a_learner_the_calling_script_defines_reaches_ray_workers_from_the_new_process(plug, tmp_path):
+    """XIX-zz Z8: a cached assert_privacy of ``__main__:Class`` whose audit needs Ray (canary shadows): the new process
+    loaded the script as ``__mp_main__``, and Ray's workers looked the class up in their own ``__main__`` (a traceback
+    of 81 lines, no verdict); now its classes are the script's, shipped by value."""
+    script = tmp_path / "defines.py"
+    script.write_text(f"""import topicaudit
+from topicaudit.targets.learners.lda import VariationalLDA
+
+
+class Mine(VariationalLDA):
+    def fit(self, X, seed):
+        return super().fit(X, seed)
+
+
+if __name__ == "__main__":
+    try:
+        topicaudit.assert_privacy({{"synthetic": {{"n_docs": 150, "n_words": 250}},
+                                   "target": {{"learner": "__main__:Mine", "k": 3, "vocabulary": "all"}},
+                                   "attack": {{"shadows": 0, "canaries": {{"count": 60, "shadows": 2}}}}}},
+                                  epsilon=0.01, cache={str(tmp_path / "cache")!r})
+        print("PASSED")
+    except AssertionError as error:
+        print(str(error).split(":")[0])
+""")
+    os.utime(script, (script.stat().st_atime - 300, script.stat().st_mtime - 300))  # not "written this second"
+    done = plug([], "real", script=[str(script)])
+    assert done.returncode == 0 and done.stdout.strip() == "VIOLATED", done.stderr[-3000:]

@@ -122,6 +122,21 @@ def _load_script(path: str) -> None:
             spec.loader.exec_module(module)
     finally:
         _LOADING_SCRIPT.clear()
+    _as_the_scripts_own(module)
+
+
+def _as_the_scripts_own(module) -> None:
+    """The classes and functions the script defines, named as ``__main__``'s, as in the calling process: Ray pickles
+    them by value for its workers (whose ``__main__`` is Ray's own); as ``__mp_main__``'s, a worker looked them up
+    there and failed (XIX-zz Z8)."""
+    for value in vars(module).values():
+        members = list(vars(value).values()) if isinstance(value, type) else []
+        for item in [value, *members, *(getattr(m, "__func__", None) for m in members)]:
+            if getattr(item, "__module__", None) == "__mp_main__" and (isinstance(item, type) or callable(item)):
+                try:
+                    item.__module__ = "__main__"
+                except (AttributeError, TypeError):  # a built-in or slot without a settable module
+                    pass
 
 
 def _here(config: Config, cache: str | Path | bool | None, epsilon: float | None, delta: float | None,

@@ -143,7 +143,8 @@ def entries(run_dir: Path) -> dict[str, str] | None:
     return None if found is None else found.files
 
 
-RERUN = "rerun the audit into a new directory (--output)"
+RERUN = ("rerun the audit into a new directory (--output; in a run cache, delete that entry, which only costs a "
+         "refit)")
 
 
 def refuse_over_read_names(output: Path, directories, flag: str) -> None:
