@@ -8,15 +8,16 @@ contract says one seed fits one release (``learner_checks``, ``same seed``), so 
 same data and seed, and compared with the saved file checks every input at once: a release that differs is a learner
 that behaves otherwise now, whatever it read, and none of the run's saved models is reused for it.
 
-The model fitted again is the first one saved of: the canary release, the target, the first canary shadow (the
-release under audit first); it is fitted as the run fitted it (one BLAS thread where the run's fits ran in Ray
-workers or beside Ray's start). A finished run found again costs that one fit; a built-in learner, whose code is all
-topicaudit's own and keyed by its digest, is not fitted again.
+The model fitted again is the first one saved of: the canary release, the target, the canary shadows, the shadows
+(the release under audit first); a saved file that is not the one the run wrote stands for no release. It is fitted
+as the run fitted it: in a new process with a Ray worker's environment when a worker fitted it, else here (one BLAS
+thread beside Ray's start). A finished run found again costs that one fit, and its claim (``guarantee()``) is
+compared too; a built-in learner, whose code is all topicaudit's own and keyed by its digest, is not fitted again.
 
 What it does not see (docs/check.md): a change that shows only in other models' fits (a learner that behaves
-otherwise on another training set's size), and a run resumed whose saved models include none of those three. A
-learner whose fit another process does not reproduce (randomness not drawn from its seed) never matches: each audit
-of it is fitted anew.
+otherwise on another training set's size), and a resumed run whose only saved models are shadows over the target's
+words. A learner whose fit another process does not reproduce (randomness not drawn from its seed) never matches:
+each audit of it is fitted anew (``run_cache.behaviour_entry`` bounds the entries it leaves).
 """
 from __future__ import annotations
 
@@ -113,9 +114,9 @@ def _models(config: Config, corpus: Corpus, target):
     if plan is not None:
         yield "target", lambda: _fit(target, corpus.X, np.flatnonzero(plan.target_in), plan.target_seed, None, True)
     if built is not None and built.shadow_in is not None and built.shadow_seeds is not None:
-        for i, (coins, seed) in enumerate(zip(built.shadow_in, built.shadow_seeds)):
-            yield f"canary-shadow-{i + 1:04d}", functools.partial(
-                _fit, target, built.training_matrix(corpus.X, coins), None, int(seed), observe, True)
+        for i, (coins, seed) in enumerate(zip(built.shadow_in, built.shadow_seeds)):  # (each matrix made if asked)
+            yield f"canary-shadow-{i + 1:04d}", lambda coins=coins, seed=seed: _fit(
+                target, built.training_matrix(corpus.X, coins), None, int(seed), observe, True)
     words = _shadow_words(config)
     if plan is not None and words is not False:
         for i in range(plan.n_shadows):

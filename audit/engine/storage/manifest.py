@@ -121,7 +121,8 @@ def read(run_dir: Path) -> Manifest | None:
                 else "")
         raise UserError(f"{path}'s MAC does not verify with the integrity key ({key.source}){made}: the manifest "
                         "was rewritten by someone without the key, or written with another key, so none of the "
-                        f"run's files can be trusted; {RERUN}, or configure the key it was written with")
+                        f"run's files can be trusted; {RERUN}, or configure the key it was written with (a run "
+                        "cache's entry: remove it, and the next check refits it)")
     return Manifest(files, authenticated=True, key_id=key.id, carries_mac=True)
 
 
@@ -143,8 +144,7 @@ def entries(run_dir: Path) -> dict[str, str] | None:
     return None if found is None else found.files
 
 
-RERUN = ("rerun the audit into a new directory (--output; in a run cache, delete that entry, which only costs a "
-         "refit)")
+RERUN = "rerun the audit into a new directory (--output)"
 
 
 def refuse_over_read_names(output: Path, directories, flag: str) -> None:

@@ -254,8 +254,9 @@ def behaviour_entry(run_dir: str | os.PathLike, digest: str | None) -> Path:
         key = key[1:]                                    # its key kept (XIX-zq Q1: ENAMETOOLONG at every check)
     wanted = None if digest is None else f"{key}-b{digest[:16]}"
     if wanted is not None and not os.path.lexists(path.parent / wanted):
+        pattern = re.compile(rf"{re.escape(key)}-b[0-9a-f]{{16}}")
         try:
-            kept = sum(1 for name in os.listdir(path.parent) if re.fullmatch(rf"{re.escape(key)}-b[0-9a-f]{{16}}", name))
+            kept = sum(1 for name in os.listdir(path.parent) if pattern.fullmatch(name))
         except OSError:
             kept = 0
         wanted = wanted if kept < BEHAVIOURS else None
