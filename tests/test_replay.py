@@ -56,7 +56,7 @@ class Monitored(VariationalLDA):  # a privacy monitor in info, its value read th
     def fit(self, X, seed, record=None):
         phi = super().fit(X, seed)
         if record is not None:
-            record.info["monitor"] = {"epsilon_document": [float(_mode())]}
+            record.info["monitor"] = {"epsilon_document": [np.float32(_mode())]}  # NumPy's: exit 3 (XIX-zr R2)
         return phi
 
 
@@ -341,8 +341,12 @@ from topicaudit.targets.learners.lda import VariationalLDA
 
 
 class Mine(VariationalLDA):
+    class Kept:  # a nested class with a method: looked up in the worker's __main__ (XIX-zr R1)
+        def keep(self, phi):
+            return phi
+
     def fit(self, X, seed):
-        return super().fit(X, seed)
+        return self.Kept().keep(super().fit(X, seed))
 
 
 if __name__ == "__main__":

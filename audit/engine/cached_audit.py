@@ -126,17 +126,25 @@ def _load_script(path: str) -> None:
 
 
 def _as_the_scripts_own(module) -> None:
-    """The classes and functions the script defines, named as ``__main__``'s, as in the calling process: Ray pickles
-    them by value for its workers (whose ``__main__`` is Ray's own); as ``__mp_main__``'s, a worker looked them up
-    there and failed (XIX-zz Z8)."""
-    for value in vars(module).values():
-        members = list(vars(value).values()) if isinstance(value, type) else []
-        for item in [value, *members, *(getattr(m, "__func__", None) for m in members)]:
-            if getattr(item, "__module__", None) == "__mp_main__" and (isinstance(item, type) or callable(item)):
-                try:
-                    item.__module__ = "__main__"
-                except (AttributeError, TypeError):  # a built-in or slot without a settable module
-                    pass
+    """The classes and functions the script defines (nested ones too), named as ``__main__``'s, as in the calling
+    process: Ray pickles them by value for its workers (whose ``__main__`` is Ray's own); as ``__mp_main__``'s, a
+    worker looked them up there and failed (XIX-zz Z8, XIX-zr R1)."""
+    seen: set[int] = set()
+    pending = list(vars(module).values())
+    while pending:
+        item = pending.pop()
+        item = getattr(item, "__func__", getattr(item, "fget", item))  # a method's function, a property's getter
+        if id(item) in seen or getattr(item, "__module__", None) != "__mp_main__":
+            continue
+        seen.add(id(item))
+        if isinstance(item, type):
+            pending.extend(vars(item).values())
+        elif not callable(item):
+            continue
+        try:
+            item.__module__ = "__main__"
+        except (AttributeError, TypeError):  # a built-in or slot without a settable module
+            pass
 
 
 def _here(config: Config, cache: str | Path | bool | None, epsilon: float | None, delta: float | None,

@@ -1,6 +1,8 @@
 """A target is a release pipeline: a vocabulary step, then a learner (paper Alg. 1)."""
 from __future__ import annotations
 
+import json
+
 import pickle
 import sys
 import traceback
@@ -82,7 +84,7 @@ class Pipeline:
         transcript = record.transcript() if requested else None
         if transcript is not None:
             transcript.columns = kept
-        return Release(phi=phi, vocabulary=vocabulary, info=dict(record.info),
+        return Release(phi=phi, vocabulary=vocabulary, info=_reported(record.info),
                        transcript=vocabulary_transcript or transcript)
 
     def guarantee(self) -> Guarantee:
@@ -101,6 +103,21 @@ class Pipeline:
         the driver's working directory only, adds it before unpickling the plug-in."""
         path = worker_path(self.learner, self.vocabulary_step)
         return _rebuild, (path, pickle.dumps(self.__getstate__()) if path else self.__getstate__())
+
+
+def _reported(info) -> dict:
+    """A learner's ``record.info`` as a run keeps it (JSON, in its model files and results.json): NumPy's numbers and
+    arrays as Python's; a NumPy float in a monitor was exit 3, "a bug" (XIX-zr R2). Anything else JSON cannot hold
+    is the plug-in's error."""
+    def plain(value):
+        if isinstance(value, (np.generic, np.ndarray)):
+            return value.tolist()
+        raise TypeError(f"it holds a {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(dict(info), default=plain))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise PluginCodeError(f"its own fit's record.info cannot be kept as JSON, as a run keeps it ({error}): give "
+                              "numbers, strings, lists and dicts there") from None
 
 
 class PluginCodeError(ValueError):
