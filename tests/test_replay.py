@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -359,6 +360,40 @@ if __name__ == "__main__":
     except AssertionError as error:
         print(str(error).split(":")[0])
 """)
-    os.utime(script, (script.stat().st_atime - 300, script.stat().st_mtime - 300))  # not "written this second"
+    time.sleep(1.5)  # not "changed this second" (a file's times are compared by the second: XIX-zz Z9)
     done = plug([], "real", script=[str(script)])
     assert done.returncode == 0 and done.stdout.strip() == "VIOLATED", done.stderr[-3000:]
+    assert "not reused" not in done.stderr  # audited in the new process, as cached
+
+
+def test_a_script_run_as_a_module_of_a_package_keeps_its_relative_imports(plug, tmp_path):
+    """XIX-zr R7: ``python -m pkg.script`` whose learner uses ``from .helpers import …``: the audit's new process loaded
+    the script with no package (ImportError, no verdict)."""
+    package = tmp_path / "zrpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("def kept(phi):\n    return phi\n")
+    (package / "runme.py").write_text(f"""import topicaudit
+from topicaudit.targets.learners.lda import VariationalLDA
+from .helpers import kept
+
+
+class Mine(VariationalLDA):
+    def fit(self, X, seed):
+        return kept(super().fit(X, seed))
+
+
+if __name__ == "__main__":
+    try:
+        topicaudit.assert_privacy({{"synthetic": {{"n_docs": 150, "n_words": 250}},
+                                   "target": {{"learner": "__main__:Mine", "k": 3, "vocabulary": "all"}},
+                                   "attack": {{"shadows": 0, "canaries": {{"count": 60}}}}}},
+                                  epsilon=0.01, cache={str(tmp_path / "cache")!r})
+        print("PASSED")
+    except AssertionError as error:
+        print(str(error).split(":")[0])
+""")
+    time.sleep(1.5)  # not "changed this second" (a file's times are compared by the second: XIX-zz Z9)
+    done = plug([], "real", script=["-m", "zrpkg.runme"])
+    assert done.returncode == 0 and done.stdout.strip() == "VIOLATED", done.stderr[-3000:]
+    assert "not reused" not in done.stderr  # audited in the new process, as cached
