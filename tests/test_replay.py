@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ import pytest
 from topicaudit.engine.storage import run_cache
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.errors import UserError
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 # A learner whose Φ is flat (no leak) while mode.txt says "flat", read with the C library's own open and read.
 PLUG = """import ctypes, os
@@ -57,7 +60,7 @@ class Monitored(VariationalLDA):  # a privacy monitor in info, its value read th
     def fit(self, X, seed, record=None):
         phi = super().fit(X, seed)
         if record is not None:
-            record.info["monitor"] = {"epsilon_document": [np.float32(_mode())]}  # NumPy's: exit 3 (XIX-zr R2)
+            record.info["monitor"] = {"epsilon_document": [np.float32(_mode())]}  # NumPy's: exit 3 (XIX-zzr R2)
         return phi
 
 
@@ -154,6 +157,9 @@ def test_a_run_directory_of_another_behaviour_is_refused_not_resumed(plug, tmp_p
     assert done.returncode == 2, done.stderr[-3000:]
     assert "no longer fits" in done.stderr and "'canary-target'" in done.stderr and "Traceback" not in done.stderr
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")} == before
+    quoted = [line.strip() for line in (DOCS / "exit-codes.md").read_text().splitlines()
+              if line.startswith("    topicaudit: error: DIR holds models")]  # the line docs/exit-codes.md quotes
+    assert quoted and quoted[0].replace("DIR", str(tmp_path / "run")).replace("NAME", "canary-target") in done.stderr
     assert plug(run, "flat").returncode == 0  # restored: reused
 
 
@@ -224,6 +230,8 @@ def test_a_damaged_saved_model_is_no_pass_for_a_changed_plug_in(plug, tmp_path, 
     if where == "cache":
         assert (done.returncode, done.stdout.split(":")[0]) == (1, "VIOLATED"), done.stderr[-2000:]
         assert "no longer fits" in done.stderr  # the note on the way to the entry of the learner as it is now
+        assert re.search(r"note: the plug-in no longer fits the models kept in \S+ \(its model 'canary-target' fitted "
+                         r"again differs\): auditing it as it fits now", done.stderr)  # as docs/exit-codes.md quotes
     else:
         assert done.returncode == 2 and "'canary-target'" in done.stderr and "damaged" in done.stderr, done.stderr
 
@@ -324,7 +332,7 @@ def test_the_privacy_monitor_a_plug_in_reports_is_compared(plug, tmp_path):
 
 
 def test_a_behaviour_entry_of_a_long_key_name_fits_the_file_system(tmp_path):
-    """XIX-zq Q1: a key entry's name of 249 bytes: its behaviours' entries were 267 bytes (ENAMETOOLONG at each
+    """XIX-zzq Q1: a key entry's name of 249 bytes: its behaviours' entries were 267 bytes (ENAMETOOLONG at each
     check); their names keep the key's digest and stay within 255 bytes."""
     key = tmp_path / ("d" * 220 + "-Noisy-k3-s0-535dd3d2a8c6c5d4")
     for entry in (run_cache.behaviour_entry(key, "a" * 64), run_cache.behaviour_entry(key, None)):
@@ -342,7 +350,7 @@ from topicaudit.targets.learners.lda import VariationalLDA
 
 
 class Mine(VariationalLDA):
-    class Kept:  # a nested class with a method: looked up in the worker's __main__ (XIX-zr R1)
+    class Kept:  # a nested class with a method: looked up in the worker's __main__ (XIX-zzr R1)
         def keep(self, phi):
             return phi
 
@@ -367,7 +375,7 @@ if __name__ == "__main__":
 
 
 def test_a_script_run_as_a_module_of_a_package_keeps_its_relative_imports(plug, tmp_path):
-    """XIX-zr R7: ``python -m pkg.script`` whose learner uses ``from .helpers import …``: the audit's new process loaded
+    """XIX-zzr R7: ``python -m pkg.script`` whose learner uses ``from .helpers import …``: the audit's new process loaded
     the script with no package (ImportError, no verdict)."""
     package = tmp_path / "zrpkg"
     package.mkdir()

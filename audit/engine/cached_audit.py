@@ -110,7 +110,7 @@ def _script(config: Config) -> str | None:
 
 def _package() -> str | None:
     """The package of the calling script when it was run as a module of one (``python -m pkg.script``): its relative
-    imports resolve there (XIX-zr R7: ImportError, no verdict)."""
+    imports resolve there (XIX-zzr R7: ImportError, no verdict)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     parent = getattr(spec, "parent", None)
     return parent if isinstance(parent, str) and parent else None
@@ -138,7 +138,7 @@ def _load_script(path: str, package: str | None = None) -> None:
 def _as_the_scripts_own(module) -> None:
     """The classes and functions the script defines (nested ones too), named as ``__main__``'s, as in the calling
     process: Ray pickles them by value for its workers (whose ``__main__`` is Ray's own); as ``__mp_main__``'s, a
-    worker looked them up there and failed (XIX-zz Z8, XIX-zr R1)."""
+    worker looked them up there and failed (XIX-zz Z8, XIX-zzr R1)."""
     seen: set[int] = set()
     pending = list(vars(module).values())
     while pending:

@@ -107,7 +107,7 @@ class Pipeline:
 
 def _reported(info) -> dict:
     """A learner's ``record.info`` as a run keeps it (JSON, in its model files and results.json): NumPy's numbers and
-    arrays as Python's; a NumPy float in a monitor was exit 3, "a bug" (XIX-zr R2). Anything else JSON cannot hold
+    arrays as Python's; a NumPy float in a monitor was exit 3, "a bug" (XIX-zzr R2). Anything else JSON cannot hold
     is the plug-in's error."""
     def plain(value):
         if isinstance(value, (np.generic, np.ndarray)):

@@ -251,7 +251,7 @@ def behaviour_entry(run_dir: str | os.PathLike, digest: str | None) -> Path:
     path = Path(run_dir)
     key = re.sub(rf"-(b[0-9a-f]{{16}}|{REFIT})$", "", path.name)
     while len(os.fsencode(f"{key}-b{'0' * 16}")) > 255:  # a key entry's name near the limit: its start dropped,
-        key = key[1:]                                    # its key kept (XIX-zq Q1: ENAMETOOLONG at every check)
+        key = key[1:]                                    # its key kept (XIX-zzq Q1: ENAMETOOLONG at every check)
     wanted = None if digest is None else f"{key}-b{digest[:16]}"
     if wanted is not None and not os.path.lexists(path.parent / wanted):
         pattern = re.compile(rf"{re.escape(key)}-b[0-9a-f]{{16}}")
