@@ -11,8 +11,8 @@ import importlib
 
 from topicaudit.targets.base import NO_GUARANTEE, Adjacency, Basis, Guarantee, Release, Target
 
-REGISTRY = ("LEARNERS", "VOCABULARY_STEPS", "build_learner", "build_target", "default_vocabulary", "learner_class",
-            "has_plugin", "learner_settings", "shadow_pipeline", "sources", "vocabulary_of")
+REGISTRY = ("LEARNERS", "VOCABULARY_STEPS", "build_learner", "build_target", "configured_target", "default_vocabulary",
+            "learner_class", "has_plugin", "learner_settings", "shadow_pipeline", "sources", "vocabulary_of")
 __all__ = ["Adjacency", "Basis", "Guarantee", "NO_GUARANTEE", "Release", "Target", *REGISTRY]
 
 

@@ -203,6 +203,13 @@ def shadow_pipeline(learner: str, k: int, params: dict | None = None, where: str
     return Pipeline(step, model, compose(base_claim(step), base_claim(model)))
 
 
+def configured_target(table) -> Pipeline:
+    """The target pipeline a configuration's ``[target]`` table names: its learner, k, vocabulary step, their
+    parameters and the test hooks (``test_under_noise``, ``test_bug``)."""
+    return build_target(table.learner, table.k, table.vocabulary, table.params, table.vocabulary_params,
+                        table.test_under_noise, table.test_bug)
+
+
 def build_target(learner: str, k: int, vocabulary: str = AUTO, params: dict | None = None,
                  vocabulary_params: dict | None = None, under_noise: float = 1.0, bug: str = "") -> Pipeline:
     """The target pipeline named by a configuration, with a clear error for typos.

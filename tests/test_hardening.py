@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from audit_files import audit_command
 
 from topicaudit.cli import main as cli
 from topicaudit.cli.main import main
@@ -298,15 +299,7 @@ def test_run_with_a_nan_prior_costs_milliseconds_and_leaves_nothing(capsys, tmp_
 
 @pytest.fixture
 def audit_inputs(tmp_path):
-    words = [f"w{i}" for i in range(8)]
-    rng = np.random.default_rng(0)
-    np.save(tmp_path / "phi.npy", rng.dirichlet(np.ones(8), size=3))
-    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
-    docs = [" ".join(rng.choice(words, 6)) for _ in range(20)]
-    (tmp_path / "cand.json").write_text(json.dumps({"text": docs[:8]}))
-    (tmp_path / "ref.json").write_text(json.dumps({"text": docs[8:]}))
-    return ["audit", tmp_path / "phi.npy", "--vocabulary", tmp_path / "vocab.txt", "--candidates",
-            tmp_path / "cand.json", "--reference", tmp_path / "ref.json", "--no-preprocess", "--shadows", 2]
+    return [*audit_command(tmp_path, documents=20, candidates=8), "--shadows", 2]
 
 
 @pytest.mark.parametrize("param", ["doc_topic_prior=nan", "doc_topic_prior=-1.0", "max_iter=-1"])

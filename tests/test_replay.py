@@ -13,8 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from audit_files import audit_command
 
 from topicaudit.engine.storage import run_cache
 from topicaudit.engine.storage.rundir import RunDirectory
@@ -165,15 +166,8 @@ def test_a_run_directory_of_another_behaviour_is_refused_not_resumed(plug, tmp_p
 
 def _audit_inputs(tmp_path, shadows=2):
     """``audit``'s command for a saved Φ over 8 words, with the plug-in as the shadows' learner, into ``out``."""
-    words = [f"w{i}" for i in range(8)]
-    rng = np.random.default_rng(0)
-    np.save(tmp_path / "phi.npy", rng.dirichlet(np.ones(8), size=3))
-    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
-    docs = [" ".join(rng.choice(words, 6)) for _ in range(40)]
-    (tmp_path / "cand.json").write_text(json.dumps({"text": docs[:12]}))
-    (tmp_path / "ref.json").write_text(json.dumps({"text": docs[12:]}))
-    return ["audit", "phi.npy", "--vocabulary", "vocab.txt", "--candidates", "cand.json", "--reference", "ref.json",
-            "--no-preprocess", "--shadows", str(shadows), "--learner", "rp_plug:L", "--output", "out"]
+    return [str(part) for part in audit_command(tmp_path, documents=40, candidates=12)] + [
+        "--shadows", str(shadows), "--learner", "rp_plug:L", "--output", "out"]
 
 
 def test_audit_of_a_released_model_resumes_no_shadow_its_plug_in_no_longer_fits(plug, tmp_path):

@@ -50,7 +50,7 @@ from topicaudit.engine.storage.model_file import compared_arrays, model_arrays
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
-from topicaudit.targets import build_target, has_plugin
+from topicaudit.targets import configured_target, has_plugin
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,6 @@ class Replay:
     model: str    # the model file's name in models/ ("canary-target", "target", …)
     digest: str   # of the release fitted now (``release_digest``): names the cache entry of the learner as it is now
     same: bool    # whether the fit now is the saved release
-
-    def matches(self, run: RunDirectory) -> bool:
-        """Whether ``run`` holds this release as its model of the same name (no fit: another entry checked)."""
-        saved = run.saved_release(self.model)
-        return saved is not None and release_digest(saved[0]) == self.digest
 
 
 def release_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -76,11 +71,9 @@ def release_digest(arrays: dict[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def replay(config: Config, corpus: Corpus, target, run: RunDirectory) -> Replay | None:
-    """The first saved model of ``run`` (see the module's docstring) fitted again and compared; None when the run's
-    learner and vocabulary step are built in, or when no model of it is saved."""
-    if not has_plugin(config.target.learner, config.target.vocabulary) or not _any_model(run):
-        return None
+def _replay(config: Config, corpus: Corpus, target, run: RunDirectory) -> Replay | None:
+    """The first saved model of ``run`` (see the module's docstring) fitted again and compared; None when none of
+    them is saved."""
     for model, fit in _models(config, corpus, target):
         saved = run.saved_release(model)
         if saved is not None:
@@ -179,7 +172,7 @@ def run_model(config: dict, model: str) -> str:
         warnings.simplefilter("ignore")  # the caller has said them
         run = config_from_dict(config)
         corpus = load_audit_corpus(run)
-        target = built_target(run)
+        target = configured_target(run.target)
         fit = dict(_models(run, corpus, target))[model]
         return release_digest(fit())
 
@@ -194,12 +187,6 @@ def audit_shadow(config: dict, index: int) -> str:
         words = np.arange(inputs.model.vocabulary.size, dtype=np.int64)
         return release_digest(_fit(inputs.target, X, np.flatnonzero(plan.shadow_in[index]),
                                    int(plan.shadow_seeds[index]), None, True, words))
-
-
-def built_target(config: Config):
-    """The target pipeline a run configuration names."""
-    t = config.target
-    return build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
 
 
 def _fit(target, X, rows: np.ndarray | None, seed: int, observe, one_thread: bool,
@@ -239,12 +226,14 @@ def check_saved_models(config: Config, corpus: Corpus, target, carried: Replay |
     learner's audit). ``carried``: the model fitted at the entry before, compared here without a new fit. A directory
     holding another configuration is left to the resume, which refuses it for what it is (XIX-zx X7)."""
     run = RunDirectory(config.run_dir)
-    if run.stored_hash() not in (None, config_hash(config, corpus_fingerprint(corpus))):
-        return
-    if carried is not None and run.saved_release(carried.model) is not None:
-        found: Replay | None = Replay(carried.model, carried.digest, carried.matches(run))
+    if not has_plugin(config.target.learner, config.target.vocabulary) or not _any_model(run) \
+            or run.stored_hash() not in (None, config_hash(config, corpus_fingerprint(corpus))):
+        return  # a built-in's run, or nothing saved, costs nothing here
+    saved = run.saved_release(carried.model) if carried is not None else None
+    if carried is not None and saved is not None:
+        found: Replay | None = Replay(carried.model, carried.digest, release_digest(saved[0]) == carried.digest)
     else:
-        found = replay(config, corpus, target, run)
+        found = _replay(config, corpus, target, run)
     if found is None or found.same:
         return
     if not is_entry(run.path):

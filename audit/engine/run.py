@@ -52,14 +52,14 @@ from topicaudit.engine.storage.durable_write import atomic_write_bytes
 from topicaudit.engine.storage.run_corpus import load_audit_corpus
 from topicaudit.engine.storage.rundir import RunDirectory
 from topicaudit.engine.storage.run_cache import behaviour_entry
-from topicaudit.engine.replay import OtherBehaviour, Replay, built_target, check_saved_models, same_claim
+from topicaudit.engine.replay import OtherBehaviour, Replay, check_saved_models, same_claim
 from topicaudit.engine.configuration.validation import check_name, warn_more_topics_than_words
 from topicaudit.engine.verdict import own_claim_verdict
 from topicaudit.errors import UserError
 from topicaudit.inputs.corpus import Corpus, corpus_fingerprint
 from topicaudit.inputs.files import read_once
 from topicaudit.loaded_code import running
-from topicaudit.targets import has_plugin, sources, vocabulary_of
+from topicaudit.targets import configured_target, has_plugin, sources, vocabulary_of
 
 
 def tokens_in_vocabulary(X, vocabulary: np.ndarray) -> np.ndarray:
@@ -142,7 +142,7 @@ def _execute_run(config: Config, quiet: bool, carried: Replay | None = None) -> 
     validate(config)
     with phase("load"):
         corpus = load_audit_corpus(config)
-    target = built_target(config)
+    target = configured_target(config.target)
     warn_more_topics_than_words(config.target.k, corpus.X.shape[1], "[target] k (--k) asks for")
     check_saved_models(config, corpus, target, carried)  # a plug-in's, by fitting one again
     finished = finished_run(config, corpus, target, quiet)
@@ -184,7 +184,7 @@ def finished_in_place(config: Config) -> bool:
     validate(config)
     if has_plugin(config.target.learner, config.target.vocabulary):
         return False  # its fit is checked (``engine.replay``) in the new process: this one may not run its files (X5)
-    return finished_run(config, load_audit_corpus(config), built_target(config)) is not None
+    return finished_run(config, load_audit_corpus(config), configured_target(config.target)) is not None
 
 
 def finished_run(config: Config, corpus: Corpus, target, quiet: bool = True) -> RunResults | None:

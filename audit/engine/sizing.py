@@ -58,7 +58,7 @@ from topicaudit.engine.power import (POWER_SEED, TARGET_POWER, claim_scale, own_
                                      simulated_power)
 from topicaudit.errors import UserError
 from topicaudit.loaded_code import fitting
-from topicaudit.targets import build_target
+from topicaudit.targets import configured_target
 from topicaudit.targets.base import declared_mechanism
 from topicaudit.targets.mechanisms import GaussianNoise
 from topicaudit.targets.privacy.guarantee import RELEASE_SUPPORT, TRAINING_WORDS, declared
@@ -301,9 +301,7 @@ def size_canaries(config: Config, epsilon: float | None = None, delta: float | N
         return found
     started = time.perf_counter()
     corpus = load_audit_corpus(config)
-    t = config.target
-    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise,
-                          t.test_bug)
+    target = configured_target(config.target)
     mechanism, epsilon, delta, alpha_each, shape, methods, probe = _design(config, corpus, target, epsilon, delta,
                                                                            alpha)
     if isinstance(mechanism.release(), GaussianNoise):

@@ -15,7 +15,7 @@ from topicaudit.bounds.epsilon import check_level
 from topicaudit.engine.configuration.config import Config
 from topicaudit.engine.configuration.config_checks import validate
 from topicaudit.errors import UserError
-from topicaudit.targets import build_target
+from topicaudit.targets import configured_target
 from topicaudit.targets.base import claim
 from topicaudit.targets.privacy.guarantee import adjacency_of
 
@@ -38,8 +38,7 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
     unknown = unknown_attacks(attacks or [])
     if unknown:
         raise UserError(f"{names['attacks']} {unknown[0]}: unknown attack; known: {', '.join(ATTACKS)}")
-    t = config.target
-    target = build_target(t.learner, t.k, t.vocabulary, t.params, t.vocabulary_params, t.test_under_noise, t.test_bug)
+    target = configured_target(config.target)
     guarantee = target.guarantee()
     canaries = config.attack.canaries
     observes_step = canaries.observe != "release" and target.observes_vocabulary
@@ -50,14 +49,14 @@ def check_claim_inputs(config: Config, epsilon: float | None = None, delta: floa
         guarantee = claim(target.vocabulary_step)
     claimed = None if math.isinf(guarantee.epsilon) else guarantee.epsilon
     if epsilon is None and claimed is None:
-        raise UserError(f"the target ({t.learner}) claims no ε, so there is nothing to check; pass the claim "
-                        f"to test with {names['epsilon']} (and {names['delta']})")
+        raise UserError(f"the target ({config.target.learner}) claims no ε, so there is nothing to check; pass the "
+                        f"claim to test with {names['epsilon']} (and {names['delta']})")
     adjacency = adjacency_of(guarantee.adjacency)
     word_level = adjacency is not None and not adjacency.document_level
     if word_level and epsilon is None and kind not in WORD_KINDS:
         raise UserError(
-            f"the target ({t.learner}) claims ε = {claimed:g} per word ({adjacency.value} adjacency), which "
-            f"whole-document tests cannot hold it to; audit it with word canaries ({names['canaries']} M, kind "
+            f"the target ({config.target.learner}) claims ε = {claimed:g} per word ({adjacency.value} adjacency), "
+            f"which whole-document tests cannot hold it to; audit it with word canaries ({names['canaries']} M, kind "
             f"auto, word or paired-word), or pass a document-level claim (group privacy: L·ε for documents of L words) "
             f"with {names['epsilon']}")
     word_claim = word_level and (epsilon is None or kind in WORD_KINDS)
